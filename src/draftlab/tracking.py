@@ -1,0 +1,82 @@
+"""MLflow tracking: one run per pipeline stage (the only module that talks to MLflow).
+
+`stage_run(stage, params, cfg)` opens a run in the configured store (a local SQLite file by
+default), logs the flattened params and tags (stage, git commit, DVC experiment name when set)
+and yields a `StageRun` for metrics and artifacts. `lightning_logger(run)` gives Lightning an
+`MLFlowLogger` bound to the same run, so training curves land there too.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Iterator
+
+from draftlab.config import TrackingConfig, flatten
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def dvc_experiment() -> str:
+    return os.environ.get("DVC_EXP_NAME", "")
+
+
+class StageRun:
+    """A thin handle on an active MLflow run (or a no-op when tracking is disabled)."""
+
+    def __init__(self, mlflow_mod, run_id: str | None, uri: str):
+        self._m, self.run_id, self.uri = mlflow_mod, run_id, uri
+
+    def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        if self._m is None:
+            return
+        clean = {k: float(v) for k, v in flatten(metrics).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if clean:
+            self._m.log_metrics(clean, step=step)
+
+    def log_artifact(self, path: str | Path) -> None:
+        if self._m is not None and Path(path).exists():
+            self._m.log_artifact(str(path))
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        if self._m is not None:
+            self._m.set_tags({k: str(v) for k, v in tags.items()})
+
+
+@contextlib.contextmanager
+def stage_run(stage: str, params: dict[str, Any], cfg: TrackingConfig, tags: dict[str, Any] | None = None) -> Iterator[StageRun]:
+    if not cfg.enabled:
+        yield StageRun(None, None, "")
+        return
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+    import logging
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    import mlflow
+
+    mlflow.set_tracking_uri(cfg.uri)
+    mlflow.set_experiment(cfg.experiment)
+    all_tags = {"stage": stage, "git_commit": git_commit(), "dvc_exp": dvc_experiment(), **(tags or {})}
+    with mlflow.start_run(run_name=f"{stage}" + (f"-{all_tags['dvc_exp']}" if all_tags["dvc_exp"] else "")) as run:
+        mlflow.set_tags({k: str(v) for k, v in all_tags.items()})
+        flat = {k: str(v)[:500] for k, v in flatten(params).items()}
+        items = list(flat.items())
+        for i in range(0, len(items), 100):
+            mlflow.log_params(dict(items[i:i + 100]))
+        yield StageRun(mlflow, run.info.run_id, cfg.uri)
+
+
+def lightning_logger(run: StageRun, experiment: str):
+    """An MLFlowLogger that writes into the stage's already-open run (or None when disabled)."""
+    if run.run_id is None:
+        return None
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    return MLFlowLogger(experiment_name=experiment, tracking_uri=run.uri, run_id=run.run_id, log_model=False)

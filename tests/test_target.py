@@ -1,0 +1,153 @@
+"""Target adapter: cached extension, cropping, ragged batches, taps and packed tree scoring are exact."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from draftlab.target import StreamCache, causal_mask, crop_cache
+
+TOL = 1e-4
+
+
+def full_logits(target, ids):
+    return target(torch.tensor([ids])).logits[0]
+
+
+@pytest.mark.parametrize("name", ["llama_target", "qwen3_target"])
+def test_step_by_step_equals_full_forward(name, request):
+    target = request.getfixturevalue(name)
+    torch.manual_seed(0)
+    ids = torch.randint(0, target.vocab_size, (1, 20))
+    full = target(ids).logits
+    cache = target.new_cache()
+    parts = [target(ids[:, :7], cache=cache).logits]
+    for t in range(7, 20, 3):
+        parts.append(target(ids[:, t:t + 3], cache=cache).logits)
+    step = torch.cat(parts, dim=1)
+    assert (step - full).abs().max() < TOL
+
+
+def test_crop_then_reextend(llama_target):
+    t = llama_target
+    ids = torch.randint(0, t.vocab_size, (1, 16), generator=torch.Generator().manual_seed(1))
+    other = torch.randint(0, t.vocab_size, (1, 6), generator=torch.Generator().manual_seed(2))
+    full = t(ids).logits
+    cache = t.new_cache()
+    t(ids[:, :10], cache=cache)
+    t(other, cache=cache)  # a wrong continuation...
+    crop_cache(cache, 10)  # ...cropped away
+    assert cache.get_seq_length() == 10
+    again = t(ids[:, 10:], cache=cache).logits
+    assert (again - full[:, 10:]).abs().max() < TOL
+
+
+def test_ragged_streams_match_single_stream(llama_target):
+    t = llama_target
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(0, t.vocab_size, (n,), generator=g).tolist() for n in (5, 11, 8)]
+    conts = [torch.randint(0, t.vocab_size, (6,), generator=g).tolist() for _ in prompts]
+    sc = StreamCache(t, 3)
+    out = sc.prefill(prompts, pad_id=0)
+    # last prompt token logits per stream
+    for b, p in enumerate(prompts):
+        ref = full_logits(t, p)[-1]
+        assert (out.logits[b, -1] - ref).abs().max() < TOL
+    # verify-like append of 4 tokens, keep different prefixes, then continue
+    block = torch.tensor([c[:4] for c in conts])
+    out = sc.append(block)
+    for b, p in enumerate(prompts):
+        ref = full_logits(t, p + conts[b][:4])[-4:]
+        assert (out.logits[b] - ref).abs().max() < TOL
+    keep = torch.tensor([1, 4, 2])
+    sc.commit(keep, 4)
+    assert sc.next_pos.tolist() == [len(p) + int(k) for p, k in zip(prompts, keep)]
+    nxt = torch.tensor([[conts[b][int(keep[b])]] for b in range(3)])
+    out = sc.append(nxt)
+    for b, p in enumerate(prompts):
+        seq = p + conts[b][: int(keep[b]) + 1]
+        assert (out.logits[b, -1] - full_logits(t, seq)[-1]).abs().max() < TOL
+    # compaction keeps the logits exact
+    assert sc.compact(min_hole_fraction=0.0)
+    out2 = sc.append(torch.tensor([[7], [8], [9]]))
+    for b, p in enumerate(prompts):
+        seq = p + conts[b][: int(keep[b]) + 1] + [7 + b]
+        assert (out2.logits[b, -1] - full_logits(t, seq)[-1]).abs().max() < TOL
+
+
+def test_single_stream_commit_is_a_crop(llama_target):
+    t = llama_target
+    sc = StreamCache(t, 1)
+    sc.prefill([[1, 2, 3, 4]], pad_id=0)
+    sc.append(torch.tensor([[5, 6, 7, 8]]))
+    sc.commit(torch.tensor([2]), 4)
+    assert sc.cache.get_seq_length() == 6 and sc.width == 6 and bool(sc.valid.all())
+
+
+def test_tap_convention_layer_i_is_hidden_states_i_plus_1(llama_target):
+    t = llama_target
+    ids = torch.randint(0, t.vocab_size, (2, 9), generator=torch.Generator().manual_seed(4))
+    taps = [0, 2]
+    out = t(ids, taps=taps)
+    hs = t.model(input_ids=ids, output_hidden_states=True).hidden_states
+    ref = torch.cat([hs[i + 1] for i in taps], dim=-1)
+    assert out.taps.shape == (2, 9, 2 * t.hidden_size)
+    assert torch.equal(out.taps, ref)
+
+
+def test_default_taps_evenly_spaced(llama_target):
+    from draftlab.target.model import TargetModel
+
+    class Fake:
+        num_layers = 30
+
+    assert TargetModel.default_taps(Fake(), 3) == [1, 14, 27]
+    assert TargetModel.default_taps(Fake(), 1) == [14]
+
+
+def test_packed_tree_scoring_equals_full_recompute(llama_target, qwen3_target):
+    from draftlab.target.tree import score_tree
+
+    for t in (llama_target, qwen3_target):
+        g = torch.Generator().manual_seed(5)
+        trunks = [torch.randint(0, t.vocab_size, (n,), generator=g).tolist() for n in (14, 10)]
+        sc = StreamCache(t, 2)
+        trunk_out = sc.prefill(trunks, pad_id=0)
+        # anchors include the first and last trunk positions; branches of W=4 (3 rows)
+        anchors = torch.tensor([[0, 6, 13], [2, 9, 5]])
+        branch = torch.randint(0, t.vocab_size, (2, 3, 3), generator=g)
+        out = score_tree(t, sc.cache, sc.valid, anchors, branch)
+        assert sc.cache.get_seq_length() == sc.width  # trunk cache restored
+        worst = 0.0
+        for b in range(2):
+            for a in range(3):
+                anc = int(anchors[b, a])
+                for i in range(3):
+                    seq = trunks[b][: anc + 1] + branch[b, a, : i + 1].tolist()
+                    worst = max(worst, float((out.logits[b, a, i] - full_logits(t, seq)[-1]).abs().max()))
+        assert worst <= 1e-4
+        # the read rule: the trunk row at the anchor scores branch token 1
+        pad = sc.width - len(trunks[0])
+        ref = full_logits(t, trunks[0][:7])[-1]
+        assert (trunk_out.logits[0, pad + 6] - ref).abs().max() <= 1e-4
+
+
+def test_tree_rows_do_not_leak(llama_target):
+    from draftlab.target.tree import score_tree
+
+    t = llama_target
+    g = torch.Generator().manual_seed(6)
+    trunk = torch.randint(0, t.vocab_size, (12,), generator=g).tolist()
+    anchors = torch.tensor([[4, 7]])
+    branch = torch.randint(0, t.vocab_size, (1, 2, 3), generator=g)
+
+    def run(trunk_ids, br):
+        sc = StreamCache(t, 1)
+        sc.prefill([trunk_ids], pad_id=0)
+        return score_tree(t, sc.cache, sc.valid, anchors, br).logits
+
+    base = run(trunk, branch)
+    sib = branch.clone(); sib[0, 1] = (sib[0, 1] + 1) % t.vocab_size  # change the sibling branch
+    assert torch.equal(run(trunk, sib)[0, 0], base[0, 0])
+    later = list(trunk); later[6] = (later[6] + 1) % t.vocab_size  # a reference token after anchor 4
+    assert (run(later, branch)[0, 0] - base[0, 0]).abs().max() < 1e-6
+    assert (run(later, branch)[0, 1] - base[0, 1]).abs().max() > 1e-4  # ...is seen by anchor 7
