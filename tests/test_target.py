@@ -151,3 +151,25 @@ def test_tree_rows_do_not_leak(llama_target):
     later = list(trunk); later[6] = (later[6] + 1) % t.vocab_size  # a reference token after anchor 4
     assert (run(later, branch)[0, 0] - base[0, 0]).abs().max() < 1e-6
     assert (run(later, branch)[0, 1] - base[0, 1]).abs().max() > 1e-4  # ...is seen by anchor 7
+
+
+def test_qwen3_with_real_tokenizer_and_thinking_switch():
+    from draftlab.config import RandomModelConfig
+    from draftlab.data.templates import encode_prompt
+    from draftlab.target.load import build_random_model, random_tokenizer
+    from draftlab.target.model import TargetModel
+
+    tok = random_tokenizer("qwen3")
+    assert len(tok) > 151_000
+    on, _ = encode_prompt(tok, "What is 2+2?", thinking=True)
+    off, _ = encode_prompt(tok, "What is 2+2?", thinking=False)
+    assert on != off  # the template's enable_thinking switch is honoured
+    assert "<think>" in tok.decode(off)  # thinking off pre-fills an empty think block
+    model = build_random_model(RandomModelConfig(arch="qwen3", tokenizer="qwen3", num_layers=2), len(tok), None, tok.eos_token_id)
+    t = TargetModel(model, tok)
+    ids = torch.tensor([off])
+    full = t(ids, taps=[0]).logits
+    sc = StreamCache(t, 1)
+    a = sc.prefill([off[:-3]], pad_id=0)
+    b = sc.append(ids[:, -3:])
+    assert (b.logits - full[:, -3:]).abs().max() < TOL

@@ -175,6 +175,128 @@ class ReferenceConfig:
 
 
 @dataclass
+class DrafterConfig:
+    """DFlash drafter architecture (SPEC §1). Width, heads and eps come from the target."""
+
+    block_size: int = 8  # S, counting the known slot-0 token (n = S-1 proposals)
+    num_layers: int = 1
+    target_layer_ids: list[int] = field(default_factory=list)  # taps; [] = evenly spaced in [1, L-3], one per layer
+    # MASK row of the target's embedding table; -1 = auto: the tokenizer's mask token, else SmolLM2's
+    # `<empty_output>` (id 16, a Jupyter special token absent from chat text), else Llama-3's
+    # `<|reserved_special_token_0|>`, else the first embedding row beyond the tokenizer (Qwen3: 151669)
+    mask_token_id: int = -1
+    convention: str = "same-position"  # slot k predicts token anchor+k; slot 0 carries no loss
+    draft_vocab_size: int = 16384  # output head over the N most frequent reference tokens; 0 = full vocabulary
+    intermediate_size: int = 0  # SwiGLU width; 0 = the target's
+    num_heads: int = 0  # 0 = the target's
+    num_kv_heads: int = 0  # 0 = the target's
+
+    def check(self, p: str) -> None:
+        if self.block_size < 2:
+            raise ConfigError(f"{p}.block_size={self.block_size} must be >= 2 (slot 0 + at least one proposal)")
+        _positive(f"{p}.num_layers", self.num_layers)
+        for i in self.target_layer_ids:
+            _positive(f"{p}.target_layer_ids[]", i, allow_zero=True)
+        if self.mask_token_id < -1:
+            raise ConfigError(f"{p}.mask_token_id={self.mask_token_id} must be -1 (auto) or a token id")
+        _choice(f"{p}.convention", self.convention, ("same-position",))
+        for k in ("draft_vocab_size", "intermediate_size", "num_heads", "num_kv_heads"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if self.num_heads and self.num_kv_heads and self.num_heads % self.num_kv_heads:
+            raise ConfigError(f"{p}.num_heads must divide by {p}.num_kv_heads")
+
+
+@dataclass
+class PretrainConfig:
+    """Off-policy drafter training on the references. The run stops at the first budget reached
+    (max_steps, max_minutes of training time, epochs over the training sequences); warm-up and
+    cosine decay follow the fraction of that budget already spent."""
+
+    max_steps: int = 0  # 0 = no step limit
+    max_minutes: float = 15.0  # training minutes (validation excluded); 0 = no time limit
+    epochs: float = 0.0  # passes over the training sequences; 0 = no epoch limit
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.0  # cosine floor as a fraction of lr
+    warmup: float = 0.04  # fraction of the budget
+    schedule: str = "cosine"  # cosine | constant
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0  # 0 = off
+    batch_size: int = 4  # sequences per step
+    anchors_per_seq: int = 96  # random blocks per sequence per step (response positions only)
+    gamma: float = 0.0  # loss decay exp(-(k-1)/gamma); 0 = auto: 7 / 5 / 4 for S = 16 / 10 / 8
+    val_every: int = 100  # steps between validations (and budget-curve points); 0 = only at the end
+    val_anchor_stride: int = 3  # validate every k-th anchor of held-out / eval sequences
+    topk: int = 8  # K of the top-K coverage metric
+    cache_features: bool = True  # cache target tap features (fp16) on disk; False = compute on the fly
+    feature_batch_tokens: int = 4096  # tokens per target forward when computing features
+    checkpoint_every: int = 50  # steps between resumable Lightning checkpoints
+    resume: bool = True  # continue an interrupted run with the same settings from its last checkpoint
+    precision: str = "auto"  # auto = 32-true on CPU, bf16-mixed on CUDA
+    seed: int = 0
+
+    def check(self, p: str) -> None:
+        for k in ("max_steps", "max_minutes", "epochs", "min_lr_ratio", "weight_decay", "grad_clip", "gamma",
+                  "val_every", "checkpoint_every"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if not (self.max_steps or self.max_minutes or self.epochs):
+            raise ConfigError(f"{p}: set at least one budget (max_steps, max_minutes or epochs) > 0")
+        _positive(f"{p}.lr", self.lr)
+        _unit(f"{p}.warmup", self.warmup)
+        _unit(f"{p}.min_lr_ratio", self.min_lr_ratio)
+        _choice(f"{p}.schedule", self.schedule, ("cosine", "constant"))
+        for k in ("batch_size", "anchors_per_seq", "val_anchor_stride", "topk", "feature_batch_tokens"):
+            _positive(f"{p}.{k}", getattr(self, k))
+        _choice(f"{p}.precision", self.precision, ("auto", "32-true", "bf16-mixed", "16-mixed"))
+
+
+@dataclass
+class BenchmarkConfig:
+    """AR vs speculative arms on the eval suites: τ, tokens/s, speedup, coverage, concurrency sweep."""
+
+    suites: list[str] = field(default_factory=lambda: ["mt-bench", "humaneval", "math500"])
+    prompts_per_suite: int = 4  # fixed seeded subsample per suite (draftlab.data.suites.rank); 0 = all
+    max_new_tokens: int = 96
+    temperatures: list[float] = field(default_factory=lambda: [0.0, 1.0])
+    top_p: float = 1.0
+    top_k: int = 0
+    batch_size: int = 1  # streams decoded together in the per-suite runs
+    concurrency: list[int] = field(default_factory=lambda: [1, 4, 8, 16, 32])  # [] = no sweep
+    concurrency_prompts: int = 4  # prompts per concurrency level: max(level, this)
+    concurrency_max_new_tokens: int = 48
+    concurrency_temperature: float = 0.0
+    topk: int = 8  # K of the top-K coverage curves and the oracle τ
+    arms: list[str] = field(default_factory=lambda: ["ar", "dflash"])  # names from draftlab.bench.arms
+    drafter: str = "models/drafter/pretrained"  # checkpoint of the dflash arm
+    simulated: bool = True  # the drafter's teacher-forced τ on the T=0 outputs, beside engine τ
+    simulated_anchor_stride: int = 2  # every k-th response position is an anchor
+    compact_threshold: float = 0.25  # squeeze cache holes out when they exceed this share
+    warmup: bool = True  # one untimed short generation per arm first
+    record_rounds: bool = True  # per-round Parquet for the explorer
+    seed: int = 0
+
+    def check(self, p: str) -> None:
+        for s in self.suites:
+            _choice(f"{p}.suites[]", s, SUITES)
+        if not self.suites:
+            raise ConfigError(f"{p}.suites must name at least one suite")
+        for k in ("prompts_per_suite", "concurrency_prompts"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        for k in ("max_new_tokens", "batch_size", "concurrency_max_new_tokens", "topk", "simulated_anchor_stride"):
+            _positive(f"{p}.{k}", getattr(self, k))
+        for t in [*self.temperatures, self.concurrency_temperature]:
+            _positive(f"{p}.temperatures[]", t, allow_zero=True)
+        for c in self.concurrency:
+            _positive(f"{p}.concurrency[]", c)
+        _unit(f"{p}.top_p", self.top_p)
+        if self.top_p == 0:
+            raise ConfigError(f"{p}.top_p must be > 0")
+        _positive(f"{p}.top_k", self.top_k, allow_zero=True)
+        _unit(f"{p}.compact_threshold", self.compact_threshold)
+        if not self.arms:
+            raise ConfigError(f"{p}.arms must name at least one arm (e.g. ar, dflash)")
+
+
+@dataclass
 class Params:
     """The whole params.yaml. Later stages add their sections here."""
 
@@ -183,6 +305,9 @@ class Params:
     data: DataConfig = field(default_factory=DataConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     reference: ReferenceConfig = field(default_factory=ReferenceConfig)
+    drafter: DrafterConfig = field(default_factory=DrafterConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,18 +398,33 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
 # Hydra composition of presets
 
 
+GROUPS = ("target", "profile")
+
+
 def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "conf") -> dict:
     """Compose conf/config.yaml with Hydra (`target=qwen3-4b profile=smoke key=value`), validated."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     conf_dir = Path(conf_dir).resolve()
+    groups, keys = [], []
+    for ov in overrides or []:
+        name, _, value = ov.partition("=")
+        if name in GROUPS:
+            options = sorted(f.stem for f in (conf_dir / name).glob("*.yaml"))
+            if value not in options:
+                raise ConfigError(f"{name}={value!r} is not a preset; choose one of: {', '.join(options)}")
+            groups.append(ov)
+        else:
+            keys.append(ov)
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=list(overrides or []))
+            cfg = compose(config_name="config", overrides=groups)
     except HydraException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
     raw = OmegaConf.to_container(cfg, resolve=True)
+    if keys:
+        raw = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(raw), OmegaConf.from_dotlist(keys)))
     build_params(raw)  # validate
     return raw  # type: ignore[return-value]
 

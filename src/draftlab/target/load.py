@@ -174,6 +174,6 @@ def load_target(path: str | Path, device: str = "auto", dtype: str = "auto", att
     try:
         tok = AutoTokenizer.from_pretrained(ref)
         model = AutoModelForCausalLM.from_pretrained(ref, dtype=dt, attn_implementation=attn_implementation, use_safetensors=True)
-    except (OSError, ValueError, RuntimeError) as e:
+    except Exception as e:  # safetensors, JSON, torch and HF errors all mean "corrupt or incompatible"
         raise DraftlabError(f"could not load target from {ref}: {str(e).splitlines()[0][:300]}") from None
     return TargetModel(model.to(dev), tok, name=path.name)

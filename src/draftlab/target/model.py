@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 
@@ -105,7 +106,10 @@ class TargetModel(nn.Module):
         return hook
 
     def new_cache(self) -> DynamicCache:
-        return DynamicCache(config=self.config)
+        """A DynamicCache whose layers grow in place (see `BufferedLayer`)."""
+        cache = DynamicCache(config=self.config)
+        cache.layers = [BufferedLayer() for _ in cache.layers]
+        return cache
 
     @torch.no_grad()
     def forward(
@@ -132,6 +136,63 @@ class TargetModel(nn.Module):
         finally:
             self._active_taps, self._tap_store = (), {}
         return TargetOutput(out.logits.float(), tap)
+
+
+class BufferedLayer(DynamicLayer):
+    """A cache layer that writes new K/V into a pre-allocated buffer (capacity doubles when full)
+    and returns views, instead of concatenating the whole cache at every step. With 32 streams of
+    a few hundred tokens the concatenation alone copied hundreds of MB per decoding step."""
+
+    def __init__(self, **kwargs):
+        self._k: Tensor | None = None
+        self._v: Tensor | None = None
+        self.length = 0
+        super().__init__(**kwargs)
+
+    @property
+    def keys(self) -> Tensor | None:  # type: ignore[override]
+        return None if self._k is None else self._k[:, :, : self.length]
+
+    @keys.setter
+    def keys(self, value: Tensor | None) -> None:
+        self._k = value
+        self.length = 0 if value is None or value.dim() < 3 else value.shape[-2]
+
+    @property
+    def values(self) -> Tensor | None:  # type: ignore[override]
+        return None if self._v is None else self._v[:, :, : self.length]
+
+    @values.setter
+    def values(self, value: Tensor | None) -> None:
+        self._v = value
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs) -> tuple[Tensor, Tensor]:
+        if not self.is_initialized:
+            self.device, self.is_initialized = key_states.device, True
+            self._k = self._v = None
+            self.length = 0
+        B, H, T, D = key_states.shape  # [B, kv_heads, T, head_dim]
+        need = self.length + T
+        if self._k is None or self._k.dim() < 4 or need > self._k.shape[2] or self._k.shape[0] != B:
+            cap = max(need, 2 * (self._k.shape[2] if self._k is not None and self._k.dim() == 4 else 0), 64)
+            k = key_states.new_empty(B, H, cap, D)
+            v = value_states.new_empty(B, value_states.shape[1], cap, value_states.shape[-1])
+            if self.length:
+                k[:, :, : self.length] = self._k[:, :, : self.length]
+                v[:, :, : self.length] = self._v[:, :, : self.length]
+            self._k, self._v = k, v
+        self._k[:, :, self.length: need] = key_states
+        self._v[:, :, self.length: need] = value_states
+        self.length = need
+        return self._k[:, :, :need], self._v[:, :, :need]
+
+    def get_seq_length(self) -> int:
+        return self.length if self.is_initialized else 0
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove > 0:
+            raise ValueError("crop takes a negative number of tokens to remove")
+        self.length = max(0, self.length + tokens_to_remove)
 
 
 # ---- masks --------------------------------------------------------------------------------------

@@ -1,0 +1,57 @@
+# draftlab: two commands. `make repro` installs everything and runs the default pipeline;
+# `make test` installs what the tests need and runs them (unit tests + the pipeline on the smoke profile).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+STAMP := $(VENV)/.draftlab-installed
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export DVC_NO_ANALYTICS := 1
+export TOKENIZERS_PARALLELISM := false
+export PYTHONWARNINGS := ignore
+
+.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke
+
+install: $(STAMP)
+
+# CPU torch first (a plain `pip install torch` or lightning would pull a multi-GB CUDA build).
+$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install torch==2.13.0 2>&1 | grep -v "is ignored" || true
+	$(PIP) install -r requirements.txt 2>&1 | grep -v "is ignored" || true
+	$(PIP) install --no-deps -r requirements-nodeps.txt 2>&1 | grep -v "is ignored" || true
+	$(PIP) install --no-deps -e . 2>&1 | grep -v "is ignored" || true
+	$(PY) -c "import torch, lightning, transformers, mlflow, dvc, draftlab" 
+	touch $(STAMP)
+
+.dvc:
+	git rev-parse --git-dir >/dev/null 2>&1 || git init -q
+	dvc init -q
+
+repro: install .dvc
+	dvc repro
+
+# Unit tests, then Triton kernels under the interpreter (own process), then the smoke pipeline.
+test: install
+	$(PY) -m pytest tests -m "not interpret"
+	@if ls tests/kernels/test_*.py >/dev/null 2>&1; then TRITON_INTERPRET=1 $(PY) -m pytest tests/kernels -m interpret; fi
+	$(MAKE) --no-print-directory smoke
+
+unit: install
+	$(PY) -m pytest tests -m "not interpret"
+
+# The whole DVC pipeline on the smoke profile, in a scratch copy (never touches committed metrics).
+smoke: install
+	$(PY) tools/smoke.py
+
+params:
+	$(PY) -m draftlab.config compose > params.yaml
+
+explore: install
+	$(VENV)/bin/streamlit run app/explorer.py --server.headless true --server.address 127.0.0.1
+
+mlflow-ui: install
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow server --backend-store-uri sqlite:///mlruns.db --host 127.0.0.1 --port 5000 --workers 1
+
+clean-smoke:
+	rm -rf .smoke

@@ -1,0 +1,105 @@
+"""Reference generation: the target writes responses to prompts, batched with prompts sorted by
+length (little padding), and the result becomes a table for drafter training.
+
+Library code: takes a target and token-id prompts, returns rows; the stage decides paths.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from draftlab.config import DraftlabError
+from draftlab.data.suites import Prompt, dedupe, load_local_jsonl, load_suite, rank, split_heldout
+from draftlab.data.templates import encode_prompt
+
+
+@dataclass
+class EncodedPrompt:
+    prompt: Prompt
+    split: str  # train | heldout | eval
+    ids: list[int]
+
+
+def select_prompts(data_cfg, ref_cfg, tokenizer, context_window: int) -> tuple[list[EncodedPrompt], dict]:
+    """Training / held-out / eval prompts: de-duplicated, eval suites never in training, encoded."""
+    evals: list[Prompt] = []
+    for s in data_cfg.eval_suites:
+        evals += load_suite(s)
+    evals, e_empty, _ = dedupe(evals)
+    train_pool = load_suite("sharegpt") if data_cfg.train_suite == "sharegpt" else []
+    if data_cfg.local_jsonl:
+        train_pool += load_local_jsonl(data_cfg.local_jsonl)
+    from draftlab.data.suites import normalise
+
+    train_pool, empty, dups = dedupe(train_pool, exclude={normalise(p.text) for p in evals})
+    train, held = split_heldout(train_pool, data_cfg.heldout_fraction, data_cfg.split_seed)
+    chosen = [(p, "train") for p in rank(train, ref_cfg.seed)[: ref_cfg.num_train_prompts]]
+    chosen += [(p, "heldout") for p in rank(held, ref_cfg.seed)[: ref_cfg.num_heldout_prompts]]
+    for s in data_cfg.eval_suites:
+        chosen += [(p, "eval") for p in rank([p for p in evals if p.suite == s], ref_cfg.seed)[: ref_cfg.num_eval_per_suite]]
+    max_tokens = min(data_cfg.max_prompt_tokens, max(16, context_window - ref_cfg.max_new_tokens))
+    out, truncated = [], 0
+    for p, split in chosen:
+        ids, cut = encode_prompt(tokenizer, p.text, data_cfg.thinking, max_tokens)
+        truncated += cut
+        out.append(EncodedPrompt(p, split, ids))
+    stats = {"pool_train": len(train), "pool_heldout": len(held), "empty_skipped": empty + e_empty,
+             "duplicates_dropped": dups, "truncated": truncated, "max_prompt_tokens": max_tokens,
+             "selected": {s: sum(1 for e in out if e.split == s) for s in ("train", "heldout", "eval")}}
+    if not any(e.split == "train" for e in out):
+        raise DraftlabError("no training prompts left after de-duplication; check data.train_suite / data.local_jsonl")
+    return out, stats
+
+
+@torch.no_grad()
+def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: int, batch_size: int,
+                        temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int = 0,
+                        progress: bool = True) -> tuple[list[dict], dict]:
+    """Batched generation, prompts sorted by length. Returns rows and throughput stats."""
+    from tqdm import tqdm
+
+    tok = target.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else target.eos_token_ids[0]
+    eos = set(target.eos_token_ids)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i].ids))
+    rows: list[dict | None] = [None] * len(prompts)
+    gen = dict(max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=list(eos))
+    if temperature > 0:
+        gen.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k or None)
+    else:
+        gen.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    torch.manual_seed(seed)
+    t0, n_tokens, n_prompt = time.time(), 0, 0
+    bar = tqdm(total=len(prompts), desc="reference", unit="seq", disable=not progress)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        L = max(len(prompts[i].ids) for i in idx)
+        ids = torch.full((len(idx), L), pad, dtype=torch.long)
+        att = torch.zeros((len(idx), L), dtype=torch.long)
+        for r, i in enumerate(idx):
+            p = prompts[i].ids
+            ids[r, L - len(p):] = torch.tensor(p)
+            att[r, L - len(p):] = 1
+        out = target.model.generate(input_ids=ids.to(target.device), attention_mask=att.to(target.device), **gen)
+        for r, i in enumerate(idx):
+            resp = out[r, L:].tolist()
+            cut = next((j + 1 for j, t in enumerate(resp) if t in eos), None)
+            finish = "eos" if cut is not None else "length"
+            resp = resp[:cut] if cut is not None else resp
+            n_tokens += len(resp)
+            n_prompt += len(prompts[i].ids)
+            ep = prompts[i]
+            rows[i] = {"prompt_id": ep.prompt.id, "suite": ep.prompt.suite, "split": ep.split,
+                       "prompt_ids": ep.ids, "response_ids": resp,
+                       "text": tok.decode(resp, skip_special_tokens=True), "finish_reason": finish}
+        bar.update(len(idx))
+        bar.set_postfix(tok_s=f"{n_tokens / (time.time() - t0):.0f}")
+    bar.close()
+    wall = time.time() - t0
+    stats = {"sequences": len(prompts), "tokens": n_tokens, "prompt_tokens": n_prompt, "wall_s": wall,
+             "tokens_per_s": n_tokens / max(wall, 1e-9),
+             "finish_eos": sum(r["finish_reason"] == "eos" for r in rows),
+             "finish_length": sum(r["finish_reason"] == "length" for r in rows)}
+    return rows, stats  # type: ignore[return-value]
