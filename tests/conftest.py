@@ -9,7 +9,7 @@ import torch
 
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-torch.set_num_threads(2)
+torch.set_num_threads(int(os.environ.get("DRAFTLAB_TEST_THREADS", "1")))
 
 ROOT = Path(__file__).resolve().parents[1]
 

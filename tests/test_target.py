@@ -58,7 +58,7 @@ def test_ragged_streams_match_single_stream(llama_target):
     for b, p in enumerate(prompts):
         ref = full_logits(t, p + conts[b][:4])[-4:]
         assert (out.logits[b] - ref).abs().max() < TOL
-    keep = torch.tensor([1, 4, 2])
+    keep = torch.tensor([1, 0, 4])
     sc.commit(keep, 4)
     assert sc.next_pos.tolist() == [len(p) + int(k) for p, k in zip(prompts, keep)]
     nxt = torch.tensor([[conts[b][int(keep[b])]] for b in range(3)])
@@ -67,7 +67,10 @@ def test_ragged_streams_match_single_stream(llama_target):
         seq = p + conts[b][: int(keep[b]) + 1]
         assert (out.logits[b, -1] - full_logits(t, seq)[-1]).abs().max() < TOL
     # compaction keeps the logits exact
+    width = sc.width
     assert sc.compact(min_hole_fraction=0.0)
+    assert sc.width < width and sc.cache.get_seq_length() == sc.width
+    assert bool((sc.valid.long().diff(dim=1) >= 0).all())  # holes squeezed out: padding, then tokens
     out2 = sc.append(torch.tensor([[7], [8], [9]]))
     for b, p in enumerate(prompts):
         seq = p + conts[b][: int(keep[b]) + 1] + [7 + b]

@@ -296,6 +296,62 @@ class BenchmarkConfig:
             raise ConfigError(f"{p}.arms must name at least one arm (e.g. ar, dflash)")
 
 
+CORRECTOR_RULES = ("greedy", "globalsum", "geometric")
+CORRECTOR_VARIANTS = ("dcoco", "nopair", "nocand", "frozen")
+
+
+@dataclass
+class CorrectorConfig:
+    """DCOCO corrector (SPEC §2): architecture, path rule, training loss and the co-training budget.
+    dim=128, hidden=256 give ~2.23M parameters at d=4096 (the paper's size)."""
+
+    k: int = 16  # candidates per slot (SPEC §2.3: the workbench's inference)
+    dim: int = 128  # width of the candidate representations z and the pair state s
+    hidden: int = 256  # hidden width of the shared two-layer MLP Δθ
+    path_rule: str = "greedy"  # greedy (the method) | globalsum | geometric
+    lam: float = 0.75  # geometric discount λ
+    rho: float = 4.0  # loss weights exp(-(p-1)/ρ)
+    cumulative_mask: bool = False  # stop supervising a block after its first masked transition
+    lambda_corr: float = 1.0  # L = L_drafter + λ_corr · L_corr
+    frozen_backbone: bool = False  # train only the corrector on the fixed drafter
+    variants: list[str] = field(default_factory=lambda: ["dcoco"])  # trained: dcoco, nopair, nocand, frozen
+    base_drafter: str = "models/drafter/pretrained"  # the drafter co-training starts from
+    kernels: str = "auto"  # auto (Triton on CUDA) | torch | triton
+    max_steps: int = 0  # 0 = no step limit
+    max_minutes: float = 6.0  # training minutes of the main corrector; 0 = no time limit
+    variant_max_minutes: float = 0.0  # budget of each ablation variant; 0 = same as max_minutes
+    epochs: float = 0.0  # 0 = no epoch limit
+    lr: float = 1e-3  # corrector learning rate
+    drafter_lr: float = 3e-4  # drafter learning rate in co-training
+    warmup: float = 0.04
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    batch_size: int = 4
+    anchors_per_seq: int = 96
+    seed: int = 42
+
+    def check(self, p: str) -> None:
+        for k in ("k", "dim", "hidden", "batch_size", "anchors_per_seq"):
+            _positive(f"{p}.{k}", getattr(self, k))
+        if self.k < 2:
+            raise ConfigError(f"{p}.k={self.k} must be >= 2 (re-selection needs alternatives)")
+        _choice(f"{p}.path_rule", self.path_rule, CORRECTOR_RULES)
+        _choice(f"{p}.kernels", self.kernels, ("auto", "torch", "triton"))
+        if not 0.0 < self.lam <= 1.0:
+            raise ConfigError(f"{p}.lam={self.lam} must lie in (0, 1]")
+        _positive(f"{p}.rho", self.rho)
+        _positive(f"{p}.lambda_corr", self.lambda_corr, allow_zero=True)
+        for v in self.variants:
+            _choice(f"{p}.variants[]", v, CORRECTOR_VARIANTS)
+        for k in ("max_steps", "max_minutes", "variant_max_minutes", "epochs", "weight_decay", "grad_clip"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if not (self.max_steps or self.max_minutes or self.epochs):
+            raise ConfigError(f"{p}: set at least one budget (max_steps, max_minutes or epochs) > 0")
+        _positive(f"{p}.lr", self.lr)
+        _positive(f"{p}.drafter_lr", self.drafter_lr, allow_zero=True)
+        _unit(f"{p}.warmup", self.warmup)
+
+
 @dataclass
 class Params:
     """The whole params.yaml. Later stages add their sections here."""
@@ -307,6 +363,7 @@ class Params:
     reference: ReferenceConfig = field(default_factory=ReferenceConfig)
     drafter: DrafterConfig = field(default_factory=DrafterConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    corrector: CorrectorConfig = field(default_factory=CorrectorConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
 
 

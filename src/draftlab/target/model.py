@@ -231,6 +231,7 @@ def gather_cache(cache: DynamicCache, index: Tensor) -> None:
     for layer in cache.layers:
         if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
             continue
-        idx = index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[-1])
-        layer.keys = layer.keys.gather(2, idx)
-        layer.values = layer.values.gather(2, idx)
+        k, v = layer.keys, layer.values  # read both before assigning (the keys setter resets the length)
+        idx = index[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[-1])
+        layer.keys = k.gather(2, idx)
+        layer.values = v.gather(2, idx)

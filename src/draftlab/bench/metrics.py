@@ -1,0 +1,173 @@
+"""Benchmark metrics from the runs (SPEC §0 definitions).
+
+- τ: mean over rounds of acc + 1 per request, then averaged over requests (AR: 1 by definition).
+- accept curve: per slot j = 1..n, the share of (stream, round) pairs with acc >= j.
+- tokens/s: aggregate = output tokens / wall time of the batches (prefill included); decode = tokens after
+  each stream's first / (wall − prefill); per stream = mean over requests of tokens / time until that
+  stream's last token.
+- speedup: aggregate tokens/s over the AR arm's on the same prompts in the same run.
+- round split: mean seconds per round of each phase (draft / propose / verify / book; AR: verify / book).
+- coverage[j][k]: share of slots j whose finally committed token (the output token at that position)
+  is among the drafter's top-k there; oracle τ: per round, slots accepted while that token is in the
+  top-K (an ideal re-selector), + 1.
+- break-even τ: (mean speculative round time) / (mean AR step time) at the same setting — the τ at
+  which speculation matches AR on this machine.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from draftlab.bench.runner import BatchRun
+
+
+def tkey(t: float) -> str:
+    return f"t{t:g}"
+
+
+def _final_tokens(run: BatchRun) -> torch.Tensor:
+    toks = run.result.tokens
+    out = torch.full((len(toks), max((len(t) for t in toks), default=0) + 1), -1, dtype=torch.long)
+    for i, t in enumerate(toks):
+        out[i, : len(t)] = torch.tensor(t, dtype=torch.long)
+    return out  # [B, Lmax+1], -1 beyond each stream's end
+
+
+def round_hits(run: BatchRun, rec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For one RoundRecord: committed [b, n] (final output token at each slot, -1 beyond the end),
+    defined [b, n] bool, hit_at_k [b, n, K] bool (committed token within the top-k, k = 1..K)."""
+    toks = _final_tokens(run)
+    n = rec.proposals.shape[1]
+    idx = (rec.offset[:, None] + torch.arange(1, n + 1)).clamp(max=toks.shape[1] - 1)  # [b, n]
+    committed = toks[rec.stream[:, None], idx]  # [b, n]
+    defined = committed >= 0
+    hit = (rec.topk_ids == committed[..., None]) & defined[..., None]  # [b, n, K]
+    return committed, defined, hit.long().cumsum(-1) > 0
+
+
+def group_metrics(runs: list[BatchRun]) -> dict:
+    """Metrics of one (arm, suite, temperature, concurrency) group of batch runs."""
+    res = [r.result for r in runs]
+    n_tokens = sum(r.num_tokens for r in res)
+    wall = sum(r.wall_s for r in res)
+    per_stream = [len(t) / d for r in res for t, d in zip(r.tokens, r.t_done) if d > 0 and t]
+    times = torch.cat([r.round_times for r in res]) if res else torch.zeros(0, 0)
+    phases = res[0].phases if res else ()
+    R = times.shape[0]
+    round_s = times.mean(0) if R else torch.zeros(len(phases))
+    m = {
+        "requests": sum(len(r.tokens) for r in res), "tokens": n_tokens, "wall_s": wall,
+        "tokens_per_s": n_tokens / wall if wall > 0 else None,
+        # decode only: tokens after each stream's first (which the prefill yields) over wall minus prefill
+        "decode_tokens_per_s": _ratio(n_tokens - sum(len(r.tokens) for r in res), wall - sum(r.prefill_s for r in res)),
+        "tokens_per_s_stream": sum(per_stream) / len(per_stream) if per_stream else None,
+        "prefill_s": sum(r.prefill_s for r in res) / max(len(res), 1),
+        "rounds": R, "round_ms": {p: 1e3 * float(v) for p, v in zip(phases, round_s)},
+        "round_total_ms": 1e3 * float(round_s.sum()),
+    }
+    total = float(round_s.sum())
+    m["round_share"] = {p: (float(v) / total if total > 0 else None) for p, v in zip(phases, round_s)}
+    accepted = [a for r in res for a in r.accepted if a]
+    if not accepted:  # AR: one token per step
+        m["tau"] = 1.0
+        return m
+    m["tau"] = sum(sum(a) / len(a) + 1 for a in accepted) / len(accepted)
+    flat = torch.tensor([x for a in accepted for x in a])
+    n = max(r.block_size for r in res) - 1
+    m["accept_curve"] = [(flat >= j).float().mean().item() for j in range(1, n + 1)]
+    m.update(coverage_metrics(runs))
+    return m
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def coverage_metrics(runs: list[BatchRun]) -> dict:
+    """Top-k coverage per slot and the oracle τ from the runs' round records (empty without records)."""
+    cov_sum, cov_cnt, oracle = None, None, defaultdict(list)
+    for ri, run in enumerate(runs):
+        for rec in run.result.records:
+            if rec.topk_ids is None:
+                continue
+            _, defined, hitk = round_hits(run, rec)
+            cov_sum = hitk.sum(0).double() if cov_sum is None else cov_sum + hitk.sum(0)  # [n, K]
+            cov_cnt = defined.sum(0).double() if cov_cnt is None else cov_cnt + defined.sum(0)  # [n]
+            o_acc = hitk[..., -1].long().cumprod(-1).sum(-1)  # [b]
+            for s, a in zip(rec.stream.tolist(), o_acc.tolist()):
+                oracle[(ri, s)].append(a + 1)
+    if cov_sum is None:
+        return {}
+    cov = cov_sum / cov_cnt.clamp(min=1)[:, None]  # [n, K]
+    return {
+        "coverage": cov.tolist(),  # [slot 1..n][k 1..K]
+        "coverage_top1_mean": float(cov[:, 0].mean()), "coverage_topK_mean": float(cov[:, -1].mean()),
+        "oracle_tau": sum(sum(v) / len(v) for v in oracle.values()) / len(oracle),
+    }
+
+
+def _groups(runs: list[BatchRun], sweep: bool) -> dict:
+    g: dict = defaultdict(list)
+    for r in runs:
+        if r.sweep == sweep:
+            g[(r.arm, r.suite, r.temperature, r.concurrency)].append(r)
+    return g
+
+
+def break_even(spec: dict, ar: dict) -> float | None:
+    ar_step = ar.get("round_total_ms") or 0.0
+    return spec["round_total_ms"] / ar_step if ar_step > 0 and spec.get("rounds") else None
+
+
+def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar") -> dict:
+    """Full detail: per suite / temperature / arm metrics (+ speedup, break-even τ), the concurrency
+    sweep per arm and level, and the per-arm summary (means over suites)."""
+    suites: dict = defaultdict(lambda: defaultdict(dict))
+    for (arm, suite, temp, _c), group in _groups(runs, sweep=False).items():
+        suites[suite][tkey(temp)][arm] = group_metrics(group)
+    for suite, temps in suites.items():
+        for tk, by_arm in temps.items():
+            base = by_arm.get(ar_arm)
+            for arm, m in by_arm.items():
+                m["speedup"] = (m["tokens_per_s"] / base["tokens_per_s"]) if base and base.get("tokens_per_s") and m.get("tokens_per_s") else None
+                m["break_even_tau"] = break_even(m, base) if base and arm != ar_arm else None
+    conc: dict = defaultdict(dict)
+    for (arm, _s, temp, c), group in sorted(_groups(runs, sweep=True).items(), key=lambda kv: kv[0][3]):
+        conc[arm][str(c)] = group_metrics(group)
+    for arm, levels in conc.items():
+        for c, m in levels.items():
+            base = conc.get(ar_arm, {}).get(c)
+            m["speedup"] = m["tokens_per_s"] / base["tokens_per_s"] if base and base.get("tokens_per_s") and m.get("tokens_per_s") else None
+            m["break_even_tau"] = break_even(m, base) if base and arm != ar_arm else None
+    return {"suites": _plain(suites), "concurrency": _plain(conc), "summary": summary(suites, conc, arms)}
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def summary(suites: dict, conc: dict, arms: list[str]) -> dict:
+    out = {}
+    for arm in arms:
+        e: dict = {}
+        temps = sorted({tk for s in suites.values() for tk in s})
+        for tk in temps:
+            ms = [s[tk][arm] for s in suites.values() if arm in s.get(tk, {})]
+            e[f"tau_{tk}"] = _mean([m.get("tau") for m in ms])
+            e[f"speedup_{tk}"] = _mean([m.get("speedup") for m in ms])
+            e[f"tokens_per_s_{tk}"] = _mean([m.get("tokens_per_s") for m in ms])
+            if any("oracle_tau" in m for m in ms):
+                e[f"oracle_tau_{tk}"] = _mean([m.get("oracle_tau") for m in ms])
+            if any(m.get("break_even_tau") for m in ms):
+                e[f"break_even_tau_{tk}"] = _mean([m.get("break_even_tau") for m in ms])
+        if arm in conc:
+            e["concurrency"] = {c: m["tokens_per_s"] for c, m in conc[arm].items()}
+            e["concurrency_decode"] = {c: m["decode_tokens_per_s"] for c, m in conc[arm].items()}
+        out[arm] = e
+    return out
+
+
+def _plain(d):
+    return {k: _plain(v) for k, v in d.items()} if isinstance(d, dict) else d

@@ -1,0 +1,82 @@
+"""Benchmark outputs: `metrics/benchmark.json` (full detail + per-arm `summary`), plot CSVs
+(τ per slot, coverage, speedup per suite, throughput vs concurrency) and the per-round Parquet file
+for the explorer. Every file is written atomically (draftlab.io)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from draftlab.bench.metrics import round_hits
+from draftlab.bench.runner import BatchRun
+from draftlab.io import atomic_write, write_json, write_parquet
+
+PLOTS = {
+    "tau_per_slot": "plots/benchmark_tau_per_slot.csv",
+    "coverage": "plots/benchmark_coverage.csv",
+    "speedup": "plots/benchmark_speedup.csv",
+    "concurrency": "plots/benchmark_concurrency.csv",
+}
+
+
+def plot_frames(detail: dict) -> dict[str, pd.DataFrame]:
+    slot_rows, cov_rows, sp_rows, conc_rows = [], [], [], []
+    for suite, temps in detail["suites"].items():
+        for tk, by_arm in temps.items():
+            for arm, m in by_arm.items():
+                sp_rows.append({"suite": suite, "temperature": tk, "arm": arm, "speedup": m.get("speedup"),
+                                "tau": m.get("tau"), "tokens_per_s": m.get("tokens_per_s"),
+                                "break_even_tau": m.get("break_even_tau")})
+                for j, a in enumerate(m.get("accept_curve", []), 1):
+                    slot_rows.append({"suite": suite, "temperature": tk, "arm": arm, "slot": j, "accept_rate": a})
+                for j, row in enumerate(m.get("coverage", []), 1):
+                    for k, c in enumerate(row, 1):
+                        cov_rows.append({"suite": suite, "temperature": tk, "arm": arm, "slot": j, "k": k, "coverage": c})
+    for arm, levels in detail.get("concurrency", {}).items():
+        for c, m in levels.items():
+            conc_rows.append({"arm": arm, "streams": int(c), "tokens_per_s": m.get("tokens_per_s"),
+                              "decode_tokens_per_s": m.get("decode_tokens_per_s"),
+                              "tokens_per_s_stream": m.get("tokens_per_s_stream"), "tau": m.get("tau")})
+    cols = {
+        "tau_per_slot": ["suite", "temperature", "arm", "slot", "accept_rate"],
+        "coverage": ["suite", "temperature", "arm", "slot", "k", "coverage"],
+        "speedup": ["suite", "temperature", "arm", "speedup", "tau", "tokens_per_s", "break_even_tau"],
+        "concurrency": ["arm", "streams", "tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream", "tau"],
+    }
+    rows = {"tau_per_slot": slot_rows, "coverage": cov_rows, "speedup": sp_rows, "concurrency": conc_rows}
+    return {k: pd.DataFrame(rows[k], columns=cols[k]) for k in cols}
+
+
+def round_frame(runs: list[BatchRun]) -> pd.DataFrame:
+    """One row per (stream, round) of every recorded speculative run."""
+    rows = []
+    for run in runs:
+        per_stream_round: dict[int, int] = {}
+        for rec in run.result.records:
+            committed, _, _ = round_hits(run, rec) if rec.topk_ids is not None else (None, None, None)
+            for i, s in enumerate(rec.stream.tolist()):
+                r = per_stream_round.get(s, 0)
+                per_stream_round[s] = r + 1
+                rows.append({
+                    "arm": run.arm, "suite": run.suite, "temperature": run.temperature,
+                    "concurrency": run.concurrency, "prompt_id": run.prompt_ids[s], "round": r,
+                    "offset": int(rec.offset[i]), "accepted": int(rec.accepted[i]),
+                    "proposals": rec.proposals[i].tolist(),
+                    "topk_ids": None if rec.topk_ids is None else rec.topk_ids[i].tolist(),
+                    "topk_logits": None if rec.topk_logits is None else rec.topk_logits[i].tolist(),
+                    "target_tokens": None if rec.target_tokens is None else rec.target_tokens[i].tolist(),
+                    "committed": None if committed is None else committed[i].tolist(),
+                })
+    return pd.DataFrame(rows, columns=["arm", "suite", "temperature", "concurrency", "prompt_id", "round", "offset",
+                                       "accepted", "proposals", "topk_ids", "topk_logits", "target_tokens", "committed"])
+
+
+def write_outputs(detail: dict, runs: list[BatchRun], metrics_path: str | Path = "metrics/benchmark.json",
+                  rounds_path: str | Path | None = "data/benchmark_rounds.parquet", root: str | Path = ".") -> dict[str, Path]:
+    root = Path(root)
+    written = {"metrics": write_json(root / metrics_path, detail)}
+    for name, df in plot_frames(detail).items():
+        written[name] = atomic_write(root / PLOTS[name], lambda p, df=df: df.to_csv(p, index=False))
+    if rounds_path is not None:
+        written["rounds"] = write_parquet(root / rounds_path, round_frame(runs))
+    return written

@@ -1,0 +1,101 @@
+"""The benchmark runner: suites × temperatures × arms at one concurrency, then a concurrency sweep.
+
+Arms run the *same* prompt batches interleaved (batch i: every arm in turn, starting arm rotated per
+batch so no arm always runs first), so every speedup is a same-run ratio. Each (arm, batch) gets a
+generator seeded from (seed, batch index), identical across arms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from draftlab.config import BenchmarkConfig
+from draftlab.decoding import GenerationResult, SamplingParams
+
+
+@dataclass
+class PromptItem:
+    id: str
+    suite: str
+    ids: list[int]
+
+
+@dataclass
+class BatchRun:
+    """One arm on one batch of prompts."""
+
+    arm: str
+    suite: str  # suite name, or "mixed" in the concurrency sweep
+    temperature: float
+    concurrency: int  # streams decoded together
+    sweep: bool  # part of the concurrency sweep
+    prompt_ids: list[str]
+    prompts: list[list[int]]
+    result: GenerationResult
+
+
+@dataclass
+class BenchRuns:
+    runs: list[BatchRun] = field(default_factory=list)
+    arms: list[str] = field(default_factory=list)
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _seeded(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def plan_size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]], n_arms: int) -> int:
+    """Number of (arm, batch) generations the run will do (for the progress bar)."""
+    main = sum(len(_chunks(p, cfg.batch_size)) for p in suites.values()) * len(cfg.temperatures)
+    sweep = sum(len(_chunks(list(range(max(c, cfg.concurrency_prompts))), c)) for c in cfg.concurrency)
+    return (main + sweep) * n_arms
+
+
+def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: BenchmarkConfig, eos_ids: list[int],
+                  device: torch.device, tick: Callable[[str], None] | None = None,
+                  sweep_pool: list[PromptItem] | None = None) -> BenchRuns:
+    """arms: name -> Arm; suites: suite -> ranked prompts; sweep_pool: prompts for the concurrency sweep
+    (default: the suites' prompts round-robin; repeated cyclically when a level needs more)."""
+    names = list(arms)
+    out = BenchRuns(arms=names)
+    tick = tick or (lambda _msg: None)
+    if cfg.warmup:
+        first = next(iter(suites.values()))[0].ids
+        for name in names:
+            arms[name].generate([first], 4, SamplingParams(), eos_ids, _seeded(device, 0), record_topk=cfg.topk)
+
+    def run_batch(batch: list[PromptItem], bi: int, suite: str, temp: float, conc: int, sweep: bool, max_new: int):
+        sp = SamplingParams(temp, cfg.top_p, cfg.top_k)
+        order = names[bi % len(names):] + names[: bi % len(names)]
+        for name in order:
+            res = arms[name].generate([p.ids for p in batch], max_new, sp, eos_ids, _seeded(device, cfg.seed * 100003 + bi),
+                                      record_topk=0 if sweep else cfg.topk)
+            out.runs.append(BatchRun(name, suite, temp, conc, sweep, [p.id for p in batch], [p.ids for p in batch], res))
+            tick(f"{suite} T={temp:g} c={conc} {name}")
+
+    for suite, prompts in suites.items():
+        for temp in cfg.temperatures:
+            for bi, batch in enumerate(_chunks(prompts, cfg.batch_size)):
+                run_batch(batch, bi, suite, temp, cfg.batch_size, False, cfg.max_new_tokens)
+    pool = sweep_pool or interleave(suites)
+    for conc in cfg.concurrency:
+        n = max(conc, cfg.concurrency_prompts)
+        items = sorted((pool[i % len(pool)] for i in range(n)), key=lambda p: len(p.ids))  # less padding
+        for bi, batch in enumerate(_chunks(items, conc)):
+            run_batch(batch, bi, "mixed", cfg.concurrency_temperature, conc, True, cfg.concurrency_max_new_tokens)
+    return out
+
+
+def interleave(suites: dict[str, list[PromptItem]]) -> list[PromptItem]:
+    """Round-robin over the suites' (ranked) prompts: a mixed pool for the concurrency sweep."""
+    lists = list(suites.values())
+    out = []
+    for i in range(max((len(x) for x in lists), default=0)):
+        out += [x[i] for x in lists if i < len(x)]
+    return out

@@ -1,0 +1,290 @@
+"""The DCOCO corrector (SPEC §2.1): all (n−1)·K² transition scores of a drafted block in one op.
+
+Inputs, all from the single drafter pass, for the n proposed slots i = 1..n (slot 0 excluded):
+slot hidden states h_i [N, n, d], the top-K candidate ids c_{ik} (target ids) [N, n, K] and their
+draft logits ℓ_i(k) [N, n, K]. Any leading dims stand in for N (streams, or batch × anchors).
+
+- candidate representation  b_{ik} = LN(W_c E[c_{ik}]),  g_i = LN(W_h h_i)  (LN without affine
+  parameters; E is the target's frozen token embedding, not a parameter of this module), and
+  z_{ik} = W_z [b_{ik}; g_i] + β_z  (g_i's half computed once per slot);
+- pair state  s_p = W_pair [h_p; h_{p+1}], once per slot pair;
+- Δθ(z_{p,a}, z_{p+1,b}, s_p) = w_out · silu(W_1 [z_{p,a}; z_{p+1,b}; s_p] + β_1) + β_out,
+  a shared two-layer MLP whose output layer (w_out, β_out) is zero-initialised, so at init
+  S_p(a, b) = ℓ_{p+1}(b) and every path rule returns the drafter's argmax block;
+- S_p(a, b) = ℓ_{p+1}(b) + Δθ(...), scores [N, n−1, K, K].
+
+W_1 is split column-wise into [W_1a | W_1b | W_1s]: the a-side W_1a z (per candidate), the b-side
+W_1b z (per candidate) and the pair part W_1s s_p + β_1 (per pair) are computed once and
+broadcast-added over the K×K grid by `draftlab.kernels.transition_scores` (the Triton kernel never
+forms the (n−1)×K×K×hidden tensor). `naive_scores` applies the MLP to the materialised
+concatenation (the literal formula; a test oracle).
+
+Ablations: `use_pair_state=False` drops s_p (W_pair and W_1s do not exist); `use_candidate_state=False`
+drops the slot state g_i from z (W_h does not exist; z = W_z b + β_z from the token alone).
+(Zeroing the whole z instead would make Δθ constant over each K×K grid, i.e. exactly DFlash's
+argmax at inference, so it could not be the paper's "−candidate state" row.)
+
+Checkpoints: `save_corrector` writes config.json (the `CorrectorSpec`) + model.safetensors;
+`load_corrector(path, embed_tokens)` re-attaches the frozen embedding and checks its shape.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from draftlab.kernels.dispatch import transition_scores
+
+FORMAT = "draftlab-dcoco-v1"
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+
+
+@dataclass
+class CorrectorSpec:
+    hidden_size: int  # d: width of the drafter's slot hidden states h_i
+    embed_dim: int  # width of the frozen token embedding E
+    vocab_size: int  # rows of E (checked when re-attached)
+    k: int = 16  # candidates per slot the corrector was trained with
+    dim: int = 128  # r: width of b, g, z and s
+    mlp_hidden: int = 256  # m: hidden width of Δθ
+    use_pair_state: bool = True
+    use_candidate_state: bool = True  # g_i (the slot's hidden state) inside z_{ik}
+    ln_eps: float = 1e-5
+    variant: str = "dcoco"  # informational: which trained variant this is
+    format: str = FORMAT
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CorrectorSpec":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def count_parameters(spec: CorrectorSpec) -> dict[str, int]:
+    """Trainable parameters per block (analytic; equals the module's count)."""
+    r, m, d = spec.dim, spec.mlp_hidden, spec.hidden_size
+    n = {"cand_proj": spec.embed_dim * r}  # W_c (no bias: LN follows)
+    if spec.use_candidate_state:
+        n["slot_proj"] = d * r  # W_h
+    n["fuse"] = (2 if spec.use_candidate_state else 1) * r * r + r  # W_z, β_z
+    if spec.use_pair_state:
+        n["pair"] = 2 * d * r  # W_pair
+    n["mlp_in"] = (3 if spec.use_pair_state else 2) * r * m + m  # W_1, β_1
+    n["mlp_out"] = m + 1  # w_out, β_out (zero-initialised)
+    n["total"] = sum(n.values())
+    return n
+
+
+def _ln(x: Tensor, eps: float) -> Tensor:
+    return F.layer_norm(x, x.shape[-1:], eps=eps)  # no affine parameters
+
+
+class DCOCOCorrector(nn.Module):
+    def __init__(self, spec: CorrectorSpec, embed_tokens: nn.Embedding):
+        super().__init__()
+        if tuple(embed_tokens.weight.shape) != (spec.vocab_size, spec.embed_dim):
+            raise ValueError(f"embedding is {tuple(embed_tokens.weight.shape)}, the corrector expects "
+                             f"({spec.vocab_size}, {spec.embed_dim})")
+        self.spec = spec
+        self.__dict__["_embed"] = embed_tokens  # shared, frozen, not registered (not trained/saved/moved)
+        r, m, d = spec.dim, spec.mlp_hidden, spec.hidden_size
+        self.cand_proj = nn.Linear(spec.embed_dim, r, bias=False)  # W_c: E[c] -> b
+        self.slot_proj = nn.Linear(d, r, bias=False) if spec.use_candidate_state else None  # W_h: h -> g
+        self.fuse = nn.Linear((2 if spec.use_candidate_state else 1) * r, r)  # W_z: [b; g] -> z
+        self.pair = nn.Linear(2 * d, r, bias=False) if spec.use_pair_state else None  # W_pair
+        self.mlp_in = nn.Linear((3 if spec.use_pair_state else 2) * r, m)  # W_1 on [z_a; z_b; s]
+        self.mlp_out = nn.Linear(m, 1)  # w_out, zero-initialised
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for mod in (self.cand_proj, self.slot_proj, self.fuse, self.pair, self.mlp_in):
+            if mod is not None:
+                mod.reset_parameters()
+        nn.init.zeros_(self.mlp_out.weight)
+        nn.init.zeros_(self.mlp_out.bias)
+
+    # ---- facts -------------------------------------------------------------------------------------
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self._embed
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.cand_proj.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.cand_proj.weight.device
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    # ---- the pieces of SPEC §2.1 ------------------------------------------------------------------------
+    def candidate_repr(self, hidden: Tensor, cand_ids: Tensor) -> Tensor:
+        """hidden [N, n, d], cand_ids [N, n, K] -> z [N, n, K, r]."""
+        r, eps = self.spec.dim, self.spec.ln_eps
+        with torch.no_grad():
+            e = self.embed_tokens(cand_ids.to(self.embed_tokens.weight.device))  # [N, n, K, De], frozen
+        b = _ln(self.cand_proj(e.to(self.device, self.dtype)), eps)  # [N, n, K, r]
+        w_b = self.fuse.weight[:, :r]  # [r, r]
+        z = F.linear(b, w_b, self.fuse.bias)  # [N, n, K, r]
+        if self.slot_proj is not None:
+            g = _ln(self.slot_proj(hidden), eps)  # [N, n, r], once per slot
+            z = z + F.linear(g, self.fuse.weight[:, r:])[:, :, None, :]  # broadcast over K
+        return z
+
+    def pair_state(self, hidden: Tensor) -> Tensor:
+        """hidden [N, n, d] -> s [N, n−1, r], s_p = W_pair [h_p; h_{p+1}]."""
+        return self.pair(torch.cat([hidden[:, :-1], hidden[:, 1:]], dim=-1))
+
+    def first_layer_parts(self, hidden: Tensor, cand_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The first layer of Δθ split per candidate and per pair:
+        a_side [N, n−1, K, m] (slots 1..n−1), b_side [N, n−1, K, m] (slots 2..n), pair [N, n−1, m]."""
+        r = self.spec.dim
+        z = self.candidate_repr(hidden, cand_ids)  # [N, n, K, r]
+        w1 = self.mlp_in.weight  # [m, 2r or 3r]
+        a_side = F.linear(z[:, :-1], w1[:, :r])  # [N, n−1, K, m]   W_1a z_{p,a}
+        b_side = F.linear(z[:, 1:], w1[:, r:2 * r])  # [N, n−1, K, m]   W_1b z_{p+1,b}
+        if self.pair is not None:
+            pair = F.linear(self.pair_state(hidden), w1[:, 2 * r:], self.mlp_in.bias)  # [N, n−1, m]
+        else:
+            pair = self.mlp_in.bias.expand(a_side.shape[0], a_side.shape[1], -1)  # [N, n−1, m]
+        return a_side, b_side, pair
+
+    # ---- scores --------------------------------------------------------------------------------------
+    def forward(self, hidden: Tensor, cand_ids: Tensor, cand_logits: Tensor, backend: str | None = None) -> Tensor:
+        """hidden [*, n, d], cand_ids [*, n, K] (target ids), cand_logits [*, n, K]
+        -> scores [*, n−1, K, K] (fp32), scores[..., p, a, b] = S_p(a, b)."""
+        lead, (n, K) = hidden.shape[:-2], cand_ids.shape[-2:]
+        hidden = hidden.reshape(-1, n, hidden.shape[-1]).to(self.dtype)  # [N, n, d]
+        cand_ids = cand_ids.reshape(-1, n, K)  # [N, n, K]
+        cand_logits = cand_logits.reshape(-1, n, K)  # [N, n, K]
+        if n < 2:
+            return cand_logits.new_zeros(*lead, 0, K, K, dtype=torch.float32)
+        a_side, b_side, pair = self.first_layer_parts(hidden, cand_ids)
+        scores = transition_scores(a_side, b_side, pair, self.mlp_out.weight[0], self.mlp_out.bias,
+                                   cand_logits[:, 1:], backend)  # [N, n−1, K, K]
+        return scores.reshape(*lead, n - 1, K, K)
+
+    def naive_scores(self, hidden: Tensor, cand_ids: Tensor, cand_logits: Tensor) -> Tensor:
+        """The literal formula on the materialised [z_{p,a}; z_{p+1,b}; s_p] tensor (test oracle).
+        hidden [N, n, d], cand_ids/cand_logits [N, n, K] -> [N, n−1, K, K]."""
+        hidden = hidden.to(self.dtype)
+        z = self.candidate_repr(hidden, cand_ids)  # [N, n, K, r]
+        N, n, K, r = z.shape
+        za = z[:, :-1, :, None, :].expand(N, n - 1, K, K, r)  # [N, n−1, K, K, r]
+        zb = z[:, 1:, None, :, :].expand(N, n - 1, K, K, r)  # [N, n−1, K, K, r]
+        parts = [za, zb]
+        if self.pair is not None:
+            parts.append(self.pair_state(hidden)[:, :, None, None, :].expand(N, n - 1, K, K, r))
+        x = torch.cat(parts, dim=-1)  # [N, n−1, K, K, 2r or 3r]
+        delta = self.mlp_out(F.silu(self.mlp_in(x))).squeeze(-1)  # [N, n−1, K, K]
+        return cand_logits[:, 1:, None, :].to(delta.dtype) + delta
+
+    @torch.no_grad()
+    def propose(self, hidden: Tensor, cand_ids: Tensor, cand_logits: Tensor, rule: str = "greedy",
+                lam: float = 0.75, backend: str | None = None) -> tuple[Tensor, Tensor]:
+        """Score and select: -> (chosen candidate indices [*, n], their target ids [*, n])."""
+        from draftlab.corrector.paths import path_tokens, select_path
+
+        scores = self(hidden, cand_ids, cand_logits, backend)  # [*, n−1, K, K]
+        idx = select_path(scores, cand_logits, rule, lam, backend)  # [*, n]
+        return idx, path_tokens(idx, cand_ids)
+
+
+# ---- inputs from a drafter pass -----------------------------------------------------------------------
+
+
+def draft_candidates(logits: Tensor, k: int, vocab: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Top-K of draft logits [..., Vd] -> (target ids [..., K], logits [..., K]), best first.
+    The logits are gathered, so gradients flow into `logits` (co-training)."""
+    vals, idx = logits.topk(min(k, logits.shape[-1]), dim=-1)
+    return (idx if vocab is None else vocab[idx]), vals
+
+
+def corrector_inputs(hidden: Tensor, logits: Tensor, k: int, vocab: Tensor | None = None,
+                     detach: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """Drafter outputs over the whole block (slot 0 included): hidden [*, S, d], logits [*, S, Vd]
+    -> the corrector's inputs for the n = S−1 proposed slots: hidden [*, n, d], cand_ids [*, n, K],
+    cand_logits [*, n, K]. detach=True is the frozen-backbone mode (no gradient into the drafter)."""
+    if detach:
+        hidden, logits = hidden.detach(), logits.detach()
+    ids, vals = draft_candidates(logits[..., 1:, :], k, vocab)
+    return hidden[..., 1:, :], ids, vals
+
+
+# ---- checkpoints --------------------------------------------------------------------------------------
+
+
+def save_corrector(model: DCOCOCorrector, path: str | Path, info: dict | None = None) -> Path:
+    """Write config.json + model.safetensors atomically (a temporary sibling renamed onto `path`)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    cfg = {**model.spec.to_dict(), "num_parameters": model.num_parameters(), "info": info or {}}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        tmp.chmod(0o755)
+        (tmp / CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
+        save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt", "draftlab": FORMAT})
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def read_corrector_spec(path: str | Path) -> tuple[CorrectorSpec, dict]:
+    from draftlab.config import DraftlabError
+
+    cfg_file = Path(path) / CONFIG
+    if not cfg_file.exists():
+        raise DraftlabError(f"corrector checkpoint {path} has no {CONFIG}; run the corrector stage first")
+    try:
+        raw = json.loads(cfg_file.read_text())
+    except json.JSONDecodeError:
+        raise DraftlabError(f"{cfg_file} is not valid JSON; the corrector checkpoint is corrupt") from None
+    if raw.get("format") != FORMAT:
+        raise DraftlabError(f"{cfg_file} has format {raw.get('format')!r}, expected {FORMAT!r}")
+    return CorrectorSpec.from_dict(raw), raw.get("info", {})
+
+
+def load_corrector(path: str | Path, embed_tokens: nn.Embedding, device: str | torch.device | None = None,
+                   dtype: torch.dtype | None = None) -> DCOCOCorrector:
+    """Rebuild a corrector from its folder around the given frozen embedding (the target's)."""
+    from safetensors.torch import load_file
+
+    from draftlab.config import DraftlabError
+
+    spec, _ = read_corrector_spec(path)
+    shape = tuple(embed_tokens.weight.shape)
+    if shape != (spec.vocab_size, spec.embed_dim):
+        raise DraftlabError(f"corrector {path} was trained on a ({spec.vocab_size}, {spec.embed_dim}) embedding; "
+                            f"this target's is {shape}")
+    model = DCOCOCorrector(spec, embed_tokens)
+    model.load_state_dict(load_file(str(Path(path) / WEIGHTS)), strict=True)
+    device = device if device is not None else embed_tokens.weight.device
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def spec_from_config(cfg, hidden_size: int, embed_tokens: nn.Embedding, variant: str = "dcoco") -> CorrectorSpec:
+    """CorrectorSpec for a trained variant (dcoco | nopair | nocand | frozen) from a CorrectorConfig."""
+    if variant not in ("dcoco", "nopair", "nocand", "frozen"):
+        raise ValueError(f"corrector variant {variant!r} is not valid; choose dcoco, nopair, nocand or frozen")
+    V, De = embed_tokens.weight.shape
+    return CorrectorSpec(hidden_size=hidden_size, embed_dim=De, vocab_size=V, k=cfg.k, dim=cfg.dim,
+                         mlp_hidden=cfg.hidden, use_pair_state=variant != "nopair",
+                         use_candidate_state=variant != "nocand", variant=variant)

@@ -1,0 +1,62 @@
+"""Autoregressive decoding with the target alone: the baseline every speedup divides by.
+
+Same model code, dtype, batching (ragged `StreamCache`, finished streams dropped, holes compacted) and
+sampler (`verify.sample_next`) as the speculative engine, so the two differ only by speculation.
+One round = one target step of one token per active stream; its time splits into `verify` (the
+target forward + sampling, the same phase name as the speculative engine's target pass) and `book`.
+"""
+from __future__ import annotations
+
+import torch
+
+from draftlab.decoding.common import Clock, GenerationResult, Outputs, drop_finished, maybe_compact
+from draftlab.decoding.verify import SamplingParams, sample_next
+from draftlab.target import StreamCache
+from draftlab.target.model import TargetModel
+
+AR_PHASES = ("verify", "book")
+
+
+@torch.no_grad()
+def generate_ar(
+    target: TargetModel,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    sp: SamplingParams = SamplingParams(),
+    eos_ids=None,
+    generator: torch.Generator | None = None,
+    pad_id: int = 0,
+    compact_threshold: float = 0.25,
+) -> GenerationResult:
+    dev = target.device
+    eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
+    clock = Clock(dev)
+    t_start = clock()
+    B = len(prompts)
+    sc = StreamCache(target, B)
+    out = sc.prefill(prompts, pad_id)
+    last = sample_next(out.logits[:, -1], sp, generator)  # [B]
+    outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
+    rows = list(range(B))  # original stream index of each active row
+    done = outputs.emit(rows, last[:, None], torch.ones(B, dtype=torch.long), clock())
+    rows, (last,) = drop_finished(done, rows, (last,), sc)
+    t_prefill = clock()
+    times, active = [], []
+    while rows:
+        t0 = clock()
+        logits = sc.append(last[:, None]).logits[:, -1]  # [b, V]
+        last = sample_next(logits, sp, generator)  # [b]
+        t1 = clock()
+        done = outputs.emit(rows, last[:, None], torch.ones(len(rows), dtype=torch.long), t1)
+        active.append(len(rows))
+        rows, (last,) = drop_finished(done, rows, (last,), sc)
+        maybe_compact(sc.valid, compact_threshold, lambda: sc.compact(0.0))
+        t2 = clock()
+        times.append((t1 - t0, t2 - t1))
+    t_end = clock()
+    return GenerationResult(
+        tokens=outputs.tokens, finish_reason=outputs.finish, t_done=outputs.t_done,
+        prefill_s=t_prefill - t_start, wall_s=t_end - t_start, phases=AR_PHASES,
+        round_times=torch.tensor(times, dtype=torch.float64).reshape(-1, len(AR_PHASES)),
+        round_streams=torch.tensor(active, dtype=torch.long),
+    )

@@ -1,0 +1,118 @@
+"""Pieces shared by the AR and speculative engines: the result type, the per-round record, a phase
+clock (synchronises CUDA so phase times are real), and the per-stream output bookkeeping (EOS and
+max-new-tokens stops, finishing times) done with one host transfer per round.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class RoundRecord:
+    """One speculative round of the active streams (CPU tensors; b = active streams this round)."""
+
+    stream: Tensor  # [b] long: original stream index
+    offset: Tensor  # [b] long: output index of slot 0 (slot j is output index offset + j)
+    accepted: Tensor  # [b] long: accepted proposals (acc)
+    proposals: Tensor  # [b, n] proposed target ids
+    topk_ids: Tensor | None = None  # [b, n, K] drafter's top-K target ids at slots 1..n
+    topk_logits: Tensor | None = None  # [b, n, K]
+    target_tokens: Tensor | None = None  # [b, S] target argmax after each verified slot (column j is the
+    # target's choice for slot j+1; T=0 only)
+
+
+@dataclass
+class GenerationResult:
+    tokens: list[list[int]]  # generated ids per stream (EOS included when hit)
+    finish_reason: list[str]  # "eos" | "length"
+    t_done: list[float]  # seconds from the start (prefill included) to the stream's last token
+    prefill_s: float
+    wall_s: float
+    phases: tuple[str, ...]  # names of round_times' columns
+    round_times: Tensor  # [R, len(phases)] seconds per round (AR: one round = one step)
+    round_streams: Tensor  # [R] active streams per round
+    accepted: list[list[int]] = field(default_factory=list)  # per stream, acc per round (speculative)
+    records: list[RoundRecord] = field(default_factory=list)
+    block_size: int = 1  # S of the speculative engine (1 = AR)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+
+class Clock:
+    """perf_counter that first waits for queued CUDA work, so a phase's time is its own."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def __call__(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+
+class Outputs:
+    """Generated tokens per stream and the stop rules (EOS, max_new_tokens)."""
+
+    def __init__(self, batch: int, max_new_tokens: int, eos_ids, start: float):
+        self.tokens: list[list[int]] = [[] for _ in range(batch)]
+        self.finish: list[str] = ["length"] * batch
+        self.t_done: list[float] = [0.0] * batch
+        self.max_new = max_new_tokens
+        self.eos = torch.tensor(sorted(set(eos_ids or ())), dtype=torch.long)
+        self.start = start
+
+    def emit(self, rows: list[int], new: Tensor, n_new: Tensor, now: float) -> Tensor:
+        """Append the first n_new[i] tokens of new[i] (new [b, T], n_new [b]) to stream rows[i], cut at
+        the first EOS and at max_new_tokens. Returns done [b] bool (CPU)."""
+        new, n_new = new.cpu(), n_new.cpu()  # the round's one host transfer
+        T = new.shape[1]
+        live = torch.arange(T)[None, :] < n_new[:, None]  # [b, T]
+        is_eos = torch.isin(new, self.eos) & live if self.eos.numel() else torch.zeros_like(live)
+        has_eos = is_eos.any(-1)  # [b]
+        first = torch.where(has_eos, is_eos.long().argmax(-1) + 1, n_new)  # tokens up to and incl. EOS
+        room = torch.tensor([self.max_new - len(self.tokens[r]) for r in rows])
+        take = torch.minimum(first, room)
+        eos_done = has_eos & (first <= room)
+        done = eos_done | (take >= room)
+        for i, (r, k, row) in enumerate(zip(rows, take.tolist(), new.tolist())):
+            self.tokens[r].extend(row[:k])
+            if done[i]:
+                self.finish[r] = "eos" if eos_done[i] else "length"
+                self.t_done[r] = now - self.start
+        return done
+
+
+def drop_finished(done: Tensor, rows: list[int], tensors: tuple, *caches) -> tuple[list[int], tuple]:
+    """Remove finished rows (done [b] bool, CPU) from the row list, from per-row tensors [b, ...] (None
+    passes through) and from every cache-like object with `drop_streams(keep)`."""
+    if not bool(done.any()):
+        return rows, tensors
+    keep_l = (~done).tolist()
+    rows = [r for r, k in zip(rows, keep_l) if k]
+    if not rows:
+        return rows, tensors
+    dev = next((t.device for t in tensors if t is not None), torch.device("cpu"))
+    keep = (~done).to(dev)
+    for c in caches:
+        c.drop_streams(keep)
+    return rows, tuple(None if t is None else t[keep] for t in tensors)
+
+
+def maybe_compact(valid: Tensor, threshold: float, compact) -> bool:
+    """Squeeze holes out of a ragged cache (valid [B, L]) only when that shrinks its width by at least
+    `threshold` of it: left padding that compaction cannot remove never triggers a (useless) copy.
+    `compact()` does the squeeze (StreamCache.compact / drafter.compact with threshold 0)."""
+    L = valid.shape[1]
+    if L == 0:
+        return False
+    longest = int(valid.sum(-1).max())  # width after compaction
+    if L - longest < threshold * L or L - longest == 0:
+        return False
+    compact()
+    return True

@@ -1,0 +1,130 @@
+"""Stub drafters implementing the drafter inference API, for tests and plumbing checks.
+
+- `OracleDrafter` cheats: it keeps each stream's committed tokens and runs the target greedily to
+  propose the block. mode "right" (always right at T=0), "wrong" (always wrong), "random" (uniform
+  random tokens) or "mixed" (each slot right with probability p_right). It also checks the engine's
+  bookkeeping: block positions, context positions, and (check_feats) that the context features it is
+  handed are the target's taps of the committed tokens.
+- `FixedDrafter` proposes from one fixed logits table [n, V] every round (sampling tests).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class StubDraftOutput:
+    logits: Tensor  # [B, S, Vd] fp32
+    hidden: Tensor  # [B, S, H]
+    vocab: Tensor | None = None  # [Vd] draft index -> target id
+
+    def topk(self, k: int) -> tuple[Tensor, Tensor]:
+        vals, idx = self.logits.topk(min(k, self.logits.shape[-1]), dim=-1)
+        return (idx if self.vocab is None else self.vocab[idx]), vals
+
+
+class StubState:
+    def __init__(self, hist: list[list[int]]):
+        self.hist = hist  # committed tokens per stream (prompt included)
+        self.started = False
+        self.slot0: list[int] = []
+        self.proposed: list[list[int]] = []
+
+    def drop_streams(self, keep: Tensor) -> None:
+        k = keep.tolist()
+        self.hist = [h for h, x in zip(self.hist, k) if x]
+        self.slot0 = [s for s, x in zip(self.slot0, k) if x]
+        self.proposed = [p for p, x in zip(self.proposed, k) if x]
+
+
+class OracleDrafter:
+    def __init__(self, target, block_size: int = 4, mode: str = "right", p_right: float = 0.5, seed: int = 0,
+                 taps=(0,), check_feats: bool = False, vocab: Tensor | None = None):
+        self.target, self.block_size, self.mode, self.p_right = target, block_size, mode, p_right
+        self.mask_token_id = 0
+        self.target_layer_ids = list(taps)
+        self.check_feats = check_feats
+        self.vocab = vocab
+        self.g = torch.Generator().manual_seed(seed)
+        self.prompts: list[list[int]] = []
+        self.max_ctx_err = 0.0
+
+    def new_state(self, batch: int) -> StubState:
+        assert len(self.prompts) == batch, "set drafter.prompts to the prompts before generating"
+        return StubState([list(p) for p in self.prompts])
+
+    def extend_context(self, state: StubState, feats: Tensor, valid: Tensor, positions: Tensor) -> None:
+        counts = valid.sum(-1).tolist()
+        if state.started:  # slot 0 + accepted proposals became committed context
+            for b, c in enumerate(counts):
+                state.hist[b] += [state.slot0[b]] + state.proposed[b][: c - 1]
+        state.started = True
+        for b in range(len(state.hist)):
+            L = len(state.hist[b])
+            pos = positions[b][valid[b]].tolist()
+            assert pos == list(range(L - counts[b], L)), f"context positions {pos} != {L - counts[b]}..{L - 1}"
+            if self.check_feats:
+                ref = self.target(torch.tensor([state.hist[b]]), taps=self.target_layer_ids).taps[0, L - counts[b]:]
+                self.max_ctx_err = max(self.max_ctx_err, float((feats[b][valid[b]].float() - ref).abs().max()))
+
+    def _greedy(self, seq: list[int], n: int) -> list[int]:
+        out = []
+        for _ in range(n):
+            nxt = int(self.target(torch.tensor([seq + out])).logits[0, -1].argmax())
+            out.append(nxt)
+        return out
+
+    def draft(self, state: StubState, ids: Tensor, positions: Tensor) -> StubDraftOutput:
+        B, S = ids.shape
+        n, V = S - 1, self.target.vocab_size
+        assert S == self.block_size and bool((ids[:, 1:] == self.mask_token_id).all())
+        state.slot0 = ids[:, 0].tolist()
+        state.proposed = []
+        for b in range(B):
+            assert int(positions[b, 0]) == len(state.hist[b]), "slot 0 must sit at the next logical position"
+            truth = torch.tensor(self._greedy(state.hist[b] + [state.slot0[b]], n))
+            rnd = torch.randint(0, V, (n,), generator=self.g)
+            if self.mode == "right":
+                prop = truth
+            elif self.mode == "wrong":
+                prop = (truth + 1) % V
+            elif self.mode == "random":
+                prop = rnd
+            else:
+                right = torch.rand(n, generator=self.g) < self.p_right
+                prop = torch.where(right, truth, (truth + 1 + rnd % (V - 1)) % V)
+            state.proposed.append(prop.tolist())
+        prop = torch.tensor(state.proposed).reshape(B, n)
+        logits = torch.zeros(B, S, V)
+        logits[:, 1:].scatter_(-1, prop[..., None], 10.0)
+        logits[:, 1:] += 0.01 * torch.randn(B, n, V, generator=self.g)  # distinct top-K ranks
+        hidden = torch.zeros(B, S, self.target.hidden_size)
+        if self.vocab is not None:
+            logits = logits[..., self.vocab]
+        return StubDraftOutput(logits, hidden, self.vocab)
+
+
+class FixedDrafter:
+    """Fixed proposal logits [n, Vd] for every block (Vd = target vocab unless vocab maps it)."""
+
+    def __init__(self, logits: Tensor, hidden_size: int = 8, taps=(0,), vocab: Tensor | None = None):
+        self.table = logits.float()
+        self.block_size = logits.shape[0] + 1
+        self.mask_token_id = 0
+        self.target_layer_ids = list(taps)
+        self.hidden_size = hidden_size
+        self.vocab = vocab
+
+    def new_state(self, batch: int) -> StubState:
+        return StubState([[] for _ in range(batch)])
+
+    def extend_context(self, state, feats, valid, positions) -> None:
+        pass
+
+    def draft(self, state, ids: Tensor, positions: Tensor) -> StubDraftOutput:
+        B, S = ids.shape
+        logits = torch.cat([torch.zeros(1, self.table.shape[1]), self.table])[None].expand(B, S, -1).clone()
+        return StubDraftOutput(logits, torch.zeros(B, S, self.hidden_size), self.vocab)

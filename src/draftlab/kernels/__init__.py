@@ -1,0 +1,6 @@
+"""Fused kernels (Triton on CUDA, pure-torch references elsewhere) behind one dispatch.
+
+`draftlab.kernels.dispatch` picks the backend per call; importing this package never imports
+Triton and never queries CUDA.
+"""
+from draftlab.kernels.dispatch import greedy_walk, resolve_backend, transition_scores  # noqa: F401

@@ -1,0 +1,190 @@
+"""Benchmark library: the real DFlash drafter in the engine (greedy exactness, engine proposals ==
+teacher-forced proposals at the same anchors), simulated τ, metrics (τ, coverage, oracle τ, break-even),
+the arm registry, and a full runner -> report pass on a tiny target."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from draftlab.bench import ArmContext, PromptItem, SpeculativeArm, build_arm, compute, register_arm, run_benchmark, write_outputs
+from draftlab.bench.simulate import _train_path, simulated_tau
+from draftlab.config import BenchmarkConfig, DraftlabError
+from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
+from draftlab.decoding.stubs import OracleDrafter
+
+
+def _prompts(target, lengths, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(1, target.vocab_size, (n,), generator=g).tolist() for n in lengths]
+
+
+def _real_drafter(target, S=4, vocab_size=0, seed=0):
+    drafter_mod = pytest.importorskip("draftlab.drafter")
+    torch.manual_seed(seed)
+    vocab = None
+    if vocab_size:
+        vocab = torch.randperm(target.vocab_size - 1, generator=torch.Generator().manual_seed(seed))[:vocab_size].sort().values
+    spec = drafter_mod.spec_from_target(target, block_size=S, num_layers=1, target_layer_ids=[], mask_token_id=target.vocab_size - 1,
+                                        draft_vocab_size=vocab_size)
+    d = drafter_mod.DFlashDrafter.from_target(spec, target, vocab).eval()
+    with torch.no_grad():  # a larger init so the random drafter has opinions (some acceptances)
+        for p in d.parameters():
+            p.mul_(3.0)
+    return d
+
+
+@pytest.mark.parametrize("lengths,vocab_size", [((9,), 0), ((5, 12, 8), 0), ((7, 10), 40)])
+def test_real_drafter_greedy_equals_ar(llama_target, lengths, vocab_size):
+    t = llama_target
+    prompts = _prompts(t, lengths, seed=1)
+    ref = [generate_ar(t, [p], 16, eos_ids=[]).tokens[0] for p in prompts]
+    d = _real_drafter(t, S=4, vocab_size=vocab_size)
+    res = SpeculativeEngine(t, d, record_topk=3, compact_threshold=0.1).generate(prompts, 16, eos_ids=[])
+    assert res.tokens == ref
+    # T=1 runs and respects the stop rule
+    res1 = SpeculativeEngine(t, d).generate(prompts, 16, SamplingParams(1.0), eos_ids=[], generator=torch.Generator().manual_seed(0))
+    assert [len(x) for x in res1.tokens] == [16] * len(prompts)
+
+
+class _HybridState:
+    def __init__(self, real, oracle, rows):
+        self.real, self.oracle, self.rows = real, oracle, rows
+
+    def drop_streams(self, keep):
+        self.real.drop_streams(keep)
+        self.oracle.drop_streams(keep)
+        self.rows = [r for r, k in zip(self.rows, keep.tolist()) if k]
+
+
+class HybridDrafter:
+    """The real drafter runs every round (its context cache sees the engine's ragged acceptances, holes,
+    compaction and dropped streams) and its proposals are logged; the oracle stub decides what is
+    proposed, so blocks get partly accepted."""
+
+    def __init__(self, real, oracle):
+        self.real, self.oracle = real, oracle
+        self.block_size, self.mask_token_id = real.block_size, real.mask_token_id
+        self.target_layer_ids = real.spec.target_layer_ids
+        oracle.mask_token_id = real.mask_token_id
+        self.log = []  # (stream, anchor position, real drafter proposals [n])
+
+    def new_state(self, b):
+        return _HybridState(self.real.new_state(b), self.oracle.new_state(b), list(range(b)))
+
+    def extend_context(self, st, feats, valid, positions):
+        self.real.extend_context(st.real, feats, valid, positions)
+        self.oracle.extend_context(st.oracle, feats, valid, positions)
+
+    def compact(self, st, threshold):
+        self.real.compact(st.real, threshold)
+
+    def draft(self, st, ids, positions):
+        real = self.real.draft(st.real, ids, positions)
+        for r, a, p in zip(st.rows, positions[:, 0].tolist(), real.argmax()[:, 1:]):
+            self.log.append((r, a, p))
+        return self.oracle.draft(st.oracle, ids, positions)
+
+
+@pytest.mark.parametrize("lengths", [(11,), (6, 13, 9, 4)])
+def test_real_drafter_with_partial_acceptance(llama_target, lengths):
+    """Greedy output == AR while blocks are partly accepted, and every round's real-drafter proposals
+    equal the drafter's training-path proposals at the same anchor over the final text (serving and
+    training agree on positions, context features and masks under ragged acceptance)."""
+    t = llama_target
+    prompts = _prompts(t, lengths, seed=2)
+    ref = generate_ar(t, prompts, 20, eos_ids=[]).tokens
+    d = HybridDrafter(_real_drafter(t, S=5, vocab_size=50), OracleDrafter(t, block_size=5, mode="mixed", p_right=0.7, seed=4))
+    d.oracle.prompts = prompts
+    res = SpeculativeEngine(t, d, compact_threshold=0.1).generate(prompts, 20, eos_ids=[])
+    assert res.tokens == ref
+    assert len({a for acc in res.accepted for a in acc}) > 2  # ragged acceptance happened
+    for b, (prompt, out) in enumerate(zip(prompts, res.tokens)):
+        ids = torch.tensor([prompt + out])
+        feats = t(ids, taps=d.target_layer_ids).taps
+        logged = [(a, p) for r, a, p in d.log if r == b]
+        tf = _train_path(d.real, feats, ids, torch.tensor([a for a, _ in logged]))
+        assert torch.equal(torch.stack([p for _, p in logged]), tf)
+
+
+def test_simulated_tau_paths_agree(llama_target):
+    t = llama_target
+    d = _real_drafter(t, S=5, vocab_size=50)
+    prompt = _prompts(t, (11,), seed=2)[0]
+    out = generate_ar(t, [prompt], 20, eos_ids=[]).tokens[0]
+    sim = simulated_tau(t, d, [(prompt, out)], stride=1)
+    assert abs(sim["train"] - sim["infer"]) < 1e-9  # the two drafter paths agree
+    assert 1.0 <= sim["train"] <= 5.0 and len(sim["train_curve"]) == 4 and sim["sequences"] == 1
+
+
+class OracleArm(SpeculativeArm):
+    def generate(self, prompts, *a, **kw):
+        self.drafter.prompts = prompts
+        return super().generate(prompts, *a, **kw)
+
+
+def test_metrics_tau_coverage_oracle(llama_target):
+    t = llama_target
+    prompts = _prompts(t, (6, 9), seed=3)
+    S, K = 4, 3
+    cfg = BenchmarkConfig(suites=["mt-bench"], max_new_tokens=13, temperatures=[0.0], concurrency=[], topk=K, warmup=False)
+    arms = {"ar": build_arm("ar", ArmContext(t, cfg)),
+            "right": OracleArm("right", t, OracleDrafter(t, block_size=S, mode="right")),
+            "wrong": OracleArm("wrong", t, OracleDrafter(t, block_size=S, mode="wrong"))}
+    suites = {"mt-bench": [PromptItem(f"p{i}", "mt-bench", p) for i, p in enumerate(prompts)]}
+    runs = run_benchmark(arms, suites, cfg, [], t.device)
+    detail = compute(runs.runs, runs.arms)
+    m = detail["suites"]["mt-bench"]["t0"]
+    assert m["right"]["tau"] == S and m["wrong"]["tau"] == 1.0 and m["ar"]["tau"] == 1.0
+    assert m["right"]["accept_curve"] == [1.0] * (S - 1) and m["wrong"]["accept_curve"] == [0.0] * (S - 1)
+    # always right: the committed token is the top-1 everywhere; always wrong: never the top-1 ...
+    assert all(row[0] == 1.0 for row in m["right"]["coverage"])
+    assert all(row[0] == 0.0 for row in m["wrong"]["coverage"])
+    assert m["right"]["oracle_tau"] == S and m["wrong"]["oracle_tau"] < S
+    assert m["ar"]["speedup"] == 1.0 and m["right"]["speedup"] > 0
+    assert m["right"]["break_even_tau"] > 0 and set(m["right"]["round_ms"]) == {"draft", "propose", "verify", "book"}
+    s = detail["summary"]
+    assert s["right"]["tau_t0"] == S and "oracle_tau_t0" in s["right"] and s["ar"]["speedup_t0"] == 1.0
+
+
+def test_arm_registry():
+    with pytest.raises(DraftlabError, match="unknown benchmark arm"):
+        build_arm("no-such-arm", ArmContext(None, BenchmarkConfig()))
+    register_arm("dummy", lambda ctx: "built")
+    assert build_arm("dummy", ArmContext(None, BenchmarkConfig())) == "built"
+
+
+def test_runner_and_report_end_to_end(llama_target, tmp_path):
+    t = llama_target
+    cfg = BenchmarkConfig(suites=["mt-bench", "humaneval"], max_new_tokens=10, temperatures=[0.0, 1.0],
+                          concurrency=[1, 2, 4], concurrency_prompts=2, concurrency_max_new_tokens=8, topk=4)
+    d = _real_drafter(t, S=4, vocab_size=40)
+    ctx = ArmContext(t, cfg, load_drafter=lambda path: d)
+    arms = {name: build_arm(name, ctx) for name in ("ar", "dflash")}
+    suites = {s: [PromptItem(f"{s}/{i}", s, p) for i, p in enumerate(_prompts(t, (5, 8, 6), seed=i + 4))]
+              for i, s in enumerate(cfg.suites)}
+    ticks = []
+    runs = run_benchmark(arms, suites, cfg, [], t.device, tick=ticks.append)
+    from draftlab.bench.runner import plan_size
+
+    assert len(ticks) == plan_size(cfg, suites, 2) == len(runs.runs)
+    detail = compute(runs.runs, runs.arms)
+    detail["simulated"] = {"dflash": simulated_tau(t, d, [(p.ids, r) for p, r in zip(suites["mt-bench"], runs.runs[1].result.tokens)])}
+    written = write_outputs(detail, runs.runs, root=tmp_path)
+    js = json.loads((tmp_path / "metrics/benchmark.json").read_text())
+    for key in ("tau_t0", "tau_t1", "speedup_t0", "speedup_t1", "tokens_per_s_t0", "tokens_per_s_t1", "oracle_tau_t0", "concurrency"):
+        assert key in js["summary"]["dflash"], key
+    assert set(js["summary"]["dflash"]["concurrency"]) == {"1", "2", "4"}
+    assert js["summary"]["ar"]["tau_t0"] == 1.0
+    for name in ("tau_per_slot", "coverage", "speedup", "concurrency"):
+        df = pd.read_csv(written[name])
+        assert len(df) > 0, name
+    rounds = pd.read_parquet(written["rounds"])
+    assert set(rounds["arm"]) == {"dflash"} and len(rounds) > 0
+    assert rounds["accepted"].between(0, 3).all() and len(rounds["topk_ids"].iloc[0]) == 3
+    # per-round records reproduce the engine's τ
+    t0 = rounds[(rounds.suite == "mt-bench") & (rounds.temperature == 0.0)]
+    tau = (t0.groupby("prompt_id")["accepted"].mean() + 1).mean()
+    assert abs(tau - js["suites"]["mt-bench"]["t0"]["dflash"]["tau"]) < 1e-6
