@@ -228,7 +228,7 @@ class PretrainConfig:
     val_anchor_stride: int = 3  # validate every k-th anchor of held-out / eval sequences
     topk: int = 8  # K of the top-K coverage metric
     cache_features: bool = True  # cache target tap features (fp16) on disk; False = compute on the fly
-    feature_batch_tokens: int = 4096  # tokens per target forward when computing features
+    feature_batch_tokens: int = 2048  # padded tokens per target forward when computing features
     checkpoint_every: int = 50  # steps between resumable Lightning checkpoints
     resume: bool = True  # continue an interrupted run with the same settings from its last checkpoint
     precision: str = "auto"  # auto = 32-true on CPU, bf16-mixed on CUDA

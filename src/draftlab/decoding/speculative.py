@@ -15,7 +15,7 @@ Prefill the target on the prompts (with the drafter's taps) -> the first token -
 
 Drafter API used: new_state(B), extend_context(state, feats, valid, positions), draft(state, ids,
 positions) -> DraftOutput(logits [B,S,Vd], hidden, vocab [Vd] | None, topk(K)), state.drop_streams(keep),
-optional compact(state); attributes block_size, mask_token_id, target_layer_ids (or spec.target_layer_ids).
+optional compact(state); attributes block_size, mask_token_id, target_layer_ids.
 """
 from __future__ import annotations
 
@@ -67,11 +67,8 @@ def draft_topk(draft, k: int) -> tuple[Tensor, Tensor]:
 
 
 def tap_ids(drafter) -> list[int]:
-    """The target layers whose outputs the drafter reads (`target_layer_ids`, or its spec's)."""
-    ids = getattr(drafter, "target_layer_ids", None)
-    if ids is None:
-        ids = drafter.spec.target_layer_ids
-    return list(ids)
+    """The target layers whose outputs the drafter reads."""
+    return list(drafter.target_layer_ids)
 
 
 def valid_positions(valid: Tensor) -> Tensor:

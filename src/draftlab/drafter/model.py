@@ -1,0 +1,463 @@
+"""The DFlash parallel drafter (SPEC §1) as a plain torch module.
+
+Architecture (as in z-lab's DFlash V1):
+- Shared with the target and frozen: the token embedding (block inputs) and the LM head (logits).
+  They are *referenced*, never registered as sub-modules, so they are neither trained nor saved.
+- Context: the target's tap features of each committed position, concatenated ->
+  `ctx = hidden_norm(fc(taps))` (Linear, no bias, then RMSNorm).
+- `num_layers` Qwen3-style decoder layers at the target's width (pre-RMSNorm, QK-norm, rotary
+  positions, SwiGLU MLP). In every layer the block's queries attend to keys/values
+  `[k_proj(ctx); k_proj(x)]`: context positions first, then the block's own slots, with rotary at
+  logical positions; non-causal inside the block. The context is *not* re-normalised per layer.
+- Output: the drafter's own final RMSNorm, then the target's LM head (restricted to the draft
+  vocabulary when one is set). The target's final norm is not applied: DFlash trains its own
+  norm in front of the shared head (`target.lm_head(drafter.norm(h))`).
+
+Two forward paths share every parameter and the same attention routine:
+- training: `forward_train` runs all blocks of a sequence in one pass (each block sees context
+  strictly before its anchor, bidirectional inside itself, never another block);
+- inference: `new_state` / `extend_context` cache each layer's rotated context K/V (ragged batches
+  keep rejected slots as masked holes), and `draft` runs one block per stream.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from draftlab.drafter.masks import CONVENTION, block_input_ids, block_positions, context_mask
+
+FORMAT = "draftlab-dflash-v1"
+
+
+# ---- architecture description (serialised as config.json) ----------------------------------------
+
+
+@dataclass
+class DrafterSpec:
+    block_size: int  # S, slot 0 included
+    num_layers: int
+    hidden_size: int  # = the target's hidden size
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    rms_norm_eps: float
+    rope_theta: float
+    target_layer_ids: list[int]  # tap i = output of target layer i (HF hidden_states[i+1])
+    mask_token_id: int
+    target_vocab_size: int
+    target_num_layers: int
+    draft_vocab_size: int = 0  # 0 = the full target vocabulary
+    convention: str = CONVENTION  # slot k predicts token anchor+k; slot 0 unsupervised
+    initializer_range: float = 0.02
+    target_name: str = ""
+    format: str = FORMAT
+
+    @property
+    def n_taps(self) -> int:
+        return len(self.target_layer_ids)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _rope_theta(cfg) -> float:
+    params = getattr(cfg, "rope_parameters", None)
+    if isinstance(params, dict) and "rope_theta" in params:
+        return float(params["rope_theta"])
+    return float(getattr(cfg, "rope_theta", 10000.0) or 10000.0)
+
+
+def spec_from_target(target, block_size: int, num_layers: int, target_layer_ids: list[int], mask_token_id: int,
+                     draft_vocab_size: int = 0, intermediate_size: int = 0, num_heads: int = 0,
+                     num_kv_heads: int = 0) -> DrafterSpec:
+    """A drafter spec built from the target's config (width, heads, eps, rotary base)."""
+    cfg = target.config
+    H = target.hidden_size
+    heads = num_heads or cfg.num_attention_heads
+    kv = num_kv_heads or getattr(cfg, "num_key_value_heads", None) or heads
+    head_dim = getattr(cfg, "head_dim", None) if not num_heads else None
+    head_dim = head_dim or H // heads
+    taps = list(target_layer_ids) or target.default_taps(num_layers)
+    for i in taps:
+        if not 0 <= i < target.num_layers:
+            from draftlab.config import DraftlabError
+
+            raise DraftlabError(f"drafter tap layer {i} does not exist; the target has layers 0..{target.num_layers - 1}")
+    return DrafterSpec(
+        block_size=block_size, num_layers=num_layers, hidden_size=H, num_heads=heads, num_kv_heads=kv,
+        head_dim=head_dim, intermediate_size=intermediate_size or cfg.intermediate_size,
+        rms_norm_eps=float(getattr(cfg, "rms_norm_eps", 1e-6)), rope_theta=_rope_theta(cfg),
+        target_layer_ids=taps, mask_token_id=int(mask_token_id), target_vocab_size=target.vocab_size,
+        target_num_layers=target.num_layers, draft_vocab_size=int(draft_vocab_size),
+        initializer_range=float(getattr(cfg, "initializer_range", 0.02)), target_name=getattr(target, "name", ""))
+
+
+# ---- building blocks -------------------------------------------------------------------------------
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:  # [..., dim]
+        dt = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dt)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x [..., d]; cos/sin broadcastable to x (HF half-split convention)."""
+    return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
+
+
+class Rotary(nn.Module):
+    def __init__(self, head_dim: int, theta: float):
+        super().__init__()
+        inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+
+    def forward(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """positions [...] long -> cos, sin [..., head_dim] float32."""
+        f = positions.float()[..., None] * self.inv_freq.float()  # [..., d/2]
+        emb = torch.cat([f, f], dim=-1)
+        return emb.cos(), emb.sin()
+
+
+def block_attention(q: Tensor, k_ctx: Tensor, v_ctx: Tensor, ctx_mask: Tensor, k_blk: Tensor, v_blk: Tensor,
+                    scale: float) -> Tensor:
+    """Attention of block slots over [their visible context; their own block] with one joint softmax.
+
+    q [B, A, S, h, d]; k_ctx, v_ctx [B, hk, L, d]; ctx_mask [B, A, L] bool (True = visible);
+    k_blk, v_blk [B, A, S, hk, d]. Returns [B, A, S, h*d]. A block never sees another block: the
+    block part is computed per block ([S, S] scores), so no cross-block scores exist at all.
+    """
+    B, A, S, h, d = q.shape
+    hk, L = k_ctx.shape[1], k_ctx.shape[2]
+    g = h // hk  # query heads per kv head (kv head i serves query heads i*g .. i*g+g-1)
+    # contiguous [B, hk, A, g, S, d] layout: plain batched matmuls (einsum on strided views is slow on CPU)
+    qg = q.reshape(B, A, S, hk, g, d).permute(0, 3, 1, 4, 2, 5).contiguous()  # [B, hk, A, g, S, d]
+    kb = k_blk.permute(0, 3, 1, 2, 4).contiguous()  # [B, hk, A, S, d]
+    vb = v_blk.permute(0, 3, 1, 2, 4).contiguous()
+    s_ctx = torch.matmul(qg.view(B, hk, A * g * S, d), k_ctx.transpose(-1, -2))  # [B, hk, A*g*S, L]
+    s_ctx = s_ctx.view(B, hk, A, g, S, L).float() * scale
+    s_ctx = s_ctx.masked_fill(~ctx_mask[:, None, :, None, None, :], float("-inf"))
+    s_blk = torch.matmul(qg.view(B, hk, A, g * S, d), kb.transpose(-1, -2))  # [B, hk, A, g*S, S]
+    s_blk = s_blk.view(B, hk, A, g, S, S).float() * scale
+    p = torch.cat([s_ctx, s_blk], dim=-1).softmax(-1).to(q.dtype)  # block keys keep every row finite
+    p_ctx, p_blk = p[..., :L], p[..., L:]
+    out = torch.matmul(p_ctx.reshape(B, hk, A * g * S, L), v_ctx).view(B, hk, A, g, S, d)
+    out = out + torch.matmul(p_blk.reshape(B, hk, A, g * S, S), vb).view(B, hk, A, g, S, d)
+    return out.permute(0, 2, 4, 1, 3, 5).reshape(B, A, S, h * d)
+
+
+def dense_block_attention(q: Tensor, k_ctx: Tensor, v_ctx: Tensor, ctx_mask: Tensor, k_blk: Tensor, v_blk: Tensor,
+                          scale: float) -> Tensor:
+    """Same result as `block_attention`, as one SDPA call over keys [context; every block's slots]
+    with the dense block mask (a block sees only itself among the blocks). Lets CUDA use its fused
+    memory-efficient kernels instead of materialising [B, h, A, S, L] probabilities. Shapes as there."""
+    B, A, S, h, d = q.shape
+    hk, L = k_ctx.shape[1], k_ctx.shape[2]
+    qq = q.reshape(B, A * S, h, d).transpose(1, 2)  # [B, h, A*S, d]
+    k = torch.cat([k_ctx, k_blk.reshape(B, A * S, hk, d).transpose(1, 2)], dim=2)  # [B, hk, L+A*S, d]
+    v = torch.cat([v_ctx, v_blk.reshape(B, A * S, hk, d).transpose(1, 2)], dim=2)
+    if hk != h:
+        k, v = k.repeat_interleave(h // hk, dim=1), v.repeat_interleave(h // hk, dim=1)
+    ctx = ctx_mask[:, :, None, :].expand(B, A, S, L).reshape(B, A * S, L)
+    own = torch.eye(A, dtype=torch.bool, device=q.device).repeat_interleave(S, 0).repeat_interleave(S, 1)  # [A*S, A*S]
+    mask = torch.cat([ctx, own[None].expand(B, -1, -1)], dim=-1)[:, None]  # [B, 1, A*S, L+A*S]
+    out = F.scaled_dot_product_attention(qq, k, v, attn_mask=mask, scale=scale)  # [B, h, A*S, d]
+    return out.transpose(1, 2).reshape(B, A, S, h * d)
+
+
+ATTENTION = {"split": lambda *a: block_attention(*a), "dense": lambda *a: dense_block_attention(*a)}
+
+
+class DrafterLayer(nn.Module):
+    """One Qwen3-style decoder layer whose attention also reads the injected context K/V."""
+
+    def __init__(self, spec: DrafterSpec):
+        super().__init__()
+        H, h, hk, d = spec.hidden_size, spec.num_heads, spec.num_kv_heads, spec.head_dim
+        self.h, self.hk, self.d = h, hk, d
+        self.scale = d ** -0.5
+        self.q_proj = nn.Linear(H, h * d, bias=False)
+        self.k_proj = nn.Linear(H, hk * d, bias=False)
+        self.v_proj = nn.Linear(H, hk * d, bias=False)
+        self.o_proj = nn.Linear(h * d, H, bias=False)
+        self.q_norm = RMSNorm(d, spec.rms_norm_eps)
+        self.k_norm = RMSNorm(d, spec.rms_norm_eps)
+        self.input_layernorm = RMSNorm(H, spec.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(H, spec.rms_norm_eps)
+        self.gate_proj = nn.Linear(H, spec.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(H, spec.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(spec.intermediate_size, H, bias=False)
+
+    def project_context(self, ctx: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+        """ctx [B, T, H] (already fc+norm), cos/sin [B, T, d] -> k, v [B, hk, T, d] (k normed, rotated)."""
+        B, T, _ = ctx.shape
+        k = self.k_norm(self.k_proj(ctx).view(B, T, self.hk, self.d))
+        k = apply_rope(k, cos[:, :, None], sin[:, :, None])
+        v = self.v_proj(ctx).view(B, T, self.hk, self.d)
+        return k.transpose(1, 2), v.transpose(1, 2)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, k_ctx: Tensor, v_ctx: Tensor, ctx_mask: Tensor,
+                attention: str = "split") -> Tensor:
+        """x [B, A, S, H]; cos/sin [B, A, S, d]; k_ctx/v_ctx [B, hk, L, d]; ctx_mask [B, A, L]."""
+        B, A, S, _ = x.shape
+        hs = self.input_layernorm(x)
+        c, s = cos[..., None, :], sin[..., None, :]  # [B, A, S, 1, d]
+        q = apply_rope(self.q_norm(self.q_proj(hs).view(B, A, S, self.h, self.d)), c, s)
+        kb = apply_rope(self.k_norm(self.k_proj(hs).view(B, A, S, self.hk, self.d)), c, s)
+        vb = self.v_proj(hs).view(B, A, S, self.hk, self.d)
+        x = x + self.o_proj(ATTENTION[attention](q, k_ctx, v_ctx, ctx_mask, kb, vb, self.scale))
+        hs = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(hs)) * self.up_proj(hs))
+
+
+# ---- inference state and outputs -------------------------------------------------------------------
+
+
+@dataclass
+class DrafterState:
+    """Per-stream drafter context cache: each layer's context K/V (normed, rotated) + validity."""
+
+    keys: list[Tensor]  # per layer [B, hk, L, d]
+    values: list[Tensor]  # per layer [B, hk, L, d]
+    valid: Tensor  # [B, L] bool; False = padding or a rejected hole
+    positions: Tensor  # [B, L] long logical positions (informational)
+
+    @property
+    def batch(self) -> int:
+        return self.valid.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.valid.shape[1]
+
+    def drop_streams(self, keep: Tensor) -> None:
+        """Remove finished streams (keep: bool [B])."""
+        idx = keep.nonzero().squeeze(-1).to(self.valid.device)
+        self.keys = [k.index_select(0, idx) for k in self.keys]
+        self.values = [v.index_select(0, idx) for v in self.values]
+        self.valid = self.valid.index_select(0, idx)
+        self.positions = self.positions.index_select(0, idx)
+
+
+@dataclass
+class DraftOutput:
+    logits: Tensor  # [B, S, Vd] float32 over the draft vocabulary
+    hidden: Tensor  # [B, S, H] final (normed) hidden states, the corrector's input
+    vocab: Tensor | None  # [Vd] long: draft index -> target id; None = full vocabulary
+
+    def to_target_ids(self, idx: Tensor) -> Tensor:
+        return idx if self.vocab is None else self.vocab[idx]
+
+    def argmax(self) -> Tensor:
+        """[B, S] target ids of the top-1 draft token per slot."""
+        return self.to_target_ids(self.logits.argmax(-1))
+
+    def topk(self, k: int) -> tuple[Tensor, Tensor]:
+        """(target ids [B, S, K], logits [B, S, K]), best first."""
+        vals, idx = self.logits.topk(min(k, self.logits.shape[-1]), dim=-1)
+        return self.to_target_ids(idx), vals
+
+
+# ---- the drafter ----------------------------------------------------------------------------------------
+
+
+class DFlashDrafter(nn.Module):
+    def __init__(self, spec: DrafterSpec, embed_tokens: nn.Embedding, lm_head: nn.Linear, vocab: Tensor | None = None):
+        super().__init__()
+        if spec.convention != CONVENTION:
+            raise ValueError(f"unsupported slot convention {spec.convention!r}; only {CONVENTION!r}")
+        self.spec = spec
+        # shared, frozen, not registered (not trained, not saved, not moved by .to())
+        self.__dict__["_shared"] = (embed_tokens, lm_head)
+        H = spec.hidden_size
+        self.fc = nn.Linear(spec.n_taps * H, H, bias=False)
+        self.hidden_norm = RMSNorm(H, spec.rms_norm_eps)
+        self.layers = nn.ModuleList(DrafterLayer(spec) for _ in range(spec.num_layers))
+        self.norm = RMSNorm(H, spec.rms_norm_eps)
+        self.rotary = Rotary(spec.head_dim, spec.rope_theta)
+        self.attention = "auto"  # auto (split on CPU, dense SDPA on CUDA) | split | dense; a runtime choice
+        self.reset_parameters()
+        if vocab is not None:
+            vocab = vocab.to(device=lm_head.weight.device, dtype=torch.long)
+            if vocab.numel() != spec.draft_vocab_size:
+                raise ValueError(f"draft vocabulary has {vocab.numel()} ids, spec says {spec.draft_vocab_size}")
+            self.register_buffer("draft_vocab", vocab)  # saved: part of the checkpoint
+            self.register_buffer("head_weight", lm_head.weight.detach()[vocab].clone(), persistent=False)
+            bias = getattr(lm_head, "bias", None)
+            self.register_buffer("head_bias", None if bias is None else bias.detach()[vocab].clone(), persistent=False)
+        else:
+            if spec.draft_vocab_size:
+                raise ValueError("spec has a draft vocabulary but none was given")
+            self.draft_vocab = None
+
+    @classmethod
+    def from_target(cls, spec: DrafterSpec, target, vocab: Tensor | None = None) -> "DFlashDrafter":
+        return cls(spec, target.embed_tokens, target.lm_head, vocab).to(target.device)
+
+    def reset_parameters(self) -> None:
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=self.spec.initializer_range)
+            elif isinstance(m, RMSNorm):
+                nn.init.ones_(m.weight)
+
+    # ---- facts -------------------------------------------------------------------------------------
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self._shared[0]
+
+    @property
+    def lm_head(self) -> nn.Linear:
+        return self._shared[1]
+
+    @property
+    def block_size(self) -> int:
+        return self.spec.block_size
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.spec.mask_token_id
+
+    @property
+    def target_layer_ids(self) -> list[int]:
+        return list(self.spec.target_layer_ids)
+
+    @property
+    def device(self) -> torch.device:
+        return self.fc.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.weight.dtype
+
+    def num_trainable_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def num_frozen_parameters(self) -> int:
+        """Shared target parameters the drafter uses (embedding + LM head; counted once when tied)."""
+        seen = {}
+        for m in self._shared:
+            for p in m.parameters():
+                seen[p.data_ptr()] = p.numel()
+        return sum(seen.values())
+
+    def attention_impl(self) -> str:
+        if self.attention != "auto":
+            return self.attention
+        return "dense" if self.device.type == "cuda" else "split"
+
+    # ---- shared pieces of both paths --------------------------------------------------------------
+    def project_context(self, feats: Tensor, positions: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        """feats [B, T, n_taps*H] (target taps), positions [B, T] -> per-layer k, v [B, hk, T, d]."""
+        ctx = self.hidden_norm(self.fc(feats.to(self.dtype)))  # [B, T, H]
+        cos, sin = self.rotary(positions)  # [B, T, d]
+        kv = [layer.project_context(ctx, cos, sin) for layer in self.layers]
+        return [k for k, _ in kv], [v for _, v in kv]
+
+    def run_blocks(self, block_ids: Tensor, block_pos: Tensor, keys: list[Tensor], values: list[Tensor],
+                   ctx_mask: Tensor) -> Tensor:
+        """block_ids, block_pos [B, A, S]; per-layer context k/v [B, hk, L, d]; ctx_mask [B, A, L]
+        -> final hidden states [B, A, S, H] (after the drafter's own norm)."""
+        with torch.no_grad():
+            x = self.embed_tokens(block_ids)  # [B, A, S, H], frozen
+        x = x.to(self.dtype)
+        cos, sin = self.rotary(block_pos)  # [B, A, S, d]
+        for layer, k, v in zip(self.layers, keys, values):
+            x = layer(x, cos, sin, k, v, ctx_mask, self.attention_impl())
+        return self.norm(x)
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """hidden [..., H] -> float32 logits [..., Vd] through the shared (frozen) LM head."""
+        if self.draft_vocab is None:
+            w, b = self.lm_head.weight, getattr(self.lm_head, "bias", None)
+        else:
+            w, b = self.head_weight, self.head_bias
+        flat = hidden.reshape(-1, hidden.shape[-1]).to(w.dtype)  # 2-D: a strided N-D input becomes a slow bmm
+        return F.linear(flat, w, b).float().view(*hidden.shape[:-1], w.shape[0])
+
+    # ---- training path ------------------------------------------------------------------------------
+    def forward_train(self, feats: Tensor, ctx_valid: Tensor, input_ids: Tensor, anchors: Tensor) -> Tensor:
+        """All blocks of each sequence in one pass.
+
+        feats [B, L, n_taps*H]: tap features of positions 0..L-1 (logical position = index);
+        ctx_valid [B, L] bool (False = padding); input_ids [B, T] token ids (T > every anchor);
+        anchors [B, A] long. Returns hidden [B, A, S, H]; block i sees context j < anchors[:, i].
+        """
+        B, L, _ = feats.shape
+        pos = torch.arange(L, device=feats.device).expand(B, L)
+        keys, values = self.project_context(feats, pos)
+        ids = block_input_ids(input_ids, anchors, self.block_size, self.mask_token_id)  # [B, A, S]
+        return self.run_blocks(ids, block_positions(anchors, self.block_size), keys, values,
+                               context_mask(anchors, ctx_valid))
+
+    # ---- inference path -------------------------------------------------------------------------------
+    def new_state(self, batch_size: int) -> DrafterState:
+        s = self.spec
+        empty = torch.zeros(batch_size, s.num_kv_heads, 0, s.head_dim, device=self.device, dtype=self.dtype)
+        return DrafterState([empty] * s.num_layers, [empty] * s.num_layers,
+                            torch.zeros(batch_size, 0, dtype=torch.bool, device=self.device),
+                            torch.zeros(batch_size, 0, dtype=torch.long, device=self.device))
+
+    def extend_context(self, state: DrafterState, feats: Tensor, valid: Tensor, positions: Tensor) -> None:
+        """Append T context slots per stream: feats [B, T, n_taps*H], valid [B, T] bool (False =
+        padding or a rejected slot, kept as a masked hole), positions [B, T] logical positions."""
+        keys, values = self.project_context(feats, positions.to(self.device))
+        state.keys = [torch.cat([a, b], dim=2) for a, b in zip(state.keys, keys)]
+        state.values = [torch.cat([a, b], dim=2) for a, b in zip(state.values, values)]
+        state.valid = torch.cat([state.valid, valid.to(self.device, torch.bool)], dim=1)
+        state.positions = torch.cat([state.positions, positions.to(self.device)], dim=1)
+
+    def draft(self, state: DrafterState, block_ids: Tensor, block_positions: Tensor) -> DraftOutput:
+        """One block per stream: block_ids [B, S] (= [last committed token, MASK...]),
+        block_positions [B, S]. Sees every valid context slot of its stream."""
+        hidden = self.run_blocks(block_ids[:, None], block_positions[:, None].to(self.device), state.keys,
+                                 state.values, state.valid[:, None, :])[:, 0]  # [B, S, H]
+        return DraftOutput(self.logits(hidden), hidden, self.draft_vocab)
+
+    def block_ids(self, last_tokens: Tensor) -> Tensor:
+        """[B] last committed tokens -> [B, S] block input ids [token, MASK, ..., MASK]."""
+        ids = torch.full((last_tokens.shape[0], self.block_size), self.mask_token_id, dtype=torch.long,
+                         device=last_tokens.device)
+        ids[:, 0] = last_tokens
+        return ids
+
+    def compact(self, state: DrafterState, min_hole_fraction: float = 0.25) -> bool:
+        """Squeeze masked holes out of the context cache when they exceed a share of it (each
+        stream's valid slots keep their order, left-padded). Exact: positions are already rotated in."""
+        if state.width == 0:
+            return False
+        if 1.0 - state.valid.float().mean().item() < min_hole_fraction:
+            return False
+        n = state.valid.sum(-1)  # [B]
+        W, L = int(n.max()), state.width
+        order = torch.argsort(state.valid.long() * (L + 1) + torch.arange(L, device=n.device), dim=-1)
+        index = order[:, L - W:]  # [B, W]
+        gi = index[:, None, :, None].expand(-1, self.spec.num_kv_heads, -1, self.spec.head_dim)
+        state.keys = [k.gather(2, gi) for k in state.keys]
+        state.values = [v.gather(2, gi) for v in state.values]
+        state.positions = state.positions.gather(1, index)
+        state.valid = torch.arange(W, device=n.device)[None, :] >= (W - n)[:, None]
+        return True
+
+
+def parameter_summary(drafter: DFlashDrafter) -> dict:
+    return {"trainable": drafter.num_trainable_parameters(), "frozen_shared": drafter.num_frozen_parameters(),
+            "draft_vocab_size": drafter.spec.draft_vocab_size or drafter.spec.target_vocab_size,
+            "layers": drafter.spec.num_layers, "block_size": drafter.spec.block_size}
+

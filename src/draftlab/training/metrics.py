@@ -1,0 +1,63 @@
+"""Validation metrics of a drafter on held-out references under teacher forcing.
+
+For each validation block (anchor a, proposals at slots 1..n, n = S-1) the reference context is
+the target's own text, so the token greedy verification would accept at slot k is the target's
+greedy token for position a+k. Per block:
+- accepted prefix = `greedy_accept_length(top1, target_greedy)` (the one verification rule);
+- simulated τ = mean over blocks of 1 + accepted prefix (the bonus token included, SPEC §0);
+- `sim_tau_per_slot[k-1]` = share of blocks whose accepted prefix reaches slot k, so
+  `sim_tau = 1 + sum(sim_tau_per_slot)`;
+- `slot_acc[k-1]` = top-1 accuracy at slot k (unconditional), `topk_cov[k-1]` = share of slots
+  whose target token is among the drafter's top-K (the corrector's headroom, SPEC §2).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from draftlab.decoding.verify import greedy_accept_length
+
+
+class BlockStats:
+    """Accumulates per-slot counts over batches of blocks; `summary()` gives the metrics."""
+
+    def __init__(self, n_slots: int, k: int):
+        self.n, self.k = n_slots, k
+        self.blocks = 0
+        self.accept_sum = 0
+        self.reach = torch.zeros(n_slots, dtype=torch.long)  # blocks whose prefix reaches slot k
+        self.top1 = torch.zeros(n_slots, dtype=torch.long)
+        self.topk = torch.zeros(n_slots, dtype=torch.long)
+        self.count = torch.zeros(n_slots, dtype=torch.long)
+
+    @torch.no_grad()
+    def update(self, top_ids: Tensor, target_tokens: Tensor, valid: Tensor | None = None) -> None:
+        """top_ids [N, n, K] target ids (best first); target_tokens [N, n]; valid [N, n] bool."""
+        if top_ids.shape[0] == 0:
+            return
+        if valid is None:
+            valid = torch.ones_like(target_tokens, dtype=torch.bool)
+        top_ids, target_tokens, valid = top_ids.cpu(), target_tokens.cpu(), valid.cpu()
+        acc = greedy_accept_length(top_ids[..., 0], target_tokens, valid)  # [N]
+        blocks = valid.any(-1)  # a block counts when it has at least one scored slot
+        self.blocks += int(blocks.sum())
+        self.accept_sum += int(acc[blocks].sum())
+        self.reach += (acc[blocks, None] >= torch.arange(1, self.n + 1)[None, :]).long().sum(0)
+        hit1 = (top_ids[..., 0] == target_tokens) & valid
+        hitk = (top_ids[..., : self.k] == target_tokens[..., None]).any(-1) & valid
+        self.top1 += hit1.long().sum(0)
+        self.topk += hitk.long().sum(0)
+        self.count += valid.long().sum(0)
+
+    def summary(self) -> dict:
+        b = max(self.blocks, 1)
+        c = self.count.clamp(min=1).double()
+        return {
+            "blocks": self.blocks,
+            "sim_tau": 1.0 + self.accept_sum / b if self.blocks else float("nan"),
+            "sim_tau_per_slot": (self.reach.double() / b).tolist(),
+            "slot_acc": (self.top1.double() / c).tolist(),
+            f"top{self.k}_cov": (self.topk.double() / c).tolist(),
+            "top1_mean": float(self.top1.sum() / max(int(self.count.sum()), 1)),
+            f"top{self.k}_mean": float(self.topk.sum() / max(int(self.count.sum()), 1)),
+        }
