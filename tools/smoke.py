@@ -7,6 +7,7 @@ whose inputs did not change). Extra arguments are Hydra overrides, e.g. `target=
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -39,7 +40,8 @@ def main(argv: list[str]) -> int:
     (SCRATCH / "params.yaml").write_text(params.stdout)
     if not (SCRATCH / ".git").exists():
         subprocess.run(["git", "init", "-q"], cwd=SCRATCH, check=True)
-    rc = subprocess.run(["dvc", "repro"], cwd=SCRATCH).returncode
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", DVC_NO_ANALYTICS="1")
+    rc = subprocess.run(["dvc", "repro"], cwd=SCRATCH, env=env).returncode
     if rc:
         print(f"smoke pipeline failed (dvc repro exit {rc}); outputs in {SCRATCH}", file=sys.stderr)
         return rc
