@@ -297,7 +297,7 @@ class BenchmarkConfig:
 
 
 CORRECTOR_RULES = ("greedy", "globalsum", "geometric")
-CORRECTOR_VARIANTS = ("dcoco", "nopair", "nocand", "frozen")
+CORRECTOR_VARIANTS = ("dcoco", "nopair", "nocand", "frozen", "specopd-dcoco")
 
 
 @dataclass
@@ -314,8 +314,12 @@ class CorrectorConfig:
     cumulative_mask: bool = False  # stop supervising a block after its first masked transition
     lambda_corr: float = 1.0  # L = L_drafter + λ_corr · L_corr
     frozen_backbone: bool = False  # train only the corrector on the fixed drafter
-    variants: list[str] = field(default_factory=lambda: ["dcoco"])  # trained: dcoco, nopair, nocand, frozen
+    # trained: dcoco, nopair, nocand, frozen (from base_drafter); specopd-dcoco (dcoco from specopd_drafter)
+    variants: list[str] = field(default_factory=lambda: ["dcoco"])
     base_drafter: str = "models/drafter/pretrained"  # the drafter co-training starts from
+    specopd_drafter: str = "models/drafter/specopd"  # base of the composed variant specopd-dcoco
+    control: bool = True  # also train the dflash-long control: the drafter alone, as many steps as dcoco
+    val_every: int = 200  # steps between validations (simulated τ corrected vs uncorrected); 0 = only at the end
     kernels: str = "auto"  # auto (Triton on CUDA) | torch | triton
     max_steps: int = 0  # 0 = no step limit
     max_minutes: float = 6.0  # training minutes of the main corrector; 0 = no time limit
@@ -343,13 +347,64 @@ class CorrectorConfig:
         _positive(f"{p}.lambda_corr", self.lambda_corr, allow_zero=True)
         for v in self.variants:
             _choice(f"{p}.variants[]", v, CORRECTOR_VARIANTS)
-        for k in ("max_steps", "max_minutes", "variant_max_minutes", "epochs", "weight_decay", "grad_clip"):
+        for k in ("max_steps", "max_minutes", "variant_max_minutes", "epochs", "weight_decay", "grad_clip", "val_every"):
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
         if not (self.max_steps or self.max_minutes or self.epochs):
             raise ConfigError(f"{p}: set at least one budget (max_steps, max_minutes or epochs) > 0")
         _positive(f"{p}.lr", self.lr)
         _positive(f"{p}.drafter_lr", self.drafter_lr, allow_zero=True)
         _unit(f"{p}.warmup", self.warmup)
+
+
+SPECOPD_BASELINES = ("offpolicy_ce", "offpolicy_tv", "sequential", "first_rejection")
+
+
+@dataclass
+class SpecOPDConfig:
+    """SpecOPD (SPEC §3): branch-parallel on-policy distillation from the pretrained drafter, plus the
+    comparison arms trained for the same number of updates on the same references."""
+
+    base_drafter: str = "models/drafter/pretrained"  # the drafter every arm starts from
+    baselines: list[str] = field(default_factory=lambda: list(SPECOPD_BASELINES))  # [] = SpecOPD only
+    anchors_per_seq: int = 32  # A: branches per sequence per update (response positions)
+    branch_width: int = 0  # W: tokens per branch; 0 = the drafter's proposals per block (S-1)
+    temperature: float = 1.0  # branches are sampled from softmax(q_logits / T); 0 = argmax
+    seq_rounds: int = 8  # sequential arm: dependent draft->verify rounds per stream per update
+    batch_size: int = 2  # sequences per update
+    max_steps: int = 40  # updates of the SpecOPD arm
+    baseline_max_steps: int = 0  # updates of every baseline; 0 = max_steps (equal steps)
+    max_minutes: float = 0.0  # safety cap on each arm's training minutes; 0 = none
+    lr: float = 3e-4
+    min_lr_ratio: float = 0.1
+    warmup: float = 0.05
+    schedule: str = "cosine"  # cosine | constant
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0  # 0 = off
+    val_every: int = 0  # steps between validations (best state kept); 0 = before and after only
+    val_anchor_stride: int = 4
+    val_sets: list[str] = field(default_factory=list)  # heldout / eval suite names; [] = all
+    topk: int = 8
+    kernels: str = "auto"  # tv-overlap backend: auto (Triton on CUDA) | torch | triton
+    cost_anchors: int = 16  # branches timed in the packed vs independent scoring measurement; 0 = skip
+    cost_sequences: int = 1
+    checkpoint_every: int = 10
+    resume: bool = True
+    precision: str = "auto"
+    seed: int = 0
+
+    def check(self, p: str) -> None:
+        for b in self.baselines:
+            _choice(f"{p}.baselines[]", b, SPECOPD_BASELINES)
+        for k in ("anchors_per_seq", "seq_rounds", "batch_size", "max_steps", "val_anchor_stride", "topk", "lr"):
+            _positive(f"{p}.{k}", getattr(self, k))
+        for k in ("branch_width", "temperature", "baseline_max_steps", "max_minutes", "weight_decay", "grad_clip",
+                  "val_every", "cost_anchors", "cost_sequences", "checkpoint_every"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        _unit(f"{p}.warmup", self.warmup)
+        _unit(f"{p}.min_lr_ratio", self.min_lr_ratio)
+        _choice(f"{p}.schedule", self.schedule, ("cosine", "constant"))
+        _choice(f"{p}.kernels", self.kernels, ("auto", "torch", "triton"))
+        _choice(f"{p}.precision", self.precision, ("auto", "32-true", "bf16-mixed", "16-mixed"))
 
 
 @dataclass
@@ -363,6 +418,7 @@ class Params:
     reference: ReferenceConfig = field(default_factory=ReferenceConfig)
     drafter: DrafterConfig = field(default_factory=DrafterConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    specopd: SpecOPDConfig = field(default_factory=SpecOPDConfig)
     corrector: CorrectorConfig = field(default_factory=CorrectorConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
 

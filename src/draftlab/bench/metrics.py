@@ -12,6 +12,10 @@
   top-K (an ideal re-selector), + 1.
 - break-even τ: (mean speculative round time) / (mean AR step time) at the same setting — the τ at
   which speculation matches AR on this machine.
+- summary per arm, beside the means over suites: `proposal_share_of_round` (mean share of the
+  `propose` phase in a round over suites and temperatures: the corrector's cost; the argmax for
+  plain DFlash) and `headroom_closed_t0` = (τ_arm − τ_dflash) / (τ_oracle − τ_dflash) at T=0, with
+  τ_oracle the oracle τ of the `dflash` arm's drafter (the share of its top-K headroom an arm closes).
 """
 from __future__ import annotations
 
@@ -120,7 +124,7 @@ def break_even(spec: dict, ar: dict) -> float | None:
     return spec["round_total_ms"] / ar_step if ar_step > 0 and spec.get("rounds") else None
 
 
-def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar") -> dict:
+def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar", base_arm: str = "dflash") -> dict:
     """Full detail: per suite / temperature / arm metrics (+ speedup, break-even τ), the concurrency
     sweep per arm and level, and the per-arm summary (means over suites)."""
     suites: dict = defaultdict(lambda: defaultdict(dict))
@@ -140,7 +144,7 @@ def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar") -> dict:
             base = conc.get(ar_arm, {}).get(c)
             m["speedup"] = m["tokens_per_s"] / base["tokens_per_s"] if base and base.get("tokens_per_s") and m.get("tokens_per_s") else None
             m["break_even_tau"] = break_even(m, base) if base and arm != ar_arm else None
-    return {"suites": _plain(suites), "concurrency": _plain(conc), "summary": summary(suites, conc, arms)}
+    return {"suites": _plain(suites), "concurrency": _plain(conc), "summary": summary(suites, conc, arms, base_arm)}
 
 
 def _mean(xs):
@@ -148,7 +152,7 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-def summary(suites: dict, conc: dict, arms: list[str]) -> dict:
+def summary(suites: dict, conc: dict, arms: list[str], base_arm: str = "dflash") -> dict:
     out = {}
     for arm in arms:
         e: dict = {}
@@ -162,11 +166,25 @@ def summary(suites: dict, conc: dict, arms: list[str]) -> dict:
                 e[f"oracle_tau_{tk}"] = _mean([m.get("oracle_tau") for m in ms])
             if any(m.get("break_even_tau") for m in ms):
                 e[f"break_even_tau_{tk}"] = _mean([m.get("break_even_tau") for m in ms])
+        shares = [m.get("round_share", {}).get("propose") for s in suites.values() for by_arm in s.values()
+                  for a, m in by_arm.items() if a == arm]
+        e["proposal_share_of_round"] = _mean(shares)
         if arm in conc:
             e["concurrency"] = {c: m["tokens_per_s"] for c, m in conc[arm].items()}
             e["concurrency_decode"] = {c: m["decode_tokens_per_s"] for c, m in conc[arm].items()}
         out[arm] = e
+    base = out.get(base_arm, {})
+    for arm, e in out.items():  # speculative arms (those with top-K records); AR has no headroom
+        e["headroom_closed_t0"] = None if "oracle_tau_t0" not in e else headroom_closed(
+            e.get("tau_t0"), base.get("tau_t0"), base.get("oracle_tau_t0"))
     return out
+
+
+def headroom_closed(tau: float | None, tau_base: float | None, tau_oracle: float | None) -> float | None:
+    """(τ_arm − τ_base) / (τ_oracle − τ_base); None when undefined (no base arm, no headroom)."""
+    if tau is None or tau_base is None or tau_oracle is None or tau_oracle - tau_base <= 1e-9:
+        return None
+    return (tau - tau_base) / (tau_oracle - tau_base)
 
 
 def _plain(d):

@@ -26,7 +26,8 @@ def plot_frames(detail: dict) -> dict[str, pd.DataFrame]:
             for arm, m in by_arm.items():
                 sp_rows.append({"suite": suite, "temperature": tk, "arm": arm, "speedup": m.get("speedup"),
                                 "tau": m.get("tau"), "tokens_per_s": m.get("tokens_per_s"),
-                                "break_even_tau": m.get("break_even_tau")})
+                                "break_even_tau": m.get("break_even_tau"),
+                                "proposal_share": (m.get("round_share") or {}).get("propose")})
                 for j, a in enumerate(m.get("accept_curve", []), 1):
                     slot_rows.append({"suite": suite, "temperature": tk, "arm": arm, "slot": j, "accept_rate": a})
                 for j, row in enumerate(m.get("coverage", []), 1):
@@ -40,7 +41,7 @@ def plot_frames(detail: dict) -> dict[str, pd.DataFrame]:
     cols = {
         "tau_per_slot": ["suite", "temperature", "arm", "slot", "accept_rate"],
         "coverage": ["suite", "temperature", "arm", "slot", "k", "coverage"],
-        "speedup": ["suite", "temperature", "arm", "speedup", "tau", "tokens_per_s", "break_even_tau"],
+        "speedup": ["suite", "temperature", "arm", "speedup", "tau", "tokens_per_s", "break_even_tau", "proposal_share"],
         "concurrency": ["arm", "streams", "tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream", "tau"],
     }
     rows = {"tau_per_slot": slot_rows, "coverage": cov_rows, "speedup": sp_rows, "concurrency": conc_rows}

@@ -3,4 +3,4 @@
 `draftlab.kernels.dispatch` picks the backend per call; importing this package never imports
 Triton and never queries CUDA.
 """
-from draftlab.kernels.dispatch import greedy_walk, resolve_backend, transition_scores  # noqa: F401
+from draftlab.kernels.dispatch import greedy_walk, resolve_backend, transition_scores, tv_overlap  # noqa: F401

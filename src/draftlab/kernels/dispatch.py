@@ -71,3 +71,14 @@ def greedy_walk(scores: Tensor, start: Tensor, backend: str | None = None) -> Te
     if resolve_backend(scores.device, backend) == "torch":
         return greedy_walk_torch(scores, start)
     return greedy_walk_triton(scores, start)
+
+
+def tv_overlap(q_logits: Tensor, p_logits: Tensor, vocab: Tensor | None = None, backend: str | None = None) -> Tensor:
+    """Acceptance overlap α [N] = Σ min(softmax(q_logits), softmax(p_logits)[vocab]); see kernels.tv_overlap.
+    p is a fixed teacher (detached); the gradient flows into q_logits only. Unlike the forward-only
+    kernels, the Triton path is differentiable (`TVOverlap`: fused forward, recomputing torch backward)."""
+    from draftlab.kernels.tv_overlap import TVOverlap, tv_overlap_torch
+
+    if resolve_backend(q_logits.device, backend) == "torch":
+        return tv_overlap_torch(q_logits, p_logits.detach(), vocab)
+    return TVOverlap.apply(q_logits, p_logits.detach(), vocab)

@@ -171,6 +171,33 @@ class DrafterDataModule(L.LightningDataModule):
 # ---- model -----------------------------------------------------------------------------------------
 
 
+def global_ratio(num: Tensor, den: Tensor) -> Tensor:
+    """num / den with den summed over data-parallel ranks (SPEC §3.2): gradient averaging over W
+    ranks then yields Σ_r num_r / Σ_r den_r, so a position's weight does not depend on its rank."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        d = den.detach().clone()
+        dist.all_reduce(d)
+        return num * dist.get_world_size() / d.clamp(min=1e-12)
+    return num / den.clamp(min=1e-12)
+
+
+def block_targets(batch: dict, greedy: Tensor | None, block_size: int, use_greedy: bool = True) -> tuple[Tensor, Tensor]:
+    """The token greedy verification accepts at each proposed slot under teacher forcing:
+    -> (targets [B, A, n] target ids, valid [B, A, n] bool). The target's greedy token at a+k when
+    known (use_greedy), else the reference token."""
+    ids = batch["ids"]
+    T = ids.shape[1]
+    pos = batch["anchors"][..., None] + torch.arange(1, block_size, device=ids.device)  # [B, A, n]
+    tgt = ids.gather(1, pos.clamp(max=T - 1).flatten(1)).view_as(pos)
+    if greedy is not None and use_greedy:
+        g = greedy.gather(1, pos.clamp(max=T - 1).flatten(1)).view_as(pos)
+        tgt = torch.where(g >= 0, g, tgt)
+    valid = batch["anchor_valid"][..., None] & (pos < batch["seq_len"][:, None, None])  # [B, A, n]
+    return tgt, valid
+
+
 def lr_factor(progress: float, warmup: float, schedule: str, min_ratio: float) -> float:
     """Multiplier of the base lr at a fraction `progress` of the budget."""
     p = min(max(progress, 0.0), 1.0)
@@ -239,8 +266,11 @@ class PretrainModule(L.LightningModule):
         feats, g = target_features(target, ids, valid, self.drafter.spec.target_layer_ids, greedy=greedy)
         return feats[:, :Lc], g
 
-    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        feats, _ = self._features(batch, greedy=False)
+    def drafter_step(self, batch: dict, greedy: bool = False) -> dict:
+        """The drafter's forward and its decay-weighted CE on one batch (counters updated).
+        Returns loss (num/den, den summed over ranks), num, den, hidden [B, A, S, H],
+        logits [B, A, n, Vd] (slots 1..n) and greedy [B, T] (the target's greedy tokens, when asked)."""
+        feats, g = self._features(batch, greedy=greedy)
         hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"])  # [B, A, S, H]
         S = self.drafter.block_size
         labels, in_range = block_labels(batch["ids"], batch["anchors"], S, batch["seq_len"])  # [B, A, S]
@@ -250,19 +280,24 @@ class PretrainModule(L.LightningModule):
         wv = (w * (didx >= 0))[:, :, 1:]  # [B, A, n]: slot 0 never reaches the head
         logits = self.drafter.logits(hidden[:, :, 1:])  # [B, A, n, Vd]
         ce = F.cross_entropy(logits.flatten(0, 2), didx[:, :, 1:].clamp(min=0).flatten(), reduction="none")
-        loss = (ce.view_as(wv) * wv).sum() / wv.sum().clamp(min=1e-12)
-        sel = wv > 0
-        n = int(sel.sum())
-        self.slot_predictions += n
+        num, den = (ce.view_as(wv) * wv).sum(), wv.sum()
+        loss = global_ratio(num, den)
+        self.slot_predictions += int((wv > 0).sum())
         self.labels_seen += int(supervised.sum())
         self.uncovered += int((supervised & (didx < 0)).sum())
-        bs = batch["ids"].shape[0]
+        return {"loss": loss, "num": num, "den": den, "hidden": hidden, "logits": logits, "greedy": g}
+
+    def log_train(self, loss: Tensor, bs: int) -> None:
         self.log("train/loss", loss.detach(), batch_size=bs, prog_bar=True)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=bs)
         self.log("train/slot_preds_per_s", self.slot_predictions / max(self.train_seconds, 1e-9), batch_size=bs)
         self.log("train/uncovered_label_frac", self.uncovered / max(self.labels_seen, 1), batch_size=bs)
         self.log("train/minutes", self.train_seconds / 60.0, batch_size=bs)
-        return loss
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        out = self.drafter_step(batch)
+        self.log_train(out["loss"], batch["ids"].shape[0])
+        return out["loss"]
 
     # ---- clock -----------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
@@ -289,14 +324,7 @@ class PretrainModule(L.LightningModule):
         feats, greedy = self._features(batch, greedy=True)
         hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"])  # [B, A, S, H]
         S = self.drafter.block_size
-        ids, T = batch["ids"], batch["ids"].shape[1]
-        pos = batch["anchors"][..., None] + torch.arange(1, S, device=ids.device)  # [B, A, n]
-        ref = ids.gather(1, pos.clamp(max=T - 1).flatten(1)).view_as(pos)
-        tgt = ref
-        if greedy is not None and self.val_labels == "greedy":
-            g = greedy.gather(1, pos.clamp(max=T - 1).flatten(1)).view_as(pos)
-            tgt = torch.where(g >= 0, g, ref)  # the target's greedy token under teacher forcing
-        valid = batch["anchor_valid"][..., None] & (pos < batch["seq_len"][:, None, None])  # [B, A, n]
+        tgt, valid = block_targets(batch, greedy, S, self.val_labels == "greedy")  # [B, A, n]
         H = hidden.shape[-1]
         rows = hidden[:, :, 1:].reshape(-1, H)  # [B*A*n, H]
         K = min(self.cfg.topk, self.drafter.spec.draft_vocab_size or self.drafter.spec.target_vocab_size)
@@ -310,7 +338,7 @@ class PretrainModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking or not self._stats:
             return
-        res = {name: st.summary() for name, st in self._stats.items() if st.blocks}
+        res = self.val_results()
         self.last_val = res
         for name, r in res.items():
             self.log(f"val/{name}/sim_tau", r["sim_tau"])
@@ -333,7 +361,15 @@ class PretrainModule(L.LightningModule):
         if not math.isnan(tau) and (self.best is None or tau > self.best["sim_tau"]):
             self.best = {"step": int(self.global_step), "sim_tau": float(tau), "train_minutes": self.train_seconds / 60.0,
                          "metrics": res,
-                         "state": {k: v.detach().to("cpu", copy=True) for k, v in self.drafter.state_dict().items()}}
+                         "state": self.snapshot()}
+
+    def val_results(self) -> dict:
+        """Per validation set: the summary whose `sim_tau` selects the best state."""
+        return {name: st.summary() for name, st in self._stats.items() if st.blocks}
+
+    def snapshot(self) -> dict:
+        """The trained state kept as the best one (a CPU copy)."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.drafter.state_dict().items()}
 
     def on_validation_end(self) -> None:
         self._t_last = time.time()  # validation time is not training time
@@ -420,12 +456,35 @@ def train_drafter(drafter: DFlashDrafter, seqs: SequenceSet, cfg: PretrainConfig
         raise DraftlabError("train_drafter needs a FeatureStore or the target (features on the fly)")
     L.seed_everything(cfg.seed, workers=False, verbose=False)
     dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample)
+    module = PretrainModule(drafter, cfg, budget_steps(cfg, dm), dm.val_names, target, val_labels)
+    steps, resumed_from = fit_module(module, dm, cfg, workdir, logger, callbacks, log, "pretrain")
+    drafter.load_state_dict(module.best["state"])
+    return TrainResult(
+        steps=steps, train_seconds=module.train_seconds, wall_s=time.time() - t0,
+        slot_predictions=module.slot_predictions,
+        slot_predictions_per_s=module.slot_predictions / max(module.train_seconds, 1e-9),
+        uncovered_label_frac=module.uncovered / max(module.labels_seen, 1),
+        best_step=module.best["step"], best_sim_tau=module.best["sim_tau"],
+        best_train_minutes=module.best["train_minutes"], best_metrics=module.best["metrics"],
+        last_metrics=module.last_val, history=list(module.history), resumed_from_step=resumed_from)
+
+
+def budget_steps(cfg: PretrainConfig, dm: DrafterDataModule) -> int:
+    """The step budget from max_steps and epochs (0 = none; max_minutes is checked while training)."""
     total = cfg.max_steps
     if cfg.epochs:
         by_epochs = math.ceil(cfg.epochs * dm.steps_per_epoch())
         total = min(total, by_epochs) if total else by_epochs
-    module = PretrainModule(drafter, cfg, total, dm.val_names, target, val_labels)
-    accel, devices = _accelerator(drafter.device)
+    return total
+
+
+def fit_module(module: PretrainModule, dm: DrafterDataModule, cfg: PretrainConfig, workdir: Path, logger=None,
+               callbacks: list | None = None, log: Callable[[str], None] = print,
+               what: str = "pretrain") -> tuple[int, int | None]:
+    """Fit `module` (a PretrainModule or subclass) with resume from workdir/last.ckpt, then a final
+    validation when the last step was not validated. Returns (steps, step resumed from or None)."""
+    total = module.total_steps
+    accel, devices = _accelerator(module.drafter.device)
     precision = cfg.precision if cfg.precision != "auto" else ("bf16-mixed" if accel == "gpu" else "32-true")
     ckpt = workdir / "last.ckpt"
     trainer = L.Trainer(
@@ -440,7 +499,7 @@ def train_drafter(drafter: DFlashDrafter, seqs: SequenceSet, cfg: PretrainConfig
     resume = ckpt if (cfg.resume and ckpt.exists()) else None
     resumed_from = None
     if resume is not None:
-        log(f"pretrain: resuming from {resume}")
+        log(f"{what}: resuming from {resume}")
     trainer.fit(module, datamodule=dm, ckpt_path=str(resume) if resume else None, weights_only=True)
     if resume is not None:
         resumed_from = module.start_step
@@ -449,15 +508,7 @@ def train_drafter(drafter: DFlashDrafter, seqs: SequenceSet, cfg: PretrainConfig
         trainer.validate(module, datamodule=dm, verbose=False)
     if module.best is None:
         raise DraftlabError("no validation blocks: the references are too short for the block size")
-    drafter.load_state_dict(module.best["state"])
-    return TrainResult(
-        steps=steps, train_seconds=module.train_seconds, wall_s=time.time() - t0,
-        slot_predictions=module.slot_predictions,
-        slot_predictions_per_s=module.slot_predictions / max(module.train_seconds, 1e-9),
-        uncovered_label_frac=module.uncovered / max(module.labels_seen, 1),
-        best_step=module.best["step"], best_sim_tau=module.best["sim_tau"],
-        best_train_minutes=module.best["train_minutes"], best_metrics=module.best["metrics"],
-        last_metrics=module.last_val, history=list(module.history), resumed_from_step=resumed_from)
+    return steps, resumed_from
 
 
 # ---- from references to a trained drafter (what the stage runs) ------------------------------------------

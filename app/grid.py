@@ -1,0 +1,207 @@
+"""The candidate grid of one recorded round: the drafter's n×K candidates, the paths through them
+(drafter argmax, the arm's proposal, each corrector path rule available) and their verification.
+
+Columns of data/benchmark_rounds.parquet used (draftlab.bench.report.round_frame): `proposals` [n],
+`topk_ids` / `topk_logits` [n][K], `target_tokens` [S] (T=0: the target's argmax after each verified slot,
+column j for slot j+1), `committed` [n] (the final output token at each slot, -1 beyond the end),
+`accepted` (acc). Optional columns that corrector arms may add, shown when present:
+- `transition_scores` [n−1][K][K]: S_p(a, b) (SPEC §2.1); every rule in draftlab.corrector.paths.RULES is
+  then replayed with `select_path`;
+- `path_<rule>` [n]: candidate indices chosen by that rule (e.g. the live engine's `last_indices`).
+
+Replays never judge tokens here: accepted lengths come from draftlab.decoding.verify.greedy_accept_length,
+the one verification routine. At T=0 the committed output is the target's greedy continuation, so any
+path's accepted prefix is exactly its greedy match length against `committed`; at T>0 acceptance was
+random and only the recorded `accepted` of the arm's own proposal is shown.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+STATUS_COLOURS = {
+    "accepted": "#b7e4c7",
+    "rejected": "#f4a5a5",
+    "corrected-accepted": "#9ecbff",
+    "corrected-rejected": "#ffc078",
+    "unverified": "#eeeeee",
+    "corrected": "#dbe4ff",
+    "": "#ffffff",
+}
+STATUS_HELP = {
+    "accepted": "accepted (drafter's token)",
+    "rejected": "first rejected slot",
+    "corrected-accepted": "corrected (≠ drafter argmax) and accepted",
+    "corrected-rejected": "corrected (≠ drafter argmax) and rejected",
+    "unverified": "after the first rejection (not judged)",
+    "corrected": "corrected (≠ drafter argmax), not judged",
+}
+
+
+def as_list(v) -> list | None:
+    if v is None:
+        return None
+    if isinstance(v, float) and np.isnan(v):
+        return None
+    if isinstance(v, np.ndarray):
+        return [as_list(x) if isinstance(x, np.ndarray) else x for x in v.tolist()] if v.dtype == object else v.tolist()
+    return list(v)
+
+
+@dataclass
+class Path:
+    name: str
+    tokens: list[int]  # [n] target ids
+    accepted: int | None  # accepted prefix (None: cannot be replayed)
+    statuses: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class RoundGrid:
+    n: int
+    K: int
+    cand_ids: list[list[int]] | None  # [n][K]
+    cand_logits: list[list[float]] | None  # [n][K]
+    argmax: list[int] | None  # [n]
+    paths: list[Path]
+    target: list[int] | None  # [n] verifier's token per slot (T=0 record) or the committed output
+    target_label: str
+    committed: list[int] | None
+    accepted: int
+    greedy: bool
+    scores: np.ndarray | None  # [n−1, K, K]
+    missing: list[str]
+
+    @property
+    def tau(self) -> int:
+        return self.accepted + 1
+
+
+def statuses(tokens: list[int], argmax: list[int] | None, acc: int | None) -> list[str]:
+    out = []
+    for j, t in enumerate(tokens):
+        corrected = argmax is not None and t != argmax[j]
+        if acc is None:
+            out.append("corrected" if corrected else "")
+        elif j < acc:
+            out.append("corrected-accepted" if corrected else "accepted")
+        elif j == acc:
+            out.append("corrected-rejected" if corrected else "rejected")
+        else:
+            out.append("unverified")
+    return out
+
+
+def replay(paths: dict[str, list[int]], committed: list[int]) -> dict[str, int]:
+    """Accepted prefix of each path against the committed (greedy target) tokens, via verify."""
+    import torch
+
+    from draftlab.decoding.verify import greedy_accept_length
+
+    names = list(paths)
+    if not names:
+        return {}
+    props = torch.tensor([paths[k] for k in names], dtype=torch.long)  # [P, n]
+    c = torch.tensor(committed, dtype=torch.long)[None].expand_as(props)  # [P, n]
+    acc = greedy_accept_length(props, c, c >= 0)  # [P]
+    return dict(zip(names, acc.tolist()))
+
+
+def corrected_paths(row, cand_ids, cand_logits) -> tuple[dict[str, list[int]], np.ndarray | None, list[str]]:
+    """Candidate-index paths per rule: recorded `path_<rule>` columns, else replayed from transition scores."""
+    from_rows: dict[str, list[int]] = {}
+    missing = []
+    for col in row.index:
+        if col.startswith("path_") and as_list(row[col]) is not None:
+            from_rows[col[len("path_"):]] = [int(i) for i in as_list(row[col])]
+    scores = None
+    ts = as_list(row["transition_scores"]) if "transition_scores" in row.index else None
+    if ts is not None and cand_logits is not None:
+        scores = np.asarray([np.asarray([np.asarray(r, dtype=float) for r in p]) for p in ts], dtype=float)
+        import torch
+
+        from draftlab.corrector.paths import RULES, select_path
+
+        for rule in RULES:
+            if rule in from_rows:
+                continue
+            idx = select_path(torch.tensor(scores, dtype=torch.float32)[None],
+                              torch.tensor(cand_logits, dtype=torch.float32)[None], rule)[0]
+            from_rows[rule] = idx.tolist()
+    elif not from_rows:
+        missing.append("corrected paths: this arm recorded no `transition_scores` or `path_<rule>` columns "
+                       "(a DCOCO arm adds them; run `dvc repro benchmark` with it in `benchmark.arms`)")
+    return from_rows, scores, missing
+
+
+def build(row) -> RoundGrid:
+    """RoundGrid of one parquet row (a pandas Series)."""
+    props = [int(t) for t in as_list(row["proposals"])]
+    n = len(props)
+    cand_ids = as_list(row.get("topk_ids"))
+    cand_logits = as_list(row.get("topk_logits"))
+    cand_ids = [[int(x) for x in r] for r in cand_ids] if cand_ids else None
+    cand_logits = [[float(x) for x in r] for r in cand_logits] if cand_logits else None
+    K = len(cand_ids[0]) if cand_ids else 0
+    missing = []
+    if cand_ids is None:
+        missing.append("the drafter's top-K candidates (`topk_ids`) were not recorded for this arm")
+    argmax = [r[0] for r in cand_ids] if cand_ids else None
+    tt = as_list(row.get("target_tokens"))
+    committed = as_list(row.get("committed"))
+    committed = [int(x) for x in committed] if committed else None
+    greedy = float(row.get("temperature", 0.0) or 0.0) <= 0.0
+    acc = int(row["accepted"])
+    if tt is not None:
+        target, label = [int(x) for x in tt[:n]], "target (verifier argmax)"
+    elif committed is not None:
+        target, label = committed, "committed output"
+    else:
+        target, label = None, ""
+    raw: dict[str, list[int]] = {}
+    if argmax is not None:
+        raw["drafter argmax"] = argmax
+    raw[f"proposal ({row['arm']})"] = props
+    cpaths, scores, miss = corrected_paths(row, cand_ids, cand_logits) if cand_ids else ({}, None, [])
+    missing += miss
+    for rule, idx in cpaths.items():
+        raw[f"corrected: {rule}"] = [cand_ids[j][i] for j, i in enumerate(idx)]
+    can_replay = greedy and committed is not None
+    accs = replay(raw, committed) if can_replay else {}
+    paths = []
+    for name, toks in raw.items():
+        a = accs.get(name)
+        note = ""
+        if name.startswith("proposal"):
+            if a is not None and a != acc:
+                note = f"replay gives {a}, the engine recorded {acc}"
+            a = acc  # the engine's own verdict
+        elif not can_replay:
+            note = "T>0: acceptance was random; only the arm's own proposal was judged"
+        paths.append(Path(name, toks, a, statuses(toks, argmax, a), note))
+    if not greedy:
+        missing.append("replaying other paths needs T=0 rounds (at T>0 acceptance is random)")
+    return RoundGrid(n, K, cand_ids, cand_logits, argmax, paths, target, label, committed, acc, greedy, scores, missing)
+
+
+def cell_status(g: RoundGrid, j: int, k: int) -> str:
+    """Colour of candidate (slot j, rank k) in the n×K grid: the status of the arm's proposal when it
+    chose this candidate, else blank."""
+    prop = next(p for p in g.paths if p.name.startswith("proposal"))
+    if g.cand_ids and g.cand_ids[j][k] == prop.tokens[j]:
+        return prop.statuses[j]
+    return ""
+
+
+def transition_table(g: RoundGrid, slot: int, pred_rank: int, tok) -> "object":
+    """S_p(a, ·) for predecessor candidate a (rank pred_rank at slot `slot`, 0-based) into slot+1."""
+    import pandas as pd
+
+    s = g.scores[slot, pred_rank]  # [K]
+    ids = g.cand_ids[slot + 1]
+    logits = g.cand_logits[slot + 1]
+    df = pd.DataFrame({"rank": range(1, g.K + 1), "token": [tok(i) for i in ids], "draft logit": logits,
+                       "S_p(a, b)": s, "Δθ": np.asarray(s) - np.asarray(logits)})
+    return df.sort_values("S_p(a, b)", ascending=False)

@@ -1,0 +1,98 @@
+"""The sequential on-policy loop (Draft-OPD style), SpecOPD's throughput baseline (SPEC §3, "Problem").
+
+Per stream, starting from a reference prefix x_{≤a_0}: prefill the target on x_{<a_0} (context taps),
+then `rounds` dependent rounds of
+    draft   one drafter pass over [slot 0, MASK…] (slot 0 = last committed token), W tokens sampled
+            from q slot by slot (per-round generator streams, as in `tree.branch_uniforms`);
+    verify  one target pass over [slot 0, y_1..y_W] -> p for every drafted token (row i scores y_{i+1});
+    commit  the greedy verification rule (`verify_block`) decides the accepted prefix; slot 0 and the
+            accepted tokens join the context (their taps come from the verify pass), the target's
+            bonus token becomes the next slot 0 — so the accepted prefix decides where the next round starts.
+Collection runs without gradients; the update then recomputes q for every round in one
+`forward_train` over the committed sequence (anchors = the rounds' slot-0 positions, context = the
+committed tokens before them — exactly what the drafter saw while drafting) and applies E2E-TV.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from draftlab.decoding.speculative import valid_positions
+from draftlab.decoding.verify import SamplingParams, verify_block
+from draftlab.specopd.tree import branch_uniforms, sample_branches
+from draftlab.target import StreamCache
+
+
+@dataclass
+class Rollout:
+    ids: Tensor  # [B, T] committed tokens (right-padded)
+    seq_len: Tensor  # [B]
+    feats: Tensor  # [B, T, n_taps*H] target taps of the committed tokens (logical position = index)
+    anchors: Tensor  # [B, R] logical position of each round's slot 0
+    anchor_valid: Tensor  # [B, R] False after a stream emitted EOS
+    branch: Tensor  # [B, R, W] drafted (sampled) tokens
+    p_logits: Tensor  # [B, R, W, V] target logits for each drafted token
+    accepted: Tensor  # [B, R] accepted prefix length per round
+
+
+@torch.no_grad()
+def sequential_rollout(target, drafter, prefixes: list[list[int]], rounds: int, W: int, temperature: float = 1.0,
+                       seed: int = 0, step: int = 0, seq_ids: list[int] | None = None, eos_ids: list[int] = (),
+                       pad_id: int = 0) -> Rollout:
+    """Run `rounds` draft -> verify -> commit rounds for each prefix (len >= 2). Returns the record."""
+    dev, B, S = target.device, len(prefixes), drafter.block_size
+    if not 1 <= W <= S - 1:
+        raise ValueError(f"branch width {W} must lie in 1..{S - 1} (the drafter's proposals per block)")
+    seq_ids = list(range(B)) if seq_ids is None else list(seq_ids)
+    taps = list(drafter.target_layer_ids)
+    sc = StreamCache(target, B)
+    state = drafter.new_state(B)
+    pre = sc.prefill([p[:-1] for p in prefixes], pad_id, taps=taps)  # context = x_{<a_0}
+    Tp = pre.taps.shape[1]
+    tokens = [list(p[:-1]) for p in prefixes]
+    feats = [[pre.taps[b, Tp - len(p) + 1:]] for b, p in enumerate(prefixes)]
+    ctx = (pre.taps, sc.valid.clone(), valid_positions(sc.valid))
+    last = torch.tensor([p[-1] for p in prefixes], device=dev)  # [B] slot 0
+    slots = torch.arange(S, device=dev)
+    masks = torch.full((B, S - 1), drafter.mask_token_id, dtype=torch.long, device=dev)
+    alive = torch.ones(B, dtype=torch.bool)
+    eos = set(int(e) for e in eos_ids)
+    rec_anchor, rec_valid, rec_branch, rec_p, rec_acc = [], [], [], [], []
+    for _ in range(rounds):
+        drafter.extend_context(state, *ctx)
+        pos = sc.next_pos[:, None] + slots  # [B, S]
+        d = drafter.draft(state, torch.cat([last[:, None], masks], 1), pos)  # logits [B, S, Vq]
+        u = branch_uniforms(seed, step, torch.tensor(seq_ids), pos[:, :1].cpu(), W)  # [B, 1, W]
+        y = sample_branches(d.logits[:, None, 1:W + 1], u, temperature, d.vocab)[:, 0]  # [B, W]
+        v = sc.append(torch.cat([last[:, None], y], 1), taps=taps)  # logits [B, W+1, V]
+        res = verify_block(v.logits, y, SamplingParams())  # greedy rule: accepted prefix + bonus
+        acc = res.accepted  # [B]
+        rec_anchor.append(pos[:, 0].cpu())
+        rec_valid.append(alive.clone())
+        rec_branch.append(y.cpu())
+        rec_p.append(v.logits[:, :W])  # [B, W, V]: row i scores y_{i+1}
+        rec_acc.append(acc.cpu())
+        sc.commit(acc + 1, W + 1)
+        for b, a in enumerate(acc.tolist()):
+            kept = [int(last[b])] + y[b, :a].tolist()
+            tokens[b] += kept
+            feats[b].append(v.taps[b, :a + 1])
+            if eos & set(kept + [int(res.next_token[b])]):
+                alive[b] = False  # the response ended: later rounds are not supervised
+        k = int(acc.max()) + 1
+        ctx = (v.taps[:, :k], slots[None, :k] < (acc + 1)[:, None], pos[:, :k])
+        last = res.next_token
+    T = max(len(t) for t in tokens)
+    F = pre.taps.shape[-1]
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    ft = torch.zeros(B, T, F, dtype=pre.taps.dtype, device=dev)
+    for b in range(B):
+        ids[b, :len(tokens[b])] = torch.tensor(tokens[b])
+        f = torch.cat(feats[b], 0)  # [len, F]
+        ft[b, :f.shape[0]] = f
+    return Rollout(ids=ids.to(dev), seq_len=torch.tensor([len(t) for t in tokens], device=dev), feats=ft,
+                   anchors=torch.stack(rec_anchor, 1).to(dev), anchor_valid=torch.stack(rec_valid, 1).to(dev),
+                   branch=torch.stack(rec_branch, 1).to(dev), p_logits=torch.stack(rec_p, 1),
+                   accepted=torch.stack(rec_acc, 1))

@@ -1,0 +1,89 @@
+"""Stage corrector: DCOCO co-training of drafter + corrector from a base drafter (SPEC §2.3), its
+ablation variants and the dflash-long control.
+
+Reads models/target, data/references.parquet and the base drafter (`corrector.base_drafter`,
+default models/drafter/pretrained; `corrector.specopd_drafter` for the composed specopd-dcoco
+variant). Writes, per variant of `corrector.variants`, models/corrector/<variant>/drafter/ and
+models/corrector/<variant>/corrector/ (each config.json + model.safetensors, self-describing), the
+control models/drafter/long/ (when `corrector.control`), metrics/corrector.json (per variant:
+held-out simulated τ corrected vs uncorrected vs oracle, per slot, per path rule, parameter counts,
+training time, the corrector's share of a real round) and one MLflow run. The feature cache is
+shared with pretrain_drafter when it matches; resumable runs live under checkpoints/corrector/.
+The library is draftlab.training.corrector; this script only loads, wires and writes.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
+
+from _common import stage_main  # noqa: E402
+
+TARGET = Path("models/target")
+REFERENCES = Path("data/references.parquet")
+OUT = Path("models/corrector")
+CONTROL = Path("models/drafter/long")
+METRICS = Path("metrics/corrector.json")
+WORK = Path("checkpoints/corrector")
+PRETRAIN_FEATURES = Path("checkpoints/pretrain_drafter/features")  # reused when it matches
+
+
+def _log(msg: str) -> None:
+    print(f"[corrector] {msg}", file=sys.stderr, flush=True)
+
+
+def run(params) -> None:
+    import pandas as pd
+
+    from draftlab.config import DraftlabError, to_dict
+    from draftlab.corrector import save_corrector
+    from draftlab.drafter.checkpoint import save_drafter
+    from draftlab.io import write_json
+    from draftlab.target.load import load_target
+    from draftlab.tracking import lightning_logger, stage_run
+    from draftlab.training.corrector import cotrain_from_references
+
+    t, c = params.target, params.corrector
+    if not REFERENCES.exists():
+        raise DraftlabError(f"{REFERENCES} not found; run the reference stage first (dvc repro reference)")
+    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
+    df = pd.read_parquet(REFERENCES)
+    p = to_dict(params)
+    tags = {"target": t.name, "profile": params.profile.name}
+    with stage_run("corrector", {k: p[k] for k in ("target", "profile", "corrector", "pretrain")}, params.tracking,
+                   tags) as mlrun:
+        def logger_for(name: str):
+            lg = lightning_logger(mlrun, params.tracking.experiment)
+            if lg is not None and hasattr(lg, "_prefix"):
+                lg._prefix = name  # one MLflow run, one metric namespace per trained variant
+            return lg
+
+        out = cotrain_from_references(target, df, c, params.pretrain,
+                                      {"pretrained": c.base_drafter, "specopd": c.specopd_drafter}, WORK,
+                                      feature_roots=[PRETRAIN_FEATURES], logger_for=logger_for, log=_log)
+        info = {"stage": "corrector", "profile": params.profile.name, "target": t.name}
+        for v, o in out.variants.items():
+            rules = {"path_rule": c.path_rule, "lam": c.lam, "kernels": c.kernels, "k": o.report["k"]}
+            save_drafter(o.drafter, OUT / v / "drafter", info={**info, "variant": v, "sim_tau_uncorrected":
+                                                                o.report["sim_tau_uncorrected"]})
+            save_corrector(o.corrector, OUT / v / "corrector", info={**info, **rules, "variant": v,
+                                                                     "sim_tau": o.report["sim_tau"]})
+        if out.control is not None:
+            save_drafter(out.control, CONTROL, info={**info, "variant": "dflash-long",
+                                                     "sim_tau": out.report["dflash-long"]["sim_tau"]})
+        write_json(METRICS, {**out.report, "target": t.name, "profile": params.profile.name})
+        flat = {f"{v}/{k}": x for v, r in out.report["variants"].items() for k, x in r.items()
+                if isinstance(x, (int, float)) and not isinstance(x, bool)}
+        mlrun.log_metrics({**flat, **{f"summary/{k}": x for k, x in out.report.get("summary", {}).items()
+                                      if isinstance(x, (int, float)) and not isinstance(x, bool)}})
+        mlrun.log_artifact(METRICS)
+        for v, r in out.report["variants"].items():
+            share = r.get("proposal_share_of_round")
+            _log(f"{v}: sim tau {r['sim_tau']:.3f} (uncorrected {r['sim_tau_uncorrected']:.3f}, oracle "
+                 f"{r['sim_tau_oracle']:.3f}), proposal share {'-' if share is None else f'{share:.1%}'}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(stage_main("corrector", run))

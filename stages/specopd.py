@@ -1,0 +1,73 @@
+"""Stage specopd: branch-parallel on-policy distillation of the pretrained drafter (SPEC §3).
+
+Reads models/target, data/references.parquet and models/drafter/pretrained; writes the best SpecOPD
+drafter (by held-out simulated τ) to models/drafter/specopd/, metrics/specopd.json (simulated τ
+before/after, every baseline at equal steps, supervised positions/s vs the sequential loop, analytic
+vs measured scoring cost) and plots/specopd_budget.csv. Reuses the pretraining stage's tap-feature
+cache; resumable runs live under checkpoints/specopd/ (git-ignored, not DVC outputs).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
+
+from _common import stage_main  # noqa: E402
+
+TARGET = Path("models/target")
+REFERENCES = Path("data/references.parquet")
+OUT = Path("models/drafter/specopd")
+METRICS = Path("metrics/specopd.json")
+CURVE = Path("plots/specopd_budget.csv")
+WORK = Path("checkpoints/specopd")
+FEATURES = Path("checkpoints/pretrain_drafter/features")
+
+
+def _log(msg: str) -> None:
+    print(f"[specopd] {msg}", file=sys.stderr, flush=True)
+
+
+def run(params) -> None:
+    import pandas as pd
+
+    from draftlab.config import DraftlabError, to_dict
+    from draftlab.drafter.checkpoint import save_drafter
+    from draftlab.io import atomic_write, write_json
+    from draftlab.target.load import load_target
+    from draftlab.tracking import lightning_logger, stage_run
+    from draftlab.training.specopd import specopd_from_references
+
+    t, cfg = params.target, params.specopd
+    if not REFERENCES.exists():
+        raise DraftlabError(f"{REFERENCES} not found; run the reference stage first (dvc repro reference)")
+    if not (Path(cfg.base_drafter) / "config.json").exists():
+        raise DraftlabError(f"{cfg.base_drafter} not found; run the pretrain_drafter stage first")
+    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
+    df = pd.read_parquet(REFERENCES)
+    p = to_dict(params)
+    with stage_run("specopd", {k: p[k] for k in ("target", "profile", "specopd")}, params.tracking,
+                   {"target": t.name, "profile": params.profile.name}) as mlrun:
+        out = specopd_from_references(target, df, cfg, cfg.base_drafter, WORK, FEATURES,
+                                      logger=lightning_logger(mlrun, params.tracking.experiment), log=_log)
+        rep = {**out.report, "target": t.name, "profile": params.profile.name}
+        save_drafter(out.drafter, OUT, info={"stage": "specopd", "profile": params.profile.name, "target": t.name,
+                                             "base": cfg.base_drafter, "best_step": rep["best_step"],
+                                             "sim_tau": rep["sim_tau_after"]})
+        write_json(METRICS, rep)
+        cols = list(out.curve[0]) if out.curve else ["step", "train_minutes", "heldout"]
+        atomic_write(CURVE, lambda f: pd.DataFrame(out.curve, columns=cols).to_csv(f, index=False, float_format="%.4f"))
+        mlrun.log_metrics({f"final/{k}": v for k, v in rep.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        for arm, row in rep["baselines"].items():
+            mlrun.log_metrics({f"baseline/{arm}/{k}": v for k, v in row.items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        mlrun.log_metrics({f"cost/{k}": v for k, v in rep["scoring_cost"].items() if isinstance(v, (int, float))})
+        mlrun.log_artifact(METRICS)
+        mlrun.log_artifact(CURVE)
+        _log(f"held-out simulated tau {rep['sim_tau_before']} -> {rep['sim_tau_after']} "
+             f"(supervised/s ratio vs sequential: {rep['supervised_per_s_ratio_vs_sequential']})")
+
+
+if __name__ == "__main__":
+    raise SystemExit(stage_main("specopd", run))

@@ -1,0 +1,345 @@
+"""DCOCO co-training and its stage/arms (SPEC §2.3): gradient routing through the LightningModule
+(co-training vs frozen backbone), a short co-training that lowers the corrector loss and does not
+lose simulated τ, the stage end to end on a tiny random target (outputs, metrics, resume), the
+dcoco arms lossless through the benchmark runner, and the summary's headroom / proposal share."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import tiny_target
+from draftlab.config import CorrectorConfig, PretrainConfig
+from draftlab.drafter import DFlashDrafter, save_drafter, spec_from_target
+from draftlab.training.corrector import CoTrainModule, build_corrector, pretrain_view, train_corrector
+from draftlab.training.features import FeatureStore, SequenceSet
+from draftlab.training.pretrain import DrafterDataModule, train_drafter
+
+S = 5
+TAPS = [0, 2, 3]
+MASK = 1
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_target("llama")
+
+
+def greedy_refs(target, n=8, prompt=6, resp=28, seed=7):
+    """Prompts and the target's own greedy continuations (what the reference stage writes)."""
+    from draftlab.decoding import generate_ar
+
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(3, 97, (prompt,), generator=g).tolist() for _ in range(n)]
+    return prompts, generate_ar(target, prompts, resp, eos_ids=[]).tokens
+
+
+def pcfg(**kw) -> PretrainConfig:
+    base = dict(max_steps=30, max_minutes=0, lr=3e-3, warmup=0.05, val_every=0, batch_size=4, anchors_per_seq=12,
+                val_anchor_stride=2, checkpoint_every=0, topk=4)
+    base.update(kw)
+    return PretrainConfig(**base)
+
+
+def ccfg(**kw) -> CorrectorConfig:
+    base = dict(k=4, dim=8, hidden=16, max_steps=6, max_minutes=0, lr=5e-3, drafter_lr=1e-3, batch_size=4,
+                anchors_per_seq=12, val_every=0, seed=0)
+    base.update(kw)
+    return CorrectorConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def data(target, tmp_path_factory):
+    """Greedy references (6 train + 2 held-out), their feature cache, and a briefly pretrained base drafter."""
+    tmp = tmp_path_factory.mktemp("cotrain")
+    prompts, refs = greedy_refs(target)
+    seqs = SequenceSet.from_lists(prompts, refs, ["train"] * 6 + ["heldout"] * 2)
+    store, _ = FeatureStore.open_or_build(tmp / "f", target, seqs, TAPS, log=lambda m: None)
+    torch.manual_seed(0)
+    base = DFlashDrafter.from_target(spec_from_target(target, S, 1, TAPS, MASK), target)
+    train_drafter(base, seqs, pcfg(max_steps=6), tmp / "pre", store=store, log=lambda m: None)  # weak: headroom left
+    return seqs, store, {k: v.clone() for k, v in base.state_dict().items()}
+
+
+def base_drafter(target, state) -> DFlashDrafter:
+    d = DFlashDrafter.from_target(spec_from_target(target, S, 1, TAPS, MASK), target)
+    d.load_state_dict(state)
+    return d.train()
+
+
+def one_batch(seqs, store, c):
+    torch.manual_seed(0)
+    dm = DrafterDataModule(seqs, pretrain_view(pcfg(), c, 0.0), S, store)
+    return next(iter(dm.train_dataloader()))
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_gradient_routing_through_the_module(target, data, frozen):
+    """Co-training: the corrector loss alone puts gradient on the drafter's weights (through its hidden
+    states and logits). Frozen backbone: the drafter gets none, the corrector still learns."""
+    seqs, store, state = data
+    c = ccfg()
+    d = base_drafter(target, state)
+    corr = build_corrector(c, d, "frozen" if frozen else "dcoco")
+    torch.nn.init.normal_(corr.mlp_out.weight, std=0.5)  # past init: Δθ depends on h as well
+    m = CoTrainModule(d, corr, pretrain_view(pcfg(), c, 0.0), c, frozen=frozen, val_names=["heldout"], target=target)
+    out = m.compute_losses(one_batch(seqs, store, c))
+    assert out["den_corr"] > 0 and torch.isfinite(out["corrector"]) and out["corrector"] > 0
+    out["corrector"].backward(retain_graph=not frozen)
+    dgrads = [p.grad for p in d.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in (p.grad for p in corr.parameters()))
+    assert corr.mlp_out.weight.grad.abs().sum() > 0
+    if frozen:
+        assert all(g is None for g in dgrads) and not any(p.requires_grad for p in d.parameters())
+        assert out["loss"].grad_fn is not None  # the corrector part still trains
+        torch.testing.assert_close(out["loss"], c.lambda_corr * out["corrector"])
+    else:
+        assert any(g is not None and g.abs().sum() > 0 for g in dgrads)
+        assert d.fc.weight.grad.abs().sum() > 0  # reached back through the layers to the context projection
+        assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in d.layers[0].parameters())
+        torch.testing.assert_close(out["loss"], out["drafter"] + c.lambda_corr * out["corrector"])
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_fit_updates_the_drafter_only_when_co_training(target, data, tmp_path, frozen):
+    seqs, store, state = data
+    c = ccfg(max_steps=3)
+    d = base_drafter(target, state)
+    corr = build_corrector(c, d, "dcoco")
+    r = train_corrector(d, corr, seqs, pretrain_view(pcfg(), c, 0.0), c, tmp_path / "run", store=store, frozen=frozen,
+                        log=lambda m: None)
+    assert r.steps == 3 and r.frozen == frozen
+    changed = any(not torch.equal(v, state[k]) for k, v in d.state_dict().items())
+    assert changed != frozen
+    assert corr.mlp_out.weight.abs().sum() > 0  # the zero-initialised output layer moved in both modes
+
+
+def _corr_loss(target, d, corr, c, batch) -> float:
+    m = CoTrainModule(d, corr, pretrain_view(pcfg(), c, 0.0), c, frozen=False, val_names=["heldout"], target=target)
+    with torch.no_grad():
+        return float(m.compute_losses(batch)["corrector"])
+
+
+def test_short_cotraining_lowers_corrector_loss(target, data, tmp_path):
+    seqs, store, state = data
+    c = ccfg(max_steps=60, val_every=30)
+    d = base_drafter(target, state)
+    corr = build_corrector(c, d, "dcoco")
+    batch = one_batch(seqs, store, c)
+    before = _corr_loss(target, d, corr, c, batch)
+    r = train_corrector(d, corr, seqs, pretrain_view(pcfg(), c, 0.0), c, tmp_path / "run", store=store,
+                        log=lambda m: None)
+    after = _corr_loss(target, d, corr, c, batch)
+    assert after < 0.8 * before, (before, after)
+    assert any(not torch.equal(v, state[k]) for k, v in d.state_dict().items())  # the drafter was co-trained
+    m = r.best_metrics["train_sample"]
+    # a re-selector picks among the same K candidates as the oracle: never above it
+    assert m["blocks"] > 0 and max(m["sim_tau"], m["sim_tau_uncorrected"]) <= m["sim_tau_oracle"] + 1e-9
+    h = r.best_metrics["heldout"]
+    assert set(h) >= {"sim_tau", "sim_tau_uncorrected", "sim_tau_oracle", "sim_tau_per_slot", "headroom_closed",
+                      "top4_cov"}
+    assert h["sim_tau"] == pytest.approx(1 + sum(h["sim_tau_per_slot"]))
+    assert [row["step"] for row in r.history] == [30, 60]
+
+
+def test_trained_corrector_beats_the_drafter_argmax(target, data, tmp_path):
+    """Frozen backbone (the drafter's argmax τ is fixed): the corrector learns to re-select the verifier's
+    tokens and the corrected block's simulated τ on the training sample exceeds the uncorrected one."""
+    seqs, store, state = data
+    c = ccfg(max_steps=150, lr=1e-2)
+    d = base_drafter(target, state)
+    corr = build_corrector(c, d, "dcoco")
+    r = train_corrector(d, corr, seqs, pretrain_view(pcfg(), c, 0.0), c, tmp_path / "run", store=store, frozen=True,
+                        log=lambda m: None)
+    m = r.best_metrics["train_sample"]
+    assert m["sim_tau_uncorrected"] < m["sim_tau"] <= m["sim_tau_oracle"], m
+    assert m["headroom_closed"] > 0
+
+
+def test_resume_after_interruption(target, data, tmp_path):
+    import lightning as L
+
+    seqs, store, state = data
+
+    class StopAt(L.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step >= 3:
+                trainer.should_stop = True
+
+    c = ccfg(max_steps=5)
+    view = pretrain_view(pcfg(checkpoint_every=2), c, 0.0)
+    d = base_drafter(target, state)
+    r1 = train_corrector(d, build_corrector(c, d, "dcoco"), seqs, view, c, tmp_path / "run", store=store,
+                         callbacks=[StopAt()], log=lambda m: None)
+    assert r1.steps == 3
+    d2 = base_drafter(target, state)
+    r2 = train_corrector(d2, build_corrector(c, d2, "dcoco", seed=9), seqs, view, c, tmp_path / "run", store=store,
+                         log=lambda m: None)
+    assert r2.resumed_from_step == 3 and r2.steps == 5 and r2.slot_predictions > r1.slot_predictions
+
+
+# ---- the dcoco arms through the benchmark runner ----------------------------------------------------------
+
+
+def write_variant(root, target, drafter, corrector, variant="dcoco", info=None):
+    from draftlab.corrector import save_corrector
+
+    save_drafter(drafter, root / variant / "drafter")
+    save_corrector(corrector, root / variant / "corrector", info={"lam": 0.75, "kernels": "torch", **(info or {})})
+
+
+def test_dcoco_arms_lossless_in_the_runner_and_summary(target, data, tmp_path):
+    from draftlab.bench import ArmContext, PromptItem, build_arm, compute, run_benchmark
+    from draftlab.config import BenchmarkConfig
+    from draftlab.decoding import generate_ar
+    from draftlab.drafter import load_drafter
+
+    _, _, state = data
+    d = base_drafter(target, state).eval()
+    corr = build_corrector(ccfg(), d, "dcoco")
+    with torch.no_grad():  # a strongly opinionated Δθ: corrected blocks differ from the drafter's argmax
+        torch.nn.init.normal_(corr.mlp_out.weight, std=3.0)
+    write_variant(tmp_path / "corr", target, d, corr)
+    save_drafter(d, tmp_path / "pre")
+    cache: dict = {}
+    cfg = BenchmarkConfig(suites=["mt-bench"], max_new_tokens=14, temperatures=[0.0, 1.0], concurrency=[], topk=4,
+                          warmup=False, drafter=str(tmp_path / "pre"))
+    ctx = ArmContext(target, cfg, load_drafter=lambda p: cache.setdefault(p, load_drafter(p, target)),
+                     extra={"corrector_root": str(tmp_path / "corr")})
+    names = ["ar", "dflash", "dcoco", "dcoco-globalsum", "dcoco-geometric"]
+    arms = {n: build_arm(n, ctx) for n in names}
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(3, 97, (n,), generator=g).tolist() for n in (6, 9, 7)]
+    ref = generate_ar(target, prompts, 14, eos_ids=[]).tokens
+    suites = {"mt-bench": [PromptItem(f"p{i}", "mt-bench", p) for i, p in enumerate(prompts)]}
+    runs = run_benchmark(arms, suites, cfg, [], target.device)
+    corrected = False
+    for r in runs.runs:
+        if r.temperature == 0.0:
+            assert r.result.tokens == [ref[int(i[1:])] for i in r.prompt_ids], r.arm  # lossless: == AR
+        if r.arm.startswith("dcoco"):
+            assert len(r.result.tokens[0]) == 14
+            corrected |= any(bool((rec.proposals != rec.topk_ids[..., 0]).any()) for rec in r.result.records)
+    assert corrected  # the corrector really re-selected tokens
+    s = compute(runs.runs, runs.arms)["summary"]
+    for n in names[1:]:
+        assert "headroom_closed_t0" in s[n] and 0 < s[n]["proposal_share_of_round"] < 1
+    base = s["dflash"]
+    if base["oracle_tau_t0"] > base["tau_t0"]:
+        want = (s["dcoco"]["tau_t0"] - base["tau_t0"]) / (base["oracle_tau_t0"] - base["tau_t0"])
+        assert s["dcoco"]["headroom_closed_t0"] == pytest.approx(want) and s["dflash"]["headroom_closed_t0"] == 0
+    assert s["ar"]["headroom_closed_t0"] is None
+
+
+def test_missing_checkpoint_and_unregistered_specopd_arm(target, tmp_path):
+    from draftlab.bench import ArmContext, build_arm
+    from draftlab.config import BenchmarkConfig, DraftlabError
+
+    ctx = ArmContext(target, BenchmarkConfig(), extra={"corrector_root": str(tmp_path / "none")})
+    with pytest.raises(DraftlabError, match="no corrector checkpoint"):
+        build_arm("dcoco-nopair", ctx)
+    with pytest.raises(DraftlabError, match="unknown benchmark arm 'specopd-dcoco'"):
+        build_arm("specopd-dcoco", ctx)  # its checkpoint does not exist in the working directory
+
+
+# ---- the stage end to end -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workdir(root, target, tmp_path_factory):
+    """A scratch pipeline folder (tiny-random + smoke) with prepared target, references and a base drafter."""
+    from draftlab.decoding import generate_ar
+    from draftlab.target.load import load_target
+
+    wd = tmp_path_factory.mktemp("stage")
+    params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
+                             "tracking.uri=sqlite:///" + str(wd / "mlruns.db")],
+                            cwd=root, capture_output=True, text=True, check=True).stdout
+    (wd / "params.yaml").write_text(params)
+    r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    t = load_target(wd / "models" / "target", "cpu", "float32")
+    V = t.vocab_size
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(100, V - 1, (8,), generator=g).tolist() for _ in range(7)]
+    resps = generate_ar(t, prompts, 24, eos_ids=[]).tokens
+    split = ["train"] * 4 + ["heldout"] * 2 + ["eval"]
+    (wd / "data").mkdir()
+    pd.DataFrame({"prompt_id": [str(i) for i in range(7)], "suite": ["sharegpt"] * 6 + ["mt-bench"], "split": split,
+                  "prompt_ids": prompts, "response_ids": resps}).to_parquet(wd / "data" / "references.parquet")
+    torch.manual_seed(0)
+    mask = next(i for i in range(2, V) if all(i not in p + r for p, r in zip(prompts, resps)))
+    d = DFlashDrafter.from_target(spec_from_target(t, 4, 1, [0, 1], mask), t)
+    save_drafter(d, wd / "models" / "drafter" / "pretrained")
+    return wd
+
+
+STAGE_ARGS = ["corrector.variants=[dcoco,nopair,nocand,frozen]", "corrector.max_steps=3", "corrector.max_minutes=0",
+              "corrector.k=4", "corrector.dim=8", "corrector.hidden=16", "corrector.batch_size=2",
+              "corrector.anchors_per_seq=6", "corrector.val_every=0", "corrector.kernels=torch"]
+
+
+def test_stage_end_to_end(root, workdir):
+    r = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=workdir,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((workdir / "metrics" / "corrector.json").read_text())
+    assert set(m["variants"]) == {"dcoco", "nopair", "nocand", "frozen"}
+    for v, rep in m["variants"].items():
+        for k in ("sim_tau", "sim_tau_uncorrected", "sim_tau_oracle", "sim_tau_per_slot", "sim_tau_per_slot_uncorrected",
+                  "params_corrector", "train_minutes", "proposal_share_of_round", "rules", "steps"):
+            assert k in rep, (v, k)
+        assert rep["steps"] == 3 and len(rep["sim_tau_per_slot"]) == 3 and rep["engine"]["lossless"]
+        for sub in ("drafter", "corrector"):
+            cfg = json.loads((workdir / "models" / "corrector" / v / sub / "config.json").read_text())
+            assert (workdir / "models" / "corrector" / v / sub / "model.safetensors").exists() and cfg["format"]
+    sizes = {v: m["variants"][v]["params_corrector"] for v in m["variants"]}
+    assert sizes["nopair"] < sizes["dcoco"] and sizes["nocand"] < sizes["dcoco"] and sizes["frozen"] == sizes["dcoco"]
+    assert m["variants"]["frozen"]["params_drafter_trained"] == 0
+    assert set(m["variants"]["dcoco"]["rules"]) == {"greedy", "globalsum", "geometric"}
+    assert m["dflash-long"]["steps"] == 3 and (workdir / "models" / "drafter" / "long" / "config.json").exists()
+    assert m["summary"]["sim_tau_base_drafter"] is not None
+    # a re-run with the same settings resumes every finished run instead of training again
+    r2 = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=workdir,
+                        capture_output=True, text=True)
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert r2.stderr.count("resuming from") == 5  # 4 variants + the control
+    # the stage's checkpoints drive the dcoco arm losslessly
+    from draftlab.bench import ArmContext, build_arm
+    from draftlab.config import BenchmarkConfig
+    from draftlab.decoding import generate_ar
+    from draftlab.drafter import load_drafter
+    from draftlab.target.load import load_target
+
+    t = load_target(workdir / "models" / "target", "cpu", "float32")
+    ctx = ArmContext(t, BenchmarkConfig(), load_drafter=lambda p: load_drafter(p, t),
+                     extra={"corrector_root": str(workdir / "models" / "corrector"),
+                            "long_drafter": str(workdir / "models" / "drafter" / "long")})
+    prompt = pd.read_parquet(workdir / "data" / "references.parquet").prompt_ids.iloc[5].tolist()
+    ref = generate_ar(t, [prompt], 10, eos_ids=[]).tokens
+    from draftlab.decoding import SamplingParams
+
+    for name in ("dcoco", "dcoco-frozen", "dflash-long"):
+        assert build_arm(name, ctx).generate([prompt], 10, SamplingParams(), [], None).tokens == ref, name
+
+
+def test_stage_fails_with_one_line_without_base_drafter(root, workdir, tmp_path):
+    import shutil
+
+    wd = tmp_path / "w"
+    shutil.copytree(workdir, wd, ignore=shutil.ignore_patterns("checkpoints", "drafter"))
+    r = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=wd,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "base drafter models/drafter/pretrained of variant dcoco not found" in r.stderr
