@@ -33,7 +33,7 @@ repro: install .dvc
 
 # Unit tests, then Triton kernels under the interpreter (own process), then the smoke pipeline.
 test: install
-	$(PY) -m pytest tests --ignore=tests/kernels
+	DRAFTLAB_INSTALL_CHROMIUM=1 $(PY) -m pytest tests --ignore=tests/kernels
 	@if ls tests/kernels/test_*.py >/dev/null 2>&1; then TRITON_INTERPRET=1 $(PY) -m pytest tests/kernels -m interpret; fi
 	$(MAKE) --no-print-directory smoke
 
