@@ -14,15 +14,13 @@ The library is draftlab.training.corrector; this script only loads, wires and wr
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
 
 from _common import stage_main  # noqa: E402
+from _training import load_inputs, require_references, stage_log, training_run  # noqa: E402
 
-TARGET = Path("models/target")
-REFERENCES = Path("data/references.parquet")
 OUT = Path("models/corrector")
 CONTROL = Path("models/drafter/long")
 METRICS = Path("metrics/corrector.json")
@@ -30,30 +28,20 @@ WORK = Path("checkpoints/corrector")
 PRETRAIN_FEATURES = Path("checkpoints/pretrain_drafter/features")  # reused when it matches
 
 
-def _log(msg: str) -> None:
-    print(f"[corrector] {msg}", file=sys.stderr, flush=True)
+_log = stage_log("corrector")
 
 
 def run(params) -> None:
-    import pandas as pd
-
-    from draftlab.config import DraftlabError, to_dict
     from draftlab.corrector import save_corrector
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import write_json
-    from draftlab.target.load import load_target
-    from draftlab.tracking import lightning_logger, stage_run
+    from draftlab.tracking import lightning_logger
     from draftlab.training.corrector import cotrain_from_references
 
     t, c = params.target, params.corrector
-    if not REFERENCES.exists():
-        raise DraftlabError(f"{REFERENCES} not found; run the reference stage first (dvc repro reference)")
-    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
-    df = pd.read_parquet(REFERENCES)
-    p = to_dict(params)
-    tags = {"target": t.name, "profile": params.profile.name}
-    with stage_run("corrector", {k: p[k] for k in ("target", "profile", "corrector", "pretrain")}, params.tracking,
-                   tags) as mlrun:
+    require_references()
+    target, df = load_inputs(params)
+    with training_run("corrector", params, ("target", "profile", "corrector", "pretrain")) as mlrun:
         def logger_for(name: str):
             lg = lightning_logger(mlrun, params.tracking.experiment)
             if lg is not None and hasattr(lg, "_prefix"):

@@ -9,15 +9,13 @@ cache; resumable runs live under checkpoints/specopd/ (git-ignored, not DVC outp
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
 
 from _common import stage_main  # noqa: E402
+from _training import load_inputs, require_references, stage_log, training_run  # noqa: E402
 
-TARGET = Path("models/target")
-REFERENCES = Path("data/references.parquet")
 OUT = Path("models/drafter/specopd")
 METRICS = Path("metrics/specopd.json")
 CURVE = Path("plots/specopd_budget.csv")
@@ -25,30 +23,24 @@ WORK = Path("checkpoints/specopd")
 FEATURES = Path("checkpoints/pretrain_drafter/features")
 
 
-def _log(msg: str) -> None:
-    print(f"[specopd] {msg}", file=sys.stderr, flush=True)
+_log = stage_log("specopd")
 
 
 def run(params) -> None:
     import pandas as pd
 
-    from draftlab.config import DraftlabError, to_dict
+    from draftlab.config import DraftlabError
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import atomic_write, write_json
-    from draftlab.target.load import load_target
-    from draftlab.tracking import lightning_logger, stage_run
+    from draftlab.tracking import lightning_logger
     from draftlab.training.specopd import specopd_from_references
 
     t, cfg = params.target, params.specopd
-    if not REFERENCES.exists():
-        raise DraftlabError(f"{REFERENCES} not found; run the reference stage first (dvc repro reference)")
+    require_references()
     if not (Path(cfg.base_drafter) / "config.json").exists():
         raise DraftlabError(f"{cfg.base_drafter} not found; run the pretrain_drafter stage first")
-    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
-    df = pd.read_parquet(REFERENCES)
-    p = to_dict(params)
-    with stage_run("specopd", {k: p[k] for k in ("target", "profile", "specopd")}, params.tracking,
-                   {"target": t.name, "profile": params.profile.name}) as mlrun:
+    target, df = load_inputs(params)
+    with training_run("specopd", params, ("target", "profile", "specopd")) as mlrun:
         out = specopd_from_references(target, df, cfg, cfg.base_drafter, WORK, FEATURES,
                                       logger=lightning_logger(mlrun, params.tracking.experiment), log=_log)
         rep = {**out.report, "target": t.name, "profile": params.profile.name}

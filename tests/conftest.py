@@ -36,3 +36,32 @@ def qwen3_target():
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny ops are fastest (and least disturbed by other jobs) on one thread; the thread count is
+    restored after the test. Opt in per module with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def target():
+    """A tiny random llama target, fresh for each test module (a module may override `target`)."""
+    return tiny_target("llama")
+
+
+def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor, min_expected: float = 5.0) -> float:
+    """Pearson chi-square goodness of fit; cells with expected count < min_expected are pooled."""
+    expected = probs.double() / probs.double().sum() * counts.sum()
+    small = expected < min_expected
+    obs = torch.cat([counts[~small], counts[small].sum()[None]]).double()
+    exp = torch.cat([expected[~small], expected[small].sum()[None]])
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    stat = ((obs - exp) ** 2 / exp).sum()
+    df = obs.numel() - 1
+    return float(torch.special.gammaincc(torch.tensor(df / 2.0, dtype=torch.float64), stat / 2.0))

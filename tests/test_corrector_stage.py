@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import tiny_target
 from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.drafter import DFlashDrafter, save_drafter, spec_from_target
 from draftlab.training.corrector import CoTrainModule, build_corrector, pretrain_view, train_corrector
@@ -24,17 +23,7 @@ TAPS = [0, 2, 3]
 MASK = 1
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target("llama")
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py (which also gives the tiny llama `target`)
 
 
 def greedy_refs(target, n=8, prompt=6, resp=28, seed=7):

@@ -23,18 +23,7 @@ MASK = 1
 TAPS = [0, 2, 3]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny ops are fastest (and least disturbed by other jobs) on one thread."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target("llama")
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py (which also gives the tiny llama `target`)
 
 
 def make_drafter(target, vocab=None, layers=2, seed=0, std=0.2):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import chi_square_pvalue
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
 from draftlab.decoding.stubs import FixedDrafter, OracleDrafter
 
@@ -131,19 +132,6 @@ def test_engine_sampling_matches_target(llama_target):
     bad = torch.multinomial(qj[0], N, replacement=True, generator=torch.Generator().manual_seed(0))
     counts = torch.bincount(bad * V + bad, minlength=V * V).double()
     assert chi_square_pvalue(counts, joint.double()) < 1e-6
-
-
-def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor, min_expected: float = 5.0) -> float:
-    """Pearson chi-square goodness of fit; cells with expected count < min_expected are pooled."""
-    expected = probs / probs.sum() * counts.sum()
-    small = expected < min_expected
-    obs = torch.cat([counts[~small], counts[small].sum()[None]])
-    exp = torch.cat([expected[~small], expected[small].sum()[None]])
-    keep = exp > 0
-    obs, exp = obs[keep], exp[keep]
-    stat = ((obs - exp) ** 2 / exp).sum()
-    df = obs.numel() - 1
-    return float(torch.special.gammaincc(torch.tensor(df / 2.0, dtype=torch.float64), stat / 2.0))
 
 
 def tiny_target_small_vocab():

@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import tiny_target
 from draftlab.config import DrafterConfig, PretrainConfig
 from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, spec_from_target
 from draftlab.training.features import FeatureStore, SequenceSet, target_features
@@ -21,17 +20,7 @@ S = 4
 TAPS = [0, 2, 3]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target("llama")
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py (which also gives the tiny llama `target`)
 
 
 def random_refs(n=6, prompt=5, resp=30, seed=0, splits=None):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, tiny_target
+from conftest import ROOT
 from draftlab.drafter import DFlashDrafter, spec_from_target
 from draftlab.specopd import (
     branch_lengths, branch_target_logits, branch_uniforms, e2e_tv_loss, e2e_tv_terms, first_rejection_mask, overlap,
@@ -24,17 +24,7 @@ TAPS = [0, 2, 3]
 TOL = 1e-4
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target("llama")
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py (which also gives the tiny llama `target`)
 
 
 def make_drafter(target, vocab=None, seed=0, std=0.2):

@@ -5,24 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import chi_square_pvalue
 from draftlab.decoding.verify import (
     SamplingParams, greedy_accept_length, process_logits, sample_next, speculative_accept, verify_block,
 )
 
 N = 200_000  # samples (one batched call)
-
-
-def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor, min_expected: float = 5.0) -> float:
-    """Pearson chi-square goodness of fit; cells with expected count < min_expected are pooled."""
-    expected = probs.double() / probs.double().sum() * counts.sum()
-    small = expected < min_expected
-    obs = torch.cat([counts[~small], counts[small].sum()[None]]).double()
-    exp = torch.cat([expected[~small], expected[small].sum()[None]])
-    keep = exp > 0
-    obs, exp = obs[keep], exp[keep]
-    stat = ((obs - exp) ** 2 / exp).sum()
-    df = obs.numel() - 1
-    return float(torch.special.gammaincc(torch.tensor(df / 2.0, dtype=torch.float64), stat / 2.0))
 
 
 def _fixed(V=8, n=3, seed=0):

@@ -1,29 +1,20 @@
 """Triton kernels vs their torch references, under the Triton interpreter on CPU (own process:
 `TRITON_INTERPRET=1 pytest tests/kernels -m interpret`). Tolerances come from the reference's own
 error against an fp64 evaluation of the same formula; the greedy walk must match exactly."""
-import os
+from _triton_interpret import EPS32  # first: sets TRITON_INTERPRET=1, skips without triton
 
-os.environ["TRITON_INTERPRET"] = "1"  # before anything can import triton (the decorator reads it)
+import importlib
 
-import importlib  # noqa: E402
+import pytest
+import torch
+from torch import nn
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-try:
-    import triton  # noqa: E402,F401
-except Exception as e:  # pragma: no cover
-    pytest.skip(f"triton is not importable ({e}); install the 'kernels' extra to run the kernel tests",
-                allow_module_level=True)
-
-from draftlab.corrector import CorrectorSpec, DCOCOCorrector, corrector_inputs  # noqa: E402
-from draftlab.kernels import dispatch  # noqa: E402
-from draftlab.kernels.greedy_walk import greedy_walk_torch, greedy_walk_triton  # noqa: E402
-from draftlab.kernels.transition_scores import transition_scores_torch, transition_scores_triton  # noqa: E402
+from draftlab.corrector import CorrectorSpec, DCOCOCorrector, corrector_inputs
+from draftlab.kernels import dispatch
+from draftlab.kernels.greedy_walk import greedy_walk_torch, greedy_walk_triton
+from draftlab.kernels.transition_scores import transition_scores_torch, transition_scores_triton
 
 pytestmark = pytest.mark.interpret
-EPS32 = torch.finfo(torch.float32).eps
 
 
 def _parts(N, P, K, M, seed, dtype=torch.float32):

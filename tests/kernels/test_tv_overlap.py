@@ -2,24 +2,15 @@
 (`TRITON_INTERPRET=1 pytest tests/kernels -m interpret`). The tolerance is derived from the fp32
 reference's own error against fp64; the backward (torch recompute) is checked against autograd of
 the reference and against finite differences."""
-import os
+from _triton_interpret import EPS32  # first: sets TRITON_INTERPRET=1, skips without triton
 
-os.environ["TRITON_INTERPRET"] = "1"  # before anything can import triton (the decorator reads it)
+import pytest
+import torch
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-try:
-    import triton  # noqa: E402,F401
-except Exception as e:  # pragma: no cover
-    pytest.skip(f"triton is not importable ({e}); install the 'kernels' extra to run the kernel tests",
-                allow_module_level=True)
-
-from draftlab.kernels import dispatch  # noqa: E402
-from draftlab.kernels.tv_overlap import TVOverlap, tv_overlap_grad, tv_overlap_torch, tv_overlap_triton  # noqa: E402
+from draftlab.kernels import dispatch
+from draftlab.kernels.tv_overlap import TVOverlap, tv_overlap_grad, tv_overlap_torch, tv_overlap_triton
 
 pytestmark = pytest.mark.interpret
-EPS32 = torch.finfo(torch.float32).eps
 
 
 def _inputs(N, Vq, V, seed, with_vocab, dtype=torch.float32, scale=3.0):

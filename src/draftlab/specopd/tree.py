@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from draftlab.drafter.masks import sample_anchors
 from draftlab.target.model import causal_mask
 from draftlab.target.tree import score_tree
 
@@ -32,14 +33,10 @@ def branch_anchor_range(seq_len: int, prompt_len: int) -> tuple[int, int]:
 
 
 def sample_branch_anchors(seq_len: int, prompt_len: int, n: int, generator: torch.Generator | None = None) -> Tensor:
-    """Up to n distinct random anchors (sorted) in the response part; [<=n] long."""
-    lo, hi = branch_anchor_range(seq_len, prompt_len)
-    if hi < lo:
-        return torch.zeros(0, dtype=torch.long)
-    count = hi - lo + 1
-    if count <= n:
-        return torch.arange(lo, hi + 1)
-    return (torch.randperm(count, generator=generator)[:n] + lo).sort().values
+    """Up to n distinct random anchors (sorted) in the response part; [<=n] long. The branch range
+    [max(P, 1), L−2] is the drafter's valid-anchor range of a 2-slot block (x_a + one token), so the
+    drafter's sampler draws them (same range, same random stream)."""
+    return sample_anchors(seq_len, prompt_len, 2, n, generator)
 
 
 def branch_lengths(anchors: Tensor, anchor_valid: Tensor, seq_len: Tensor, W: int) -> Tensor:

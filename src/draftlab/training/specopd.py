@@ -16,7 +16,6 @@ The E2E-TV numerator and branch count are summed across ranks before dividing (`
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from draftlab.config import DraftlabError, PretrainConfig
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.specopd.objective import Terms, offpolicy_tv_terms, sequential_terms, specopd_terms
 from draftlab.specopd.tree import sample_branch_anchors
+from draftlab.training.corrector import file_digest
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.pretrain import (
     BucketBatchSampler, Collate, DrafterDataModule, LastCheckpoint, PretrainModule, TrainBlocks, _accelerator, run_key,
@@ -208,15 +208,6 @@ class SpecOPDOutcome:
     arms: dict[str, ArmResult]
 
 
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(Path(path).glob("*")):
-        if f.is_file():
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def specopd_from_references(target, df, scfg, base_drafter: str | Path, work_root: str | Path,
                             feature_root: str | Path | None = None, logger=None,
                             log: Callable[[str], None] = print) -> SpecOPDOutcome:
@@ -239,7 +230,7 @@ def specopd_from_references(target, df, scfg, base_drafter: str | Path, work_roo
                                           d0.target_layer_ids, log=log)
     train_keys = {k: v for k, v in asdict(scfg).items() if k not in ("resume", "checkpoint_every", "baselines",
                                                                      "cost_anchors", "cost_sequences")}
-    key = run_key(seqs.fingerprint(), _file_digest(Path(base_drafter)), train_keys)
+    key = run_key(seqs.fingerprint(), file_digest(Path(base_drafter)), train_keys)
     arms = ["specopd"] + [a for a in scfg.baselines if a != "specopd"]
     results: dict[str, ArmResult] = {}
     best_drafter = None

@@ -1,0 +1,47 @@
+"""What the training stages after pretraining (corrector, specopd) share: a stage-tagged log, the
+target and references they read, and their MLflow run. Imported by those stage scripts (stages/ is on
+sys.path when a stage runs as `python stages/<stage>.py`)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+TARGET = Path("models/target")
+REFERENCES = Path("data/references.parquet")
+
+
+def stage_log(stage: str) -> Callable[[str], None]:
+    """A log function that writes `[stage] msg` lines to stderr."""
+    def log(msg: str) -> None:
+        print(f"[{stage}] {msg}", file=sys.stderr, flush=True)
+
+    return log
+
+
+def require_references() -> None:
+    from draftlab.config import DraftlabError
+
+    if not REFERENCES.exists():
+        raise DraftlabError(f"{REFERENCES} not found; run the reference stage first (dvc repro reference)")
+
+
+def load_inputs(params):
+    """(target, references DataFrame): the target of `params.target` and data/references.parquet."""
+    import pandas as pd
+
+    from draftlab.target.load import load_target
+
+    t = params.target
+    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
+    return target, pd.read_parquet(REFERENCES)
+
+
+def training_run(stage: str, params, sections: tuple[str, ...]):
+    """The stage's MLflow run (a context manager): the params `sections` logged, tagged by target and profile."""
+    from draftlab.config import to_dict
+    from draftlab.tracking import stage_run
+
+    p = to_dict(params)
+    return stage_run(stage, {k: p[k] for k in sections}, params.tracking,
+                     {"target": params.target.name, "profile": params.profile.name})
