@@ -66,6 +66,16 @@ def missing(m: L.Missing) -> None:
     st.info(m.message, icon="ℹ️")
 
 
+def benchmark_page(root: Path, title: str):
+    """Header + benchmark detail and its per-arm rows, or None after showing what to run."""
+    st.header(title)
+    detail = benchmark(root)
+    if isinstance(detail, L.Missing):
+        missing(detail)
+        return None
+    return detail, L.benchmark_rows(detail)
+
+
 # ---------------------------------------------------------------- Candidate grid
 GRID_CSS = """<style>
 table.dl-grid {border-collapse: collapse; font-family: ui-monospace, monospace; font-size: 0.8rem; margin-bottom: .6rem}
@@ -198,11 +208,10 @@ def _temp_filter(df: pd.DataFrame, key: str) -> pd.DataFrame:
 
 
 def acceptance(root: Path) -> None:
-    st.header("Acceptance")
-    detail = benchmark(root)
-    if isinstance(detail, L.Missing):
-        return missing(detail)
-    rows = L.benchmark_rows(detail)
+    loaded = benchmark_page(root, "Acceptance")
+    if loaded is None:
+        return
+    detail, rows = loaded
     temps = _options(rows["temperature"])
     c1, c2 = st.columns(2)
     temp = c1.selectbox("temperature", temps, key="acc_temp")
@@ -276,11 +285,10 @@ def acceptance(root: Path) -> None:
 
 # ---------------------------------------------------------------- Speed
 def speed(root: Path) -> None:
-    st.header("Speed")
-    detail = benchmark(root)
-    if isinstance(detail, L.Missing):
-        return missing(detail)
-    rows = L.benchmark_rows(detail)
+    loaded = benchmark_page(root, "Speed")
+    if loaded is None:
+        return
+    detail, rows = loaded
     temp = st.selectbox("temperature", _options(rows["temperature"]), key="speed_temp")
     sel = rows[rows["temperature"] == temp]
     table_cols = [c for c in ("suite", "arm", "tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream", "speedup",
