@@ -316,13 +316,22 @@ def speed(root: Path) -> None:
     if isinstance(conc, L.Missing):
         missing(L.Missing(conc.message + " (the sweep runs when `benchmark.concurrency` is not empty)"))
     else:
+        cfg = detail.get("config") or {}
+        if "temperature" in conc.columns and conc["temperature"].nunique() > 0:
+            tk = st.selectbox("temperature", _options(conc["temperature"]), key="speed_conc_t")
+            conc = conc[conc["temperature"] == tk]
+        base = cfg.get("concurrency_base", "dflash")
+        if {"tau_ratio", "tokens_per_s_ratio"} <= set(conc.columns) and conc["tau_ratio"].notna().any():
+            st.altair_chart(P.concurrency_ratio_chart(conc, base), width="stretch")
+            cols = ["arm", "streams", "tau", "tau_ratio", "tokens_per_s", "tokens_per_s_ratio", "propose_ms",
+                    "round_overhead_ms"]
+            st.dataframe(conc[[c for c in cols if c in conc.columns]], hide_index=True)
         y = st.selectbox("throughput", [c for c in ("tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream")
                                          if c in conc.columns], key="speed_conc_y")
         st.altair_chart(P.concurrency_chart(conc, y), width="stretch")
-        cfg = detail.get("config") or {}
-        if "concurrency_temperature" in cfg:
-            st.caption(f"Sweep at T={cfg['concurrency_temperature']:g}, "
-                       f"{cfg.get('concurrency_max_new_tokens', '?')} new tokens per stream.")
+        st.caption(f"Sweep at T in {cfg.get('concurrency_temperatures', '?')}, "
+                   f"{cfg.get('concurrency_max_new_tokens', '?')} new tokens per stream; ratios relative to {base} "
+                   f"at the same number of streams.")
     setup = detail.get("setup")
     if setup:
         with st.expander("Setup"):

@@ -60,6 +60,25 @@ def concurrency_chart(df: pd.DataFrame, y: str = "tokens_per_s") -> alt.Chart:
         color="arm:N", tooltip=["arm", "streams", alt.Tooltip(f"{y}:Q", format=".3f"), alt.Tooltip("tau:Q", format=".3f")])
 
 
+def concurrency_ratio_chart(df: pd.DataFrame, base: str = "dflash") -> alt.LayerChart:
+    """The concurrency claim (SPEC §2.4, the paper's Fig. 3): per arm, τ and aggregate tokens/s as ratios
+    to the base arm at the same number of streams — τ solid, throughput dashed, the gap between them
+    shaded (τ gained but not turned into speed, or the reverse)."""
+    d = df[df["arm"] != base].dropna(subset=["tau_ratio", "tokens_per_s_ratio"])
+    x = alt.X("streams:Q", scale=alt.Scale(type="log", base=2), title="concurrent streams")
+    base_chart = alt.Chart(d, title=f"Ratio to {base} at the same concurrency")
+    gap = base_chart.mark_area(opacity=0.15).encode(x=x, y=alt.Y("tau_ratio:Q", title=f"ratio to {base}",
+                                                                 scale=alt.Scale(zero=False)),
+                                                    y2="tokens_per_s_ratio:Q", color="arm:N")
+    tip = ["arm", "streams", alt.Tooltip("tau_ratio:Q", format=".3f"), alt.Tooltip("tokens_per_s_ratio:Q", format=".3f"),
+           alt.Tooltip("round_overhead_ms:Q", format=".2f")]
+    tau = base_chart.mark_line(point=True).encode(x=x, y="tau_ratio:Q", color="arm:N", tooltip=tip)
+    tps = base_chart.mark_line(point=True, strokeDash=[5, 4]).encode(x=x, y="tokens_per_s_ratio:Q", color="arm:N",
+                                                                     tooltip=tip)
+    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="gray").encode(y="y:Q")
+    return alt.layer(gap, tau, tps, one)
+
+
 def round_split_chart(df: pd.DataFrame) -> alt.Chart:
     """Long frame (suite, temperature, arm, phase, ms): stacked mean round time per phase."""
     return alt.Chart(df, title="Mean round time split (ms)").mark_bar().encode(

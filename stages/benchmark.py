@@ -79,7 +79,7 @@ def run(params) -> None:
         with torch.no_grad():
             runs = run_benchmark(arms, suites, cfg, eos, target.device, tick, pool)
         bar.close()
-        detail = compute(runs.runs, runs.arms)
+        detail = compute(runs.runs, runs.arms, base_arm=cfg.concurrency_base)
         if cfg.simulated:
             detail["simulated"] = simulated(arms, runs.runs, suites, detail, cfg, target, simulated_tau)
         detail["setup"] = {"target": t.name, "profile": params.profile.name, "device": str(target.device),

@@ -1,5 +1,5 @@
 """Stage corrector: DCOCO co-training of drafter + corrector from a base drafter (SPEC §2.3), its
-ablation variants and the dflash-long control.
+ablation variants, the sequential baselines dspark / domino (SPEC §2.4) and the dflash-long control.
 
 Reads models/target, data/references.parquet and the base drafter (`corrector.base_drafter`,
 default models/drafter/pretrained; `corrector.specopd_drafter` for the composed specopd-dcoco
@@ -32,7 +32,7 @@ _log = stage_log("corrector")
 
 
 def run(params) -> None:
-    from draftlab.corrector import save_corrector
+    from draftlab.corrector import SequentialCorrector, save_corrector, save_sequential
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import write_json
     from draftlab.tracking import lightning_logger
@@ -53,11 +53,11 @@ def run(params) -> None:
                                       feature_roots=[PRETRAIN_FEATURES], logger_for=logger_for, log=_log)
         info = {"stage": "corrector", "profile": params.profile.name, "target": t.name}
         for v, o in out.variants.items():
-            rules = {"path_rule": c.path_rule, "lam": c.lam, "kernels": c.kernels, "k": o.report["k"]}
+            rules = {"path_rule": o.report["path_rule"], "lam": c.lam, "kernels": c.kernels, "k": o.report["k"]}
             save_drafter(o.drafter, OUT / v / "drafter", info={**info, "variant": v, "sim_tau_uncorrected":
                                                                 o.report["sim_tau_uncorrected"]})
-            save_corrector(o.corrector, OUT / v / "corrector", info={**info, **rules, "variant": v,
-                                                                     "sim_tau": o.report["sim_tau"]})
+            save = save_sequential if isinstance(o.corrector, SequentialCorrector) else save_corrector
+            save(o.corrector, OUT / v / "corrector", info={**info, **rules, "variant": v, "sim_tau": o.report["sim_tau"]})
         if out.control is not None:
             save_drafter(out.control, CONTROL, info={**info, "variant": "dflash-long",
                                                      "sim_tau": out.report["dflash-long"]["sim_tau"]})

@@ -60,11 +60,15 @@ def _detail() -> dict:
                 m["speedup"] = m["tokens_per_s"] / 10.0
                 m["break_even_tau"] = None if arm == "ar" else 0.87
             suites[s][tk] = by
-    conc = {a: {str(c): {"tokens_per_s": 10.0 * c ** 0.5 * (1.2 if a != "ar" else 1), "decode_tokens_per_s": 11.0 * c,
-                         "tokens_per_s_stream": 10.0, "tau": 1.0 if a == "ar" else 1.8} for c in (1, 2, 4)}
-            for a in ("ar", "dflash")}
+    gain = {"ar": 1.0, "dflash": 1.2, "dcoco": 1.3}
+    conc = {tk: {a: {str(c): {"tokens_per_s": 10.0 * c ** 0.5 * g, "decode_tokens_per_s": 11.0 * c,
+                              "tokens_per_s_stream": 10.0, "tau": 1.0 if a == "ar" else 1.8 * g / 1.2,
+                              "tau_ratio": g / 1.2, "tokens_per_s_ratio": g / 1.2 - 0.02 * c,
+                              "round_total_ms": 50.0 + c, "propose_ms": 0.5, "round_overhead_ms": 0.5}
+                         for c in (1, 2, 4)} for a, g in gain.items()} for tk in ("t0", "t1")}
     return {"suites": suites, "concurrency": conc, "summary": {}, "setup": {"target": "tiny"},
-            "config": {"concurrency_temperature": 0.0, "concurrency_max_new_tokens": 8}}
+            "config": {"concurrency_temperatures": [0.0, 1.0], "concurrency_max_new_tokens": 8,
+                       "concurrency_base": "dflash"}}
 
 
 def _rounds() -> pd.DataFrame:
@@ -230,7 +234,11 @@ def test_acceptance_and_speed_widgets(fixture_root):
     hc = at.dataframe[-1].value
     assert "headroom closed" in hc.columns and set(hc["arm"]) == {"dcoco"}
     at = app(fixture_root, "Speed")
-    assert not at.exception and len(at.get("vega_lite_chart")) >= 3
+    assert not at.exception and len(at.get("vega_lite_chart")) >= 4  # incl. the Fig. 3 ratio chart
+    spec = at.get("vega_lite_chart")[-2].proto.spec
+    assert "tokens_per_s_ratio" in spec and "strokeDash" in spec  # throughput ratio dashed
+    at.selectbox(key="speed_conc_t").select("t1").run()
+    assert not at.exception
     before = at.get("vega_lite_chart")[-1].proto.spec
     at.selectbox(key="speed_conc_y").select("decode_tokens_per_s").run()
     assert at.get("vega_lite_chart")[-1].proto.spec != before

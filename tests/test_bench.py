@@ -159,30 +159,41 @@ def test_arm_registry():
 def test_runner_and_report_end_to_end(llama_target, tmp_path):
     t = llama_target
     cfg = BenchmarkConfig(suites=["mt-bench", "humaneval"], max_new_tokens=10, temperatures=[0.0, 1.0],
-                          concurrency=[1, 2, 4], concurrency_prompts=2, concurrency_max_new_tokens=8, topk=4)
+                          concurrency=[1, 2, 4], concurrency_prompts=2, concurrency_max_new_tokens=8, topk=4,
+                          concurrency_temperatures=[0.0, 1.0], arms=["ar", "dflash", "dflash2"],
+                          concurrency_arms=["ar", "dflash"])
     d = _real_drafter(t, S=4, vocab_size=40)
     ctx = ArmContext(t, cfg, load_drafter=lambda path: d)
     arms = {name: build_arm(name, ctx) for name in ("ar", "dflash")}
+    arms["dflash2"] = SpeculativeArm("dflash2", t, d)  # not in the sweep (concurrency_arms)
     suites = {s: [PromptItem(f"{s}/{i}", s, p) for i, p in enumerate(_prompts(t, (5, 8, 6), seed=i + 4))]
               for i, s in enumerate(cfg.suites)}
     ticks = []
     runs = run_benchmark(arms, suites, cfg, [], t.device, tick=ticks.append)
     from draftlab.bench.runner import plan_size
 
-    assert len(ticks) == plan_size(cfg, suites, 2) == len(runs.runs)
+    assert len(ticks) == plan_size(cfg, suites, 3) == len(runs.runs)
+    assert {r.arm for r in runs.runs if r.sweep} == {"ar", "dflash"}
+    assert {r.temperature for r in runs.runs if r.sweep} == {0.0, 1.0}
     detail = compute(runs.runs, runs.arms)
     detail["simulated"] = {"dflash": simulated_tau(t, d, [(p.ids, r) for p, r in zip(suites["mt-bench"], runs.runs[1].result.tokens)])}
     written = write_outputs(detail, runs.runs, root=tmp_path)
     js = json.loads((tmp_path / "metrics/benchmark.json").read_text())
     for key in ("tau_t0", "tau_t1", "speedup_t0", "speedup_t1", "tokens_per_s_t0", "tokens_per_s_t1", "oracle_tau_t0", "concurrency"):
         assert key in js["summary"]["dflash"], key
-    assert set(js["summary"]["dflash"]["concurrency"]) == {"1", "2", "4"}
+    assert set(js["summary"]["dflash"]["concurrency"]) == {"t0", "t1"}
+    assert set(js["summary"]["dflash"]["concurrency"]["t0"]) == {"1", "2", "4"}
+    assert "concurrency" not in js["summary"]["dflash2"]
+    for c, m in js["concurrency"]["t0"]["dflash"].items():  # the base arm is 1.0 of itself
+        assert m["tau_ratio"] == 1.0 and m["tokens_per_s_ratio"] == 1.0 and m["round_overhead_ms"] == 0.0
+    ar1 = js["concurrency"]["t1"]["ar"]["1"]
+    assert ar1["tau"] == 1.0 and ar1["tau_ratio"] < 1.0 + 1e-9
     assert js["summary"]["ar"]["tau_t0"] == 1.0
     for name in ("tau_per_slot", "coverage", "speedup", "concurrency"):
         df = pd.read_csv(written[name])
         assert len(df) > 0, name
     rounds = pd.read_parquet(written["rounds"])
-    assert set(rounds["arm"]) == {"dflash"} and len(rounds) > 0
+    assert set(rounds["arm"]) == {"dflash", "dflash2"} and len(rounds) > 0
     assert rounds["accepted"].between(0, 3).all() and len(rounds["topk_ids"].iloc[0]) == 3
     # per-round records reproduce the engine's τ
     t0 = rounds[(rounds.suite == "mt-bench") & (rounds.temperature == 0.0)]

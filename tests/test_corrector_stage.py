@@ -222,6 +222,21 @@ def test_dcoco_arms_lossless_in_the_runner_and_summary(target, data, tmp_path):
             assert len(r.result.tokens[0]) == 14
             corrected |= any(bool((rec.proposals != rec.topk_ids[..., 0]).any()) for rec in r.result.records)
     assert corrected  # the corrector really re-selected tokens
+    # the rounds Parquet carries each DCOCO round's K×K grids and path, which replay to the proposals
+    from draftlab.bench.report import round_frame
+    from draftlab.corrector.paths import path_tokens, select_path
+
+    rf = round_frame(runs.runs)
+    assert rf.loc[rf.arm == "dflash", "transition_scores"].isna().all()
+    for arm, rule in (("dcoco", "greedy"), ("dcoco-geometric", "geometric")):
+        rows = rf[rf.arm == arm]
+        assert rows[f"path_{rule}"].notna().all() and len(rows) > 0
+        for _, row in rows.head(5).iterrows():
+            sc = torch.tensor([list(map(list, m)) for m in row["transition_scores"]])[None]  # [1, n−1, K, K]
+            ids, lg = torch.tensor([list(x) for x in row["topk_ids"]])[None], torch.tensor([list(x) for x in row["topk_logits"]])[None]
+            idx = select_path(sc, lg, rule, ccfg().lam)
+            assert idx[0].tolist() == list(row[f"path_{rule}"])
+            assert path_tokens(idx, ids)[0].tolist() == list(row["proposals"])
     s = compute(runs.runs, runs.arms)["summary"]
     for n in names[1:]:
         assert "headroom_closed_t0" in s[n] and 0 < s[n]["proposal_share_of_round"] < 1

@@ -263,7 +263,9 @@ class BenchmarkConfig:
     concurrency: list[int] = field(default_factory=lambda: [1, 4, 8, 16, 32])  # [] = no sweep
     concurrency_prompts: int = 4  # prompts per concurrency level: max(level, this)
     concurrency_max_new_tokens: int = 48
-    concurrency_temperature: float = 0.0
+    concurrency_temperatures: list[float] = field(default_factory=lambda: [0.0, 1.0])  # the sweep's temperatures
+    concurrency_arms: list[str] = field(default_factory=list)  # arms in the sweep; [] = every arm
+    concurrency_base: str = "dflash"  # the sweep's ratios (τ, tokens/s, round overhead) are relative to this arm
     topk: int = 8  # K of the top-K coverage curves and the oracle τ
     arms: list[str] = field(default_factory=lambda: ["ar", "dflash"])  # names from draftlab.bench.arms
     drafter: str = "models/drafter/pretrained"  # checkpoint of the dflash arm
@@ -283,7 +285,7 @@ class BenchmarkConfig:
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
         for k in ("max_new_tokens", "batch_size", "concurrency_max_new_tokens", "topk", "simulated_anchor_stride"):
             _positive(f"{p}.{k}", getattr(self, k))
-        for t in [*self.temperatures, self.concurrency_temperature]:
+        for t in [*self.temperatures, *self.concurrency_temperatures]:
             _positive(f"{p}.temperatures[]", t, allow_zero=True)
         for c in self.concurrency:
             _positive(f"{p}.concurrency[]", c)
@@ -294,10 +296,17 @@ class BenchmarkConfig:
         _unit(f"{p}.compact_threshold", self.compact_threshold)
         if not self.arms:
             raise ConfigError(f"{p}.arms must name at least one arm (e.g. ar, dflash)")
+        for a in self.concurrency_arms:
+            if a not in self.arms:
+                raise ConfigError(f"{p}.concurrency_arms names '{a}', which is not in {p}.arms; add it there or drop it")
+        if self.concurrency and not self.concurrency_temperatures:
+            raise ConfigError(f"{p}.concurrency_temperatures is empty; give at least one (e.g. [0.0]) or set "
+                              f"{p}.concurrency: []")
 
 
 CORRECTOR_RULES = ("greedy", "globalsum", "geometric")
-CORRECTOR_VARIANTS = ("dcoco", "nopair", "nocand", "frozen", "specopd-dcoco")
+SEQUENTIAL_CORRECTORS = ("dspark", "domino")  # the sequential baselines of SPEC §2.4
+CORRECTOR_VARIANTS = ("dcoco", "nopair", "nocand", "frozen", "specopd-dcoco", *SEQUENTIAL_CORRECTORS)
 
 
 @dataclass
@@ -314,7 +323,8 @@ class CorrectorConfig:
     cumulative_mask: bool = False  # stop supervising a block after its first masked transition
     lambda_corr: float = 1.0  # L = L_drafter + λ_corr · L_corr
     frozen_backbone: bool = False  # train only the corrector on the fixed drafter
-    # trained: dcoco, nopair, nocand, frozen (from base_drafter); specopd-dcoco (dcoco from specopd_drafter)
+    # trained: dcoco, nopair, nocand, frozen (from base_drafter); specopd-dcoco (dcoco from specopd_drafter);
+    # dspark, domino (the sequential baselines of SPEC §2.4, from base_drafter)
     variants: list[str] = field(default_factory=lambda: ["dcoco"])
     base_drafter: str = "models/drafter/pretrained"  # the drafter co-training starts from
     specopd_drafter: str = "models/drafter/specopd"  # base of the composed variant specopd-dcoco
@@ -323,7 +333,7 @@ class CorrectorConfig:
     kernels: str = "auto"  # auto (Triton on CUDA) | torch | triton
     max_steps: int = 0  # 0 = no step limit
     max_minutes: float = 6.0  # training minutes of the main corrector; 0 = no time limit
-    variant_max_minutes: float = 0.0  # budget of each ablation variant; 0 = same as max_minutes
+    variant_max_minutes: float = 0.0  # budget of each ablation variant (not dspark/domino); 0 = max_minutes
     epochs: float = 0.0  # 0 = no epoch limit
     lr: float = 1e-3  # corrector learning rate
     drafter_lr: float = 3e-4  # drafter learning rate in co-training
@@ -333,9 +343,11 @@ class CorrectorConfig:
     batch_size: int = 4
     anchors_per_seq: int = 96
     seed: int = 42
+    seq_rank: int = 64  # r of the sequential baselines: DSpark's bias rank, Domino's GRU width
+    seq_gate: bool = True  # DSpark: gate the bias by the slot's hidden state
 
     def check(self, p: str) -> None:
-        for k in ("k", "dim", "hidden", "batch_size", "anchors_per_seq"):
+        for k in ("k", "dim", "hidden", "batch_size", "anchors_per_seq", "seq_rank"):
             _positive(f"{p}.{k}", getattr(self, k))
         if self.k < 2:
             raise ConfigError(f"{p}.k={self.k} must be >= 2 (re-selection needs alternatives)")

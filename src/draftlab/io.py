@@ -1,4 +1,5 @@
-"""Atomic file outputs: write to a temporary sibling, then rename, so nothing is half-written."""
+"""Atomic file outputs: write to a temporary sibling, then rename, so nothing is half-written; and the
+self-describing weight folders (config.json + model.safetensors) of the correctors."""
 from __future__ import annotations
 
 import json
@@ -43,3 +44,65 @@ def write_json(path: str | Path, obj: Any) -> Path:
 
 def write_parquet(path: str | Path, df) -> Path:
     return atomic_write(path, lambda p: df.to_parquet(p, index=False))
+
+
+# ---- self-describing weight folders: config.json + model.safetensors ---------------------------------------
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+
+
+def save_weights_folder(path: str | Path, config: dict, tensors: dict, fmt: str) -> Path:
+    """Write `path`/config.json (`config` + its `format`) and `path`/model.safetensors atomically: a
+    temporary sibling folder renamed onto `path`, so a reader never sees a half-written checkpoint."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items() if v is not None}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        tmp.chmod(0o755)
+        (tmp / CONFIG).write_text(json.dumps({**config, "format": fmt}, indent=2) + "\n")
+        save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt", "draftlab": fmt})
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def read_folder_config(path: str | Path, fmt: str, what: str, hint: str) -> dict:
+    """The config.json of a weight folder, checked to be of format `fmt`; one-line DraftlabErrors
+    name `what` (e.g. 'corrector') and, when the folder is missing, `hint` (how to produce it)."""
+    from draftlab.config import DraftlabError
+
+    cfg_file = Path(path) / CONFIG
+    if not cfg_file.exists():
+        raise DraftlabError(f"{what} checkpoint {path} has no {CONFIG}; {hint}")
+    try:
+        raw = json.loads(cfg_file.read_text())
+    except json.JSONDecodeError:
+        raise DraftlabError(f"{cfg_file} is not valid JSON; the {what} checkpoint is corrupt") from None
+    if not isinstance(raw, dict) or raw.get("format") != fmt:
+        got = raw.get("format") if isinstance(raw, dict) else None
+        raise DraftlabError(f"{cfg_file} has format {got!r}, expected {fmt!r}")
+    return raw
+
+
+def read_folder_tensors(path: str | Path, what: str) -> dict:
+    """The tensors of a weight folder's model.safetensors (one-line DraftlabError if missing or unreadable)."""
+    from safetensors.torch import load_file
+
+    from draftlab.config import DraftlabError
+
+    wfile = Path(path) / WEIGHTS
+    if not wfile.exists():
+        raise DraftlabError(f"{what} checkpoint {path} has no {WEIGHTS}")
+    try:
+        return load_file(str(wfile))
+    except Exception as e:  # corrupt / truncated file
+        raise DraftlabError(f"could not read {wfile}: {str(e).splitlines()[0][:200]}") from None

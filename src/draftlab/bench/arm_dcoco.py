@@ -41,15 +41,22 @@ def corrector_root(ctx: ArmContext) -> Path:
     return Path(ctx.extra.get("corrector_root", ROOT))
 
 
-def dcoco_arm(name: str, variant: str, rule: str, ctx: ArmContext) -> SpeculativeArm:
+def variant_folder(name: str, variant: str, ctx: ArmContext) -> Path:
+    """<root>/<variant>, with a one-line error when the corrector stage has not written it."""
     from draftlab.config import DraftlabError
-    from draftlab.corrector import load_corrector, read_corrector_spec
-    from draftlab.corrector.proposal import CorrectorProposal
 
     folder = corrector_root(ctx) / variant
     if not (folder / "corrector" / "config.json").exists():
         raise DraftlabError(f"arm {name}: no corrector checkpoint at {folder}/corrector; run the corrector stage "
                             f"with '{variant}' in corrector.variants")
+    return folder
+
+
+def dcoco_arm(name: str, variant: str, rule: str, ctx: ArmContext) -> SpeculativeArm:
+    from draftlab.corrector import load_corrector, read_corrector_spec
+    from draftlab.corrector.proposal import CorrectorProposal
+
+    folder = variant_folder(name, variant, ctx)
     drafter = ctx.drafter(str(folder / "drafter"))
     _, info = read_corrector_spec(folder / "corrector")
     corrector = load_corrector(folder / "corrector", ctx.target.embed_tokens, drafter.device, drafter.dtype)

@@ -16,6 +16,8 @@
   `propose` phase in a round over suites and temperatures: the corrector's cost; the argmax for
   plain DFlash) and `headroom_closed_t0` = (τ_arm − τ_dflash) / (τ_oracle − τ_dflash) at T=0, with
   τ_oracle the oracle τ of the `dflash` arm's drafter (the share of its top-K headroom an arm closes).
+- concurrency sweep, per temperature, arm and level: tokens/s, τ, speedup over AR, and relative to the
+  base arm (`dflash`) at the same level `tau_ratio`, `tokens_per_s_ratio`, `round_overhead_ms`.
 """
 from __future__ import annotations
 
@@ -136,15 +138,32 @@ def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar", base_arm:
             for arm, m in by_arm.items():
                 m["speedup"] = (m["tokens_per_s"] / base["tokens_per_s"]) if base and base.get("tokens_per_s") and m.get("tokens_per_s") else None
                 m["break_even_tau"] = break_even(m, base) if base and arm != ar_arm else None
-    conc: dict = defaultdict(dict)
+    conc: dict = defaultdict(lambda: defaultdict(dict))  # temperature key -> arm -> level -> metrics
     for (arm, _s, temp, c), group in sorted(_groups(runs, sweep=True).items(), key=lambda kv: kv[0][3]):
-        conc[arm][str(c)] = group_metrics(group)
-    for arm, levels in conc.items():
-        for c, m in levels.items():
-            base = conc.get(ar_arm, {}).get(c)
-            m["speedup"] = m["tokens_per_s"] / base["tokens_per_s"] if base and base.get("tokens_per_s") and m.get("tokens_per_s") else None
-            m["break_even_tau"] = break_even(m, base) if base and arm != ar_arm else None
+        conc[tkey(temp)][arm][str(c)] = group_metrics(group)
+    for by_arm in conc.values():
+        for arm, levels in by_arm.items():
+            for c, m in levels.items():
+                ar, base = by_arm.get(ar_arm, {}).get(c), by_arm.get(base_arm, {}).get(c)
+                m["speedup"] = _ratio_of(m, ar, "tokens_per_s")
+                m["break_even_tau"] = break_even(m, ar) if ar and arm != ar_arm else None
+                sweep_ratios(m, base)
     return {"suites": _plain(suites), "concurrency": _plain(conc), "summary": summary(suites, conc, arms, base_arm)}
+
+
+def _ratio_of(m: dict, base: dict | None, key: str) -> float | None:
+    return m[key] / base[key] if base and base.get(key) and m.get(key) is not None else None
+
+
+def sweep_ratios(m: dict, base: dict | None) -> None:
+    """The concurrency claim's figures (SPEC §2.4) of one arm at one level, relative to the base arm
+    (DFlash) at the same level: τ ratio, aggregate-throughput ratio, and the per-round overhead (ms of
+    round time beyond the base's; the `propose` phase is the corrector's own cost)."""
+    m["tau_ratio"] = _ratio_of(m, base, "tau")
+    m["tokens_per_s_ratio"] = _ratio_of(m, base, "tokens_per_s")
+    m["propose_ms"] = (m.get("round_ms") or {}).get("propose")
+    m["round_overhead_ms"] = (m["round_total_ms"] - base["round_total_ms"]
+                              if base and base.get("rounds") and m.get("rounds") else None)
 
 
 def _mean(xs):
@@ -169,9 +188,13 @@ def summary(suites: dict, conc: dict, arms: list[str], base_arm: str = "dflash")
         shares = [m.get("round_share", {}).get("propose") for s in suites.values() for by_arm in s.values()
                   for a, m in by_arm.items() if a == arm]
         e["proposal_share_of_round"] = _mean(shares)
-        if arm in conc:
-            e["concurrency"] = {c: m["tokens_per_s"] for c, m in conc[arm].items()}
-            e["concurrency_decode"] = {c: m["decode_tokens_per_s"] for c, m in conc[arm].items()}
+        if any(arm in by_arm for by_arm in conc.values()):  # {temperature key: {level: value}}
+            e["concurrency"] = {tk: {c: m["tokens_per_s"] for c, m in by_arm[arm].items()}
+                                for tk, by_arm in conc.items() if arm in by_arm}
+            e["concurrency_tokens_per_s_ratio"] = {tk: {c: m["tokens_per_s_ratio"] for c, m in by_arm[arm].items()}
+                                                   for tk, by_arm in conc.items() if arm in by_arm}
+            e["concurrency_tau_ratio"] = {tk: {c: m["tau_ratio"] for c, m in by_arm[arm].items()}
+                                          for tk, by_arm in conc.items() if arm in by_arm}
         out[arm] = e
     base = out.get(base_arm, {})
     for arm, e in out.items():  # speculative arms (those with top-K records); AR has no headroom

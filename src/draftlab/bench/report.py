@@ -17,6 +17,8 @@ PLOTS = {
     "speedup": "plots/benchmark_speedup.csv",
     "concurrency": "plots/benchmark_concurrency.csv",
 }
+CONC_COLS = ("tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream", "tau", "tau_ratio", "tokens_per_s_ratio",
+             "round_total_ms", "propose_ms", "round_overhead_ms")
 
 
 def plot_frames(detail: dict) -> dict[str, pd.DataFrame]:
@@ -33,16 +35,15 @@ def plot_frames(detail: dict) -> dict[str, pd.DataFrame]:
                 for j, row in enumerate(m.get("coverage", []), 1):
                     for k, c in enumerate(row, 1):
                         cov_rows.append({"suite": suite, "temperature": tk, "arm": arm, "slot": j, "k": k, "coverage": c})
-    for arm, levels in detail.get("concurrency", {}).items():
-        for c, m in levels.items():
-            conc_rows.append({"arm": arm, "streams": int(c), "tokens_per_s": m.get("tokens_per_s"),
-                              "decode_tokens_per_s": m.get("decode_tokens_per_s"),
-                              "tokens_per_s_stream": m.get("tokens_per_s_stream"), "tau": m.get("tau")})
+    for tk, by_arm in detail.get("concurrency", {}).items():
+        for arm, levels in by_arm.items():
+            for c, m in levels.items():
+                conc_rows.append({"temperature": tk, "arm": arm, "streams": int(c), **{k: m.get(k) for k in CONC_COLS}})
     cols = {
         "tau_per_slot": ["suite", "temperature", "arm", "slot", "accept_rate"],
         "coverage": ["suite", "temperature", "arm", "slot", "k", "coverage"],
         "speedup": ["suite", "temperature", "arm", "speedup", "tau", "tokens_per_s", "break_even_tau", "proposal_share"],
-        "concurrency": ["arm", "streams", "tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream", "tau"],
+        "concurrency": ["temperature", "arm", "streams", *CONC_COLS],
     }
     rows = {"tau_per_slot": slot_rows, "coverage": cov_rows, "speedup": sp_rows, "concurrency": conc_rows}
     return {k: pd.DataFrame(rows[k], columns=cols[k]) for k in cols}
@@ -67,9 +68,12 @@ def round_frame(runs: list[BatchRun]) -> pd.DataFrame:
                     "topk_logits": None if rec.topk_logits is None else rec.topk_logits[i].tolist(),
                     "target_tokens": None if rec.target_tokens is None else rec.target_tokens[i].tolist(),
                     "committed": None if committed is None else committed[i].tolist(),
+                    **{k: v[i].tolist() for k, v in rec.extras.items()},
                 })
-    return pd.DataFrame(rows, columns=["arm", "suite", "temperature", "concurrency", "prompt_id", "round", "offset",
-                                       "accepted", "proposals", "topk_ids", "topk_logits", "target_tokens", "committed"])
+    cols = ["arm", "suite", "temperature", "concurrency", "prompt_id", "round", "offset", "accepted", "proposals",
+            "topk_ids", "topk_logits", "target_tokens", "committed"]
+    extra = sorted({k for r in rows for k in r} - set(cols))  # proposal-step records (None for other arms)
+    return pd.DataFrame(rows, columns=cols + extra)
 
 
 def write_outputs(detail: dict, runs: list[BatchRun], metrics_path: str | Path = "metrics/benchmark.json",

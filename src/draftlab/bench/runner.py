@@ -54,7 +54,8 @@ def plan_size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]], n_arms:
     """Number of (arm, batch) generations the run will do (for the progress bar)."""
     main = sum(len(_chunks(p, cfg.batch_size)) for p in suites.values()) * len(cfg.temperatures)
     sweep = sum(len(_chunks(list(range(max(c, cfg.concurrency_prompts))), c)) for c in cfg.concurrency)
-    return (main + sweep) * n_arms
+    sweep_arms = len(cfg.concurrency_arms) if cfg.concurrency_arms else n_arms
+    return main * n_arms + sweep * len(cfg.concurrency_temperatures) * sweep_arms
 
 
 def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: BenchmarkConfig, eos_ids: list[int],
@@ -70,9 +71,10 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
         for name in names:
             arms[name].generate([first], 4, SamplingParams(), eos_ids, _seeded(device, 0), record_topk=cfg.topk)
 
-    def run_batch(batch: list[PromptItem], bi: int, suite: str, temp: float, conc: int, sweep: bool, max_new: int):
+    def run_batch(batch: list[PromptItem], bi: int, suite: str, temp: float, conc: int, sweep: bool, max_new: int,
+                  which: list[str] = names):
         sp = SamplingParams(temp, cfg.top_p, cfg.top_k)
-        order = names[bi % len(names):] + names[: bi % len(names)]
+        order = which[bi % len(which):] + which[: bi % len(which)]  # rotate: no arm always runs first
         for name in order:
             res = arms[name].generate([p.ids for p in batch], max_new, sp, eos_ids, _seeded(device, cfg.seed * 100003 + bi),
                                       record_topk=0 if sweep else cfg.topk)
@@ -84,11 +86,13 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
             for bi, batch in enumerate(_chunks(prompts, cfg.batch_size)):
                 run_batch(batch, bi, suite, temp, cfg.batch_size, False, cfg.max_new_tokens)
     pool = sweep_pool or interleave(suites)
-    for conc in cfg.concurrency:
-        n = max(conc, cfg.concurrency_prompts)
-        items = sorted((pool[i % len(pool)] for i in range(n)), key=lambda p: len(p.ids))  # less padding
-        for bi, batch in enumerate(_chunks(items, conc)):
-            run_batch(batch, bi, "mixed", cfg.concurrency_temperature, conc, True, cfg.concurrency_max_new_tokens)
+    sweep_arms = [a for a in names if a in cfg.concurrency_arms] if cfg.concurrency_arms else names
+    for temp in cfg.concurrency_temperatures:
+        for conc in cfg.concurrency:
+            n = max(conc, cfg.concurrency_prompts)
+            items = sorted((pool[i % len(pool)] for i in range(n)), key=lambda p: len(p.ids))  # less padding
+            for bi, batch in enumerate(_chunks(items, conc)):
+                run_batch(batch, bi, "mixed", temp, conc, True, cfg.concurrency_max_new_tokens, sweep_arms)
     return out
 
 

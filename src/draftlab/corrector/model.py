@@ -29,10 +29,6 @@ Checkpoints: `save_corrector` writes config.json (the `CorrectorSpec`) + model.s
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -40,15 +36,26 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from draftlab.io import read_folder_config, read_folder_tensors, save_weights_folder
 from draftlab.kernels.dispatch import transition_scores
 
 FORMAT = "draftlab-dcoco-v1"
-CONFIG = "config.json"
-WEIGHTS = "model.safetensors"
+
+
+class SpecDict:
+    """config.json <-> a checkpoint's spec dataclass (unknown keys, e.g. `info`, are ignored)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass
-class CorrectorSpec:
+class CorrectorSpec(SpecDict):
     hidden_size: int  # d: width of the drafter's slot hidden states h_i
     embed_dim: int  # width of the frozen token embedding E
     vocab_size: int  # rows of E (checked when re-attached)
@@ -60,14 +67,6 @@ class CorrectorSpec:
     ln_eps: float = 1e-5
     variant: str = "dcoco"  # informational: which trained variant this is
     format: str = FORMAT
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "CorrectorSpec":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 def count_parameters(spec: CorrectorSpec) -> dict[str, int]:
@@ -228,45 +227,18 @@ def corrector_inputs(hidden: Tensor, logits: Tensor, k: int, vocab: Tensor | Non
 
 def save_corrector(model: DCOCOCorrector, path: str | Path, info: dict | None = None) -> Path:
     """Write config.json + model.safetensors atomically (a temporary sibling renamed onto `path`)."""
-    from safetensors.torch import save_file
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     cfg = {**model.spec.to_dict(), "num_parameters": model.num_parameters(), "info": info or {}}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        tmp.chmod(0o755)
-        (tmp / CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
-        save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt", "draftlab": FORMAT})
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    return save_weights_folder(path, cfg, model.state_dict(), FORMAT)
 
 
 def read_corrector_spec(path: str | Path) -> tuple[CorrectorSpec, dict]:
-    from draftlab.config import DraftlabError
-
-    cfg_file = Path(path) / CONFIG
-    if not cfg_file.exists():
-        raise DraftlabError(f"corrector checkpoint {path} has no {CONFIG}; run the corrector stage first")
-    try:
-        raw = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError:
-        raise DraftlabError(f"{cfg_file} is not valid JSON; the corrector checkpoint is corrupt") from None
-    if raw.get("format") != FORMAT:
-        raise DraftlabError(f"{cfg_file} has format {raw.get('format')!r}, expected {FORMAT!r}")
+    raw = read_folder_config(path, FORMAT, "corrector", "run the corrector stage first")
     return CorrectorSpec.from_dict(raw), raw.get("info", {})
 
 
 def load_corrector(path: str | Path, embed_tokens: nn.Embedding, device: str | torch.device | None = None,
                    dtype: torch.dtype | None = None) -> DCOCOCorrector:
     """Rebuild a corrector from its folder around the given frozen embedding (the target's)."""
-    from safetensors.torch import load_file
-
     from draftlab.config import DraftlabError
 
     spec, _ = read_corrector_spec(path)
@@ -275,7 +247,7 @@ def load_corrector(path: str | Path, embed_tokens: nn.Embedding, device: str | t
         raise DraftlabError(f"corrector {path} was trained on a ({spec.vocab_size}, {spec.embed_dim}) embedding; "
                             f"this target's is {shape}")
     model = DCOCOCorrector(spec, embed_tokens)
-    model.load_state_dict(load_file(str(Path(path) / WEIGHTS)), strict=True)
+    model.load_state_dict(read_folder_tensors(path, "corrector"), strict=True)
     device = device if device is not None else embed_tokens.weight.device
     return model.to(device=device, dtype=dtype).eval()
 

@@ -7,13 +7,17 @@ scores the n = S−1 proposed slots in one batched op and walks a path, returnin
 `Proposal(tokens [B, n] target ids, q=None)`. The proposal is deterministic at every temperature:
 at T>0 the verifier applies the point-mass rule (accept with p_j(ŷ_j), on rejection resample from
 p_j without ŷ_j), which keeps decoding lossless without any proposal distribution.
+
+`SequentialProposal(corrector)` does the same for the sequential baselines (DSpark, Domino; SPEC §2.4):
+a slot-by-slot walk from the block's slot-0 token (`draft.block_ids[:, 0]`, set by the engine).
 """
 from __future__ import annotations
 
 import torch
 
 from draftlab.corrector.model import DCOCOCorrector
-from draftlab.corrector.paths import RULES
+from draftlab.corrector.paths import RULES, path_tokens, select_path
+from draftlab.corrector.sequential import SequentialCorrector
 from draftlab.decoding.speculative import Proposal
 
 
@@ -30,7 +34,21 @@ class CorrectorProposal:
     @torch.no_grad()
     def __call__(self, draft, sp=None, generator: torch.Generator | None = None) -> Proposal:
         ids, logits = draft.topk(self.k)  # [B, S, K] target ids and draft logits, best first
-        idx, tokens = self.corrector.propose(draft.hidden[:, 1:], ids[:, 1:], logits[:, 1:], self.rule,
-                                             self.lam, self.backend)  # [B, n], [B, n]
+        ids, logits = ids[:, 1:], logits[:, 1:]  # [B, n, K] the proposed slots
+        scores = self.corrector(draft.hidden[:, 1:], ids, logits, self.backend)  # [B, n−1, K, K]
+        idx = select_path(scores, logits, self.rule, self.lam, self.backend)  # [B, n]
         self.last_indices = idx
+        # deterministic: point-mass verification at T>0; the grid is recorded for the explorer
+        return Proposal(path_tokens(idx, ids), None, None,
+                        extras={"transition_scores": scores, f"path_{self.rule}": idx})
+
+
+class SequentialProposal:
+    def __init__(self, corrector: SequentialCorrector):
+        self.corrector = corrector.eval()
+
+    @torch.no_grad()
+    def __call__(self, draft, sp=None, generator: torch.Generator | None = None) -> Proposal:
+        slot0 = draft.block_ids[:, 0]  # [B] the last committed token
+        tokens = self.corrector.propose(draft.hidden[:, 1:], draft.logits[:, 1:], slot0, draft.vocab)  # [B, n]
         return Proposal(tokens, None, None)  # deterministic: point-mass verification at T>0

@@ -23,6 +23,8 @@ class RoundRecord:
     topk_logits: Tensor | None = None  # [b, n, K]
     target_tokens: Tensor | None = None  # [b, S] target argmax after each verified slot (column j is the
     # target's choice for slot j+1; T=0 only)
+    extras: dict[str, Tensor] = field(default_factory=dict)  # the proposal step's own [b, ...] records
+    # (DCOCO: transition_scores [b, n−1, K, K], path_<rule> [b, n])
 
 
 @dataclass

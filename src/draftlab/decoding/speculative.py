@@ -6,6 +6,7 @@ Prefill the target on the prompts (with the drafter's taps) -> the first token -
            [slot0 = last committed token, MASK × n] at positions next_pos + 0..n;
 2. propose a pluggable `ProposalStep` turns the DraftOutput into n proposed tokens (+ optionally the
            distribution they were drawn from); identity = drafter argmax (T=0) / a sample of q (T>0);
+           the engine sets `draft.block_ids` [B, S] (the block's input ids: slot 0 = last committed token);
            a deterministic proposal (q = None) is verified with the point-mass rule;
 3. verify  one target pass over [slot0, proposals] (StreamCache.append with taps), then the one
            verification routine (`verify.verify_block`) gives acc and the bonus token;
@@ -38,6 +39,7 @@ class Proposal:
     tokens: Tensor  # [B, n] proposed target ids
     q: Tensor | None = None  # [B, n, Vq] distribution they were sampled from; None = deterministic
     q_vocab: Tensor | None = None  # [Vq] q-index -> target id; None = full target vocab
+    extras: dict[str, Tensor] | None = None  # per-stream [B, ...] tensors recorded with the round (explorer)
 
 
 class ProposalStep(Protocol):
@@ -111,7 +113,9 @@ class SpeculativeEngine:
             t0 = clock()
             drafter.extend_context(state, *ctx)
             pos = sc.next_pos[:, None] + slots  # [b, S] slot 0 sits at the next logical position
-            d = drafter.draft(state, torch.cat([last[:, None], masks.expand(b, n)], 1), pos)
+            block = torch.cat([last[:, None], masks.expand(b, n)], 1)  # [b, S]
+            d = drafter.draft(state, block, pos)
+            d.block_ids = block  # for proposal steps that condition on slot 0 (the sequential correctors)
             t1 = clock()
             prop = self.proposer(d, sp, generator)  # tokens [b, n]
             t2 = clock()
@@ -153,4 +157,5 @@ class SpeculativeEngine:
             stream=torch.tensor(rows), offset=torch.tensor(offsets), accepted=acc.cpu(),
             proposals=prop.tokens.cpu(), topk_ids=ids[:, 1:].cpu(), topk_logits=logits[:, 1:].float().cpu(),
             target_tokens=None if res.target_tokens is None else res.target_tokens.cpu(),
+            extras={k: v.float().cpu() if v.is_floating_point() else v.cpu() for k, v in (prop.extras or {}).items()},
         )

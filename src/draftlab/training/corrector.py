@@ -22,6 +22,11 @@ resumable checkpoints (`fit_module`) and best-state selection. What this module 
   speculative round (the engine's `propose` phase) on a few prompts.
 - `cotrain_from_references(...)`: what the stage runs — every variant, then the `dflash-long`
   control (the base drafter alone, as many steps as the main co-training run, same data).
+
+The sequential baselines `dspark` / `domino` (SPEC §2.4, `draftlab.corrector.sequential`) run through
+the same pieces: `build_corrector` builds them, `train_corrector` trains them with
+`draftlab.training.sequential.SeqCoTrainModule`, validation walks their blocks slot by slot
+(`block_paths`; their only path rule is "greedy").
 """
 from __future__ import annotations
 
@@ -36,9 +41,10 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from draftlab.config import CorrectorConfig, DraftlabError, PretrainConfig
+from draftlab.config import SEQUENTIAL_CORRECTORS, CorrectorConfig, DraftlabError, PretrainConfig
 from draftlab.corrector import DCOCOCorrector, corrector_loss, draft_candidates, path_tokens, select_path
 from draftlab.corrector.model import count_parameters, spec_from_config
+from draftlab.corrector import sequential as seq
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.training.features import FeatureStore, SequenceSet, target_fingerprint
 from draftlab.training.metrics import BlockStats
@@ -50,6 +56,7 @@ from draftlab.training.pretrain import (
 RULES = ("greedy", "globalsum", "geometric")
 ROW_CHUNK = 4096  # drafter rows per top-K call in validation
 BLOCK_CHUNK = 256  # blocks per corrector call in validation (the torch scorer forms [N, n−1, K, K, m])
+AnyCorrector = DCOCOCorrector | seq.SequentialCorrector
 
 
 def pretrain_view(pcfg: PretrainConfig, ccfg: CorrectorConfig, max_minutes: float, max_steps: int | None = None,
@@ -68,11 +75,29 @@ def arch_variant(variant: str) -> str:
     return "dcoco" if variant == "specopd-dcoco" else variant
 
 
-def build_corrector(ccfg: CorrectorConfig, drafter: DFlashDrafter, variant: str, seed: int | None = None) -> DCOCOCorrector:
+def build_corrector(ccfg: CorrectorConfig, drafter: DFlashDrafter, variant: str,
+                    seed: int | None = None) -> AnyCorrector:
+    torch.manual_seed(ccfg.seed if seed is None else seed)
+    if variant in SEQUENTIAL_CORRECTORS:
+        spec = seq.sequential_spec(variant, drafter, ccfg.seq_rank, ccfg.seq_gate)
+        return seq.build_sequential(spec, drafter).to(drafter.device)
     spec = replace(spec_from_config(ccfg, drafter.spec.hidden_size, drafter.embed_tokens, arch_variant(variant)),
                    variant=variant)
-    torch.manual_seed(ccfg.seed if seed is None else seed)
     return DCOCOCorrector(spec, drafter.embed_tokens).to(drafter.device)
+
+
+def proposal_for(corrector: AnyCorrector, rule: str = "greedy", lam: float = 0.75, backend: str | None = None):
+    """The engine's proposal step of a trained corrector (DCOCO's path rule, or the slot-by-slot walk)."""
+    from draftlab.corrector.proposal import CorrectorProposal, SequentialProposal
+
+    if isinstance(corrector, seq.SequentialCorrector):
+        return SequentialProposal(corrector)
+    return CorrectorProposal(corrector, rule, lam, None, backend)
+
+
+def parameter_breakdown(corrector: AnyCorrector) -> dict[str, int]:
+    count = seq.count_parameters if isinstance(corrector, seq.SequentialCorrector) else count_parameters
+    return count(corrector.spec)
 
 
 # ---- per-batch pieces shared by training, validation and the final evaluation ---------------------------
@@ -104,6 +129,18 @@ def corrected_blocks(corrector: DCOCOCorrector, hidden: Tensor, cand_ids: Tensor
         for r in rules:
             out[r].append(path_tokens(select_path(scores, lg, r, lam, backend), ids))  # [N', n]
     return {r: torch.cat(v) for r, v in out.items()}
+
+
+@torch.no_grad()
+def block_paths(drafter: DFlashDrafter, corrector: AnyCorrector, hidden: Tensor, cand_ids: Tensor, cand_logits: Tensor,
+                slot0: Tensor, rules: tuple[str, ...], lam: float, backend: str | None = None) -> dict[str, Tensor]:
+    """hidden [N, n, H] (proposed slots), cand_ids / cand_logits [N, n, K], slot0 [N] -> {rule: tokens [N, n]}:
+    DCOCO's path rules, or a sequential corrector's slot-by-slot walk (BLOCK_CHUNK blocks per call)."""
+    if not isinstance(corrector, seq.SequentialCorrector):
+        return corrected_blocks(corrector, hidden, cand_ids, cand_logits, rules, lam, backend)
+    toks = torch.cat([corrector.propose(h, drafter.logits(h), s0, drafter.draft_vocab)
+                      for h, s0 in zip(hidden.split(BLOCK_CHUNK), slot0.split(BLOCK_CHUNK))])  # [N, n]
+    return {r: toks for r in rules}
 
 
 def oracle_block(cand_ids: Tensor, targets: Tensor) -> Tensor:
@@ -157,7 +194,7 @@ class SetStats:
 class CoTrainModule(PretrainModule):
     """Drafter + DCOCO corrector, L = L_drafter + λ·L_corr (or λ·L_corr alone with a frozen drafter)."""
 
-    def __init__(self, drafter: DFlashDrafter, corrector: DCOCOCorrector, cfg: PretrainConfig, ccfg: CorrectorConfig,
+    def __init__(self, drafter: DFlashDrafter, corrector: AnyCorrector, cfg: PretrainConfig, ccfg: CorrectorConfig,
                  frozen: bool = False, total_steps: int = 0, val_names: list[str] | None = None, target=None,
                  rule: str = "greedy", val_rules: tuple[str, ...] | None = None):
         super().__init__(drafter, cfg, total_steps, val_names, target, "greedy")
@@ -249,7 +286,7 @@ class CoTrainModule(PretrainModule):
         self.transitions_total = int(st.get("transitions_total", 0))
 
 
-def eval_batch(drafter: DFlashDrafter, corrector: DCOCOCorrector, batch: dict, features: tuple[Tensor, Tensor | None],
+def eval_batch(drafter: DFlashDrafter, corrector: AnyCorrector, batch: dict, features: tuple[Tensor, Tensor | None],
                stats: SetStats, k: int, rules: tuple[str, ...], lam: float, backend: str | None = None) -> None:
     """One validation batch into `stats`: drafter pass, top-K, corrected paths, targets."""
     feats, greedy = features
@@ -258,7 +295,9 @@ def eval_batch(drafter: DFlashDrafter, corrector: DCOCOCorrector, batch: dict, f
     tgt, valid = block_targets(batch, greedy, drafter.block_size)  # [B, A, n]
     n, H = hidden.shape[2] - 1, hidden.shape[-1]
     flat = lambda x: x.reshape(-1, n, *x.shape[3:])  # noqa: E731  [B*A, n, ...]
-    paths = corrected_blocks(corrector, flat(hidden[:, :, 1:]), flat(cand_ids), flat(cand_logits), rules, lam, backend)
+    slot0 = batch["ids"].gather(1, batch["anchors"]).reshape(-1)  # [B*A] the blocks' slot-0 tokens
+    paths = block_paths(drafter, corrector, flat(hidden[:, :, 1:]), flat(cand_ids), flat(cand_logits), slot0, rules,
+                        lam, backend)
     stats.update(flat(cand_ids), flat(tgt), flat(valid), paths)
 
 
@@ -271,7 +310,7 @@ class CoTrainResult(TrainResult):
     frozen: bool = False
 
 
-def train_corrector(drafter: DFlashDrafter, corrector: DCOCOCorrector, seqs: SequenceSet, cfg: PretrainConfig,
+def train_corrector(drafter: DFlashDrafter, corrector: AnyCorrector, seqs: SequenceSet, cfg: PretrainConfig,
                     ccfg: CorrectorConfig, workdir: str | Path, store: FeatureStore | None = None, target=None,
                     frozen: bool = False, rule: str | None = None, logger=None, callbacks: list | None = None,
                     log: Callable[[str], None] = print, train_sample: int = 16) -> CoTrainResult:
@@ -284,8 +323,11 @@ def train_corrector(drafter: DFlashDrafter, corrector: DCOCOCorrector, seqs: Seq
         raise DraftlabError("train_corrector needs a FeatureStore or the target (features on the fly)")
     L.seed_everything(cfg.seed, workers=False, verbose=False)
     dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample)
-    module = CoTrainModule(drafter, corrector, cfg, ccfg, frozen, budget_steps(cfg, dm), dm.val_names, target,
-                           rule or ccfg.path_rule)
+    module_cls = CoTrainModule
+    if isinstance(corrector, seq.SequentialCorrector):
+        from draftlab.training.sequential import SeqCoTrainModule as module_cls
+    module = module_cls(drafter, corrector, cfg, ccfg, frozen, budget_steps(cfg, dm), dm.val_names, target,
+                        rule or ccfg.path_rule)
     steps, resumed_from = fit_module(module, dm, cfg, workdir, logger, callbacks, log, "corrector")
     drafter.load_state_dict(module.best["state"]["drafter"])
     corrector.load_state_dict(module.best["state"]["corrector"])
@@ -301,7 +343,7 @@ def train_corrector(drafter: DFlashDrafter, corrector: DCOCOCorrector, seqs: Seq
 
 
 @torch.no_grad()
-def evaluate_rules(drafter: DFlashDrafter, corrector: DCOCOCorrector, seqs: SequenceSet, cfg: PretrainConfig,
+def evaluate_rules(drafter: DFlashDrafter, corrector: AnyCorrector, seqs: SequenceSet, cfg: PretrainConfig,
                    k: int, lam: float, split: str = "heldout", store: FeatureStore | None = None, target=None,
                    rules: tuple[str, ...] = RULES, backend: str | None = None) -> dict:
     """Simulated τ of every path rule (and uncorrected / oracle) on one validation set -> summary."""
@@ -322,16 +364,14 @@ def evaluate_rules(drafter: DFlashDrafter, corrector: DCOCOCorrector, seqs: Sequ
 
 
 @torch.no_grad()
-def engine_share(target, drafter, corrector: DCOCOCorrector, prompts: list[list[int]], max_new_tokens: int,
-                 rule: str = "greedy", lam: float = 0.75, backend: str | None = None) -> dict:
-    """Run the real engine with and without the corrector at T=0 on a few prompts: the corrector's
-    share of round time (the `propose` phase), both engine τ, and whether the outputs agree (lossless)."""
-    from draftlab.corrector.proposal import CorrectorProposal
+def engine_share(target, drafter, proposal, prompts: list[list[int]], max_new_tokens: int) -> dict:
+    """Run the real engine with and without the corrector's proposal step (`proposal_for`) at T=0 on a few
+    prompts: its share of round time (the `propose` phase), both engine τ, and whether the outputs agree."""
     from draftlab.decoding import SpeculativeEngine
 
     out = {}
     toks = {}
-    for name, prop in (("uncorrected", None), ("corrected", CorrectorProposal(corrector, rule, lam, None, backend))):
+    for name, prop in (("uncorrected", None), ("corrected", proposal)):
         eng = SpeculativeEngine(target, drafter, prop)
         eng.generate(prompts[:1], 4, eos_ids=[])  # warm-up
         res = eng.generate(prompts, max_new_tokens, eos_ids=[])
@@ -354,7 +394,7 @@ def engine_share(target, drafter, corrector: DCOCOCorrector, prompts: list[list[
 class VariantOutcome:
     variant: str
     drafter: DFlashDrafter
-    corrector: DCOCOCorrector
+    corrector: AnyCorrector
     result: CoTrainResult
     report: dict
 
@@ -406,7 +446,8 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
 
     work_root = Path(work_root)
     if not ccfg.variants:
-        raise DraftlabError("corrector.variants is empty; name at least one of dcoco, nopair, nocand, frozen")
+        raise DraftlabError("corrector.variants is empty; name at least one of dcoco, nopair, nocand, frozen, "
+                            "dspark, domino")
     seqs = SequenceSet.from_dataframe(df)
     if not seqs.indices("train"):
         raise DraftlabError("the references have no split=='train' sequences to co-train on")
@@ -426,34 +467,40 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     out = CoTrainOutcome()
     ckeys = {k: v for k, v in asdict(ccfg).items() if k not in ("variants", "control", "kernels", "base_drafter",
                                                                 "specopd_drafter")}
+    seq_keys = ("seq_rank", "seq_gate")  # only in the sequential variants' run keys (DCOCO's stay as they were)
     main = "dcoco" if "dcoco" in ccfg.variants else ccfg.variants[0]
     for v in ccfg.variants:
-        minutes = ccfg.max_minutes if v == main or not ccfg.variant_max_minutes else ccfg.variant_max_minutes
+        # the sequential baselines get DCOCO's own budget (their comparison is the paper's, SPEC §2.4)
+        full = v == main or v in SEQUENTIAL_CORRECTORS or not ccfg.variant_max_minutes
+        minutes = ccfg.max_minutes if full else ccfg.variant_max_minutes
         drafter = load_drafter(base_of(v), target).train()
         k = min(ccfg.k, drafter.spec.draft_vocab_size or drafter.spec.target_vocab_size)
         view = pretrain_view(pcfg, ccfg, minutes, k=k)
         frozen = v == "frozen" or ccfg.frozen_backbone
         corrector = build_corrector(ccfg, drafter, v).train()
         backend = None if ccfg.kernels == "auto" else ccfg.kernels
+        sequential = v in SEQUENTIAL_CORRECTORS
+        rule = "greedy" if sequential else ccfg.path_rule  # a sequential walk has no other path rule
+        rules = (rule,) if sequential else (rule, *[r for r in RULES if r != rule])
         if v == main:  # the base drafter before co-training (the fresh corrector reproduces its argmax)
             ev0 = evaluate_rules(drafter, corrector, seqs, view, k, ccfg.lam, "heldout", store, on_fly, ("greedy",), backend)
             out.report["sim_tau_base_drafter"] = ev0.get("sim_tau_uncorrected")
-        key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), v, frozen, ckeys, minutes,
+        vkeys = ckeys if sequential else {kk: vv for kk, vv in ckeys.items() if kk not in seq_keys}
+        key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), v, frozen, vkeys, minutes,
                       {kk: vv for kk, vv in asdict(view).items() if kk not in ("resume", "checkpoint_every")})
         log(f"corrector: {v} ({'frozen backbone' if frozen else 'co-training'}, {minutes:g} min / "
             f"{view.max_steps or '-'} steps, K={k}, corrector {corrector.num_parameters():,} parameters)")
         res = train_corrector(drafter, corrector, seqs, view, ccfg, work_root / "runs" / key, store, on_fly, frozen,
-                              ccfg.path_rule, logger_for(v) if logger_for else None, log=log)
+                              rule, logger_for(v) if logger_for else None, log=log)
         drafter.eval(), corrector.eval()
-        rules = (ccfg.path_rule, *[r for r in RULES if r != ccfg.path_rule])
         ev = evaluate_rules(drafter, corrector, seqs, view, k, ccfg.lam, "heldout", store, on_fly, rules, backend)
-        share = engine_share(target, drafter, corrector, share_set, share_max_new_tokens, ccfg.path_rule, ccfg.lam,
-                             backend) if share_set else {}
+        share = engine_share(target, drafter, proposal_for(corrector, rule, ccfg.lam, backend), share_set,
+                             share_max_new_tokens) if share_set else {}
         best = res.best_metrics
         primary = "heldout" if "heldout" in best else next(iter(best))
         p = best[primary]
         rep = {
-            "variant": v, "base_drafter": str(base_of(v)), "frozen_backbone": frozen, "path_rule": ccfg.path_rule, "k": k,
+            "variant": v, "base_drafter": str(base_of(v)), "frozen_backbone": frozen, "path_rule": rule, "k": k,
             "sim_tau": p["sim_tau"], "sim_tau_uncorrected": p["sim_tau_uncorrected"], "sim_tau_oracle": p["sim_tau_oracle"],
             "sim_tau_gain": p["sim_tau"] - p["sim_tau_uncorrected"], "headroom_closed": p["headroom_closed"],
             "sim_tau_split": primary, "sim_tau_per_slot": p["sim_tau_per_slot"],
@@ -464,7 +511,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
             "rules": {r: ev.get(f"sim_tau_{r}") for r in rules} if ev else {},
             "per_set": {name: {"sim_tau": r["sim_tau"], "sim_tau_uncorrected": r["sim_tau_uncorrected"],
                                "sim_tau_oracle": r["sim_tau_oracle"], "blocks": r["blocks"]} for name, r in best.items()},
-            "params_corrector": corrector.num_parameters(), "params_corrector_breakdown": count_parameters(corrector.spec),
+            "params_corrector": corrector.num_parameters(), "params_corrector_breakdown": parameter_breakdown(corrector),
             "params_drafter_trained": 0 if frozen else drafter.num_trainable_parameters(),
             "steps": res.steps, "best_step": res.best_step, "train_minutes": res.train_seconds / 60.0,
             "best_train_minutes": res.best_train_minutes, "wall_s": res.wall_s, "budget_minutes": minutes,

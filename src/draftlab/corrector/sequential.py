@@ -1,0 +1,210 @@
+"""Sequential correctors, the baselines DCOCO is compared with (SPEC §2.4): DSpark and Domino.
+
+Both turn the drafter's parallel block into a slot-by-slot walk. Slot p (p = 1..n) is chosen from
+the corrected draft logits ℓ_p + δ_p (draft vocabulary), where δ_p depends on the tokens chosen
+before it: prev_p = the token at slot p−1 (prev_1 = slot 0, the last committed token).
+
+- DSpark: a Markov bias from the previous token, δ_p = W2(W1[prev_p] ⊙ σ(G h_p)) — W1 a rank-r
+  table over target ids, W2: r → Vd (zero-initialised), the gate σ(G h_p) ∈ (0,1)^r from the
+  slot's hidden state (`gate=False` drops it).
+- Domino: a GRU (width r) over the frozen target embeddings of the chosen tokens,
+  s_p = GRU(W_in E[prev_p], s_{p−1}), s_0 = 0, adds the residual U s_p (U: r → H, zero-initialised)
+  to the slot's hidden state before the drafter's own head: drafter.logits(h_p + U s_p). The head is
+  linear, so this is ℓ_p + W_head U s_p, which is what is computed (exactly ℓ_p at init).
+
+The zero-initialised output (W2, U) makes δ ≡ 0 at init: the walk returns the drafter's argmax block.
+`forward(hidden, prev)` is the teacher-forced δ of every slot at once (training; prev from
+`teacher_tokens`); `step` is one slot of inference and `propose` walks a block with it.
+Checkpoints: `save_sequential` writes config.json (the `SequentialSpec`) + model.safetensors;
+`load_sequential(path, drafter)` rebuilds around the drafter (Domino shares its embedding and head).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from draftlab.config import SEQUENTIAL_CORRECTORS, DraftlabError
+from draftlab.corrector.model import SpecDict
+from draftlab.io import read_folder_config, read_folder_tensors, save_weights_folder
+
+FORMAT = "draftlab-seqcorr-v1"
+
+
+@dataclass
+class SequentialSpec(SpecDict):
+    kind: str  # dspark | domino
+    hidden_size: int  # H: the drafter's slot hidden states
+    vocab_size: int  # V: target ids (DSpark's W1 rows, Domino's embedding rows)
+    draft_vocab_size: int  # Vd: width of δ (the drafter's draft vocabulary)
+    embed_dim: int  # De: the frozen target embedding (Domino's input)
+    rank: int = 64  # r
+    gate: bool = True  # DSpark: σ(G h_p) on the bias
+    variant: str = ""  # informational: which trained variant this is
+    format: str = FORMAT
+
+
+def count_parameters(spec: SequentialSpec) -> dict[str, int]:
+    """Trainable parameters per block (analytic; equals the module's count)."""
+    r, H = spec.rank, spec.hidden_size
+    if spec.kind == "dspark":
+        n = {"table": spec.vocab_size * r, "out": r * spec.draft_vocab_size + spec.draft_vocab_size}
+        if spec.gate:
+            n["gate"] = H * r + r
+    else:
+        n = {"inp": spec.embed_dim * r + r, "gru": 6 * r * r + 6 * r, "up": r * H}
+    n["total"] = sum(n.values())
+    return n
+
+
+def head_weight(drafter) -> Tensor:
+    """[Vd, H]: the drafter's frozen output head over its draft vocabulary."""
+    return drafter.lm_head.weight if drafter.draft_vocab is None else drafter.head_weight
+
+
+def teacher_tokens(slot0: Tensor, tokens: Tensor) -> Tensor:
+    """The previous token of every slot: slot0 [*], tokens [*, n] (chosen or label at slots 1..n)
+    -> prev [*, n] = [slot0, tokens_1..tokens_{n−1}]."""
+    return torch.cat([slot0[..., None], tokens[..., :-1]], dim=-1)
+
+
+class SequentialCorrector(nn.Module):
+    spec: SequentialSpec
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, hidden: Tensor, prev: Tensor) -> Tensor:
+        """Teacher-forced: hidden [*, n, H], prev [*, n] target ids -> δ [*, n, Vd] fp32."""
+        raise NotImplementedError
+
+    def step(self, h: Tensor, prev: Tensor, state):
+        """One slot: h [N, H], prev [N] -> (δ [N, Vd] fp32, state for the next slot)."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def propose(self, hidden: Tensor, logits: Tensor, slot0: Tensor, vocab: Tensor | None = None) -> Tensor:
+        """Slot-by-slot walk: hidden [*, n, H], logits [*, n, Vd] (slots 1..n), slot0 [*] target ids,
+        vocab [Vd] draft index -> target id (None: identity) -> tokens [*, n] target ids."""
+        lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
+        h = hidden.reshape(-1, n, H).to(self.dtype)  # [N, n, H]
+        lg = logits.reshape(-1, n, logits.shape[-1])  # [N, n, Vd]
+        prev, state, out = slot0.reshape(-1), None, []
+        for p in range(n):
+            delta, state = self.step(h[:, p], prev, state)  # [N, Vd]
+            idx = (lg[:, p].float() + delta).argmax(-1)  # [N] draft indices
+            prev = idx if vocab is None else vocab[idx]
+            out.append(prev)
+        return torch.stack(out, -1).reshape(*lead, n)
+
+
+class DSparkCorrector(SequentialCorrector):
+    def __init__(self, spec: SequentialSpec):
+        super().__init__()
+        self.spec, r = spec, spec.rank
+        self.table = nn.Embedding(spec.vocab_size, r)  # W1
+        self.out = nn.Linear(r, spec.draft_vocab_size)  # W2, zero-initialised
+        self.gate = nn.Linear(spec.hidden_size, r) if spec.gate else None  # G
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
+    def forward(self, hidden: Tensor, prev: Tensor) -> Tensor:
+        e = self.table(prev.to(self.device))  # [..., r] (prev [...])
+        if self.gate is not None:
+            e = e * torch.sigmoid(self.gate(hidden.to(self.dtype)))  # [..., r] (hidden [..., H])
+        return self.out(e).float()  # [..., Vd]
+
+    def step(self, h: Tensor, prev: Tensor, state):
+        return self(h, prev), None  # Markov: no state beyond the previous token
+
+
+class DominoCorrector(SequentialCorrector):
+    def __init__(self, spec: SequentialSpec, drafter):
+        super().__init__()
+        E = drafter.embed_tokens.weight
+        if tuple(E.shape) != (spec.vocab_size, spec.embed_dim):
+            raise ValueError(f"embedding is {tuple(E.shape)}, the corrector expects ({spec.vocab_size}, {spec.embed_dim})")
+        self.spec, r = spec, spec.rank
+        self.__dict__["_drafter"] = drafter  # shared embedding and head: not registered (not trained/saved/moved)
+        self.inp = nn.Linear(spec.embed_dim, r)  # W_in
+        self.gru = nn.GRU(r, r, batch_first=True)
+        self.up = nn.Linear(r, spec.hidden_size, bias=False)  # U, zero-initialised
+        nn.init.zeros_(self.up.weight)
+
+    def _inputs(self, prev: Tensor) -> Tensor:
+        emb = self._drafter.embed_tokens
+        with torch.no_grad():
+            e = emb(prev.to(emb.weight.device))  # [*, De], frozen
+        return self.inp(e.to(self.device, self.dtype))  # [*, r]
+
+    def _delta(self, s: Tensor) -> Tensor:
+        w = head_weight(self._drafter)  # [Vd, H]
+        return F.linear(self.up(s).to(w.dtype), w).float()  # [*, Vd] = W_head U s
+
+    def forward(self, hidden: Tensor, prev: Tensor) -> Tensor:
+        lead, n = prev.shape[:-1], prev.shape[-1]
+        x = self._inputs(prev.reshape(-1, n))  # [N, n, r]
+        s, _ = self.gru(x)  # [N, n, r]: s_p has read prev_1..prev_p
+        return self._delta(s).reshape(*lead, n, -1)  # [*, n, Vd]
+
+    def step(self, h: Tensor, prev: Tensor, state):
+        s, state = self.gru(self._inputs(prev)[:, None], state)  # [N, 1, r], [1, N, r]
+        return self._delta(s[:, 0]), state
+
+
+def build_sequential(spec: SequentialSpec, drafter) -> SequentialCorrector:
+    if spec.kind not in SEQUENTIAL_CORRECTORS:
+        raise DraftlabError(f"sequential corrector {spec.kind!r} is not valid; choose one of: "
+                            f"{', '.join(SEQUENTIAL_CORRECTORS)}")
+    return DSparkCorrector(spec) if spec.kind == "dspark" else DominoCorrector(spec, drafter)
+
+
+def sequential_spec(kind: str, drafter, rank: int = 64, gate: bool = True, variant: str = "") -> SequentialSpec:
+    """The spec of a sequential corrector on top of `drafter`."""
+    V, De = drafter.embed_tokens.weight.shape
+    return SequentialSpec(kind=kind, hidden_size=drafter.spec.hidden_size, vocab_size=V,
+                          draft_vocab_size=head_weight(drafter).shape[0], embed_dim=De, rank=rank, gate=gate,
+                          variant=variant or kind)
+
+
+# ---- checkpoints --------------------------------------------------------------------------------------
+
+
+def save_sequential(model: SequentialCorrector, path: str | Path, info: dict | None = None) -> Path:
+    cfg = {**model.spec.to_dict(), "num_parameters": model.num_parameters(), "info": info or {}}
+    return save_weights_folder(path, cfg, model.state_dict(), FORMAT)
+
+
+def read_sequential_spec(path: str | Path) -> tuple[SequentialSpec, dict]:
+    raw = read_folder_config(path, FORMAT, "sequential corrector", "run the corrector stage with it in corrector.variants")
+    try:
+        return SequentialSpec.from_dict(raw), raw.get("info", {})
+    except TypeError as e:
+        raise DraftlabError(f"{path}/config.json is incomplete ({e})") from None
+
+
+def load_sequential(path: str | Path, drafter) -> SequentialCorrector:
+    """Rebuild a sequential corrector around `drafter` (on its device and dtype), checking the fit."""
+    spec, _ = read_sequential_spec(path)
+    want = sequential_spec(spec.kind, drafter, spec.rank, spec.gate, spec.variant)
+    if want != spec:
+        raise DraftlabError(f"sequential corrector {path} was trained for a drafter with (H, V, Vd, De) = "
+                            f"{(spec.hidden_size, spec.vocab_size, spec.draft_vocab_size, spec.embed_dim)}; this one has "
+                            f"{(want.hidden_size, want.vocab_size, want.draft_vocab_size, want.embed_dim)}")
+    model = build_sequential(spec, drafter)
+    try:
+        model.load_state_dict(read_folder_tensors(path, "sequential corrector"), strict=True)
+    except RuntimeError as e:
+        raise DraftlabError(f"{path} does not match its config.json: {str(e).splitlines()[0][:200]}") from None
+    return model.to(device=drafter.device, dtype=drafter.dtype).eval()
