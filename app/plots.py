@@ -98,7 +98,8 @@ def line_chart(df: pd.DataFrame, x: str, y: str | list[str], title: str = "") ->
 
 # ---------------------------------------------------------------- dvc.yaml plot definitions
 def dvc_plot_defs(dvc_yaml: str | Path) -> list[dict]:
-    """[{path, x, y, stage}] for every CSV plot declared under the stages of dvc.yaml."""
+    """[{path, x, y, stage}] for every CSV plot declared under the stages of dvc.yaml, then the top-level
+    `plots:` definitions whose `y` maps one file to its columns (stage = the plot's id)."""
     import yaml
 
     p = Path(dvc_yaml)
@@ -114,6 +115,11 @@ def dvc_plot_defs(dvc_yaml: str | Path) -> list[dict]:
                 for path, opts in item.items():
                     opts = opts or {}
                     out.append({"path": path, "x": opts.get("x"), "y": opts.get("y"), "stage": stage})
+    for item in d.get("plots") or []:
+        for pid, opts in (item.items() if isinstance(item, dict) else []):
+            ys = (opts or {}).get("y")
+            for path, cols in (ys.items() if isinstance(ys, dict) else []):
+                out.append({"path": path, "x": opts.get("x"), "y": cols, "stage": pid})
     return out
 
 
@@ -136,6 +142,10 @@ def chart_for_def(root: Path, d: dict) -> alt.Chart | None:
     if y is None or x not in df.columns:
         return None
     ys = [y] if isinstance(y, str) else list(y)
+    if set(ys) == {"tau_ratio", "tokens_per_s_ratio"} and "arm" in df.columns:  # the concurrency claim
+        first = df["temperature"].iloc[0] if "temperature" in df.columns else None
+        return concurrency_ratio_chart(df if first is None else df[df["temperature"] == first]).properties(
+            title=f"{d['path']}: ratio to dflash" + ("" if first is None else f" ({first})"))
     if len(num) == len(df.columns) and x in num:
         extra = [c for c in num if c not in (x, *ys) and c != "step"]
         return line_chart(df, x, [*ys, *extra], d["path"])

@@ -122,7 +122,9 @@ def write_fixture(root: Path, mlflow_runs: bool = True) -> Path:
         "stages:\n  pretrain_drafter:\n    cmd: x\n    plots:\n      - plots/pretrain_budget.csv:\n"
         "          x: train_minutes\n          y: heldout\n  benchmark:\n    cmd: y\n    plots:\n"
         "      - plots/benchmark_tau_per_slot.csv:\n          x: slot\n          y: accept_rate\n"
-        "      - plots/benchmark_speedup.csv:\n          x: suite\n          y: speedup\n")
+        "      - plots/benchmark_speedup.csv:\n          x: suite\n          y: speedup\n"
+        "plots:\n  - concurrency_claim:\n      x: streams\n      y:\n"
+        "        plots/benchmark_concurrency.csv: [tau_ratio, tokens_per_s_ratio]\n")
     if mlflow_runs:
         write_mlflow(root / "mlruns.db")
     return root
@@ -304,6 +306,9 @@ def test_plots_from_dvc_json_and_csv(fixture_root, tmp_path):
     assert P.altair_from_spec(specs["plots/a.csv"][0]) is not None
     defs = P.dvc_plot_defs(fixture_root / "dvc.yaml")
     assert {d["path"] for d in defs} >= {"plots/pretrain_budget.csv", "plots/benchmark_tau_per_slot.csv"}
+    claim = next(d for d in defs if d["stage"] == "concurrency_claim")  # a top-level plot: one file, two columns
+    assert claim["path"] == "plots/benchmark_concurrency.csv" and claim["y"] == ["tau_ratio", "tokens_per_s_ratio"]
+    assert "strokeDash" in json.dumps(P.chart_for_def(fixture_root, claim).to_dict())  # the Fig. 3 chart
     for d in defs:
         assert P.chart_for_def(fixture_root, d).to_dict()
     at = app(fixture_root, "Pipeline plots")
