@@ -278,6 +278,12 @@ def test_comparison_driver_reports_every_arm_and_resumes(target, tmp_path):
     cfg.baselines = []
     again = specopd_from_references(target, df, cfg, tmp_path / "pretrained", tmp_path / "work", log=lambda m: None)
     assert again.arms["specopd"].resumed_from_step == 3 and again.report["sim_tau_before"] == rep["sim_tau_before"]
+    # the held-out T=1 evaluation: seeded (same drafter -> same figures), bounded, and of the final state
+    W = rep["branch_width"]
+    for tv in (rep["tv_before"], *(r["tv_final"] for r in rep["baselines"].values()), rep["specopd"]["tv_final"]):
+        assert 0.0 <= tv["mean_alpha"] <= 1.0 and 1.0 <= tv["tau_t1_surrogate"] <= 1.0 + W and tv["branches"] > 0
+    assert again.report["tv_before"] == rep["tv_before"]
+    assert again.report["tau_t1_surrogate_final"] == pytest.approx(rep["tau_t1_surrogate_final"])
 
 
 def test_benchmark_arm_loads_the_specopd_drafter(target):

@@ -399,6 +399,7 @@ class SpecOPDConfig:
     kernels: str = "auto"  # tv-overlap backend: auto (Triton on CUDA) | torch | triton
     cost_anchors: int = 16  # branches timed in the packed vs independent scoring measurement; 0 = skip
     cost_sequences: int = 1
+    tv_eval_seqs: int = 16  # held-out sequences of the T=1 acceptance evaluation (E2E-TV surrogate); 0 = skip
     checkpoint_every: int = 10
     resume: bool = True
     precision: str = "auto"
@@ -410,7 +411,7 @@ class SpecOPDConfig:
         for k in ("anchors_per_seq", "seq_rounds", "batch_size", "max_steps", "val_anchor_stride", "topk", "lr"):
             _positive(f"{p}.{k}", getattr(self, k))
         for k in ("branch_width", "temperature", "baseline_max_steps", "max_minutes", "weight_decay", "grad_clip",
-                  "val_every", "cost_anchors", "cost_sequences", "checkpoint_every"):
+                  "val_every", "cost_anchors", "cost_sequences", "checkpoint_every", "tv_eval_seqs"):
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
         _unit(f"{p}.warmup", self.warmup)
         _unit(f"{p}.min_lr_ratio", self.min_lr_ratio)

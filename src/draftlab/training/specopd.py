@@ -145,6 +145,38 @@ class ArmResult:
     before: dict | None = None  # per validation set before training (when validated first)
     last_terms: dict = field(default_factory=dict)
     resumed_from_step: int | None = None
+    tv_final: dict = field(default_factory=dict)  # held-out T=1 acceptance of the final state (`heldout_tv`)
+
+
+@torch.no_grad()
+def heldout_tv(drafter: DFlashDrafter, target, seqs: SequenceSet, scfg, W: int, split: str = "heldout") -> dict:
+    """What E2E-TV optimises, measured on held-out references: fresh on-policy branches (the same
+    sampling, packed scoring and overlaps as training, seeded so every drafter sees the same anchors and
+    random streams) -> mean overlap α, the branch-mean of (1/W_b) Σ_i Π_{j≤i} α_j, and the T=1
+    acceptance length it implies, τ_T1 ≈ 1 + W·that (SPEC §3.3: a surrogate, not an unbiased
+    estimate). Greedy simulated τ cannot see a drafter that moved toward the target's T=1
+    distribution; this can. {} when `scfg.tv_eval_seqs` is 0 or the split is empty."""
+    idx = seqs.indices(split)[: scfg.tv_eval_seqs]
+    if not idx:
+        return {}
+    was = drafter.training
+    drafter.eval()
+    g = torch.Generator().manual_seed(scfg.seed + 7919)
+    collate, dev = Collate(seqs, None), drafter.device
+    backend = None if scfg.kernels == "auto" else scfg.kernels
+    num = cnt = alpha_sum = 0.0
+    pos = 0
+    for c in range(0, len(idx), scfg.batch_size):
+        items = [(i, sample_branch_anchors(int(seqs.lengths[i]), int(seqs.prompt_len[i]), scfg.anchors_per_seq, g))
+                 for i in idx[c:c + scfg.batch_size]]
+        batch = {k: v.to(dev) for k, v in collate(items).items()}
+        t = specopd_terms(target, drafter, batch, W, scfg.temperature, scfg.seed + 7919, c, backend=backend)
+        num, cnt = num + float(t.numerator), cnt + float(t.count)
+        alpha_sum, pos = alpha_sum + t.mean_alpha * t.positions, pos + t.positions
+    drafter.train(was)
+    frac = 1.0 - num / max(cnt, 1.0)
+    return {"mean_alpha": alpha_sum / max(pos, 1), "prefix_accept_frac": frac, "tau_t1_surrogate": 1.0 + W * frac,
+            "branches": int(cnt), "sequences": len(idx)}
 
 
 def train_arm(drafter: DFlashDrafter, seqs: SequenceSet, scfg, arm: str, workdir: str | Path, target,
@@ -185,6 +217,7 @@ def train_arm(drafter: DFlashDrafter, seqs: SequenceSet, scfg, arm: str, workdir
         trainer.validate(module, datamodule=dm, verbose=False)
     if module.best is None:
         raise DraftlabError("no validation blocks: the references are too short for the block size")
+    tv_final = heldout_tv(drafter, target, seqs, scfg, module.W)  # before the best state replaces the final one
     drafter.load_state_dict(module.best["state"])
     log(f"specopd[{arm}]: {n} steps in {time.time() - t0:.0f}s, held-out sim τ "
         f"{module.last_val.get(module.primary, {}).get('sim_tau', float('nan')):.3f} (best {module.best['sim_tau']:.3f} "
@@ -193,7 +226,7 @@ def train_arm(drafter: DFlashDrafter, seqs: SequenceSet, scfg, arm: str, workdir
                      supervised_per_s=module.slot_predictions / max(module.train_seconds, 1e-9),
                      final=module.last_val, best=module.best["metrics"], best_step=module.best["step"],
                      best_sim_tau=module.best["sim_tau"], history=list(module.history), before=before,
-                     last_terms=module.last_terms,
+                     last_terms=module.last_terms, tv_final=tv_final,
                      resumed_from_step=(module.start_step if module.start_step >= 0 else n) if resume else None)
 
 
@@ -229,9 +262,10 @@ def specopd_from_references(target, df, scfg, base_drafter: str | Path, work_roo
     store, _ = FeatureStore.open_or_build(Path(feature_root or work_root / "features"), target, seqs,
                                           d0.target_layer_ids, log=log)
     train_keys = {k: v for k, v in asdict(scfg).items() if k not in ("resume", "checkpoint_every", "baselines",
-                                                                     "cost_anchors", "cost_sequences")}
+                                                                     "cost_anchors", "cost_sequences", "tv_eval_seqs")}
     key = run_key(seqs.fingerprint(), file_digest(Path(base_drafter)), train_keys)
     arms = ["specopd"] + [a for a in scfg.baselines if a != "specopd"]
+    tv_before = heldout_tv(d0, target, seqs, scfg, W)  # the shared initialisation at T=1
     results: dict[str, ArmResult] = {}
     best_drafter = None
     for arm in arms:
@@ -252,7 +286,8 @@ def specopd_from_references(target, df, scfg, base_drafter: str | Path, work_roo
                     "best_step": r.best_step, "per_set_final": {k: v["sim_tau"] for k, v in r.final.items()},
                     "supervised_positions": r.supervised_positions, "supervised_per_s": r.supervised_per_s,
                     "train_minutes": r.train_seconds / 60.0, "last_loss": r.last_terms.get("loss"),
-                    "last_mean_alpha": r.last_terms.get("mean_alpha"), "resumed_from_step": r.resumed_from_step}
+                    "last_mean_alpha": r.last_terms.get("mean_alpha"), "resumed_from_step": r.resumed_from_step,
+                    "tv_final": r.tv_final, "tau_t1_surrogate_final": r.tv_final.get("tau_t1_surrogate")}
                 for a, r in results.items()}
     seq_rate = results["sequential"].supervised_per_s if "sequential" in results else None
     cost = {}
@@ -274,6 +309,8 @@ def specopd_from_references(target, df, scfg, base_drafter: str | Path, work_roo
         "supervised_per_s": main.supervised_per_s,
         "supervised_per_s_sequential": seq_rate,
         "supervised_per_s_ratio_vs_sequential": (main.supervised_per_s / seq_rate) if seq_rate else None,
+        "tv_before": tv_before, "tau_t1_surrogate_before": tv_before.get("tau_t1_surrogate"),
+        "tau_t1_surrogate_final": main.tv_final.get("tau_t1_surrogate"),
         "scoring_cost": cost,
         "scoring_cost_paper_example": paper_cost_model(),
         "branch_width": W, "anchors_per_seq": scfg.anchors_per_seq, "batch_size": scfg.batch_size,
