@@ -27,7 +27,7 @@ def run(params) -> None:
     with stage_run("reference", {k: p[k] for k in ("target", "data", "reference", "profile")}, params.tracking,
                    {"target": t.name, "profile": params.profile.name}) as mlrun:
         rows, stats = generate_references(target, prompts, cfg.max_new_tokens, cfg.batch_size, cfg.temperature,
-                                          cfg.top_p, cfg.top_k, cfg.seed)
+                                          cfg.top_p, cfg.top_k, cfg.seed, engine=cfg.engine)
         df = pd.DataFrame(rows)
         write_parquet(OUT, df)
         per_split = {s: {"sequences": int((df.split == s).sum()),

@@ -34,7 +34,7 @@ def generate_ar(
     t_start = clock()
     B = len(prompts)
     sc = StreamCache(target, B)
-    out = sc.prefill(prompts, pad_id)
+    out = sc.prefill(prompts, pad_id, last_logits_only=True)
     last = sample_next(out.logits[:, -1], sp, generator)  # [B]
     outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
     rows = list(range(B))  # original stream index of each active row

@@ -96,7 +96,7 @@ class SpeculativeEngine:
         t_start = clock()
         sc = StreamCache(target, B)
         state = drafter.new_state(B)
-        pre = sc.prefill(prompts, self.pad_id, taps=taps)
+        pre = sc.prefill(prompts, self.pad_id, taps=taps, last_logits_only=True)
         ctx = (pre.taps, sc.valid.clone(), valid_positions(sc.valid))  # pending context for the drafter
         last = sample_next(pre.logits[:, -1], sp, generator)  # [B] slot 0 of the first block
         outputs = Outputs(B, max_new_tokens, eos_ids, t_start)

@@ -119,6 +119,7 @@ class TargetModel(nn.Module):
         position_ids: Tensor | None = None,  # [B, T] logical positions
         mask: Tensor | None = None,  # [B, T, L+T] bool, True = may attend (L = cache length)
         taps: list[int] | tuple[int, ...] = (),
+        logits_to_keep: int = 0,  # 0 = logits of every new token; n = only the last n (prefill: 1)
     ) -> TargetOutput:
         B, T = input_ids.shape
         past = cache.get_seq_length() if cache is not None else 0
@@ -131,7 +132,8 @@ class TargetModel(nn.Module):
         add = additive_mask(mask, self.dtype)  # [B, 1, T, L+T]
         self._active_taps, self._tap_store = tuple(taps), {}
         try:
-            out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add, cache=cache, use_cache=cache is not None)
+            out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add, cache=cache,
+                             use_cache=cache is not None, logits_to_keep=logits_to_keep)
             tap = torch.cat([self._tap_store[i] for i in taps], dim=-1) if taps else None
         finally:
             self._active_taps, self._tap_store = (), {}

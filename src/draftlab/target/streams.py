@@ -30,8 +30,10 @@ class StreamCache:
     def width(self) -> int:
         return self.valid.shape[1]
 
-    def prefill(self, prompts: list[list[int]], pad_id: int, taps=()) -> TargetOutput:
-        """Left-padded prefill of one prompt per stream. Returns logits/taps [B, Tmax, ...]."""
+    def prefill(self, prompts: list[list[int]], pad_id: int, taps=(), last_logits_only: bool = False) -> TargetOutput:
+        """Left-padded prefill of one prompt per stream. Returns logits [B, Tmax, V] (or [B, 1, V], the
+        last prompt token's, with last_logits_only: the LM head over every prompt position is a large
+        share of a long prefill) and taps [B, Tmax, ...]."""
         T = max(len(p) for p in prompts)
         dev = self.valid.device
         ids = torch.full((self.batch, T), pad_id, dtype=torch.long, device=dev)
@@ -39,9 +41,9 @@ class StreamCache:
         for b, p in enumerate(prompts):
             ids[b, T - len(p):] = torch.tensor(p, dtype=torch.long, device=dev)
             new_valid[b, T - len(p):] = True
-        return self.append(ids, new_valid, taps=taps)
+        return self.append(ids, new_valid, taps=taps, logits_to_keep=1 if last_logits_only else 0)
 
-    def append(self, ids: Tensor, new_valid: Tensor | None = None, taps=()) -> TargetOutput:
+    def append(self, ids: Tensor, new_valid: Tensor | None = None, taps=(), logits_to_keep: int = 0) -> TargetOutput:
         """Run ids [B, T] after each stream's valid tokens; they are valid unless new_valid says not.
         A stream's new valid tokens take consecutive logical positions."""
         B, T = ids.shape
@@ -49,7 +51,7 @@ class StreamCache:
             new_valid = torch.ones(B, T, dtype=torch.bool, device=ids.device)
         pos = self.next_pos[:, None] + (new_valid.long().cumsum(-1) - 1).clamp(min=0)  # [B, T]
         mask = causal_mask(self.valid, T, new_valid)
-        out = self.target(ids, cache=self.cache, position_ids=pos, mask=mask, taps=taps)
+        out = self.target(ids, cache=self.cache, position_ids=pos, mask=mask, taps=taps, logits_to_keep=logits_to_keep)
         self.valid = torch.cat([self.valid, new_valid], dim=1)
         self.next_pos = self.next_pos + new_valid.long().sum(-1)
         return out
