@@ -111,3 +111,25 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
     with pytest.raises(RuntimeError):
         atomic_write(target, boom)
     assert target.read_text() == "old" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_reference_engines_agree():
+    """The AR engine (default) and transformers `generate` write the same greedy references, ragged
+    prompt lengths and early EOS included."""
+    from conftest import tiny_target
+
+    from draftlab.data.references import EncodedPrompt, generate_references
+    from draftlab.data.suites import Prompt
+
+    target = tiny_target("llama", seed=3)
+    prompts = [EncodedPrompt(Prompt(id=f"p{i}", suite="sharegpt", text=""), "train", ids)
+               for i, ids in enumerate([[5, 6, 7], [9] * 11, [3, 1, 4, 1, 5, 9, 2, 6], [42]])]
+    target.model.generation_config.eos_token_id = 1  # no EOS: learn which tokens come, then pick one as EOS
+    free, _ = generate_references(target, prompts, 12, 3, progress=False, engine="ar")
+    eos = free[1]["response_ids"][4]
+    target.model.generation_config.eos_token_id = eos
+    rows_ar, st_ar = generate_references(target, prompts, 12, 3, progress=False, engine="ar")
+    rows_hf, st_hf = generate_references(target, prompts, 12, 3, progress=False, engine="hf")
+    assert [r["response_ids"] for r in rows_ar] == [r["response_ids"] for r in rows_hf]
+    assert st_ar["engine"] == "ar" and st_hf["engine"] == "hf" and st_ar["tokens"] == st_hf["tokens"] > 0
+    assert st_ar["finish_eos"] >= 1 and rows_ar[1]["finish_reason"] == "eos" and rows_ar[1]["response_ids"][-1] == eos

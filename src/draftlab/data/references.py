@@ -84,7 +84,7 @@ def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: in
     from draftlab.decoding.verify import SamplingParams
 
     tok = target.tokenizer
-    pad = tok.pad_token_id if tok.pad_token_id is not None else target.eos_token_ids[0]
+    pad = tok.pad_token_id if tok is not None and tok.pad_token_id is not None else target.eos_token_ids[0]
     eos = set(target.eos_token_ids)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i].ids))
     rows: list[dict | None] = [None] * len(prompts)
@@ -109,7 +109,8 @@ def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: in
             ep = prompts[i]
             rows[i] = {"prompt_id": ep.prompt.id, "suite": ep.prompt.suite, "split": ep.split,
                        "prompt_ids": ep.ids, "response_ids": resp,
-                       "text": tok.decode(resp, skip_special_tokens=True), "finish_reason": finish}
+                       "text": tok.decode(resp, skip_special_tokens=True) if tok is not None else "",
+                       "finish_reason": finish}
         bar.update(len(idx))
         bar.set_postfix(tok_s=f"{n_tokens / (time.time() - t0):.0f}")
     bar.close()
