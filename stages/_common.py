@@ -17,7 +17,8 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(f"usage: python stages/{name}.py [section.key=value ...]  (reads {PARAMS})")
         return 0
-    from draftlab.config import DraftlabError, load_params
+    from draftlab.errors import DraftlabError
+    from draftlab.params import load_params
 
     t0 = time.time()
     try:

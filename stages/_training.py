@@ -20,7 +20,7 @@ def stage_log(stage: str) -> Callable[[str], None]:
 
 
 def require_references() -> None:
-    from draftlab.config import DraftlabError
+    from draftlab.errors import DraftlabError
 
     if not REFERENCES.exists():
         raise DraftlabError(f"{REFERENCES} not found; run the reference stage first (dvc repro reference)")
@@ -30,7 +30,7 @@ def load_inputs(params):
     """(target, references DataFrame): the target of `params.target` and data/references.parquet."""
     import pandas as pd
 
-    from draftlab.target.load import load_target
+    from draftlab.verifier.load import load_target
 
     t = params.target
     target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
@@ -39,7 +39,7 @@ def load_inputs(params):
 
 def training_run(stage: str, params, sections: tuple[str, ...]):
     """The stage's MLflow run (a context manager): the params `sections` logged, tagged by target and profile."""
-    from draftlab.config import to_dict
+    from draftlab.params import to_dict
     from draftlab.tracking import stage_run
 
     p = to_dict(params)

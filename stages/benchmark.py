@@ -44,8 +44,8 @@ def run(params) -> None:
     from draftlab.bench import ArmContext, build_arm, compute, run_benchmark, write_outputs
     from draftlab.bench.runner import plan_size
     from draftlab.bench.simulate import simulated_tau
-    from draftlab.config import to_dict
-    from draftlab.target.load import load_target
+    from draftlab.params import to_dict
+    from draftlab.verifier.load import load_target
     from draftlab.tracking import stage_run
 
     cfg, t = params.benchmark, params.target

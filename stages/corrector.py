@@ -32,7 +32,8 @@ _log = stage_log("corrector")
 
 
 def run(params) -> None:
-    from draftlab.corrector import SequentialCorrector, save_corrector, save_sequential
+    from draftlab.corrector.model import save_corrector
+    from draftlab.corrector.sequential import SequentialCorrector, save_sequential
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import write_json
     from draftlab.tracking import lightning_logger

@@ -14,9 +14,9 @@ OUT = Path("models/target")
 
 
 def run(params) -> None:
-    from draftlab.config import to_dict
+    from draftlab.params import to_dict
     from draftlab.io import write_json
-    from draftlab.target.load import convert_gguf, load_target, packaged_gguf, save_random, write_pointer
+    from draftlab.verifier.load import convert_gguf, load_target, packaged_gguf, save_random, write_pointer
     from draftlab.tracking import stage_run
 
     cfg = params.target

@@ -45,10 +45,11 @@ def _curve_csv(rows: list[dict]) -> str:
 def run(params) -> None:
     import pandas as pd
 
-    from draftlab.config import DraftlabError, to_dict
+    from draftlab.errors import DraftlabError
+    from draftlab.params import to_dict
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import atomic_write, write_json
-    from draftlab.target.load import load_target
+    from draftlab.verifier.load import load_target
     from draftlab.tracking import lightning_logger, stage_run
     from draftlab.training.pretrain import pretrain_from_references
 

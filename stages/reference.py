@@ -13,10 +13,10 @@ OUT = Path("data/references.parquet")
 def run(params) -> None:
     import pandas as pd
 
-    from draftlab.config import to_dict
+    from draftlab.params import to_dict
     from draftlab.data.references import generate_references, select_prompts
     from draftlab.io import write_json, write_parquet
-    from draftlab.target.load import load_target
+    from draftlab.verifier.load import load_target
     from draftlab.tracking import stage_run
 
     cfg, t = params.reference, params.target

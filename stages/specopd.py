@@ -29,7 +29,7 @@ _log = stage_log("specopd")
 def run(params) -> None:
     import pandas as pd
 
-    from draftlab.config import DraftlabError
+    from draftlab.errors import DraftlabError
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import atomic_write, write_json
     from draftlab.tracking import lightning_logger

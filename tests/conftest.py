@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def tiny_target(arch: str = "llama", vocab: int = 97, layers: int = 4, seed: int = 0):
     from draftlab.config import RandomModelConfig
-    from draftlab.target.load import build_random_model
-    from draftlab.target.model import TargetModel
+    from draftlab.verifier.load import build_random_model
+    from draftlab.verifier.model import TargetModel
 
     cfg = RandomModelConfig(arch=arch, num_layers=layers, seed=seed)
     return TargetModel(build_random_model(cfg, vocab, None, None))

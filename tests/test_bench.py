@@ -11,7 +11,8 @@ import torch
 
 from draftlab.bench import ArmContext, PromptItem, SpeculativeArm, build_arm, compute, register_arm, run_benchmark, write_outputs
 from draftlab.bench.simulate import _train_path, simulated_tau
-from draftlab.config import BenchmarkConfig, DraftlabError
+from draftlab.config import BenchmarkConfig
+from draftlab.errors import DraftlabError
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
 from draftlab.decoding.stubs import OracleDrafter
 

@@ -7,7 +7,8 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from draftlab.config import ConfigError, build_params, compose_params, load_params
+from draftlab.errors import ConfigError
+from draftlab.params import build_params, compose_params, load_params
 
 
 def test_committed_params_is_default_composition(root):

@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from draftlab.config import CorrectorConfig, DraftlabError
+from draftlab.config import CorrectorConfig
+from draftlab.errors import DraftlabError
 from draftlab.corrector import (
     CorrectorSpec, DCOCOCorrector, corrector_inputs, corrector_loss, count_parameters, load_corrector,
     path_tokens, save_corrector, select_path, spec_from_config, transition_weights, viterbi_path,

@@ -249,7 +249,8 @@ def test_dcoco_arms_lossless_in_the_runner_and_summary(target, data, tmp_path):
 
 def test_missing_checkpoint_and_unregistered_specopd_arm(target, tmp_path):
     from draftlab.bench import ArmContext, build_arm
-    from draftlab.config import BenchmarkConfig, DraftlabError
+    from draftlab.config import BenchmarkConfig
+    from draftlab.errors import DraftlabError
 
     ctx = ArmContext(target, BenchmarkConfig(), extra={"corrector_root": str(tmp_path / "none")})
     with pytest.raises(DraftlabError, match="no corrector checkpoint"):
@@ -265,7 +266,7 @@ def test_missing_checkpoint_and_unregistered_specopd_arm(target, tmp_path):
 def workdir(root, target, tmp_path_factory):
     """A scratch pipeline folder (tiny-random + smoke) with prepared target, references and a base drafter."""
     from draftlab.decoding import generate_ar
-    from draftlab.target.load import load_target
+    from draftlab.verifier.load import load_target
 
     wd = tmp_path_factory.mktemp("stage")
     params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
@@ -325,7 +326,7 @@ def test_stage_end_to_end(root, workdir):
     from draftlab.config import BenchmarkConfig
     from draftlab.decoding import generate_ar
     from draftlab.drafter import load_drafter
-    from draftlab.target.load import load_target
+    from draftlab.verifier.load import load_target
 
     t = load_target(workdir / "models" / "target", "cpu", "float32")
     ctx = ArmContext(t, BenchmarkConfig(), load_drafter=lambda p: load_drafter(p, t),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from draftlab.config import DraftlabError
+from draftlab.errors import DraftlabError
 from draftlab.data import suites
 from draftlab.data.suites import Prompt, dedupe, normalise, split_heldout
 
@@ -38,7 +38,7 @@ def test_dedupe_counts_empty_and_duplicates():
 
 
 def test_no_eval_prompt_reaches_training(root):
-    from draftlab.config import load_params
+    from draftlab.params import load_params
     from draftlab.data.references import select_prompts
 
     class Tok:  # a whitespace "tokenizer" is enough to test selection

@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from conftest import tiny_target
-from draftlab.config import DraftlabError, RandomModelConfig
+from draftlab.config import RandomModelConfig
+from draftlab.errors import DraftlabError
 from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, spec_from_target
 from draftlab.drafter import model as dmodel
 from draftlab.drafter.masks import (block_input_ids, block_labels, context_mask, default_gamma, dense_block_mask,
@@ -268,8 +269,8 @@ def test_export_import_roundtrip(target, tmp_path):
 
 
 def test_load_against_mismatched_target_fails_clearly(target, tmp_path):
-    from draftlab.target.load import build_random_model
-    from draftlab.target.model import TargetModel
+    from draftlab.verifier.load import build_random_model
+    from draftlab.verifier.model import TargetModel
 
     path = save_drafter(make_drafter(target), tmp_path / "drafter")
     other_vocab = tiny_target("llama", vocab=101)

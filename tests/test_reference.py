@@ -9,8 +9,8 @@ import sys
 import pandas as pd
 import pytest
 
-from draftlab.config import DraftlabError
-from draftlab.target.load import load_target
+from draftlab.errors import DraftlabError
+from draftlab.verifier.load import load_target
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ def test_bad_target_folders(tmp_path, workdir):
 
 
 def test_gguf_checksum_mismatch_is_reported(tmp_path):
-    from draftlab.target.load import convert_gguf
+    from draftlab.verifier.load import convert_gguf
 
     fake = tmp_path / "m.gguf"
     fake.write_bytes(b"not a gguf")

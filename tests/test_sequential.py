@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from draftlab.config import CorrectorConfig, DraftlabError, PretrainConfig
+from draftlab.config import CorrectorConfig, PretrainConfig
+from draftlab.errors import DraftlabError
 from draftlab.corrector.proposal import SequentialProposal
 from draftlab.corrector.sequential import (
     build_sequential, count_parameters, load_sequential, save_sequential, sequential_spec, teacher_tokens,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from draftlab.target import StreamCache, causal_mask, crop_cache
+from draftlab.verifier import StreamCache, causal_mask, crop_cache
 
 TOL = 1e-4
 
@@ -98,7 +98,7 @@ def test_tap_convention_layer_i_is_hidden_states_i_plus_1(llama_target):
 
 
 def test_default_taps_evenly_spaced(llama_target):
-    from draftlab.target.model import TargetModel
+    from draftlab.verifier.model import TargetModel
 
     class Fake:
         num_layers = 30
@@ -108,7 +108,7 @@ def test_default_taps_evenly_spaced(llama_target):
 
 
 def test_packed_tree_scoring_equals_full_recompute(llama_target, qwen3_target):
-    from draftlab.target.tree import score_tree
+    from draftlab.verifier.tree import score_tree
 
     for t in (llama_target, qwen3_target):
         g = torch.Generator().manual_seed(5)
@@ -135,7 +135,7 @@ def test_packed_tree_scoring_equals_full_recompute(llama_target, qwen3_target):
 
 
 def test_tree_rows_do_not_leak(llama_target):
-    from draftlab.target.tree import score_tree
+    from draftlab.verifier.tree import score_tree
 
     t = llama_target
     g = torch.Generator().manual_seed(6)
@@ -159,8 +159,8 @@ def test_tree_rows_do_not_leak(llama_target):
 def test_qwen3_with_real_tokenizer_and_thinking_switch():
     from draftlab.config import RandomModelConfig
     from draftlab.data.templates import encode_prompt
-    from draftlab.target.load import build_random_model, random_tokenizer
-    from draftlab.target.model import TargetModel
+    from draftlab.verifier.load import build_random_model, random_tokenizer
+    from draftlab.verifier.model import TargetModel
 
     tok = random_tokenizer("qwen3")
     assert len(tok) > 151_000

@@ -78,7 +78,7 @@ def save_weights_folder(path: str | Path, config: dict, tensors: dict, fmt: str)
 def read_folder_config(path: str | Path, fmt: str, what: str, hint: str) -> dict:
     """The config.json of a weight folder, checked to be of format `fmt`; one-line DraftlabErrors
     name `what` (e.g. 'corrector') and, when the folder is missing, `hint` (how to produce it)."""
-    from draftlab.config import DraftlabError
+    from draftlab.errors import DraftlabError
 
     cfg_file = Path(path) / CONFIG
     if not cfg_file.exists():
@@ -97,7 +97,7 @@ def read_folder_tensors(path: str | Path, what: str) -> dict:
     """The tensors of a weight folder's model.safetensors (one-line DraftlabError if missing or unreadable)."""
     from safetensors.torch import load_file
 
-    from draftlab.config import DraftlabError
+    from draftlab.errors import DraftlabError
 
     wfile = Path(path) / WEIGHTS
     if not wfile.exists():

@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
-from draftlab.config import TrackingConfig, flatten
+from draftlab.config import TrackingConfig
+from draftlab.params import flatten
 
 
 def git_commit() -> str:

@@ -43,7 +43,7 @@ def corrector_root(ctx: ArmContext) -> Path:
 
 def variant_folder(name: str, variant: str, ctx: ArmContext) -> Path:
     """<root>/<variant>, with a one-line error when the corrector stage has not written it."""
-    from draftlab.config import DraftlabError
+    from draftlab.errors import DraftlabError
 
     folder = corrector_root(ctx) / variant
     if not (folder / "corrector" / "config.json").exists():
@@ -53,7 +53,7 @@ def variant_folder(name: str, variant: str, ctx: ArmContext) -> Path:
 
 
 def dcoco_arm(name: str, variant: str, rule: str, ctx: ArmContext) -> SpeculativeArm:
-    from draftlab.corrector import load_corrector, read_corrector_spec
+    from draftlab.corrector.model import load_corrector, read_corrector_spec
     from draftlab.corrector.proposal import CorrectorProposal
 
     folder = variant_folder(name, variant, ctx)

@@ -14,7 +14,8 @@ from typing import Any, Callable, Protocol
 
 import torch
 
-from draftlab.config import BenchmarkConfig, DraftlabError
+from draftlab.config import BenchmarkConfig
+from draftlab.errors import DraftlabError
 from draftlab.decoding import DrafterProposal, GenerationResult, SamplingParams, SpeculativeEngine, generate_ar
 from draftlab.decoding.speculative import ProposalStep
 

@@ -1,11 +1,10 @@
-"""DCOCO: contextual correction of parallel drafts (SPEC §2) — scorer, path rules, loss, proposal step;
-the sequential baselines DSpark and Domino (SPEC §2.4) live in draftlab.corrector.sequential."""
-from draftlab.corrector.loss import CorrectorLoss, corrector_loss, label_indices, transition_weights  # noqa: F401
-from draftlab.corrector.model import (  # noqa: F401
-    CorrectorSpec, DCOCOCorrector, corrector_inputs, count_parameters, draft_candidates, load_corrector,
-    read_corrector_spec, save_corrector, spec_from_config,
-)
-from draftlab.corrector.paths import RULES, greedy_path, path_tokens, select_path, viterbi_path  # noqa: F401
-from draftlab.corrector.sequential import (  # noqa: F401
-    SequentialCorrector, SequentialSpec, load_sequential, read_sequential_spec, save_sequential,
-)
+"""Correctors of parallel drafts (SPEC §2): DCOCO and the sequential baselines DSpark / Domino (§2.4).
+
+- `base`: the one corrector interface (`Corrector`: propose, loss, save) that training, validation,
+  the engine's proposal step and the checkpoints use for every family; `load_corrector` reads any;
+- `dcoco`: the DCOCO transition scorer (SPEC §2.1); `paths`: its path rules; `loss`: its K² loss;
+- `sequential`: DSpark and Domino, slot-by-slot walks;
+- `proposal`: a trained corrector as the speculative engine's proposal step;
+- `variants`: the trained variants and the path-rule names (plain Python).
+Import from the submodules (this file imports nothing, so the name lists stay cheap to read).
+"""

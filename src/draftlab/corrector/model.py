@@ -239,7 +239,7 @@ def read_corrector_spec(path: str | Path) -> tuple[CorrectorSpec, dict]:
 def load_corrector(path: str | Path, embed_tokens: nn.Embedding, device: str | torch.device | None = None,
                    dtype: torch.dtype | None = None) -> DCOCOCorrector:
     """Rebuild a corrector from its folder around the given frozen embedding (the target's)."""
-    from draftlab.config import DraftlabError
+    from draftlab.errors import DraftlabError
 
     spec, _ = read_corrector_spec(path)
     shape = tuple(embed_tokens.weight.shape)

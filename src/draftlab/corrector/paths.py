@@ -17,9 +17,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from draftlab.corrector.variants import RULES
 from draftlab.kernels.dispatch import greedy_walk
-
-RULES = ("greedy", "globalsum", "geometric")
 
 
 def greedy_path(scores: Tensor, first: Tensor, backend: str | None = None) -> Tensor:

@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from draftlab.config import SEQUENTIAL_CORRECTORS, DraftlabError
+from draftlab.corrector.variants import SEQUENTIAL as SEQUENTIAL_CORRECTORS
+from draftlab.errors import DraftlabError
 from draftlab.corrector.model import SpecDict
 from draftlab.io import read_folder_config, read_folder_tensors, save_weights_folder
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from draftlab.config import DraftlabError
+from draftlab.errors import DraftlabError
 from draftlab.data.suites import Prompt, dedupe, load_local_jsonl, load_suite, rank, split_heldout
 from draftlab.data.templates import encode_prompt
 

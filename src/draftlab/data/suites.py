@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from draftlab.config import DraftlabError
+from draftlab.errors import DraftlabError
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,8 @@ def load_local_jsonl(path: str | Path, suite: str = "local") -> list[Prompt]:
 
 
 LOADERS = {"sharegpt": load_sharegpt, "mt-bench": load_mt_bench, "humaneval": load_humaneval, "math500": load_math500}
+SUITES = tuple(LOADERS)  # every suite name (the config checks against these)
+EVAL_SUITES = ("mt-bench", "humaneval", "math500")  # the evaluation suites (never used for training)
 
 
 def load_suite(name: str) -> list[Prompt]:

@@ -11,8 +11,8 @@ import torch
 
 from draftlab.decoding.common import Clock, GenerationResult, Outputs, drop_finished, maybe_compact
 from draftlab.decoding.verify import SamplingParams, sample_next
-from draftlab.target import StreamCache
-from draftlab.target.model import TargetModel
+from draftlab.verifier import StreamCache
+from draftlab.verifier.model import TargetModel
 
 AR_PHASES = ("verify", "book")
 

@@ -28,8 +28,8 @@ from torch import Tensor
 
 from draftlab.decoding.common import Clock, GenerationResult, Outputs, RoundRecord, drop_finished, maybe_compact
 from draftlab.decoding.verify import SamplingParams, process_logits, sample, sample_next, verify_block
-from draftlab.target import StreamCache
-from draftlab.target.model import TargetModel
+from draftlab.verifier import StreamCache
+from draftlab.verifier.model import TargetModel
 
 SPEC_PHASES = ("draft", "propose", "verify", "book")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from draftlab.config import DraftlabError
+from draftlab.errors import DraftlabError
 from draftlab.drafter.model import FORMAT, DFlashDrafter, DrafterSpec
 
 CONFIG = "config.json"

@@ -84,7 +84,7 @@ def spec_from_target(target, block_size: int, num_layers: int, target_layer_ids:
     taps = list(target_layer_ids) or target.default_taps(num_layers)
     for i in taps:
         if not 0 <= i < target.num_layers:
-            from draftlab.config import DraftlabError
+            from draftlab.errors import DraftlabError
 
             raise DraftlabError(f"drafter tap layer {i} does not exist; the target has layers 0..{target.num_layers - 1}")
     return DrafterSpec(

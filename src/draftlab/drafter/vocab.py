@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from draftlab.config import DraftlabError
+from draftlab.errors import DraftlabError
 
 # Special tokens known to be absent from chat text, tried in order by `resolve_mask_token`.
 MASK_CANDIDATES = ("<|MASK|>", "<empty_output>", "<|reserved_special_token_0|>")

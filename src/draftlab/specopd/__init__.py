@@ -1,13 +1,11 @@
-"""SpecOPD (SPEC §3): branch-parallel on-policy distillation of a parallel drafter.
+"""SpecOPD (SPEC §3): branch-parallel on-policy distillation of a parallel drafter (plain torch).
 
-`tree` samples branches after random response anchors and scores them all with one packed target
-pass; `loss` is the E2E-TV objective (and the first-rejection ablation); `sequential` is the
-Draft-OPD-style sequential loop it is compared with; `cost` the analytic and measured scoring cost.
-Plain torch: Lightning and paths live in draftlab.training.specopd and stages/specopd.py.
+- `tree`: branches sampled after random response anchors, all scored with one packed target pass;
+- `loss`: the E2E-TV objective (and the first-rejection ablation);
+- `terms`: one update's loss terms for each objective of the comparison;
+- `draft_opd`: the Draft-OPD-style sequential rollout it is compared with (rounds of the engine's
+  `speculative_round`);
+- `cost`: the analytic and measured scoring cost; `objectives`: the objective names.
+Lightning lives in draftlab.training.specopd, the stage recipe in draftlab.pipeline.specopd.
+Import from the submodules (this file imports nothing, so the name lists stay cheap to read).
 """
-from draftlab.specopd.loss import e2e_tv_loss, e2e_tv_terms, first_rejection_mask, overlap  # noqa: F401
-from draftlab.specopd.sequential import Rollout, sequential_rollout  # noqa: F401
-from draftlab.specopd.tree import (  # noqa: F401
-    Trunk, branch_lengths, branch_target_logits, branch_uniforms, prefix_mask, reference_branches, sample_branch_anchors,
-    sample_branches, trunk_pass,
-)

@@ -9,7 +9,7 @@
   the pass gives every slot's distribution at once). Each branch draws from its own stream,
   keyed by (seed, step, sequence id, anchor): samples do not depend on batch composition or rank.
 - Packed scoring: one trunk pass fills the target's K/V (and returns the drafter's context taps and
-  the trunk logits); then `draftlab.target.tree.score_tree` appends the W−1 rows of every branch
+  the trunk logits); then `draftlab.verifier.tree.score_tree` appends the W−1 rows of every branch
   with the tree mask. Read rule: p_{b,1} = trunk row a_b; p_{b,i+1} = branch row i (i = 1..W−1).
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import torch
 from torch import Tensor
 
 from draftlab.drafter.masks import sample_anchors
-from draftlab.target.model import causal_mask
-from draftlab.target.tree import score_tree
+from draftlab.verifier.model import causal_mask
+from draftlab.verifier.tree import score_tree
 
 
 # ---- anchors ----------------------------------------------------------------------------------------

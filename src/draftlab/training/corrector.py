@@ -41,8 +41,12 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from draftlab.config import SEQUENTIAL_CORRECTORS, CorrectorConfig, DraftlabError, PretrainConfig
-from draftlab.corrector import DCOCOCorrector, corrector_loss, draft_candidates, path_tokens, select_path
+from draftlab.config import CorrectorConfig, PretrainConfig
+from draftlab.corrector.variants import SEQUENTIAL as SEQUENTIAL_CORRECTORS
+from draftlab.errors import DraftlabError
+from draftlab.corrector.loss import corrector_loss
+from draftlab.corrector.model import DCOCOCorrector, draft_candidates
+from draftlab.corrector.paths import path_tokens, select_path
 from draftlab.corrector.model import count_parameters, spec_from_config
 from draftlab.corrector import sequential as seq
 from draftlab.drafter.model import DFlashDrafter
@@ -53,7 +57,7 @@ from draftlab.training.pretrain import (
     train_drafter,
 )
 
-RULES = ("greedy", "globalsum", "geometric")
+from draftlab.corrector.variants import RULES  # noqa: E402
 ROW_CHUNK = 4096  # drafter rows per top-K call in validation
 BLOCK_CHUNK = 256  # blocks per corrector call in validation (the torch scorer forms [N, n−1, K, K, m])
 AnyCorrector = DCOCOCorrector | seq.SequentialCorrector
@@ -61,13 +65,7 @@ AnyCorrector = DCOCOCorrector | seq.SequentialCorrector
 
 def pretrain_view(pcfg: PretrainConfig, ccfg: CorrectorConfig, max_minutes: float, max_steps: int | None = None,
                   k: int | None = None) -> PretrainConfig:
-    """The pretraining settings the shared machinery reads, with the corrector stage's budget, data
-    sampling and drafter learning rate (schedule shape, γ, feature cache, precision stay pretraining's)."""
-    return replace(pcfg, max_steps=ccfg.max_steps if max_steps is None else max_steps, max_minutes=max_minutes,
-                   epochs=ccfg.epochs if max_steps is None else 0.0, lr=ccfg.drafter_lr, warmup=ccfg.warmup,
-                   weight_decay=ccfg.weight_decay, grad_clip=ccfg.grad_clip, batch_size=ccfg.batch_size,
-                   anchors_per_seq=ccfg.anchors_per_seq, seed=ccfg.seed, val_every=ccfg.val_every,
-                   topk=k or ccfg.k)
+    return ccfg.run_settings(pcfg, max_minutes, max_steps, k)
 
 
 def arch_variant(variant: str) -> str:

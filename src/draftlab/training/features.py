@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from draftlab.target.model import causal_mask
+from draftlab.verifier.model import causal_mask
 
 FEATURE_DTYPES = {"float16": np.float16, "float32": np.float32}
 

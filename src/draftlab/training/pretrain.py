@@ -33,7 +33,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from draftlab.config import DraftlabError, PretrainConfig
+from draftlab.config import PretrainConfig
+from draftlab.errors import DraftlabError
 from draftlab.drafter.masks import block_labels, default_gamma, sample_anchors, slot_weights, strided_anchors
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.drafter.vocab import target_to_draft

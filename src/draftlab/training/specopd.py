@@ -26,9 +26,10 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from draftlab.config import DraftlabError, PretrainConfig
+from draftlab.config import PretrainConfig
+from draftlab.errors import DraftlabError
 from draftlab.drafter.model import DFlashDrafter
-from draftlab.specopd.objective import Terms, offpolicy_tv_terms, sequential_terms, specopd_terms
+from draftlab.specopd.terms import Terms, offpolicy_tv_terms, sequential_terms, specopd_terms
 from draftlab.specopd.tree import sample_branch_anchors
 from draftlab.training.corrector import file_digest
 from draftlab.training.features import FeatureStore, SequenceSet
@@ -40,13 +41,7 @@ ARMS = ("specopd", "first_rejection", "offpolicy_tv", "offpolicy_ce", "sequentia
 
 
 def pretrain_view(cfg, max_steps: int, max_minutes: float) -> PretrainConfig:
-    """The PretrainConfig the reused pretraining machinery reads, filled from a SpecOPDConfig."""
-    return PretrainConfig(
-        max_steps=max_steps, max_minutes=max_minutes, epochs=0.0, lr=cfg.lr, min_lr_ratio=cfg.min_lr_ratio,
-        warmup=cfg.warmup, schedule=cfg.schedule, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip,
-        batch_size=cfg.batch_size, anchors_per_seq=cfg.anchors_per_seq, val_every=cfg.val_every,
-        val_anchor_stride=cfg.val_anchor_stride, topk=cfg.topk, cache_features=True,
-        checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, precision=cfg.precision, seed=cfg.seed)
+    return cfg.run_settings(max_steps, max_minutes)
 
 
 # ---- data: pretraining's, with branch anchors -------------------------------------------------------------

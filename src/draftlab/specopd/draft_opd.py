@@ -22,7 +22,7 @@ from torch import Tensor
 from draftlab.decoding.speculative import valid_positions
 from draftlab.decoding.verify import SamplingParams, verify_block
 from draftlab.specopd.tree import branch_uniforms, sample_branches
-from draftlab.target import StreamCache
+from draftlab.verifier import StreamCache
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from draftlab.target.model import TargetModel, TargetOutput, causal_mask, crop_cache, gather_cache
+from draftlab.verifier.model import TargetModel, TargetOutput, causal_mask, crop_cache, gather_cache
 
 
 class StreamCache:

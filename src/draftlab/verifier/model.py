@@ -32,7 +32,7 @@ class TargetModel(nn.Module):
         super().__init__()
         mtype = getattr(model.config, "model_type", "?")
         if mtype not in SUPPORTED_MODEL_TYPES:
-            from draftlab.config import DraftlabError
+            from draftlab.errors import DraftlabError
 
             raise DraftlabError(f"unsupported target architecture '{mtype}'; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
         self.model = model.eval().requires_grad_(False)

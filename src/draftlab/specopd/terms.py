@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from draftlab.specopd.loss import e2e_tv_terms, first_rejection_mask, overlap
-from draftlab.specopd.sequential import sequential_rollout
+from draftlab.specopd.draft_opd import sequential_rollout
 from draftlab.specopd.tree import (
     branch_lengths, branch_target_logits, branch_uniforms, prefix_mask, reference_branches, sample_branches, trunk_pass,
 )

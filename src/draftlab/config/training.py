@@ -1,0 +1,242 @@
+"""Schemas of the training sections (pretrain, specopd, corrector) and the parts they share.
+
+Settings that several training sections share are declared once, as parts the sections inherit —
+`Budget` / `EpochBudget` (when a run stops), `Optim` / `Schedule` (optimiser and learning-rate
+shape), `Batches`, `Validation` and `Run` (resumable Lightning run) — so params.yaml stays flat
+(`pretrain.lr`, `specopd.lr`, ...) while each field, its meaning and its check are written once.
+The training machinery (draftlab.training) reads one full set of run settings, a `PretrainConfig`;
+`SpecOPDConfig.run_settings` and `CorrectorConfig.run_settings` assemble theirs from those parts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from draftlab.config.checks import KERNEL_BACKENDS, PRECISIONS, _choice, _positive, _unit, parts
+from draftlab.corrector.variants import RULES, VARIANTS
+from draftlab.errors import ConfigError
+from draftlab.specopd.objectives import BASELINES
+
+
+# ----------------------------------------------------------------------------------------------
+# parts shared by the training sections (flat in params.yaml: each section inherits the fields)
+
+
+@dataclass
+class Budget:
+    """When a run stops: the first budget reached (0 = no limit)."""
+
+    max_steps: int = 0  # 0 = no step limit
+    max_minutes: float = 0.0  # training minutes (validation excluded); 0 = no time limit
+
+    def check_budget(self, p: str) -> None:
+        for k in ("max_steps", "max_minutes"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+
+
+@dataclass
+class EpochBudget(Budget):
+    epochs: float = 0.0  # passes over the training sequences; 0 = no epoch limit
+
+    def check_budget(self, p: str) -> None:
+        super().check_budget(p)
+        _positive(f"{p}.epochs", self.epochs, allow_zero=True)
+        if not (self.max_steps or self.max_minutes or self.epochs):
+            raise ConfigError(f"{p}: set at least one budget (max_steps, max_minutes or epochs) > 0")
+
+
+@dataclass
+class Optim:
+    """AdamW and gradient clipping; warm-up is a fraction of the budget."""
+
+    lr: float = 1e-3
+    warmup: float = 0.04  # fraction of the budget
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0  # 0 = off
+
+    def check_optim(self, p: str) -> None:
+        _positive(f"{p}.lr", self.lr)
+        _unit(f"{p}.warmup", self.warmup)
+        for k in ("weight_decay", "grad_clip"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+
+
+@dataclass
+class Schedule(Optim):
+    """Optim plus the learning-rate shape after warm-up."""
+
+    min_lr_ratio: float = 0.0  # cosine floor as a fraction of lr
+    schedule: str = "cosine"  # cosine | constant
+
+    def check_optim(self, p: str) -> None:
+        super().check_optim(p)
+        _unit(f"{p}.min_lr_ratio", self.min_lr_ratio)
+        _choice(f"{p}.schedule", self.schedule, ("cosine", "constant"))
+
+
+@dataclass
+class Batches:
+    batch_size: int = 4  # sequences per step
+    anchors_per_seq: int = 96  # random blocks per sequence per step (response positions only)
+
+    def check_batches(self, p: str) -> None:
+        for k in ("batch_size", "anchors_per_seq"):
+            _positive(f"{p}.{k}", getattr(self, k))
+
+
+@dataclass
+class Validation:
+    val_anchor_stride: int = 3  # validate every k-th anchor of held-out / eval sequences
+    topk: int = 8  # K of the top-K coverage metric
+
+    def check_validation(self, p: str) -> None:
+        for k in ("val_anchor_stride", "topk"):
+            _positive(f"{p}.{k}", getattr(self, k))
+
+
+@dataclass
+class Run:
+    """A resumable Lightning run: validation cadence, checkpoints, precision, seed."""
+
+    val_every: int = 100  # steps between validations (and budget-curve points); 0 = only at the end
+    checkpoint_every: int = 50  # steps between resumable Lightning checkpoints
+    resume: bool = True  # continue an interrupted run with the same settings from its last checkpoint
+    precision: str = "auto"  # auto = 32-true on CPU, bf16-mixed on CUDA
+    seed: int = 0
+
+    def check_run(self, p: str) -> None:
+        for k in ("val_every", "checkpoint_every"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        _choice(f"{p}.precision", self.precision, PRECISIONS)
+
+
+# ----------------------------------------------------------------------------------------------
+# training sections
+
+
+@dataclass
+class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
+    """Off-policy drafter training on the references. The run stops at the first budget reached
+    (max_steps, max_minutes of training time, epochs over the training sequences); warm-up and
+    cosine decay follow the fraction of that budget already spent. This is also the full set of
+    run settings that the training machinery (draftlab.training) reads for every training job."""
+
+    max_minutes: float = 15.0
+    gamma: float = 0.0  # loss decay exp(-(k-1)/gamma); 0 = auto: 7 / 5 / 4 for S = 16 / 10 / 8
+    cache_features: bool = True  # cache target tap features (fp16) on disk; False = compute on the fly
+    feature_batch_tokens: int = 2048  # padded tokens per target forward when computing features
+
+    def check(self, p: str) -> None:
+        self.check_budget(p)
+        self.check_optim(p)
+        self.check_batches(p)
+        self.check_validation(p)
+        self.check_run(p)
+        _positive(f"{p}.gamma", self.gamma, allow_zero=True)
+        _positive(f"{p}.feature_batch_tokens", self.feature_batch_tokens)
+
+
+@dataclass
+class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
+    """SpecOPD (SPEC §3): branch-parallel on-policy distillation from the pretrained drafter, plus the
+    comparison objectives trained for the same number of updates on the same references."""
+
+    base_drafter: str = "models/drafter/pretrained"  # the drafter every objective starts from
+    baselines: list[str] = field(default_factory=lambda: list(BASELINES))  # [] = SpecOPD only
+    anchors_per_seq: int = 32  # A: branches per sequence per update (response positions)
+    branch_width: int = 0  # W: tokens per branch; 0 = the drafter's proposals per block (S-1)
+    temperature: float = 1.0  # branches are sampled from softmax(q_logits / T); 0 = argmax
+    seq_rounds: int = 8  # the sequential (Draft-OPD) objective: dependent draft->verify rounds per stream per update
+    batch_size: int = 2  # sequences per update
+    max_steps: int = 40  # updates of the SpecOPD objective
+    baseline_max_steps: int = 0  # updates of every baseline; 0 = max_steps (equal steps)
+    max_minutes: float = 0.0  # safety cap on each objective's training minutes; 0 = none
+    lr: float = 3e-4
+    min_lr_ratio: float = 0.1
+    warmup: float = 0.05
+    val_every: int = 0  # steps between validations (best state kept); 0 = before and after only
+    val_anchor_stride: int = 4
+    val_sets: list[str] = field(default_factory=list)  # heldout / eval suite names; [] = all
+    kernels: str = "auto"  # tv-overlap backend: auto (Triton on CUDA) | torch | triton
+    cost_anchors: int = 16  # branches timed in the packed vs independent scoring measurement; 0 = skip
+    cost_sequences: int = 1
+    tv_eval_seqs: int = 16  # held-out sequences of the T=1 acceptance evaluation (E2E-TV surrogate); 0 = skip
+    checkpoint_every: int = 10
+
+    def check(self, p: str) -> None:
+        for b in self.baselines:
+            _choice(f"{p}.baselines[]", b, BASELINES)
+        self.check_budget(p)
+        _positive(f"{p}.max_steps", self.max_steps)
+        self.check_optim(p)
+        self.check_batches(p)
+        self.check_validation(p)
+        self.check_run(p)
+        _positive(f"{p}.seq_rounds", self.seq_rounds)
+        for k in ("branch_width", "temperature", "baseline_max_steps", "cost_anchors", "cost_sequences", "tv_eval_seqs"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        _choice(f"{p}.kernels", self.kernels, KERNEL_BACKENDS)
+
+    def run_settings(self, max_steps: int, max_minutes: float) -> PretrainConfig:
+        """The run settings one objective trains with (the training machinery reads a PretrainConfig)."""
+        return PretrainConfig(**parts(self, Schedule, Batches, Validation, Run), max_steps=max_steps,
+                              max_minutes=max_minutes, epochs=0.0, cache_features=True)
+
+
+@dataclass
+class CorrectorConfig(EpochBudget, Optim, Batches):
+    """DCOCO corrector (SPEC §2): architecture, path rule, training loss and the co-training budget.
+    dim=128, hidden=256 give ~2.23M parameters at d=4096 (the paper's size)."""
+
+    k: int = 16  # candidates per slot (SPEC §2.3: the workbench's inference)
+    dim: int = 128  # width of the candidate representations z and the pair state s
+    hidden: int = 256  # hidden width of the shared two-layer MLP Δθ
+    path_rule: str = "greedy"  # greedy (the method) | globalsum | geometric
+    lam: float = 0.75  # geometric discount λ
+    rho: float = 4.0  # loss weights exp(-(p-1)/ρ)
+    cumulative_mask: bool = False  # stop supervising a block after its first masked transition
+    lambda_corr: float = 1.0  # L = L_drafter + λ_corr · L_corr
+    frozen_backbone: bool = False  # train only the corrector on the fixed drafter
+    # the trained variants (draftlab.corrector.variants): dcoco, nopair, nocand, frozen (from base_drafter);
+    # specopd-dcoco (dcoco from specopd_drafter); dspark, domino (the sequential baselines of SPEC §2.4)
+    variants: list[str] = field(default_factory=lambda: ["dcoco"])
+    base_drafter: str = "models/drafter/pretrained"  # the drafter co-training starts from
+    specopd_drafter: str = "models/drafter/specopd"  # base of the composed variant specopd-dcoco
+    control: bool = True  # also train the dflash-long control: the drafter alone, as many steps as dcoco
+    val_every: int = 200  # steps between validations (simulated τ corrected vs uncorrected); 0 = only at the end
+    kernels: str = "auto"  # auto (Triton on CUDA) | torch | triton
+    max_minutes: float = 6.0  # training minutes of the main corrector; 0 = no time limit
+    variant_max_minutes: float = 0.0  # budget of each ablation variant (not dspark/domino); 0 = max_minutes
+    drafter_lr: float = 3e-4  # drafter learning rate in co-training (`lr` is the corrector's)
+    seed: int = 42
+    seq_rank: int = 64  # r of the sequential baselines: DSpark's bias rank, Domino's GRU width
+    seq_gate: bool = True  # DSpark: gate the bias by the slot's hidden state
+
+    def check(self, p: str) -> None:
+        for k in ("k", "dim", "hidden", "seq_rank"):
+            _positive(f"{p}.{k}", getattr(self, k))
+        if self.k < 2:
+            raise ConfigError(f"{p}.k={self.k} must be >= 2 (re-selection needs alternatives)")
+        _choice(f"{p}.path_rule", self.path_rule, RULES)
+        _choice(f"{p}.kernels", self.kernels, KERNEL_BACKENDS)
+        if not 0.0 < self.lam <= 1.0:
+            raise ConfigError(f"{p}.lam={self.lam} must lie in (0, 1]")
+        _positive(f"{p}.rho", self.rho)
+        _positive(f"{p}.lambda_corr", self.lambda_corr, allow_zero=True)
+        for v in self.variants:
+            _choice(f"{p}.variants[]", v, VARIANTS)
+        for k in ("variant_max_minutes", "val_every"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        self.check_budget(p)
+        self.check_optim(p)
+        self.check_batches(p)
+        _positive(f"{p}.drafter_lr", self.drafter_lr, allow_zero=True)
+
+    def run_settings(self, pretrain: PretrainConfig, max_minutes: float, max_steps: int | None = None,
+                     k: int | None = None) -> PretrainConfig:
+        """The run settings of one co-training run: pretraining's (schedule shape, γ, feature cache,
+        precision) with this section's budget, optimiser (the drafter's lr is `drafter_lr`), batches,
+        seed and validation cadence; `max_steps` given = a step budget alone (the dflash-long control)."""
+        return replace(pretrain, **parts(self, Optim, Batches), lr=self.drafter_lr, seed=self.seed,
+                       val_every=self.val_every, max_minutes=max_minutes,
+                       max_steps=self.max_steps if max_steps is None else max_steps,
+                       epochs=self.epochs if max_steps is None else 0.0, topk=k or self.k)
