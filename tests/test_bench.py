@@ -14,7 +14,7 @@ from draftlab.bench.simulate import _train_path, simulated_tau
 from draftlab.config import BenchmarkConfig
 from draftlab.errors import DraftlabError
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
-from draftlab.decoding.stubs import OracleDrafter
+from stubs import OracleDrafter
 
 
 def _prompts(target, lengths, seed=0):

@@ -312,7 +312,7 @@ def test_checkpoint_roundtrip(tmp_path):
 def test_proposal_step_and_lossless_engine(llama_target):
     from draftlab.corrector.proposal import CorrectorProposal
     from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
-    from draftlab.decoding.stubs import FixedDrafter, StubDraftOutput
+    from stubs import FixedDrafter, StubDraftOutput
 
     t = llama_target
     Vt, H = t.vocab_size, 8

@@ -7,7 +7,7 @@ import torch
 
 from conftest import chi_square_pvalue
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
-from draftlab.decoding.stubs import FixedDrafter, OracleDrafter
+from stubs import FixedDrafter, OracleDrafter
 
 
 def _prompts(target, lengths, seed=0):
@@ -118,7 +118,7 @@ def test_engine_sampling_matches_target(llama_target):
         drafter = FixedDrafter(q_logits)
         proposer = None
         if deterministic:
-            from draftlab.decoding.speculative import Proposal
+            from draftlab.decoding.api import Proposal
 
             proposer = lambda d, sp_, g: Proposal(d.logits[:, 1:].argmax(-1))  # noqa: E731  point mass
         eng = SpeculativeEngine(t, drafter, proposer=proposer)

@@ -13,11 +13,12 @@ import torch
 
 from conftest import ROOT
 from draftlab.drafter import DFlashDrafter, spec_from_target
-from draftlab.specopd import (
-    branch_lengths, branch_target_logits, branch_uniforms, e2e_tv_loss, e2e_tv_terms, first_rejection_mask, overlap,
-    sample_branch_anchors, sample_branches, sequential_rollout, trunk_pass,
+from draftlab.specopd.draft_opd import draft_opd_rollout
+from draftlab.specopd.loss import e2e_tv_loss, e2e_tv_terms, first_rejection_mask, overlap
+from draftlab.specopd.tree import (
+    branch_lengths, branch_target_logits, branch_uniforms, sample_branch_anchors, sample_branches, trunk_pass,
 )
-from draftlab.specopd.objective import block_q_logits, offpolicy_tv_terms, specopd_terms
+from draftlab.specopd.terms import block_q_logits, offpolicy_tv_terms, specopd_terms
 
 S, W, MASK = 5, 4, 1
 TAPS = [0, 2, 3]
@@ -200,10 +201,10 @@ def test_sampled_branches_follow_the_drafter(target):
 # ---- the sequential loop ---------------------------------------------------------------------------------------
 
 
-def test_sequential_rollout_recomputes_the_q_it_drafted_with(target):
+def test_draft_opd_rollout_recomputes_the_q_it_drafted_with(target):
     seqs = refs(target, (12, 9), seed=7)
     d = make_drafter(target).eval()
-    ro = sequential_rollout(target, d, [s[:8] for s in seqs], rounds=4, W=W, seed=1)
+    ro = draft_opd_rollout(target, d, [s[:8] for s in seqs], rounds=4, W=W, seed=1)
     assert ro.anchors.shape == (2, 4) and ro.p_logits.shape == (2, 4, W, target.vocab_size)
     # the accepted prefix decides where the next round starts
     assert torch.equal(ro.anchors[:, 1:] - ro.anchors[:, :-1], ro.accepted[:, :-1] + 1)
@@ -215,7 +216,7 @@ def test_sequential_rollout_recomputes_the_q_it_drafted_with(target):
             ref = full_logits(target, ctx + ro.branch[b, r, : W - 1].tolist())[a:]
             assert (ro.p_logits[b, r] - ref).abs().max() < TOL
     # q recomputed by one forward_train equals what drafting sampled from (argmax at T=0)
-    ro0 = sequential_rollout(target, d, [s[:8] for s in seqs], rounds=3, W=W, temperature=0.0)
+    ro0 = draft_opd_rollout(target, d, [s[:8] for s in seqs], rounds=3, W=W, temperature=0.0)
     ctx_valid = torch.arange(ro0.ids.shape[1])[None, :] < ro0.seq_len[:, None]
     q = block_q_logits(d, ro0.feats, ctx_valid, ro0.ids, ro0.anchors, W)
     assert torch.equal(q.argmax(-1), ro0.branch)

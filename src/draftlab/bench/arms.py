@@ -17,7 +17,7 @@ import torch
 from draftlab.config import BenchmarkConfig
 from draftlab.errors import DraftlabError
 from draftlab.decoding import DrafterProposal, GenerationResult, SamplingParams, SpeculativeEngine, generate_ar
-from draftlab.decoding.speculative import ProposalStep
+from draftlab.decoding.api import ProposalStep
 
 
 class Arm(Protocol):

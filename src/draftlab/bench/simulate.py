@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from draftlab.decoding.speculative import tap_ids
+from draftlab.decoding.round import tap_ids
 from draftlab.decoding.verify import greedy_accept_length
 
 

@@ -18,7 +18,7 @@ import torch
 from draftlab.corrector.model import DCOCOCorrector
 from draftlab.corrector.paths import RULES, path_tokens, select_path
 from draftlab.corrector.sequential import SequentialCorrector
-from draftlab.decoding.speculative import Proposal
+from draftlab.decoding.api import Proposal
 
 
 class CorrectorProposal:

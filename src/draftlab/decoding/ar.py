@@ -3,7 +3,7 @@
 Same model code, dtype, batching (ragged `StreamCache`, finished streams dropped, holes compacted) and
 sampler (`verify.sample_next`) as the speculative engine, so the two differ only by speculation.
 One round = one target step of one token per active stream; its time splits into `verify` (the
-target forward + sampling, the same phase name as the speculative engine's target pass) and `book`.
+target forward + sampling, the same phase name as the speculative engine's target pass) and `commit`.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import torch
 
 from draftlab.decoding.common import Clock, GenerationResult, Outputs, drop_finished, maybe_compact
 from draftlab.decoding.verify import SamplingParams, sample_next
-from draftlab.verifier import StreamCache
+from draftlab.verifier.streams import StreamCache
 from draftlab.verifier.model import TargetModel
 
-AR_PHASES = ("verify", "book")
+AR_PHASES = ("verify", "commit")
 
 
 @torch.no_grad()

@@ -257,9 +257,12 @@ class DrafterState:
 
 @dataclass
 class DraftOutput:
+    """The DFlash drafter's block draft (implements `draftlab.decoding.api.DraftOutput`)."""
+
     logits: Tensor  # [B, S, Vd] float32 over the draft vocabulary
     hidden: Tensor  # [B, S, H] final (normed) hidden states, the corrector's input
     vocab: Tensor | None  # [Vd] long: draft index -> target id; None = full vocabulary
+    block_ids: Tensor | None = None  # [B, S] the block's input ids (slot 0 = last committed token)
 
     def to_target_ids(self, idx: Tensor) -> Tensor:
         return idx if self.vocab is None else self.vocab[idx]
@@ -428,7 +431,7 @@ class DFlashDrafter(nn.Module):
         block_positions [B, S]. Sees every valid context slot of its stream."""
         hidden = self.run_blocks(block_ids[:, None], block_positions[:, None].to(self.device), state.keys,
                                  state.values, state.valid[:, None, :])[:, 0]  # [B, S, H]
-        return DraftOutput(self.logits(hidden), hidden, self.draft_vocab)
+        return DraftOutput(self.logits(hidden), hidden, self.draft_vocab, block_ids)
 
     def block_ids(self, last_tokens: Tensor) -> Tensor:
         """[B] last committed tokens -> [B, S] block input ids [token, MASK, ..., MASK]."""

@@ -1,13 +1,15 @@
-"""The sequential on-policy loop (Draft-OPD style), SpecOPD's throughput baseline (SPEC §3, "Problem").
+"""The Draft-OPD-style sequential on-policy rollout, SpecOPD's throughput baseline (SPEC §3, "Problem";
+the `sequential` objective of the comparison).
 
 Per stream, starting from a reference prefix x_{≤a_0}: prefill the target on x_{<a_0} (context taps),
-then `rounds` dependent rounds of
-    draft   one drafter pass over [slot 0, MASK…] (slot 0 = last committed token), W tokens sampled
-            from q slot by slot (per-round generator streams, as in `tree.branch_uniforms`);
+then `rounds` dependent rounds of the engine's own `draftlab.decoding.round.speculative_round`:
+    draft   one drafter pass over [slot 0, MASK…] (slot 0 = last committed token);
+    propose W tokens sampled from q slot by slot (per-round generator streams, as in
+            `tree.branch_uniforms`): the `BranchSampler` proposal step;
     verify  one target pass over [slot 0, y_1..y_W] -> p for every drafted token (row i scores y_{i+1});
-    commit  the greedy verification rule (`verify_block`) decides the accepted prefix; slot 0 and the
-            accepted tokens join the context (their taps come from the verify pass), the target's
-            bonus token becomes the next slot 0 — so the accepted prefix decides where the next round starts.
+    commit  the greedy verification rule decides the accepted prefix; slot 0 and the accepted tokens
+            join the context (their taps come from the verify pass), the target's bonus token becomes
+            the next slot 0 — so the accepted prefix decides where the next round starts.
 Collection runs without gradients; the update then recomputes q for every round in one
 `forward_train` over the committed sequence (anchors = the rounds' slot-0 positions, context = the
 committed tokens before them — exactly what the drafter saw while drafting) and applies E2E-TV.
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from draftlab.decoding.speculative import valid_positions
-from draftlab.decoding.verify import SamplingParams, verify_block
+from draftlab.decoding.api import Proposal
+from draftlab.decoding.round import speculative_round, tap_ids, valid_positions
+from draftlab.decoding.verify import SamplingParams
 from draftlab.specopd.tree import branch_uniforms, sample_branches
-from draftlab.verifier import StreamCache
+from draftlab.verifier.streams import StreamCache
 
 
 @dataclass
@@ -37,53 +40,57 @@ class Rollout:
     accepted: Tensor  # [B, R] accepted prefix length per round
 
 
+class BranchSampler:
+    """Proposal step of the rollout: W tokens sampled from the draft's q at slots 1..W with the given
+    uniforms u [b, 1, W] (`tree.sample_branches`: the same sampling as SpecOPD's branches)."""
+
+    def __init__(self, u: Tensor, W: int, temperature: float):
+        self.u, self.W, self.temperature = u, W, temperature
+
+    def __call__(self, draft, sp=None, generator=None) -> Proposal:
+        y = sample_branches(draft.logits[:, None, 1:self.W + 1], self.u, self.temperature, draft.vocab)[:, 0]  # [b, W]
+        return Proposal(y)
+
+
 @torch.no_grad()
-def sequential_rollout(target, drafter, prefixes: list[list[int]], rounds: int, W: int, temperature: float = 1.0,
-                       seed: int = 0, step: int = 0, seq_ids: list[int] | None = None, eos_ids: list[int] = (),
-                       pad_id: int = 0) -> Rollout:
+def draft_opd_rollout(target, drafter, prefixes: list[list[int]], rounds: int, W: int, temperature: float = 1.0,
+                      seed: int = 0, step: int = 0, seq_ids: list[int] | None = None, eos_ids: list[int] = (),
+                      pad_id: int = 0) -> Rollout:
     """Run `rounds` draft -> verify -> commit rounds for each prefix (len >= 2). Returns the record."""
     dev, B, S = target.device, len(prefixes), drafter.block_size
     if not 1 <= W <= S - 1:
         raise ValueError(f"branch width {W} must lie in 1..{S - 1} (the drafter's proposals per block)")
     seq_ids = list(range(B)) if seq_ids is None else list(seq_ids)
-    taps = list(drafter.target_layer_ids)
     sc = StreamCache(target, B)
     state = drafter.new_state(B)
-    pre = sc.prefill([p[:-1] for p in prefixes], pad_id, taps=taps)  # context = x_{<a_0}
+    pre = sc.prefill([p[:-1] for p in prefixes], pad_id, taps=tap_ids(drafter))  # context = x_{<a_0}
     Tp = pre.taps.shape[1]
     tokens = [list(p[:-1]) for p in prefixes]
     feats = [[pre.taps[b, Tp - len(p) + 1:]] for b, p in enumerate(prefixes)]
     ctx = (pre.taps, sc.valid.clone(), valid_positions(sc.valid))
     last = torch.tensor([p[-1] for p in prefixes], device=dev)  # [B] slot 0
-    slots = torch.arange(S, device=dev)
-    masks = torch.full((B, S - 1), drafter.mask_token_id, dtype=torch.long, device=dev)
     alive = torch.ones(B, dtype=torch.bool)
     eos = set(int(e) for e in eos_ids)
+    greedy = SamplingParams()  # the greedy rule decides the accepted prefix
     rec_anchor, rec_valid, rec_branch, rec_p, rec_acc = [], [], [], [], []
     for _ in range(rounds):
-        drafter.extend_context(state, *ctx)
-        pos = sc.next_pos[:, None] + slots  # [B, S]
-        d = drafter.draft(state, torch.cat([last[:, None], masks], 1), pos)  # logits [B, S, Vq]
-        u = branch_uniforms(seed, step, torch.tensor(seq_ids), pos[:, :1].cpu(), W)  # [B, 1, W]
-        y = sample_branches(d.logits[:, None, 1:W + 1], u, temperature, d.vocab)[:, 0]  # [B, W]
-        v = sc.append(torch.cat([last[:, None], y], 1), taps=taps)  # logits [B, W+1, V]
-        res = verify_block(v.logits, y, SamplingParams())  # greedy rule: accepted prefix + bonus
-        acc = res.accepted  # [B]
-        rec_anchor.append(pos[:, 0].cpu())
+        pos0 = sc.next_pos[:, None]  # [B, 1] slot 0's logical position
+        u = branch_uniforms(seed, step, torch.tensor(seq_ids), pos0.cpu(), W)  # [B, 1, W]
+        r = speculative_round(sc, drafter, state, BranchSampler(u, W, temperature), last, ctx, greedy)
+        y, v, acc = r.proposal.tokens, r.verified, r.result.accepted  # [B, W], logits [B, W+1, V], [B]
+        rec_anchor.append(r.positions[:, 0].cpu())
         rec_valid.append(alive.clone())
         rec_branch.append(y.cpu())
         rec_p.append(v.logits[:, :W])  # [B, W, V]: row i scores y_{i+1}
         rec_acc.append(acc.cpu())
-        sc.commit(acc + 1, W + 1)
-        for b, a in enumerate(acc.tolist()):
+        for b, a in enumerate(r.accepted):
             kept = [int(last[b])] + y[b, :a].tolist()
             tokens[b] += kept
             feats[b].append(v.taps[b, :a + 1])
-            if eos & set(kept + [int(res.next_token[b])]):
+            if eos & set(kept + [int(r.result.next_token[b])]):
                 alive[b] = False  # the response ended: later rounds are not supervised
-        k = int(acc.max()) + 1
-        ctx = (v.taps[:, :k], slots[None, :k] < (acc + 1)[:, None], pos[:, :k])
-        last = res.next_token
+        ctx = r.context
+        last = r.result.next_token
     T = max(len(t) for t in tokens)
     F = pre.taps.shape[-1]
     ids = torch.full((B, T), pad_id, dtype=torch.long)

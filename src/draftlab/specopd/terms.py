@@ -6,7 +6,7 @@ All arms return `Terms` (numerator, count) so the caller can sum both across ran
   ablation supervising only up to and including the first position the target would reject.
 - `offpolicy_tv_terms`: the same loss on the reference continuation x_{a+1..a+W} (p = the trunk's
   own logits, no tree rows).
-- `sequential_terms`: the Draft-OPD-style loop (`sequential.sequential_rollout`), then E2E-TV over
+- `draft_opd_terms`: the Draft-OPD-style loop (`draft_opd.draft_opd_rollout`), then E2E-TV over
   its rounds.
 (The off-policy CE baseline is pretraining's own step: `PretrainModule.training_step`.)
 """
@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from draftlab.specopd.loss import e2e_tv_terms, first_rejection_mask, overlap
-from draftlab.specopd.draft_opd import sequential_rollout
+from draftlab.specopd.draft_opd import draft_opd_rollout
 from draftlab.specopd.tree import (
     branch_lengths, branch_target_logits, branch_uniforms, prefix_mask, reference_branches, sample_branches, trunk_pass,
 )
@@ -83,14 +83,14 @@ def offpolicy_tv_terms(target, drafter, batch: dict, W: int, backend: str | None
     return _terms(q_logits, p_logits, branch, valid, drafter.draft_vocab, backend)
 
 
-def sequential_terms(target, drafter, batch: dict, W: int, rounds: int, temperature: float = 1.0, seed: int = 0,
+def draft_opd_terms(target, drafter, batch: dict, W: int, rounds: int, temperature: float = 1.0, seed: int = 0,
                      step: int = 0, eos_ids: list[int] = (), backend: str | None = None) -> Terms:
     """Each sequence of the batch starts a stream at its first anchor (the reference prefix x_{≤a_0})."""
     keep = batch["anchor_valid"][:, 0].nonzero().squeeze(-1).tolist()
     ids, a0 = batch["ids"], batch["anchors"][:, 0]
     prefixes = [ids[b, : int(a0[b]) + 1].tolist() for b in keep]
     seq_ids = [int(batch["seq"][b]) for b in keep]
-    ro = sequential_rollout(target, drafter, prefixes, rounds, W, temperature, seed, step, seq_ids, eos_ids)
+    ro = draft_opd_rollout(target, drafter, prefixes, rounds, W, temperature, seed, step, seq_ids, eos_ids)
     ctx_valid = torch.arange(ro.ids.shape[1], device=ro.ids.device)[None, :] < ro.seq_len[:, None]
     q_logits = block_q_logits(drafter, ro.feats, ctx_valid, ro.ids, ro.anchors, W)  # [B, R, W, Vq]
     valid = ro.anchor_valid[..., None].expand(-1, -1, W)

@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader
 from draftlab.config import PretrainConfig
 from draftlab.errors import DraftlabError
 from draftlab.drafter.model import DFlashDrafter
-from draftlab.specopd.terms import Terms, offpolicy_tv_terms, sequential_terms, specopd_terms
+from draftlab.specopd.terms import Terms, offpolicy_tv_terms, draft_opd_terms, specopd_terms
 from draftlab.specopd.tree import sample_branch_anchors
 from draftlab.training.corrector import file_digest
 from draftlab.training.features import FeatureStore, SequenceSet
@@ -107,7 +107,7 @@ class SpecOPDModule(PretrainModule):
         elif self.arm == "offpolicy_tv":
             t = offpolicy_tv_terms(target, d, batch, self.W, self.backend)
         else:
-            t = sequential_terms(target, d, batch, self.W, self.rounds, self.temperature, self.sample_seed, step,
+            t = draft_opd_terms(target, d, batch, self.W, self.rounds, self.temperature, self.sample_seed, step,
                                  self.eos_ids, self.backend)
         loss, value = distributed_loss(self, t.numerator, t.count)
         self.slot_predictions += t.positions  # supervised draft positions

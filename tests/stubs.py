@@ -1,4 +1,4 @@
-"""Stub drafters implementing the drafter inference API, for tests and plumbing checks.
+"""Stub drafters implementing the drafter Protocols of `draftlab.decoding.api`, for tests and plumbing checks.
 
 - `OracleDrafter` cheats: it keeps each stream's committed tokens and runs the target greedily to
   propose the block. mode "right" (always right at T=0), "wrong" (always wrong), "random" (uniform
@@ -20,6 +20,7 @@ class StubDraftOutput:
     logits: Tensor  # [B, S, Vd] fp32
     hidden: Tensor  # [B, S, H]
     vocab: Tensor | None = None  # [Vd] draft index -> target id
+    block_ids: Tensor | None = None  # [B, S] the block's input ids (slot 0 = last committed token)
 
     def topk(self, k: int) -> tuple[Tensor, Tensor]:
         vals, idx = self.logits.topk(min(k, self.logits.shape[-1]), dim=-1)
@@ -104,7 +105,7 @@ class OracleDrafter:
         hidden = torch.zeros(B, S, self.target.hidden_size)
         if self.vocab is not None:
             logits = logits[..., self.vocab]
-        return StubDraftOutput(logits, hidden, self.vocab)
+        return StubDraftOutput(logits, hidden, self.vocab, ids)
 
 
 class FixedDrafter:
@@ -127,4 +128,4 @@ class FixedDrafter:
     def draft(self, state, ids: Tensor, positions: Tensor) -> StubDraftOutput:
         B, S = ids.shape
         logits = torch.cat([torch.zeros(1, self.table.shape[1]), self.table])[None].expand(B, S, -1).clone()
-        return StubDraftOutput(logits, torch.zeros(B, S, self.hidden_size), self.vocab)
+        return StubDraftOutput(logits, torch.zeros(B, S, self.hidden_size), self.vocab, ids)

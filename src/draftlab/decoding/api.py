@@ -1,0 +1,134 @@
+"""The decoding contract: what a drafter, its state, its draft output and a proposal step must provide.
+
+The speculative engine (`draftlab.decoding.speculative`) and the Draft-OPD rollout
+(`draftlab.specopd.draft_opd`) only ever call what is declared here, through one function,
+`draftlab.decoding.round.speculative_round`. Implement these Protocols to plug in a new method:
+
+- a **drafter** (`Drafter`) turns context features into a block draft: the DFlash drafter
+  (`draftlab.drafter.model.DFlashDrafter`), the test stubs (tests/stubs.py);
+- a **proposal step** (`ProposalStep`) turns the draft into the n tokens the target verifies:
+  the drafter's own choice (`DrafterProposal`), a corrector's path (`draftlab.corrector.proposal`).
+
+An arm may have no drafter at all (drafter `None`, e.g. prompt-lookup decoding): the round then skips
+the draft phase and hands the proposal step a `BlockInput` (the block's ids, no logits); such a step
+declares `block_size`, and reads the committed tokens by also implementing `TracksStreams`.
+
+Shapes: B streams, S = block size (slot 0 = the last committed token, then n = S−1 proposals),
+Vd = the drafter's vocabulary (a subset of the target's V when `vocab` maps it), H = hidden width.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from draftlab.decoding.verify import SamplingParams, process_logits, sample
+
+
+@runtime_checkable
+class DraftOutput(Protocol):
+    """One drafted block per stream."""
+
+    logits: Tensor | None  # [B, S, Vd] fp32 (slot 0 included); None when the arm has no drafter
+    hidden: Tensor | None  # [B, S, H] final hidden states (a corrector's input); None when not produced
+    vocab: Tensor | None  # [Vd] long: draft index -> target id; None = the full target vocabulary
+    block_ids: Tensor  # [B, S] the block's input ids: slot 0 = last committed token, then MASK
+
+    def topk(self, k: int) -> tuple[Tensor, Tensor]:
+        """(target ids [B, S, K], logits [B, S, K]) of the K best draft tokens per slot, best first."""
+        ...
+
+
+@runtime_checkable
+class DrafterState(Protocol):
+    """Per-stream drafter context (e.g. cached context K/V); rows follow the engine's active streams."""
+
+    def drop_streams(self, keep: Tensor) -> None:
+        """Keep only the streams where keep [B] bool is True."""
+        ...
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    block_size: int  # S, slot 0 included
+    mask_token_id: int  # the id of the n MASK slots of a block
+    target_layer_ids: list[int]  # target layers whose outputs (taps) it reads as context; [] = none
+
+    def new_state(self, batch_size: int) -> DrafterState: ...
+
+    def extend_context(self, state: DrafterState, feats: Tensor, valid: Tensor, positions: Tensor) -> None:
+        """Append T context slots: feats [B, T, n_taps·H] (the target's taps of committed tokens), valid
+        [B, T] bool (False = padding or a rejected slot, kept as a masked hole), positions [B, T] logical."""
+        ...
+
+    def draft(self, state: DrafterState, block_ids: Tensor, positions: Tensor) -> DraftOutput:
+        """One block per stream: block_ids [B, S] = [last committed token, MASK × n] at positions [B, S]."""
+        ...
+
+
+@runtime_checkable
+class CompactingDrafter(Drafter, Protocol):
+    """A drafter whose state (with a `valid` [B, L] bool mask of its context slots) can squeeze its
+    masked holes out (optional; the engine calls it when holes exceed its compaction threshold)."""
+
+    def compact(self, state: DrafterState, min_hole_fraction: float = 0.25) -> bool: ...
+
+
+@dataclass
+class Proposal:
+    tokens: Tensor  # [B, n] proposed target ids (n may be < S−1: a shorter block is verified)
+    q: Tensor | None = None  # [B, n, Vq] distribution they were sampled from; None = deterministic
+    # (verified with the point-mass rule at T>0)
+    q_vocab: Tensor | None = None  # [Vq] q-index -> target id; None = full target vocab
+    extras: dict[str, Tensor] | None = None  # per-stream [B, ...] tensors recorded with the round (explorer)
+
+
+class ProposalStep(Protocol):
+    def __call__(self, draft: DraftOutput, sp: SamplingParams, generator: torch.Generator | None) -> Proposal: ...
+
+
+@runtime_checkable
+class TracksStreams(Protocol):
+    """Optional for a proposal step that keeps its own per-stream state (e.g. the committed tokens for
+    prompt lookup). The engine calls `start` after prefill, `extend` after every round, `drop_streams`
+    when streams finish."""
+
+    def start(self, prompts: list[list[int]], first: Tensor) -> None:
+        """prompts: token ids per stream; first [B]: the first generated token (slot 0 of round 1)."""
+        ...
+
+    def extend(self, tokens: Tensor, counts: Tensor) -> None:
+        """Each stream committed the first counts[b] of tokens [b, S] (accepted proposals + bonus token)."""
+        ...
+
+    def drop_streams(self, keep: Tensor) -> None: ...
+
+
+@dataclass
+class BlockInput:
+    """The draft output of an arm without a drafter: the block's ids and nothing drafted."""
+
+    block_ids: Tensor  # [B, S]
+    logits: Tensor | None = None
+    hidden: Tensor | None = None
+    vocab: Tensor | None = None
+
+    def topk(self, k: int) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError("an arm without a drafter has no draft distribution to rank")
+
+
+class DrafterProposal:
+    """Identity proposal step: the drafter's own choice at slots 1..n (argmax at T=0, a sample of q at T>0)."""
+
+    def __call__(self, draft: DraftOutput, sp: SamplingParams, generator: torch.Generator | None = None) -> Proposal:
+        logits = draft.logits[:, 1:]  # [B, n, Vd]
+        if sp.greedy:
+            idx, q = logits.argmax(-1), None  # [B, n]
+        else:
+            q = process_logits(logits, sp)  # [B, n, Vd], same processing as the target's p
+            idx = sample(q, generator)
+        tokens = idx if draft.vocab is None else draft.vocab[idx]
+        return Proposal(tokens, q, draft.vocab)
+

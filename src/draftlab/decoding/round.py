@@ -1,0 +1,87 @@
+"""One round of speculative decoding, as a function: draft -> propose -> verify -> commit.
+
+The engine loop (`draftlab.decoding.speculative.SpeculativeEngine.generate`) and the Draft-OPD rollout
+(`draftlab.specopd.draft_opd`) both call `speculative_round`, so the two cannot drift apart:
+
+1. draft    feed the pending context features to the drafter, then draft the block
+            [slot 0 = last committed token, MASK × n] at positions next_pos + 0..n (no drafter: skipped);
+2. propose  the `ProposalStep` turns the draft into W ≤ n proposed tokens (+ optionally q);
+3. verify   one target pass over [slot 0, proposals] (with the drafter's taps), then the one
+            verification routine (`verify.verify_block`) gives the accepted length and the bonus token;
+4. commit   keep slot 0 + the accepted proposals in the target cache (the rest become holes) and hand
+            the verify pass's taps of those positions to the drafter as the next round's context
+            (no extra target pass).
+What the caller does with the tokens (emit, stop rules, drop finished streams, compaction) stays with
+the caller. Shapes: b active streams, S block size, W proposals verified this round.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from draftlab.decoding.api import BlockInput, Drafter, DraftOutput, Proposal, ProposalStep
+from draftlab.decoding.verify import SamplingParams, VerifyResult, verify_block
+from draftlab.verifier.model import TargetOutput
+from draftlab.verifier.streams import StreamCache
+
+PHASES = ("draft", "propose", "verify", "commit")  # round_times columns of the speculative engine
+
+
+@dataclass
+class RoundResult:
+    draft: DraftOutput
+    proposal: Proposal  # tokens [b, W]
+    verified: TargetOutput  # the target pass over [slot 0, proposals]: logits [b, W+1, V], taps [b, W+1, F]
+    result: VerifyResult  # accepted [b] (acc), next_token [b] (bonus / replacement)
+    accepted: list[int]  # acc per stream (one host transfer)
+    positions: Tensor  # [b, S] logical positions of the block's slots
+    context: tuple  # the drafter's next context: feats [b, k, F], valid [b, k] bool, positions [b, k]
+    times: tuple[float, float, float, float]  # clock at the start, after draft, after propose, after verify
+
+
+def tap_ids(drafter: Drafter | None) -> list[int]:
+    """The target layers whose outputs the drafter reads (none without a drafter)."""
+    return [] if drafter is None else list(drafter.target_layer_ids)
+
+
+def valid_positions(valid: Tensor) -> Tensor:
+    """Logical positions of slots valid [B, L] (count of valid slots before; holes get their neighbour's)."""
+    return (valid.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def speculative_round(cache: StreamCache, drafter: Drafter | None, state, proposer: ProposalStep, last: Tensor,
+                      context: tuple, sp: SamplingParams, generator: torch.Generator | None = None,
+                      clock: Callable[[], float] | None = None, block_size: int | None = None) -> RoundResult:
+    """One round for the b active streams. last [b]: each stream's last committed token (slot 0);
+    context: the (feats, valid, positions) the drafter has not seen yet (from prefill or the previous
+    round); block_size: S when there is no drafter. `clock` (e.g. `common.Clock`) times the phases."""
+    tick = clock or (lambda: 0.0)
+    t0 = tick()
+    S = drafter.block_size if drafter is not None else block_size
+    if not S or S < 2:
+        raise ValueError(f"block size {S!r}: an arm without a drafter must give its proposal step's block_size (>= 2)")
+    b, dev = last.shape[0], last.device
+    slots = torch.arange(S, device=dev)  # [S]
+    pos = cache.next_pos[:, None] + slots  # [b, S] slot 0 sits at the next logical position
+    if drafter is not None:
+        drafter.extend_context(state, *context)
+        block = torch.cat([last[:, None], last.new_full((b, S - 1), drafter.mask_token_id)], 1)  # [b, S]
+        d = drafter.draft(state, block, pos)
+    else:
+        d = BlockInput(torch.cat([last[:, None], last.new_zeros((b, S - 1))], 1))
+    t1 = tick()
+    prop = proposer(d, sp, generator)  # tokens [b, W]
+    t2 = tick()
+    W = prop.tokens.shape[1]
+    v = cache.append(torch.cat([last[:, None], prop.tokens], 1), taps=tap_ids(drafter))  # logits [b, W+1, V]
+    res = verify_block(v.logits, prop.tokens, sp, prop.q, prop.q_vocab, generator)
+    t3 = tick()
+    acc = res.accepted  # [b]
+    cache.commit(acc + 1, W + 1)
+    acc_l = acc.tolist()
+    k = max(acc_l) + 1  # the context grows by slot 0 + accepted proposals (acc + 1 positions)
+    ctx = (None if v.taps is None else v.taps[:, :k], slots[None, :k] < (acc + 1)[:, None], pos[:, :k])
+    return RoundResult(d, prop, v, res, acc_l, pos, ctx, (t0, t1, t2, t3))
