@@ -9,7 +9,7 @@ control models/drafter/long/ (when `corrector.control`), metrics/corrector.json 
 held-out simulated τ corrected vs uncorrected vs oracle, per slot, per path rule, parameter counts,
 training time, the corrector's share of a real round) and one MLflow run. The feature cache is
 shared with pretrain_drafter when it matches; resumable runs live under checkpoints/corrector/.
-The library is draftlab.training.corrector; this script only loads, wires and writes.
+The recipe is draftlab.pipeline.corrector; this script only loads, wires and writes.
 """
 from __future__ import annotations
 
@@ -32,12 +32,10 @@ _log = stage_log("corrector")
 
 
 def run(params) -> None:
-    from draftlab.corrector.model import save_corrector
-    from draftlab.corrector.sequential import SequentialCorrector, save_sequential
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import write_json
     from draftlab.tracking import lightning_logger
-    from draftlab.training.corrector import cotrain_from_references
+    from draftlab.pipeline.corrector import cotrain_from_references
 
     t, c = params.target, params.corrector
     require_references()
@@ -57,8 +55,7 @@ def run(params) -> None:
             rules = {"path_rule": o.report["path_rule"], "lam": c.lam, "kernels": c.kernels, "k": o.report["k"]}
             save_drafter(o.drafter, OUT / v / "drafter", info={**info, "variant": v, "sim_tau_uncorrected":
                                                                 o.report["sim_tau_uncorrected"]})
-            save = save_sequential if isinstance(o.corrector, SequentialCorrector) else save_corrector
-            save(o.corrector, OUT / v / "corrector", info={**info, **rules, "variant": v, "sim_tau": o.report["sim_tau"]})
+            o.corrector.save(OUT / v / "corrector", info={**info, **rules, "variant": v, "sim_tau": o.report["sim_tau"]})
         if out.control is not None:
             save_drafter(out.control, CONTROL, info={**info, "variant": "dflash-long",
                                                      "sim_tau": out.report["dflash-long"]["sim_tau"]})

@@ -49,9 +49,9 @@ def run(params) -> None:
     from draftlab.params import to_dict
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import atomic_write, write_json
-    from draftlab.verifier.load import load_target
     from draftlab.tracking import lightning_logger, stage_run
-    from draftlab.training.pretrain import pretrain_from_references
+    from draftlab.verifier.load import load_target
+    from draftlab.pipeline.pretrain_drafter import pretrain_from_references
 
     t = params.target
     if not REFERENCES.exists():

@@ -33,7 +33,7 @@ def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import atomic_write, write_json
     from draftlab.tracking import lightning_logger
-    from draftlab.training.specopd import specopd_from_references
+    from draftlab.pipeline.specopd import specopd_from_references
 
     t, cfg = params.target, params.specopd
     require_references()

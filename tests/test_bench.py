@@ -9,12 +9,15 @@ import pandas as pd
 import pytest
 import torch
 
-from draftlab.bench import ArmContext, PromptItem, SpeculativeArm, build_arm, compute, register_arm, run_benchmark, write_outputs
+from draftlab.bench import ArmContext, Checkpoints, PromptItem, SpeculativeArm, build_arm, compute, run_benchmark, write_outputs
+from draftlab.bench.arms import ARM_TABLE
 from draftlab.bench.simulate import _train_path, simulated_tau
 from draftlab.config import BenchmarkConfig
 from draftlab.errors import DraftlabError
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
 from stubs import OracleDrafter
+
+NO_CHECKPOINTS = Checkpoints("", "", "", "")  # arms here load their drafter through load_drafter
 
 
 def _prompts(target, lengths, seed=0):
@@ -53,6 +56,10 @@ def test_real_drafter_greedy_equals_ar(llama_target, lengths, vocab_size):
 class _HybridState:
     def __init__(self, real, oracle, rows):
         self.real, self.oracle, self.rows = real, oracle, rows
+
+    @property
+    def valid(self):  # the real drafter's context slots: the engine compacts when holes pile up
+        return self.real.valid
 
     def drop_streams(self, keep):
         self.real.drop_streams(keep)
@@ -131,7 +138,7 @@ def test_metrics_tau_coverage_oracle(llama_target):
     prompts = _prompts(t, (6, 9), seed=3)
     S, K = 4, 3
     cfg = BenchmarkConfig(suites=["mt-bench"], max_new_tokens=13, temperatures=[0.0], concurrency=[], topk=K, warmup=False)
-    arms = {"ar": build_arm("ar", ArmContext(t, cfg)),
+    arms = {"ar": build_arm("ar", ArmContext(t, cfg, NO_CHECKPOINTS)),
             "right": OracleArm("right", t, OracleDrafter(t, block_size=S, mode="right")),
             "wrong": OracleArm("wrong", t, OracleDrafter(t, block_size=S, mode="wrong"))}
     suites = {"mt-bench": [PromptItem(f"p{i}", "mt-bench", p) for i, p in enumerate(prompts)]}
@@ -145,16 +152,27 @@ def test_metrics_tau_coverage_oracle(llama_target):
     assert all(row[0] == 0.0 for row in m["wrong"]["coverage"])
     assert m["right"]["oracle_tau"] == S and m["wrong"]["oracle_tau"] < S
     assert m["ar"]["speedup"] == 1.0 and m["right"]["speedup"] > 0
-    assert m["right"]["break_even_tau"] > 0 and set(m["right"]["round_ms"]) == {"draft", "propose", "verify", "book"}
+    assert m["right"]["break_even_tau"] > 0 and set(m["right"]["round_ms"]) == {"draft", "propose", "verify", "commit"}
     s = detail["summary"]
     assert s["right"]["tau_t0"] == S and "oracle_tau_t0" in s["right"] and s["ar"]["speedup_t0"] == 1.0
 
 
-def test_arm_registry():
-    with pytest.raises(DraftlabError, match="unknown benchmark arm"):
-        build_arm("no-such-arm", ArmContext(None, BenchmarkConfig()))
-    register_arm("dummy", lambda ctx: "built")
-    assert build_arm("dummy", ArmContext(None, BenchmarkConfig())) == "built"
+def test_arm_table_is_explicit_and_isolated(root):
+    """Unknown names fail in one line; a caller's own table does not touch ARM_TABLE; every arm that a
+    config preset names is in the table (conf/benchmark/arms/*.yaml)."""
+    import yaml
+
+    before = dict(ARM_TABLE)
+    with pytest.raises(DraftlabError, match="unknown benchmark arm 'no-such-arm'") as e:
+        build_arm("no-such-arm", ArmContext(None, BenchmarkConfig(), NO_CHECKPOINTS))
+    assert "\n" not in str(e.value)
+    table = {**ARM_TABLE, "dummy": lambda name, ctx: f"built {name}"}
+    assert build_arm("dummy", ArmContext(None, BenchmarkConfig(), NO_CHECKPOINTS), table) == "built dummy"
+    assert ARM_TABLE == before and "dummy" not in ARM_TABLE
+    for preset in sorted((root / "conf" / "benchmark" / "arms").glob("*.yaml")):
+        names = yaml.safe_load(preset.read_text())
+        for name in names["arms"] + names["concurrency_arms"]:
+            assert name in ARM_TABLE, (preset.name, name)
 
 
 def test_runner_and_report_end_to_end(llama_target, tmp_path):
@@ -164,7 +182,7 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
                           concurrency_temperatures=[0.0, 1.0], arms=["ar", "dflash", "dflash2"],
                           concurrency_arms=["ar", "dflash"])
     d = _real_drafter(t, S=4, vocab_size=40)
-    ctx = ArmContext(t, cfg, load_drafter=lambda path: d)
+    ctx = ArmContext(t, cfg, NO_CHECKPOINTS, load_drafter=lambda path: d)
     arms = {name: build_arm(name, ctx) for name in ("ar", "dflash")}
     arms["dflash2"] = SpeculativeArm("dflash2", t, d)  # not in the sweep (concurrency_arms)
     suites = {s: [PromptItem(f"{s}/{i}", s, p) for i, p in enumerate(_prompts(t, (5, 8, 6), seed=i + 4))]

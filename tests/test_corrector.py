@@ -12,11 +12,11 @@ from torch import nn
 
 from draftlab.config import CorrectorConfig
 from draftlab.errors import DraftlabError
-from draftlab.corrector import (
-    CorrectorSpec, DCOCOCorrector, corrector_inputs, corrector_loss, count_parameters, load_corrector,
-    path_tokens, save_corrector, select_path, spec_from_config, transition_weights, viterbi_path,
-)
-from draftlab.corrector.paths import greedy_path, path_score
+from draftlab.corrector.base import DraftBlock
+from draftlab.corrector.dcoco import DCOCOArch, DCOCOCorrector, arch_from_config, corrector_inputs, count_parameters
+from draftlab.corrector.families import load_corrector
+from draftlab.corrector.loss import corrector_loss, transition_weights
+from draftlab.corrector.paths import greedy_path, path_score, path_tokens, select_path, viterbi_path
 
 V, DE, D = 97, 16, 24  # vocabulary, embedding width, drafter hidden width
 
@@ -26,9 +26,22 @@ def _embed(seed=0, dtype=torch.float32) -> nn.Embedding:
     return nn.Embedding(V, DE).to(dtype).requires_grad_(False)
 
 
+def _propose(model, h, ids, lg, rule="greedy"):
+    """(chosen candidate indices, tokens) through the corrector interface, candidates given."""
+    c = model.propose(DraftBlock(h, cand=(ids, lg)), rule)
+    return c.extras[f"path_{rule}"], c.tokens
+
+
+class _Host:
+    """What load_corrector reads of a drafter: the frozen embedding, device and dtype."""
+
+    def __init__(self, embed):
+        self.embed_tokens, self.device, self.dtype = embed, embed.weight.device, embed.weight.dtype
+
+
 def _corrector(embed=None, out_std=0.0, seed=1, **kw) -> DCOCOCorrector:
     embed = embed if embed is not None else _embed()
-    spec = CorrectorSpec(hidden_size=D, embed_dim=DE, vocab_size=V, k=kw.pop("k", 4), dim=kw.pop("dim", 8),
+    spec = DCOCOArch(hidden_size=D, embed_dim=DE, vocab_size=V, k=kw.pop("k", 4), dim=kw.pop("dim", 8),
                          mlp_hidden=kw.pop("mlp_hidden", 12), **kw)
     torch.manual_seed(seed)
     model = DCOCOCorrector(spec, embed)
@@ -62,7 +75,7 @@ def test_init_every_rule_returns_drafter_argmax(S, K):
     assert scores.shape == (3, S - 2, K, K)
     assert torch.equal(scores, lg[:, 1:, None, :].expand_as(scores))  # S_p(a, b) = ℓ_{p+1}(b) exactly
     for rule in ("greedy", "globalsum", "geometric"):
-        idx, tokens = model.propose(h, ids, lg, rule)
+        idx, tokens = _propose(model, h, ids, lg, rule)
         assert torch.equal(tokens, argmax_block), rule
         assert bool((idx == 0).all())
 
@@ -159,7 +172,7 @@ def test_worked_example_through_the_model():
     ids = torch.tensor([[[2, 3, 4], [0, 1, 5], [6, 7, 8], [9, 10, 11]]])  # slot 2: key=0, keys=1, locks=5
     ell = torch.tensor([[[4.2, 3.6, 2.8], [2.7, 2.5, 1.1], [3.1, 2.9, 0.8], [2.8, 1.6, 0.5]]])
     s = model(torch.zeros(1, 4, D), ids, ell).detach()
-    idx, _ = model.propose(torch.zeros(1, 4, D), ids, ell)
+    idx, _ = _propose(model, torch.zeros(1, 4, D), ids, ell)
     assert float(s[0, 0, 0, 1] - s[0, 0, 0, 0]) > 0  # These→keys beats These→key
     assert idx[0].tolist()[:2] == [0, 1]
 
@@ -249,7 +262,7 @@ def test_factorised_equals_materialised_mlp(pair, cand):
     fact = model(h, ids, lg, backend="torch")
     naive = model.naive_scores(h, ids, lg)
     torch.testing.assert_close(fact, naive, rtol=1e-12, atol=1e-12)
-    assert count_parameters(model.spec)["total"] == model.num_parameters()
+    assert count_parameters(model.arch)["total"] == model.num_parameters()
     assert (model.pair is not None) == pair and (model.slot_proj is not None) == cand
 
 
@@ -271,12 +284,12 @@ def test_parameter_count_at_paper_scale():
     """d = 4096 with the default widths (dim 128, MLP hidden 256) lands at the paper's ~2.23M."""
     cfg = CorrectorConfig()
     E = nn.Embedding(8, 4096).requires_grad_(False)
-    spec = spec_from_config(cfg, 4096, E)
+    spec = arch_from_config(cfg, 4096, E)
     counts = count_parameters(spec)
     assert counts["total"] == DCOCOCorrector(spec, E).num_parameters() == 2_228_865
     assert abs(counts["total"] - 2.23e6) / 2.23e6 < 0.005
-    assert count_parameters(spec_from_config(cfg, 4096, E, "nopair"))["total"] < counts["total"]
-    assert spec_from_config(cfg, 4096, E, "nocand").use_candidate_state is False
+    assert count_parameters(arch_from_config(cfg, 4096, E, "nopair"))["total"] < counts["total"]
+    assert arch_from_config(cfg, 4096, E, "nocand").use_candidate_state is False
 
 
 def test_config_validation():
@@ -294,16 +307,16 @@ def test_checkpoint_roundtrip(tmp_path):
     model = _corrector(E, out_std=0.5, use_pair_state=False)
     logits, hidden, vocab = _draft(2, 5, 30, seed=8)
     h, ids, lg = corrector_inputs(hidden, logits, 4, vocab)
-    save_corrector(model, tmp_path / "c", info={"steps": 3})
+    model.save(tmp_path / "c", info={"steps": 3})
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["config.json", "model.safetensors"]
-    back = load_corrector(tmp_path / "c", E)
-    assert back.spec == model.spec and not back.training
+    back = load_corrector(tmp_path / "c", _Host(E))
+    assert back.arch == model.arch and not back.training
     torch.testing.assert_close(back(h, ids, lg), model(h, ids, lg))
     assert not any("embed" in k for k in back.state_dict())  # the frozen table is not inside
     with pytest.raises(DraftlabError, match="embedding"):
-        load_corrector(tmp_path / "c", nn.Embedding(V + 1, DE))
+        load_corrector(tmp_path / "c", _Host(nn.Embedding(V + 1, DE)))
     with pytest.raises(DraftlabError, match="config.json"):
-        load_corrector(tmp_path / "missing", E)
+        load_corrector(tmp_path / "missing", _Host(E))
 
 
 # ---- the proposal step inside the engine -----------------------------------------------------------------------
@@ -316,12 +329,13 @@ def test_proposal_step_and_lossless_engine(llama_target):
 
     t = llama_target
     Vt, H = t.vocab_size, 8
-    spec = CorrectorSpec(hidden_size=H, embed_dim=t.hidden_size, vocab_size=Vt, k=4, dim=8, mlp_hidden=12)
+    spec = DCOCOArch(hidden_size=H, embed_dim=t.hidden_size, vocab_size=Vt, k=4, dim=8, mlp_hidden=12)
     torch.manual_seed(0)
     model = DCOCOCorrector(spec, t.embed_tokens)
     # at init: the drafter's argmax block, deterministic (q = None → point-mass rule at T>0)
     g = torch.Generator().manual_seed(9)
-    d = StubDraftOutput(torch.randn(2, 5, Vt, generator=g), torch.randn(2, 5, H, generator=g))
+    d = StubDraftOutput(torch.randn(2, 5, Vt, generator=g), torch.randn(2, 5, H, generator=g),
+                        block_ids=torch.zeros(2, 5, dtype=torch.long))
     prop = CorrectorProposal(model)(d, SamplingParams(temperature=1.0))
     assert prop.q is None and torch.equal(prop.tokens, d.logits[:, 1:].argmax(-1))
     # a random Δθ re-selects tokens; greedy decoding must still equal AR exactly
@@ -331,4 +345,4 @@ def test_proposal_step_and_lossless_engine(llama_target):
     proposer = CorrectorProposal(model, rule="greedy")
     res = SpeculativeEngine(t, drafter, proposer).generate(prompts, 12, eos_ids=[])
     assert res.tokens == generate_ar(t, prompts, 12, eos_ids=[]).tokens
-    assert proposer.last_indices is not None and bool((proposer.last_indices != 0).any())
+    assert bool((proposer.last_extras["path_greedy"] != 0).any())

@@ -14,9 +14,11 @@ import torch
 
 from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.drafter import DFlashDrafter, save_drafter, spec_from_target
-from draftlab.training.corrector import CoTrainModule, build_corrector, pretrain_view, train_corrector
+from draftlab.corrector.families import build_corrector
+from draftlab.training.cotrain import CoTrainModule, train_corrector
+from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import FeatureStore, SequenceSet
-from draftlab.training.pretrain import DrafterDataModule, train_drafter
+from draftlab.training.pretrain import train_drafter
 
 S = 5
 TAPS = [0, 2, 3]
@@ -70,7 +72,7 @@ def base_drafter(target, state) -> DFlashDrafter:
 
 def one_batch(seqs, store, c):
     torch.manual_seed(0)
-    dm = DrafterDataModule(seqs, pretrain_view(pcfg(), c, 0.0), S, store)
+    dm = DrafterDataModule(seqs, c.run_settings(pcfg(), 0.0), S, store)
     return next(iter(dm.train_dataloader()))
 
 
@@ -83,7 +85,7 @@ def test_gradient_routing_through_the_module(target, data, frozen):
     d = base_drafter(target, state)
     corr = build_corrector(c, d, "frozen" if frozen else "dcoco")
     torch.nn.init.normal_(corr.mlp_out.weight, std=0.5)  # past init: Δθ depends on h as well
-    m = CoTrainModule(d, corr, pretrain_view(pcfg(), c, 0.0), c, frozen=frozen, val_names=["heldout"], target=target)
+    m = CoTrainModule(d, corr, c.run_settings(pcfg(), 0.0), c, frozen=frozen, val_names=["heldout"], target=target)
     out = m.compute_losses(one_batch(seqs, store, c))
     assert out["den_corr"] > 0 and torch.isfinite(out["corrector"]) and out["corrector"] > 0
     out["corrector"].backward(retain_graph=not frozen)
@@ -107,16 +109,16 @@ def test_fit_updates_the_drafter_only_when_co_training(target, data, tmp_path, f
     c = ccfg(max_steps=3)
     d = base_drafter(target, state)
     corr = build_corrector(c, d, "dcoco")
-    r = train_corrector(d, corr, seqs, pretrain_view(pcfg(), c, 0.0), c, tmp_path / "run", store=store, frozen=frozen,
+    r = train_corrector(d, corr, seqs, c.run_settings(pcfg(), 0.0), c, tmp_path / "run", store=store, frozen=frozen,
                         log=lambda m: None)
-    assert r.steps == 3 and r.frozen == frozen
+    assert r.steps == 3 and r.extras["frozen"] == frozen
     changed = any(not torch.equal(v, state[k]) for k, v in d.state_dict().items())
     assert changed != frozen
     assert corr.mlp_out.weight.abs().sum() > 0  # the zero-initialised output layer moved in both modes
 
 
 def _corr_loss(target, d, corr, c, batch) -> float:
-    m = CoTrainModule(d, corr, pretrain_view(pcfg(), c, 0.0), c, frozen=False, val_names=["heldout"], target=target)
+    m = CoTrainModule(d, corr, c.run_settings(pcfg(), 0.0), c, frozen=False, val_names=["heldout"], target=target)
     with torch.no_grad():
         return float(m.compute_losses(batch)["corrector"])
 
@@ -128,7 +130,7 @@ def test_short_cotraining_lowers_corrector_loss(target, data, tmp_path):
     corr = build_corrector(c, d, "dcoco")
     batch = one_batch(seqs, store, c)
     before = _corr_loss(target, d, corr, c, batch)
-    r = train_corrector(d, corr, seqs, pretrain_view(pcfg(), c, 0.0), c, tmp_path / "run", store=store,
+    r = train_corrector(d, corr, seqs, c.run_settings(pcfg(), 0.0), c, tmp_path / "run", store=store,
                         log=lambda m: None)
     after = _corr_loss(target, d, corr, c, batch)
     assert after < 0.8 * before, (before, after)
@@ -150,7 +152,7 @@ def test_trained_corrector_beats_the_drafter_argmax(target, data, tmp_path):
     c = ccfg(max_steps=150, lr=1e-2)
     d = base_drafter(target, state)
     corr = build_corrector(c, d, "dcoco")
-    r = train_corrector(d, corr, seqs, pretrain_view(pcfg(), c, 0.0), c, tmp_path / "run", store=store, frozen=True,
+    r = train_corrector(d, corr, seqs, c.run_settings(pcfg(), 0.0), c, tmp_path / "run", store=store, frozen=True,
                         log=lambda m: None)
     m = r.best_metrics["train_sample"]
     assert m["sim_tau_uncorrected"] < m["sim_tau"] <= m["sim_tau_oracle"], m
@@ -168,7 +170,7 @@ def test_resume_after_interruption(target, data, tmp_path):
                 trainer.should_stop = True
 
     c = ccfg(max_steps=5)
-    view = pretrain_view(pcfg(checkpoint_every=2), c, 0.0)
+    view = c.run_settings(pcfg(checkpoint_every=2), 0.0)
     d = base_drafter(target, state)
     r1 = train_corrector(d, build_corrector(c, d, "dcoco"), seqs, view, c, tmp_path / "run", store=store,
                          callbacks=[StopAt()], log=lambda m: None)
@@ -183,14 +185,12 @@ def test_resume_after_interruption(target, data, tmp_path):
 
 
 def write_variant(root, target, drafter, corrector, variant="dcoco", info=None):
-    from draftlab.corrector import save_corrector
-
     save_drafter(drafter, root / variant / "drafter")
-    save_corrector(corrector, root / variant / "corrector", info={"lam": 0.75, "kernels": "torch", **(info or {})})
+    corrector.save(root / variant / "corrector", info={"lam": 0.75, "kernels": "torch", **(info or {})})
 
 
 def test_dcoco_arms_lossless_in_the_runner_and_summary(target, data, tmp_path):
-    from draftlab.bench import ArmContext, PromptItem, build_arm, compute, run_benchmark
+    from draftlab.bench import ArmContext, Checkpoints, PromptItem, build_arm, compute, run_benchmark
     from draftlab.config import BenchmarkConfig
     from draftlab.decoding import generate_ar
     from draftlab.drafter import load_drafter
@@ -205,8 +205,8 @@ def test_dcoco_arms_lossless_in_the_runner_and_summary(target, data, tmp_path):
     cache: dict = {}
     cfg = BenchmarkConfig(suites=["mt-bench"], max_new_tokens=14, temperatures=[0.0, 1.0], concurrency=[], topk=4,
                           warmup=False, drafter=str(tmp_path / "pre"))
-    ctx = ArmContext(target, cfg, load_drafter=lambda p: cache.setdefault(p, load_drafter(p, target)),
-                     extra={"corrector_root": str(tmp_path / "corr")})
+    ctx = ArmContext(target, cfg, Checkpoints(cfg.drafter, "", "", str(tmp_path / "corr")),
+                     load_drafter=lambda p: cache.setdefault(p, load_drafter(p, target)))
     names = ["ar", "dflash", "dcoco", "dcoco-globalsum", "dcoco-geometric"]
     arms = {n: build_arm(n, ctx) for n in names}
     g = torch.Generator().manual_seed(3)
@@ -247,16 +247,16 @@ def test_dcoco_arms_lossless_in_the_runner_and_summary(target, data, tmp_path):
     assert s["ar"]["headroom_closed_t0"] is None
 
 
-def test_missing_checkpoint_and_unregistered_specopd_arm(target, tmp_path):
-    from draftlab.bench import ArmContext, build_arm
+def test_missing_checkpoint_is_one_line_when_the_arm_is_built(target, tmp_path):
+    from draftlab.bench import ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
     from draftlab.errors import DraftlabError
 
-    ctx = ArmContext(target, BenchmarkConfig(), extra={"corrector_root": str(tmp_path / "none")})
-    with pytest.raises(DraftlabError, match="no corrector checkpoint"):
-        build_arm("dcoco-nopair", ctx)
-    with pytest.raises(DraftlabError, match="unknown benchmark arm 'specopd-dcoco'"):
-        build_arm("specopd-dcoco", ctx)  # its checkpoint does not exist in the working directory
+    ctx = ArmContext(target, BenchmarkConfig(), Checkpoints("", "", "", str(tmp_path / "none")))
+    for name in ("dcoco-nopair", "specopd-dcoco"):  # every arm is in the table; a missing folder fails at build
+        with pytest.raises(DraftlabError, match=f"arm {name}: no corrector checkpoint") as e:
+            build_arm(name, ctx)
+        assert "\n" not in str(e.value)
 
 
 # ---- the stage end to end -----------------------------------------------------------------------------------
@@ -322,16 +322,15 @@ def test_stage_end_to_end(root, workdir):
     assert r2.returncode == 0, r2.stderr[-3000:]
     assert r2.stderr.count("resuming from") == 5  # 4 variants + the control
     # the stage's checkpoints drive the dcoco arm losslessly
-    from draftlab.bench import ArmContext, build_arm
+    from draftlab.bench import ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
     from draftlab.decoding import generate_ar
     from draftlab.drafter import load_drafter
     from draftlab.verifier.load import load_target
 
     t = load_target(workdir / "models" / "target", "cpu", "float32")
-    ctx = ArmContext(t, BenchmarkConfig(), load_drafter=lambda p: load_drafter(p, t),
-                     extra={"corrector_root": str(workdir / "models" / "corrector"),
-                            "long_drafter": str(workdir / "models" / "drafter" / "long")})
+    ckpts = Checkpoints("", "", str(workdir / "models" / "drafter" / "long"), str(workdir / "models" / "corrector"))
+    ctx = ArmContext(t, BenchmarkConfig(), ckpts, load_drafter=lambda p: load_drafter(p, t))
     prompt = pd.read_parquet(workdir / "data" / "references.parquet").prompt_ids.iloc[5].tolist()
     ref = generate_ar(t, [prompt], 10, eos_ids=[]).tokens
     from draftlab.decoding import SamplingParams

@@ -14,7 +14,9 @@ from draftlab.config import DrafterConfig, PretrainConfig
 from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, spec_from_target
 from draftlab.training.features import FeatureStore, SequenceSet, target_features
 from draftlab.training.metrics import BlockStats
-from draftlab.training.pretrain import lr_factor, pretrain_from_references, train_drafter
+from draftlab.pipeline.pretrain_drafter import pretrain_from_references
+from draftlab.training.module import lr_factor
+from draftlab.training.pretrain import train_drafter
 
 S = 4
 TAPS = [0, 2, 3]

@@ -1,4 +1,4 @@
-"""Sequential baselines DSpark / Domino (SPEC §2.4): init = drafter argmax, teacher-forced forward ==
+"""Sequential correctors DSpark / Domino (SPEC §2.4): init = drafter argmax, teacher-forced forward ==
 slot-by-slot walk, lossless in the real engine, checkpoints (round trip, one-line errors), co-training
 through `cotrain_from_references` and gradient routing (co-training vs frozen backbone). CPU, tiny shapes."""
 from __future__ import annotations
@@ -9,10 +9,9 @@ import torch
 
 from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.errors import DraftlabError
-from draftlab.corrector.proposal import SequentialProposal
-from draftlab.corrector.sequential import (
-    build_sequential, count_parameters, load_sequential, save_sequential, sequential_spec, teacher_tokens,
-)
+from draftlab.corrector.families import load_corrector
+from draftlab.corrector.proposal import CorrectorProposal
+from draftlab.corrector.sequential import build_sequential, count_parameters, sequential_arch, teacher_tokens
 from draftlab.drafter import DFlashDrafter, save_drafter, spec_from_target
 
 KINDS = ["dspark", "dspark-nogate", "domino"]
@@ -35,7 +34,7 @@ def make_drafter(target, S=5, vocab_size=VD, seed=0, scale=1.0) -> DFlashDrafter
 
 def make_corrector(kind, drafter, out_std=0.0, seed=1, rank=8):
     torch.manual_seed(seed)
-    c = build_sequential(sequential_spec(kind.split("-")[0], drafter, rank, gate=not kind.endswith("nogate")), drafter)
+    c = build_sequential(sequential_arch(kind.split("-")[0], drafter, rank, gate=not kind.endswith("nogate")), drafter)
     if out_std:  # past init: the zero-initialised output layer (DSpark W2, Domino U) made non-zero
         with torch.no_grad():
             for p in (c.out.parameters() if hasattr(c, "out") else c.up.parameters()):
@@ -60,13 +59,13 @@ def test_init_reproduces_the_drafter_argmax(target, kind, n):
     c = make_corrector(kind, d)
     hidden, logits, slot0 = random_block(target, d, 6, n, seed=n)
     with torch.no_grad():
-        tokens = c.propose(hidden, logits, slot0, d.draft_vocab)
+        tokens = c.walk(hidden, logits, slot0, d.draft_vocab)
         delta = c(hidden, teacher_tokens(slot0, tokens))
     assert torch.equal(tokens, d.draft_vocab[logits.argmax(-1)])
     assert delta.shape == (6, n, VD) and not delta.any()  # δ ≡ 0 exactly
     # leading dims are batched
     with torch.no_grad():
-        t2 = c.propose(hidden.view(2, 3, n, -1), logits.view(2, 3, n, VD), slot0.view(2, 3), d.draft_vocab)
+        t2 = c.walk(hidden.view(2, 3, n, -1), logits.view(2, 3, n, VD), slot0.view(2, 3), d.draft_vocab)
     assert torch.equal(t2.view(6, n), tokens)
 
 
@@ -76,7 +75,7 @@ def test_teacher_forced_forward_equals_the_slot_by_slot_walk(target, kind):
     c = make_corrector(kind, d, out_std=2.0)
     hidden, logits, slot0 = random_block(target, d, 8, 6, seed=3)
     with torch.no_grad():
-        tokens = c.propose(hidden, logits, slot0, d.draft_vocab)  # [8, 6]
+        tokens = c.walk(hidden, logits, slot0, d.draft_vocab)  # [8, 6]
         prev = teacher_tokens(slot0, tokens)  # the walk's own previous tokens
         delta = c(hidden, prev)  # [8, 6, Vd] teacher-forced, all slots at once
         steps, state = [], None
@@ -96,7 +95,7 @@ def test_parameter_counts(target):
     d = make_drafter(target)
     for kind in KINDS:
         c = make_corrector(kind, d)
-        assert count_parameters(c.spec)["total"] == c.num_parameters(), kind
+        assert count_parameters(c.arch)["total"] == c.num_parameters(), kind
     assert "embed" not in "".join(make_corrector("domino", d).state_dict())  # the frozen table is not inside
 
 
@@ -110,7 +109,7 @@ def test_lossless_in_the_engine(target, kind):
     d = make_drafter(target, S=5, scale=3.0)
     c = make_corrector(kind, d, out_std=3.0)
     prompts = [[5, 9, 17, 3], [44, 2, 8, 61, 7, 30], [12, 90, 4]]
-    prop = SequentialProposal(c)
+    prop = CorrectorProposal(c)
     res = SpeculativeEngine(target, d, prop, record_topk=4).generate(prompts, 14, eos_ids=[])
     assert res.tokens == generate_ar(target, prompts, 14, eos_ids=[]).tokens  # greedy == AR, token for token
     assert any(bool((r.proposals != r.topk_ids[..., 0]).any()) for r in res.records)  # re-selected some tokens
@@ -130,17 +129,17 @@ def test_checkpoint_roundtrip_and_errors(target, tmp_path, kind):
     d = make_drafter(target)
     c = make_corrector(kind, d, out_std=1.0)
     hidden, logits, slot0 = random_block(target, d, 4, 4, seed=5)
-    save_sequential(c, tmp_path / "c", info={"steps": 3})
+    c.save(tmp_path / "c", info={"steps": 3})
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["config.json", "model.safetensors"]
-    back = load_sequential(tmp_path / "c", d)
-    assert back.spec == c.spec and not back.training and type(back) is type(c)
+    back = load_corrector(tmp_path / "c", d)
+    assert back.arch == c.arch and not back.training and type(back) is type(c)
     with torch.no_grad():
-        walk = lambda m: m.propose(hidden, logits, slot0, d.draft_vocab)  # noqa: E731
+        walk = lambda m: m.walk(hidden, logits, slot0, d.draft_vocab)  # noqa: E731
         assert torch.equal(walk(back), walk(c))
 
     def one_line(path, drafter, match):
         with pytest.raises(DraftlabError, match=match) as e:
-            load_sequential(path, drafter)
+            load_corrector(path, drafter)
         assert "\n" not in str(e.value)
 
     one_line(tmp_path / "missing", d, "has no config.json")
@@ -185,21 +184,19 @@ def refs(target, tmp_path_factory):
 
 
 def seq_loss(target, drafter, corrector, c, batch, frozen=False):
-    from draftlab.training.corrector import pretrain_view
-    from draftlab.training.sequential import SeqCoTrainModule
+    from draftlab.training.cotrain import CoTrainModule
 
-    m = SeqCoTrainModule(drafter, corrector, pretrain_view(pcfg(), c, 0.0), c, frozen=frozen, val_names=["heldout"],
-                         target=target)
+    m = CoTrainModule(drafter, corrector, c.run_settings(pcfg(), 0.0), c, frozen=frozen, val_names=["heldout"],
+                      target=target)
     return m.compute_losses(batch)
 
 
 def one_batch(df, c):
-    from draftlab.training.corrector import pretrain_view
+    from draftlab.training.data import DrafterDataModule
     from draftlab.training.features import SequenceSet
-    from draftlab.training.pretrain import DrafterDataModule
 
     torch.manual_seed(0)
-    dm = DrafterDataModule(SequenceSet.from_dataframe(df), pretrain_view(pcfg(), c, 0.0), S, None)
+    dm = DrafterDataModule(SequenceSet.from_dataframe(df), c.run_settings(pcfg(), 0.0), S, None)
     return next(iter(dm.train_dataloader()))
 
 
@@ -207,7 +204,7 @@ def one_batch(df, c):
 @pytest.mark.parametrize("frozen", [False, True])
 def test_gradient_routing(target, refs, kind, frozen):
     from draftlab.drafter import load_drafter
-    from draftlab.training.corrector import build_corrector
+    from draftlab.corrector.families import build_corrector
 
     df, tmp = refs
     c = ccfg()
@@ -229,7 +226,8 @@ def test_gradient_routing(target, refs, kind, frozen):
 
 def test_cotrain_from_references(target, refs):
     from draftlab.drafter import load_drafter
-    from draftlab.training.corrector import build_corrector, cotrain_from_references
+    from draftlab.corrector.families import build_corrector
+    from draftlab.pipeline.corrector import cotrain_from_references
 
     df, tmp = refs
     c = ccfg(variants=["dspark", "domino"])
@@ -258,13 +256,14 @@ def test_trained_corrector_beats_the_drafter_argmax(target, refs, kind, tmp_path
     """Frozen backbone (the drafter's argmax τ is fixed): validated slot by slot, the corrected block's
     simulated τ on the training sample exceeds the uncorrected one."""
     from draftlab.drafter import load_drafter
-    from draftlab.training.corrector import build_corrector, pretrain_view, train_corrector
+    from draftlab.corrector.families import build_corrector
+    from draftlab.training.cotrain import train_corrector
     from draftlab.training.features import SequenceSet
 
     df, tmp = refs
     c = ccfg(max_steps=80, lr=1e-2)
     d = load_drafter(tmp / "pretrained", target).train()
-    r = train_corrector(d, build_corrector(c, d, kind), SequenceSet.from_dataframe(df), pretrain_view(pcfg(), c, 0.0), c,
+    r = train_corrector(d, build_corrector(c, d, kind), SequenceSet.from_dataframe(df), c.run_settings(pcfg(), 0.0), c,
                         tmp_path / "run", target=target, frozen=True, rule="greedy", log=lambda m: None)
     m = r.best_metrics["train_sample"]
     assert m["blocks"] > 0 and m["sim_tau"] > m["sim_tau_uncorrected"], m
@@ -274,7 +273,7 @@ def test_trained_corrector_beats_the_drafter_argmax(target, refs, kind, tmp_path
 
 
 def test_arms_lossless_and_missing_checkpoint(target, tmp_path):
-    from draftlab.bench import ArmContext, build_arm
+    from draftlab.bench import ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
     from draftlab.decoding import SamplingParams, generate_ar
     from draftlab.drafter import load_drafter
@@ -282,13 +281,13 @@ def test_arms_lossless_and_missing_checkpoint(target, tmp_path):
     d = make_drafter(target, S=5, scale=3.0)
     for kind in ("dspark", "domino"):
         save_drafter(d, tmp_path / kind / "drafter")
-        save_sequential(make_corrector(kind, d, out_std=3.0), tmp_path / kind / "corrector")
-    ctx = ArmContext(target, BenchmarkConfig(), load_drafter=lambda p: load_drafter(p, target),
-                     extra={"corrector_root": str(tmp_path)})
+        make_corrector(kind, d, out_std=3.0).save(tmp_path / kind / "corrector")
+    ctx = ArmContext(target, BenchmarkConfig(), Checkpoints("", "", "", str(tmp_path)),
+                     load_drafter=lambda p: load_drafter(p, target))
     prompts = [[5, 9, 17, 3], [44, 2, 8]]
     ref = generate_ar(target, prompts, 10, eos_ids=[]).tokens
     for kind in ("domino", "dspark"):
         assert build_arm(kind, ctx).generate(prompts, 10, SamplingParams(), [], None).tokens == ref, kind
     with pytest.raises(DraftlabError, match="arm domino: no corrector checkpoint") as e:
-        build_arm("domino", ArmContext(target, BenchmarkConfig(), extra={"corrector_root": str(tmp_path / "none")}))
+        build_arm("domino", ArmContext(target, BenchmarkConfig(), Checkpoints("", "", "", str(tmp_path / "none"))))
     assert "\n" not in str(e.value)

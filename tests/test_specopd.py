@@ -252,7 +252,7 @@ def test_comparison_driver_reports_every_arm_and_resumes(target, tmp_path):
 
     from draftlab.config import SpecOPDConfig
     from draftlab.drafter import load_drafter, save_drafter
-    from draftlab.training.specopd import specopd_from_references
+    from draftlab.pipeline.specopd import specopd_from_references
 
     g = torch.Generator().manual_seed(9)
     n = 6
@@ -278,7 +278,7 @@ def test_comparison_driver_reports_every_arm_and_resumes(target, tmp_path):
     d.load_state_dict(out.drafter.state_dict())
     cfg.baselines = []
     again = specopd_from_references(target, df, cfg, tmp_path / "pretrained", tmp_path / "work", log=lambda m: None)
-    assert again.arms["specopd"].resumed_from_step == 3 and again.report["sim_tau_before"] == rep["sim_tau_before"]
+    assert again.objectives["specopd"].resumed_from_step == 3 and again.report["sim_tau_before"] == rep["sim_tau_before"]
     # the held-out T=1 evaluation: seeded (same drafter -> same figures), bounded, and of the final state
     W = rep["branch_width"]
     for tv in (rep["tv_before"], *(r["tv_final"] for r in rep["baselines"].values()), rep["specopd"]["tv_final"]):
@@ -288,11 +288,12 @@ def test_comparison_driver_reports_every_arm_and_resumes(target, tmp_path):
 
 
 def test_benchmark_arm_loads_the_specopd_drafter(target):
-    from draftlab.bench.arms import ArmContext, build_arm
+    from draftlab.bench.arms import ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
 
     d = make_drafter(target)
     seen = []
-    ctx = ArmContext(target, BenchmarkConfig(), load_drafter=lambda p: seen.append(p) or d)
+    ctx = ArmContext(target, BenchmarkConfig(), Checkpoints("pre", "models/drafter/specopd", "long", "corr"),
+                     load_drafter=lambda p: seen.append(p) or d)
     arm = build_arm("dflash-specopd", ctx)
     assert arm.name == "dflash-specopd" and arm.drafter is d and seen == ["models/drafter/specopd"]

@@ -1,5 +1,5 @@
 """Atomic file outputs: write to a temporary sibling, then rename, so nothing is half-written; and the
-self-describing weight folders (config.json + model.safetensors) of the correctors."""
+self-describing weight folders (config.json + model.safetensors) of the drafter and the correctors."""
 from __future__ import annotations
 
 import json
@@ -8,6 +8,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
+
+from draftlab.errors import DraftlabError
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -75,11 +77,10 @@ def save_weights_folder(path: str | Path, config: dict, tensors: dict, fmt: str)
     return path
 
 
-def read_folder_config(path: str | Path, fmt: str, what: str, hint: str) -> dict:
-    """The config.json of a weight folder, checked to be of format `fmt`; one-line DraftlabErrors
-    name `what` (e.g. 'corrector') and, when the folder is missing, `hint` (how to produce it)."""
-    from draftlab.errors import DraftlabError
-
+def read_folder_config(path: str | Path, fmt: str | tuple[str, ...], what: str, hint: str) -> dict:
+    """The config.json of a weight folder, checked to be of format `fmt` (or one of several); one-line
+    DraftlabErrors name `what` (e.g. 'corrector') and, when the folder is missing, `hint` (how to produce it)."""
+    fmts = (fmt,) if isinstance(fmt, str) else tuple(fmt)
     cfg_file = Path(path) / CONFIG
     if not cfg_file.exists():
         raise DraftlabError(f"{what} checkpoint {path} has no {CONFIG}; {hint}")
@@ -87,17 +88,15 @@ def read_folder_config(path: str | Path, fmt: str, what: str, hint: str) -> dict
         raw = json.loads(cfg_file.read_text())
     except json.JSONDecodeError:
         raise DraftlabError(f"{cfg_file} is not valid JSON; the {what} checkpoint is corrupt") from None
-    if not isinstance(raw, dict) or raw.get("format") != fmt:
+    if not isinstance(raw, dict) or raw.get("format") not in fmts:
         got = raw.get("format") if isinstance(raw, dict) else None
-        raise DraftlabError(f"{cfg_file} has format {got!r}, expected {fmt!r}")
+        raise DraftlabError(f"{cfg_file} has format {got!r}, expected {' or '.join(map(repr, fmts))}")
     return raw
 
 
 def read_folder_tensors(path: str | Path, what: str) -> dict:
     """The tensors of a weight folder's model.safetensors (one-line DraftlabError if missing or unreadable)."""
     from safetensors.torch import load_file
-
-    from draftlab.errors import DraftlabError
 
     wfile = Path(path) / WEIGHTS
     if not wfile.exists():

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from draftlab.corrector import CorrectorSpec, DCOCOCorrector, corrector_inputs
+from draftlab.corrector.base import DraftBlock
+from draftlab.corrector.dcoco import DCOCOArch, DCOCOCorrector, corrector_inputs
 from draftlab.kernels import dispatch
 from draftlab.kernels.greedy_walk import greedy_walk_torch, greedy_walk_triton
 from draftlab.kernels.transition_scores import transition_scores_torch, transition_scores_triton
@@ -68,7 +69,7 @@ def test_greedy_walk_kernel_matches_reference(P, K):
 def test_model_end_to_end_on_both_backends(pair):
     torch.manual_seed(0)
     E = nn.Embedding(50, 12).requires_grad_(False)
-    spec = CorrectorSpec(hidden_size=10, embed_dim=12, vocab_size=50, k=4, dim=8, mlp_hidden=20, use_pair_state=pair)
+    spec = DCOCOArch(hidden_size=10, embed_dim=12, vocab_size=50, k=4, dim=8, mlp_hidden=20, use_pair_state=pair)
     model = DCOCOCorrector(spec, E)  # without the pair state the pair part is the bias, expanded (stride 0)
     g = torch.Generator().manual_seed(1)
     logits, hidden = torch.randn(3, 6, 50, generator=g), torch.randn(3, 6, 10, generator=g) * 20
@@ -77,7 +78,7 @@ def test_model_end_to_end_on_both_backends(pair):
         init = model(h, ids, lg, backend="triton")
         assert torch.equal(init, lg[:, 1:, None, :].expand_as(init))
         for rule in ("greedy", "globalsum", "geometric"):
-            _, tokens = model.propose(h, ids, lg, rule, backend="triton")
+            tokens = model.propose(DraftBlock(h, cand=(ids, lg)), rule, backend="triton").tokens
             assert torch.equal(tokens, logits[:, 1:].argmax(-1))
         nn.init.normal_(model.mlp_out.weight, std=1.0)
         parts = model.first_layer_parts(h, ids)
@@ -85,8 +86,8 @@ def test_model_end_to_end_on_both_backends(pair):
         ref64, tol = _tol(args)
         tri = model(h, ids, lg, backend="triton")
         assert float((tri.double() - ref64).abs().max()) <= tol
-        i_tri, _ = model.propose(h, ids, lg, "greedy", backend="triton")
-        i_ref, _ = model.propose(h, ids, lg, "greedy", backend="torch")
+        i_tri = model.propose(DraftBlock(h, cand=(ids, lg)), "greedy", backend="triton").extras["path_greedy"]
+        i_ref = model.propose(DraftBlock(h, cand=(ids, lg)), "greedy", backend="torch").extras["path_greedy"]
         assert torch.equal(i_tri, i_ref)
 
 

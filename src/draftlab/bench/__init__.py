@@ -1,7 +1,7 @@
-"""The benchmark library: arm registry, runner (suites × temperatures × arms, concurrency sweep),
-metrics (τ, acceptance curve, tokens/s, speedup, round split, coverage, oracle τ, break-even τ),
-simulated τ, and report writing."""
-from draftlab.bench.arms import ARMS, ArmContext, ARArm, SpeculativeArm, build_arm, register_arm  # noqa: F401
+"""Benchmark: the arm table (`arms`), the interleaved runner (`runner`), metrics (τ, tokens/s, CIs,
+coverage, oracle τ, break-even τ; `metrics`), simulated τ (`simulate`), a proposal step's share of a
+round measured through the engine (`share`), and the written outputs (`report`)."""
+from draftlab.bench.arms import ARM_TABLE, ArmContext, ARArm, Checkpoints, SpeculativeArm, build_arm  # noqa: F401
 from draftlab.bench.metrics import compute  # noqa: F401
 from draftlab.bench.report import write_outputs  # noqa: F401
 from draftlab.bench.runner import BatchRun, BenchRuns, PromptItem, run_benchmark  # noqa: F401

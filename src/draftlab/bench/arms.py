@@ -1,46 +1,74 @@
-"""Benchmark arms: a registry of named decoding methods, so later issues add theirs without editing the
-runner. An arm factory takes an `ArmContext` and returns an `Arm`:
+"""Benchmark arms: one explicit table, `ARM_TABLE`, from arm name to factory.
 
-    register_arm("mymethod", lambda ctx: SpeculativeArm("mymethod", ctx.target, ctx.drafter(path), MyProposal()))
+A factory takes the arm's name and an `ArmContext` (the target, the benchmark section, where the
+stages wrote each checkpoint, a cached drafter loader) and returns an `Arm`. Nothing is registered
+by import and nothing checks a path before an arm is built: a missing checkpoint is a one-line
+`DraftlabError` when the benchmark builds that arm.
 
-An unknown arm name `x-y` is looked up by importing `draftlab.bench.arm_x_y` (which should call
-`register_arm`), so a new method can live in its own module. Arms now: `ar`, `dflash`.
+Adding an arm = one entry in `ARM_TABLE` + its name in conf/benchmark/arms/*.yaml (see
+docs/architecture.md). A speculative arm is a drafter (or None) plus a proposal step
+(`draftlab.decoding.api.ProposalStep`); `SpeculativeArm` runs them through the engine.
+
+| arm | drafter | proposal step |
+|---|---|---|
+| `ar` | — (the target alone) | — |
+| `dflash`, `dflash-specopd`, `dflash-long` | pretrained / SpecOPD / long-control drafter | its own choice |
+| `dcoco` (+ `-globalsum`, `-geometric`) | the dcoco variant's co-trained drafter | DCOCO, that path rule |
+| `dcoco-nopair` / `-nocand` / `-frozen`, `specopd-dcoco` | that variant's drafter | DCOCO, greedy |
+| `dspark`, `domino` | that variant's drafter | the sequential walk |
+Corrector proposals are deterministic, so at T>0 the verifier applies the point-mass rule.
 """
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import torch
 
 from draftlab.config import BenchmarkConfig
+from draftlab.corrector.families import load_corrector, read_corrector_info
+from draftlab.corrector.proposal import CorrectorProposal
+from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep
+from draftlab.decoding.ar import generate_ar
+from draftlab.decoding.common import GenerationResult
+from draftlab.decoding.speculative import SpeculativeEngine
+from draftlab.decoding.verify import SamplingParams
 from draftlab.errors import DraftlabError
-from draftlab.decoding import DrafterProposal, GenerationResult, SamplingParams, SpeculativeEngine, generate_ar
-from draftlab.decoding.api import ProposalStep
 
 
 class Arm(Protocol):
     name: str
     speculative: bool  # produces rounds with accepted lengths (τ) and drafter records
-    drafter: Any  # the drafter (None for AR); used for simulated τ
+    drafter: Any  # the drafter (None for AR or a drafter-less arm); used for simulated τ
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int, sp: SamplingParams, eos_ids: list[int],
                  generator: torch.Generator | None, record_topk: int = 0) -> GenerationResult: ...
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Where the stages wrote the trained models; the benchmark stage passes its paths in."""
+
+    drafter: str  # the pretrained drafter (the dflash arm)
+    specopd_drafter: str  # the SpecOPD drafter (dflash-specopd)
+    long_drafter: str  # the dflash-long control
+    correctors: str  # the corrector stage's root: <variant>/drafter and <variant>/corrector
 
 
 @dataclass
 class ArmContext:
     target: Any  # TargetModel
     cfg: BenchmarkConfig
+    checkpoints: Checkpoints
     pad_id: int = 0
-    load_drafter: Callable[[str], Any] | None = None  # path -> drafter (the stage caches loads)
-    extra: dict = field(default_factory=dict)  # anything later arms need (their own checkpoints, ...)
+    load_drafter: Callable[[str], Drafter] | None = None  # folder -> drafter (the stage caches loads)
+    kernels: str | None = None  # overrides the kernel backend the correctors were saved with (auto | torch | triton)
 
-    def drafter(self, path: str) -> Any:
+    def drafter(self, folder: str) -> Drafter:
         if self.load_drafter is None:
-            raise DraftlabError(f"no drafter loader given; cannot load {path}")
-        return self.load_drafter(path)
+            raise DraftlabError(f"no drafter loader given; cannot load {folder}")
+        return self.load_drafter(folder)
 
 
 class ARArm:
@@ -56,10 +84,12 @@ class ARArm:
 
 
 class SpeculativeArm:
+    """A drafter (or None, when the proposal step needs none) and a proposal step, run by the engine."""
+
     speculative = True
 
-    def __init__(self, name: str, target, drafter, proposer: ProposalStep | None = None, pad_id: int = 0,
-                 compact_threshold: float = 0.25):
+    def __init__(self, name: str, target, drafter: Drafter | None, proposer: ProposalStep | None = None,
+                 pad_id: int = 0, compact_threshold: float = 0.25):
         self.name, self.target, self.drafter = name, target, drafter
         self.proposer = proposer or DrafterProposal()
         self.pad_id, self.compact_threshold = pad_id, compact_threshold
@@ -70,26 +100,61 @@ class SpeculativeArm:
         return eng.generate(prompts, max_new_tokens, sp, eos_ids, generator)
 
 
-ARMS: dict[str, Callable[[ArmContext], Arm]] = {}
+ArmFactory = Callable[[str, ArmContext], Arm]
 
 
-def register_arm(name: str, factory: Callable[[ArmContext], Arm]) -> None:
-    ARMS[name] = factory
+def ar_arm(name: str, ctx: ArmContext) -> Arm:
+    return ARArm(ctx.target, ctx.pad_id, ctx.cfg.compact_threshold, name)
 
 
-def build_arm(name: str, ctx: ArmContext) -> Arm:
-    if name not in ARMS:
-        mod = "draftlab.bench.arm_" + name.replace("-", "_")
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:
-                raise
-    if name not in ARMS:
-        raise DraftlabError(f"unknown benchmark arm '{name}'; registered: {', '.join(sorted(ARMS))}")
-    return ARMS[name](ctx)
+def drafter_arm(folder: Callable[[Checkpoints], str]) -> ArmFactory:
+    """DFlash decoding with the drafter saved in `folder(ctx.checkpoints)`, proposing its own choice."""
+    def build(name: str, ctx: ArmContext) -> Arm:
+        return SpeculativeArm(name, ctx.target, ctx.drafter(folder(ctx.checkpoints)), None, ctx.pad_id,
+                              ctx.cfg.compact_threshold)
+
+    return build
 
 
-register_arm("ar", lambda ctx: ARArm(ctx.target, ctx.pad_id, ctx.cfg.compact_threshold))
-register_arm("dflash", lambda ctx: SpeculativeArm("dflash", ctx.target, ctx.drafter(ctx.cfg.drafter), None, ctx.pad_id,
-                                                  ctx.cfg.compact_threshold))
+def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
+    """A corrector variant's co-trained drafter + its corrector as the proposal step (any family), read
+    from <checkpoints.correctors>/<variant>/{drafter,corrector}; `rule` is DCOCO's path rule."""
+    def build(name: str, ctx: ArmContext) -> Arm:
+        folder = Path(ctx.checkpoints.correctors) / variant
+        if not (folder / "corrector" / "config.json").exists():
+            raise DraftlabError(f"arm {name}: no corrector checkpoint at {folder}/corrector; run the corrector stage "
+                                f"with '{variant}' in corrector.variants")
+        drafter = ctx.drafter(str(folder / "drafter"))
+        _, info = read_corrector_info(folder / "corrector")
+        kernels = ctx.kernels or info.get("kernels", "auto")
+        prop = CorrectorProposal(load_corrector(folder / "corrector", drafter), rule, float(info.get("lam", 0.75)),
+                                 None if kernels == "auto" else kernels)
+        return SpeculativeArm(name, ctx.target, drafter, prop, ctx.pad_id, ctx.cfg.compact_threshold)
+
+    return build
+
+
+ARM_TABLE: dict[str, ArmFactory] = {
+    "ar": ar_arm,
+    "dflash": drafter_arm(lambda c: c.drafter),
+    "dflash-specopd": drafter_arm(lambda c: c.specopd_drafter),
+    "dflash-long": drafter_arm(lambda c: c.long_drafter),
+    "dcoco": corrector_arm("dcoco"),
+    "dcoco-globalsum": corrector_arm("dcoco", "globalsum"),
+    "dcoco-geometric": corrector_arm("dcoco", "geometric"),
+    "dcoco-nopair": corrector_arm("nopair"),
+    "dcoco-nocand": corrector_arm("nocand"),
+    "dcoco-frozen": corrector_arm("frozen"),
+    "specopd-dcoco": corrector_arm("specopd-dcoco"),
+    "dspark": corrector_arm("dspark"),
+    "domino": corrector_arm("domino"),
+}
+
+
+def build_arm(name: str, ctx: ArmContext, table: dict[str, ArmFactory] | None = None) -> Arm:
+    """The arm `name` of `table` (default: ARM_TABLE)."""
+    table = ARM_TABLE if table is None else table
+    if name not in table:
+        raise DraftlabError(f"unknown benchmark arm '{name}'; known: {', '.join(sorted(table))} "
+                            f"(a new arm is an entry in ARM_TABLE, draftlab/bench/arms.py)")
+    return table[name](name, ctx)

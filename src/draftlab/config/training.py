@@ -236,7 +236,7 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
         """The run settings of one co-training run: pretraining's (schedule shape, γ, feature cache,
         precision) with this section's budget, optimiser (the drafter's lr is `drafter_lr`), batches,
         seed and validation cadence; `max_steps` given = a step budget alone (the dflash-long control)."""
-        return replace(pretrain, **parts(self, Optim, Batches), lr=self.drafter_lr, seed=self.seed,
+        return replace(pretrain, **{**parts(self, Optim, Batches), "lr": self.drafter_lr}, seed=self.seed,
                        val_every=self.val_every, max_minutes=max_minutes,
                        max_steps=self.max_steps if max_steps is None else max_steps,
                        epochs=self.epochs if max_steps is None else 0.0, topk=k or self.k)

@@ -14,29 +14,31 @@ before it: prev_p = the token at slot p−1 (prev_1 = slot 0, the last committed
 
 The zero-initialised output (W2, U) makes δ ≡ 0 at init: the walk returns the drafter's argmax block.
 `forward(hidden, prev)` is the teacher-forced δ of every slot at once (training; prev from
-`teacher_tokens`); `step` is one slot of inference and `propose` walks a block with it.
-Checkpoints: `save_sequential` writes config.json (the `SequentialSpec`) + model.safetensors;
-`load_sequential(path, drafter)` rebuilds around the drafter (Domino shares its embedding and head).
+`teacher_tokens`); `step` is one slot of inference and `walk` walks a block with it.
+Both implement the corrector interface (`draftlab.corrector.base.Corrector`): `propose` is the walk
+from the block's slot-0 token, `loss` the decay-weighted CE of the teacher-forced ℓ + δ, `save`
+writes config.json (the `SequentialArch`) + model.safetensors; `draftlab.corrector.families.load_corrector`
+rebuilds them around the drafter (Domino shares its embedding and head).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from draftlab.corrector.variants import SEQUENTIAL as SEQUENTIAL_CORRECTORS
+from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock
+from draftlab.corrector.dcoco import ArchDict
+from draftlab.corrector.loss import transition_weights
+from draftlab.corrector.variants import SEQUENTIAL
 from draftlab.errors import DraftlabError
-from draftlab.corrector.model import SpecDict
-from draftlab.io import read_folder_config, read_folder_tensors, save_weights_folder
 
 FORMAT = "draftlab-seqcorr-v1"
 
 
 @dataclass
-class SequentialSpec(SpecDict):
+class SequentialArch(ArchDict):
     kind: str  # dspark | domino
     hidden_size: int  # H: the drafter's slot hidden states
     vocab_size: int  # V: target ids (DSpark's W1 rows, Domino's embedding rows)
@@ -48,15 +50,15 @@ class SequentialSpec(SpecDict):
     format: str = FORMAT
 
 
-def count_parameters(spec: SequentialSpec) -> dict[str, int]:
+def count_parameters(arch: SequentialArch) -> dict[str, int]:
     """Trainable parameters per block (analytic; equals the module's count)."""
-    r, H = spec.rank, spec.hidden_size
-    if spec.kind == "dspark":
-        n = {"table": spec.vocab_size * r, "out": r * spec.draft_vocab_size + spec.draft_vocab_size}
-        if spec.gate:
+    r, H = arch.rank, arch.hidden_size
+    if arch.kind == "dspark":
+        n = {"table": arch.vocab_size * r, "out": r * arch.draft_vocab_size + arch.draft_vocab_size}
+        if arch.gate:
             n["gate"] = H * r + r
     else:
-        n = {"inp": spec.embed_dim * r + r, "gru": 6 * r * r + 6 * r, "up": r * H}
+        n = {"inp": arch.embed_dim * r + r, "gru": 6 * r * r + 6 * r, "up": r * H}
     n["total"] = sum(n.values())
     return n
 
@@ -72,19 +74,12 @@ def teacher_tokens(slot0: Tensor, tokens: Tensor) -> Tensor:
     return torch.cat([slot0[..., None], tokens[..., :-1]], dim=-1)
 
 
-class SequentialCorrector(nn.Module):
-    spec: SequentialSpec
+class SequentialCorrector(Corrector):
+    FORMAT = FORMAT
+    arch: SequentialArch
 
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.parameters()).dtype
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+    def parameter_breakdown(self) -> dict[str, int]:
+        return count_parameters(self.arch)
 
     def forward(self, hidden: Tensor, prev: Tensor) -> Tensor:
         """Teacher-forced: hidden [*, n, H], prev [*, n] target ids -> δ [*, n, Vd] fp32."""
@@ -94,8 +89,28 @@ class SequentialCorrector(nn.Module):
         """One slot: h [N, H], prev [N] -> (δ [N, Vd] fp32, state for the next slot)."""
         raise NotImplementedError
 
+    # ---- the corrector interface ---------------------------------------------------------------------
     @torch.no_grad()
-    def propose(self, hidden: Tensor, logits: Tensor, slot0: Tensor, vocab: Tensor | None = None) -> Tensor:
+    def propose(self, block: DraftBlock, rule: str = "greedy", lam: float = 0.75,
+                backend: str | None = None) -> Correction:
+        """The slot-by-slot walk from the block's slot-0 token (its only path rule; `rule` is ignored)."""
+        return Correction(self.walk(block.hidden, block.full_logits(), block.slot0, block.vocab))
+
+    def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
+             cumulative_mask: bool = False) -> CorrectionLoss:
+        """Decay-weighted CE of the teacher-forced corrected logits ℓ_p + δ_p (draft vocabulary) against
+        the target's greedy tokens, w_p = exp(−(p−1)/ρ); teacher forcing: slot p's previous token is the
+        label of slot p−1, slot 1's is the block's slot-0 token. Labels outside the draft vocabulary and
+        invalid slots get weight 0. block.hidden [B, A, n, H], block.logits [B, A, n, Vd], block.slot0 [B, A]."""
+        corrected = block.full_logits() + self(block.hidden, teacher_tokens(block.slot0, labels))  # [B, A, n, Vd]
+        didx = draft_index[labels]  # [B, A, n] draft index, -1 outside the draft vocabulary
+        mask = valid & (didx >= 0)  # [B, A, n]
+        w = transition_weights(labels.shape[-1], rho, labels.device) * mask  # [B, A, n]
+        ce = F.cross_entropy(corrected.flatten(0, 2), didx.clamp(min=0).flatten(), reduction="none").view_as(w)
+        return CorrectionLoss((ce * w).sum(), w.sum(), mask, valid)
+
+    @torch.no_grad()
+    def walk(self, hidden: Tensor, logits: Tensor, slot0: Tensor, vocab: Tensor | None = None) -> Tensor:
         """Slot-by-slot walk: hidden [*, n, H], logits [*, n, Vd] (slots 1..n), slot0 [*] target ids,
         vocab [Vd] draft index -> target id (None: identity) -> tokens [*, n] target ids."""
         lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
@@ -111,12 +126,12 @@ class SequentialCorrector(nn.Module):
 
 
 class DSparkCorrector(SequentialCorrector):
-    def __init__(self, spec: SequentialSpec):
+    def __init__(self, arch: SequentialArch):
         super().__init__()
-        self.spec, r = spec, spec.rank
-        self.table = nn.Embedding(spec.vocab_size, r)  # W1
-        self.out = nn.Linear(r, spec.draft_vocab_size)  # W2, zero-initialised
-        self.gate = nn.Linear(spec.hidden_size, r) if spec.gate else None  # G
+        self.arch, r = arch, arch.rank
+        self.table = nn.Embedding(arch.vocab_size, r)  # W1
+        self.out = nn.Linear(r, arch.draft_vocab_size)  # W2, zero-initialised
+        self.gate = nn.Linear(arch.hidden_size, r) if arch.gate else None  # G
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)
 
@@ -131,16 +146,16 @@ class DSparkCorrector(SequentialCorrector):
 
 
 class DominoCorrector(SequentialCorrector):
-    def __init__(self, spec: SequentialSpec, drafter):
+    def __init__(self, arch: SequentialArch, drafter):
         super().__init__()
         E = drafter.embed_tokens.weight
-        if tuple(E.shape) != (spec.vocab_size, spec.embed_dim):
-            raise ValueError(f"embedding is {tuple(E.shape)}, the corrector expects ({spec.vocab_size}, {spec.embed_dim})")
-        self.spec, r = spec, spec.rank
+        if tuple(E.shape) != (arch.vocab_size, arch.embed_dim):
+            raise ValueError(f"embedding is {tuple(E.shape)}, the corrector expects ({arch.vocab_size}, {arch.embed_dim})")
+        self.arch, r = arch, arch.rank
         self.__dict__["_drafter"] = drafter  # shared embedding and head: not registered (not trained/saved/moved)
-        self.inp = nn.Linear(spec.embed_dim, r)  # W_in
+        self.inp = nn.Linear(arch.embed_dim, r)  # W_in
         self.gru = nn.GRU(r, r, batch_first=True)
-        self.up = nn.Linear(r, spec.hidden_size, bias=False)  # U, zero-initialised
+        self.up = nn.Linear(r, arch.hidden_size, bias=False)  # U, zero-initialised
         nn.init.zeros_(self.up.weight)
 
     def _inputs(self, prev: Tensor) -> Tensor:
@@ -164,48 +179,15 @@ class DominoCorrector(SequentialCorrector):
         return self._delta(s[:, 0]), state
 
 
-def build_sequential(spec: SequentialSpec, drafter) -> SequentialCorrector:
-    if spec.kind not in SEQUENTIAL_CORRECTORS:
-        raise DraftlabError(f"sequential corrector {spec.kind!r} is not valid; choose one of: "
-                            f"{', '.join(SEQUENTIAL_CORRECTORS)}")
-    return DSparkCorrector(spec) if spec.kind == "dspark" else DominoCorrector(spec, drafter)
+def build_sequential(arch: SequentialArch, drafter) -> SequentialCorrector:
+    if arch.kind not in SEQUENTIAL:
+        raise DraftlabError(f"sequential corrector {arch.kind!r} is not valid; choose one of: {', '.join(SEQUENTIAL)}")
+    return DSparkCorrector(arch) if arch.kind == "dspark" else DominoCorrector(arch, drafter)
 
 
-def sequential_spec(kind: str, drafter, rank: int = 64, gate: bool = True, variant: str = "") -> SequentialSpec:
-    """The spec of a sequential corrector on top of `drafter`."""
+def sequential_arch(kind: str, drafter, rank: int = 64, gate: bool = True, variant: str = "") -> SequentialArch:
+    """The architecture of a sequential corrector on top of `drafter`."""
     V, De = drafter.embed_tokens.weight.shape
-    return SequentialSpec(kind=kind, hidden_size=drafter.spec.hidden_size, vocab_size=V,
+    return SequentialArch(kind=kind, hidden_size=drafter.spec.hidden_size, vocab_size=V,
                           draft_vocab_size=head_weight(drafter).shape[0], embed_dim=De, rank=rank, gate=gate,
                           variant=variant or kind)
-
-
-# ---- checkpoints --------------------------------------------------------------------------------------
-
-
-def save_sequential(model: SequentialCorrector, path: str | Path, info: dict | None = None) -> Path:
-    cfg = {**model.spec.to_dict(), "num_parameters": model.num_parameters(), "info": info or {}}
-    return save_weights_folder(path, cfg, model.state_dict(), FORMAT)
-
-
-def read_sequential_spec(path: str | Path) -> tuple[SequentialSpec, dict]:
-    raw = read_folder_config(path, FORMAT, "sequential corrector", "run the corrector stage with it in corrector.variants")
-    try:
-        return SequentialSpec.from_dict(raw), raw.get("info", {})
-    except TypeError as e:
-        raise DraftlabError(f"{path}/config.json is incomplete ({e})") from None
-
-
-def load_sequential(path: str | Path, drafter) -> SequentialCorrector:
-    """Rebuild a sequential corrector around `drafter` (on its device and dtype), checking the fit."""
-    spec, _ = read_sequential_spec(path)
-    want = sequential_spec(spec.kind, drafter, spec.rank, spec.gate, spec.variant)
-    if want != spec:
-        raise DraftlabError(f"sequential corrector {path} was trained for a drafter with (H, V, Vd, De) = "
-                            f"{(spec.hidden_size, spec.vocab_size, spec.draft_vocab_size, spec.embed_dim)}; this one has "
-                            f"{(want.hidden_size, want.vocab_size, want.draft_vocab_size, want.embed_dim)}")
-    model = build_sequential(spec, drafter)
-    try:
-        model.load_state_dict(read_folder_tensors(path, "sequential corrector"), strict=True)
-    except RuntimeError as e:
-        raise DraftlabError(f"{path} does not match its config.json: {str(e).splitlines()[0][:200]}") from None
-    return model.to(device=drafter.device, dtype=drafter.dtype).eval()

@@ -24,26 +24,29 @@ drops the slot state g_i from z (W_h does not exist; z = W_z b + β_z from the t
 (Zeroing the whole z instead would make Δθ constant over each K×K grid, i.e. exactly DFlash's
 argmax at inference, so it could not be the paper's "−candidate state" row.)
 
-Checkpoints: `save_corrector` writes config.json (the `CorrectorSpec`) + model.safetensors;
-`load_corrector(path, embed_tokens)` re-attaches the frozen embedding and checks its shape.
+It implements the corrector interface (`draftlab.corrector.base.Corrector`): `propose` scores the
+top-K candidates of a drafted block and walks a path rule, `loss` is the joint K² loss of
+`draftlab.corrector.loss`, `save` writes config.json (the `DCOCOArch`) + model.safetensors;
+`draftlab.corrector.families.load_corrector` re-attaches the frozen embedding and checks its shape.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from draftlab.io import read_folder_config, read_folder_tensors, save_weights_folder
+from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock, draft_candidates
+from draftlab.corrector.loss import corrector_loss
+from draftlab.corrector.paths import path_tokens, select_path
 from draftlab.kernels.dispatch import transition_scores
 
 FORMAT = "draftlab-dcoco-v1"
 
 
-class SpecDict:
-    """config.json <-> a checkpoint's spec dataclass (unknown keys, e.g. `info`, are ignored)."""
+class ArchDict:
+    """config.json <-> a checkpoint's architecture dataclass (unknown keys, e.g. `info`, are ignored)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -55,7 +58,7 @@ class SpecDict:
 
 
 @dataclass
-class CorrectorSpec(SpecDict):
+class DCOCOArch(ArchDict):
     hidden_size: int  # d: width of the drafter's slot hidden states h_i
     embed_dim: int  # width of the frozen token embedding E
     vocab_size: int  # rows of E (checked when re-attached)
@@ -69,16 +72,16 @@ class CorrectorSpec(SpecDict):
     format: str = FORMAT
 
 
-def count_parameters(spec: CorrectorSpec) -> dict[str, int]:
+def count_parameters(arch: DCOCOArch) -> dict[str, int]:
     """Trainable parameters per block (analytic; equals the module's count)."""
-    r, m, d = spec.dim, spec.mlp_hidden, spec.hidden_size
-    n = {"cand_proj": spec.embed_dim * r}  # W_c (no bias: LN follows)
-    if spec.use_candidate_state:
+    r, m, d = arch.dim, arch.mlp_hidden, arch.hidden_size
+    n = {"cand_proj": arch.embed_dim * r}  # W_c (no bias: LN follows)
+    if arch.use_candidate_state:
         n["slot_proj"] = d * r  # W_h
-    n["fuse"] = (2 if spec.use_candidate_state else 1) * r * r + r  # W_z, β_z
-    if spec.use_pair_state:
+    n["fuse"] = (2 if arch.use_candidate_state else 1) * r * r + r  # W_z, β_z
+    if arch.use_pair_state:
         n["pair"] = 2 * d * r  # W_pair
-    n["mlp_in"] = (3 if spec.use_pair_state else 2) * r * m + m  # W_1, β_1
+    n["mlp_in"] = (3 if arch.use_pair_state else 2) * r * m + m  # W_1, β_1
     n["mlp_out"] = m + 1  # w_out, β_out (zero-initialised)
     n["total"] = sum(n.values())
     return n
@@ -88,20 +91,22 @@ def _ln(x: Tensor, eps: float) -> Tensor:
     return F.layer_norm(x, x.shape[-1:], eps=eps)  # no affine parameters
 
 
-class DCOCOCorrector(nn.Module):
-    def __init__(self, spec: CorrectorSpec, embed_tokens: nn.Embedding):
+class DCOCOCorrector(Corrector):
+    FORMAT = FORMAT
+
+    def __init__(self, arch: DCOCOArch, embed_tokens: nn.Embedding):
         super().__init__()
-        if tuple(embed_tokens.weight.shape) != (spec.vocab_size, spec.embed_dim):
+        if tuple(embed_tokens.weight.shape) != (arch.vocab_size, arch.embed_dim):
             raise ValueError(f"embedding is {tuple(embed_tokens.weight.shape)}, the corrector expects "
-                             f"({spec.vocab_size}, {spec.embed_dim})")
-        self.spec = spec
+                             f"({arch.vocab_size}, {arch.embed_dim})")
+        self.arch = arch
         self.__dict__["_embed"] = embed_tokens  # shared, frozen, not registered (not trained/saved/moved)
-        r, m, d = spec.dim, spec.mlp_hidden, spec.hidden_size
-        self.cand_proj = nn.Linear(spec.embed_dim, r, bias=False)  # W_c: E[c] -> b
-        self.slot_proj = nn.Linear(d, r, bias=False) if spec.use_candidate_state else None  # W_h: h -> g
-        self.fuse = nn.Linear((2 if spec.use_candidate_state else 1) * r, r)  # W_z: [b; g] -> z
-        self.pair = nn.Linear(2 * d, r, bias=False) if spec.use_pair_state else None  # W_pair
-        self.mlp_in = nn.Linear((3 if spec.use_pair_state else 2) * r, m)  # W_1 on [z_a; z_b; s]
+        r, m, d = arch.dim, arch.mlp_hidden, arch.hidden_size
+        self.cand_proj = nn.Linear(arch.embed_dim, r, bias=False)  # W_c: E[c] -> b
+        self.slot_proj = nn.Linear(d, r, bias=False) if arch.use_candidate_state else None  # W_h: h -> g
+        self.fuse = nn.Linear((2 if arch.use_candidate_state else 1) * r, r)  # W_z: [b; g] -> z
+        self.pair = nn.Linear(2 * d, r, bias=False) if arch.use_pair_state else None  # W_pair
+        self.mlp_in = nn.Linear((3 if arch.use_pair_state else 2) * r, m)  # W_1 on [z_a; z_b; s]
         self.mlp_out = nn.Linear(m, 1)  # w_out, zero-initialised
         self.reset_parameters()
 
@@ -125,13 +130,13 @@ class DCOCOCorrector(nn.Module):
     def device(self) -> torch.device:
         return self.cand_proj.weight.device
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+    def parameter_breakdown(self) -> dict[str, int]:
+        return count_parameters(self.arch)
 
     # ---- the pieces of SPEC §2.1 ------------------------------------------------------------------------
     def candidate_repr(self, hidden: Tensor, cand_ids: Tensor) -> Tensor:
         """hidden [N, n, d], cand_ids [N, n, K] -> z [N, n, K, r]."""
-        r, eps = self.spec.dim, self.spec.ln_eps
+        r, eps = self.arch.dim, self.arch.ln_eps
         with torch.no_grad():
             e = self.embed_tokens(cand_ids.to(self.embed_tokens.weight.device))  # [N, n, K, De], frozen
         b = _ln(self.cand_proj(e.to(self.device, self.dtype)), eps)  # [N, n, K, r]
@@ -149,7 +154,7 @@ class DCOCOCorrector(nn.Module):
     def first_layer_parts(self, hidden: Tensor, cand_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The first layer of Δθ split per candidate and per pair:
         a_side [N, n−1, K, m] (slots 1..n−1), b_side [N, n−1, K, m] (slots 2..n), pair [N, n−1, m]."""
-        r = self.spec.dim
+        r = self.arch.dim
         z = self.candidate_repr(hidden, cand_ids)  # [N, n, K, r]
         w1 = self.mlp_in.weight  # [m, 2r or 3r]
         a_side = F.linear(z[:, :-1], w1[:, :r])  # [N, n−1, K, m]   W_1a z_{p,a}
@@ -190,25 +195,34 @@ class DCOCOCorrector(nn.Module):
         delta = self.mlp_out(F.silu(self.mlp_in(x))).squeeze(-1)  # [N, n−1, K, K]
         return cand_logits[:, 1:, None, :].to(delta.dtype) + delta
 
+    # ---- the corrector interface ---------------------------------------------------------------------
     @torch.no_grad()
-    def propose(self, hidden: Tensor, cand_ids: Tensor, cand_logits: Tensor, rule: str = "greedy",
-                lam: float = 0.75, backend: str | None = None) -> tuple[Tensor, Tensor]:
-        """Score and select: -> (chosen candidate indices [*, n], their target ids [*, n])."""
-        from draftlab.corrector.paths import path_tokens, select_path
+    def propose(self, block: DraftBlock, rule: str = "greedy", lam: float = 0.75,
+                backend: str | None = None) -> Correction:
+        """Score the top-K candidates of every proposed slot and walk `rule` -> tokens [*, n]; the
+        extras are the K×K grid `transition_scores` [*, n−1, K, K] and the chosen indices `path_<rule>` [*, n]."""
+        ids, logits = block.candidates(self.arch.k)  # [*, n, K] target ids and draft logits, best first
+        scores = self(block.hidden, ids, logits, backend)  # [*, n−1, K, K]
+        idx = select_path(scores, logits, rule, lam, backend)  # [*, n]
+        return Correction(path_tokens(idx, ids), {"transition_scores": scores, f"path_{rule}": idx})
 
-        scores = self(hidden, cand_ids, cand_logits, backend)  # [*, n−1, K, K]
-        idx = select_path(scores, cand_logits, rule, lam, backend)  # [*, n]
-        return idx, path_tokens(idx, cand_ids)
+    @torch.no_grad()
+    def propose_rules(self, block: DraftBlock, rules: tuple[str, ...], lam: float = 0.75,
+                      backend: str | None = None) -> dict[str, Tensor]:
+        ids, logits = block.candidates(self.arch.k)
+        scores = self(block.hidden, ids, logits, backend)  # scored once for every rule
+        return {r: path_tokens(select_path(scores, logits, r, lam, backend), ids) for r in rules}
+
+    def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
+             cumulative_mask: bool = False) -> CorrectionLoss:
+        """The masked joint-K² softmax CE (SPEC §2.3) over the transitions of every block."""
+        cand_ids, cand_logits = block.candidates(self.arch.k)  # [B, A, n, K] each (gradients into the logits)
+        scores = self(block.hidden, cand_ids, cand_logits)  # [B, A, n−1, K, K]
+        cl = corrector_loss(scores, cand_ids, labels, valid, rho, cumulative_mask)
+        return CorrectionLoss(cl.num, cl.den, cl.mask, valid[..., :-1] & valid[..., 1:])
 
 
 # ---- inputs from a drafter pass -----------------------------------------------------------------------
-
-
-def draft_candidates(logits: Tensor, k: int, vocab: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Top-K of draft logits [..., Vd] -> (target ids [..., K], logits [..., K]), best first.
-    The logits are gathered, so gradients flow into `logits` (co-training)."""
-    vals, idx = logits.topk(min(k, logits.shape[-1]), dim=-1)
-    return (idx if vocab is None else vocab[idx]), vals
 
 
 def corrector_inputs(hidden: Tensor, logits: Tensor, k: int, vocab: Tensor | None = None,
@@ -222,41 +236,14 @@ def corrector_inputs(hidden: Tensor, logits: Tensor, k: int, vocab: Tensor | Non
     return hidden[..., 1:, :], ids, vals
 
 
-# ---- checkpoints --------------------------------------------------------------------------------------
+# ---- architecture of a trained variant ---------------------------------------------------------------
 
 
-def save_corrector(model: DCOCOCorrector, path: str | Path, info: dict | None = None) -> Path:
-    """Write config.json + model.safetensors atomically (a temporary sibling renamed onto `path`)."""
-    cfg = {**model.spec.to_dict(), "num_parameters": model.num_parameters(), "info": info or {}}
-    return save_weights_folder(path, cfg, model.state_dict(), FORMAT)
-
-
-def read_corrector_spec(path: str | Path) -> tuple[CorrectorSpec, dict]:
-    raw = read_folder_config(path, FORMAT, "corrector", "run the corrector stage first")
-    return CorrectorSpec.from_dict(raw), raw.get("info", {})
-
-
-def load_corrector(path: str | Path, embed_tokens: nn.Embedding, device: str | torch.device | None = None,
-                   dtype: torch.dtype | None = None) -> DCOCOCorrector:
-    """Rebuild a corrector from its folder around the given frozen embedding (the target's)."""
-    from draftlab.errors import DraftlabError
-
-    spec, _ = read_corrector_spec(path)
-    shape = tuple(embed_tokens.weight.shape)
-    if shape != (spec.vocab_size, spec.embed_dim):
-        raise DraftlabError(f"corrector {path} was trained on a ({spec.vocab_size}, {spec.embed_dim}) embedding; "
-                            f"this target's is {shape}")
-    model = DCOCOCorrector(spec, embed_tokens)
-    model.load_state_dict(read_folder_tensors(path, "corrector"), strict=True)
-    device = device if device is not None else embed_tokens.weight.device
-    return model.to(device=device, dtype=dtype).eval()
-
-
-def spec_from_config(cfg, hidden_size: int, embed_tokens: nn.Embedding, variant: str = "dcoco") -> CorrectorSpec:
-    """CorrectorSpec for a trained variant (dcoco | nopair | nocand | frozen) from a CorrectorConfig."""
+def arch_from_config(cfg, hidden_size: int, embed_tokens: nn.Embedding, variant: str = "dcoco") -> DCOCOArch:
+    """DCOCOArch for a trained ablation (dcoco | nopair | nocand | frozen) from a CorrectorConfig."""
     if variant not in ("dcoco", "nopair", "nocand", "frozen"):
         raise ValueError(f"corrector variant {variant!r} is not valid; choose dcoco, nopair, nocand or frozen")
     V, De = embed_tokens.weight.shape
-    return CorrectorSpec(hidden_size=hidden_size, embed_dim=De, vocab_size=V, k=cfg.k, dim=cfg.dim,
+    return DCOCOArch(hidden_size=hidden_size, embed_dim=De, vocab_size=V, k=cfg.k, dim=cfg.dim,
                          mlp_hidden=cfg.hidden, use_pair_state=variant != "nopair",
                          use_candidate_state=variant != "nocand", variant=variant)

@@ -1,0 +1,122 @@
+"""The one corrector interface, shared by DCOCO and the sequential correctors (DSpark, Domino).
+
+Every consumer — co-training (`draftlab.training.cotrain`), validation (`draftlab.training.corrector_eval`),
+the engine's proposal step (`draftlab.corrector.proposal`), the stage's checkpoints and the benchmark
+arms — talks to a `Corrector` through these methods only, never by type:
+
+- `propose(block, rule, lam, backend) -> Correction`: the corrected tokens of drafted blocks (+ what
+  the round records for the explorer); `propose_rules` does it for several path rules at once;
+- `loss(block, labels, valid, ...) -> CorrectionLoss`: the corrector's training loss, as a numerator and
+  a denominator so data-parallel training can sum both over ranks before dividing;
+- `save(folder, info)`: config.json (the architecture + `format`) and model.safetensors via
+  `draftlab.io`; `draftlab.corrector.families.load_corrector(folder, drafter)` reads any family back.
+
+`DraftBlock` is what a corrector reads of a drafter pass: the proposed slots' hidden states, the
+block's slot-0 token, the draft vocabulary, and either the full draft logits or the top-K candidates
+(or a head to compute the logits from). Shapes: N blocks (any leading dims), n proposed slots,
+K candidates, Vd draft vocabulary, H hidden width.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from draftlab.io import save_weights_folder
+
+
+@dataclass
+class DraftBlock:
+    hidden: Tensor  # [*, n, H] the proposed slots' hidden states (slot 0 excluded)
+    slot0: Tensor | None = None  # [*] the block's slot-0 token (the last committed one), target id
+    vocab: Tensor | None = None  # [Vd] draft index -> target id; None = the full target vocabulary
+    logits: Tensor | None = None  # [*, n, Vd] draft logits of the proposed slots
+    head: Callable[[Tensor], Tensor] | None = None  # hidden [..., H] -> logits [..., Vd] when logits is None
+    cand: tuple[Tensor, Tensor] | None = None  # precomputed top-K: ids [*, n, K] (target ids), logits [*, n, K]
+
+    def full_logits(self) -> Tensor:
+        """[*, n, Vd] draft logits (computed from `head` when not given)."""
+        if self.logits is None:
+            if self.head is None:
+                raise ValueError("this corrector needs the draft logits: give DraftBlock.logits or .head")
+            self.logits = self.head(self.hidden)
+        return self.logits
+
+    def rows(self, sl: slice) -> "DraftBlock":
+        """The blocks sl of a flat [N, ...] DraftBlock (every per-block tensor sliced alike)."""
+        cut = lambda t: None if t is None else t[sl]  # noqa: E731
+        return DraftBlock(self.hidden[sl], cut(self.slot0), self.vocab, cut(self.logits), self.head,
+                          None if self.cand is None else (self.cand[0][sl], self.cand[1][sl]))
+
+    def candidates(self, k: int) -> tuple[Tensor, Tensor]:
+        """Top-K of every proposed slot: (target ids [*, n, K], logits [*, n, K]), best first."""
+        if self.cand is None:
+            self.cand = draft_candidates(self.full_logits(), k, self.vocab)
+        return self.cand
+
+
+@dataclass
+class Correction:
+    tokens: Tensor  # [*, n] corrected proposals (target ids)
+    extras: dict[str, Tensor] = field(default_factory=dict)  # recorded with the round (DCOCO: its K×K grid)
+
+
+@dataclass
+class CorrectionLoss:
+    num: Tensor  # [] Σ weight · loss over supervised transitions / slots (carries the gradient)
+    den: Tensor  # [] Σ weight (summed over ranks before dividing)
+    mask: Tensor  # [B, A, ·] bool: what was supervised
+    valid: Tensor  # [B, A, ·] bool: what could have been (the supervised fraction's denominator)
+
+
+def draft_candidates(logits: Tensor, k: int, vocab: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Top-K of draft logits [..., Vd] -> (target ids [..., K], logits [..., K]), best first.
+    The logits are gathered, so gradients flow into `logits` (co-training)."""
+    vals, idx = logits.topk(min(k, logits.shape[-1]), dim=-1)
+    return (idx if vocab is None else vocab[idx]), vals
+
+
+class Corrector(nn.Module):
+    """Base class of every corrector family; `arch` is its architecture dataclass (saved as config.json)."""
+
+    FORMAT = ""  # config.json `format` of this family's checkpoints
+    arch: object
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def parameter_breakdown(self) -> dict[str, int]:
+        """Trainable parameters per block (analytic; equals num_parameters())."""
+        raise NotImplementedError
+
+    def propose(self, block: DraftBlock, rule: str = "greedy", lam: float = 0.75,
+                backend: str | None = None) -> Correction:
+        raise NotImplementedError
+
+    def propose_rules(self, block: DraftBlock, rules: tuple[str, ...], lam: float = 0.75,
+                      backend: str | None = None) -> dict[str, Tensor]:
+        """{rule: tokens [*, n]} for several path rules (a family with one walk returns it for each)."""
+        return {r: self.propose(block, r, lam, backend).tokens for r in rules}
+
+    def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
+             cumulative_mask: bool = False) -> CorrectionLoss:
+        """Training loss on teacher-forced blocks: block.hidden [B, A, n, H], block.logits [B, A, n, Vd],
+        block.slot0 [B, A]; labels / valid [B, A, n] (the target's greedy tokens); draft_index [V]:
+        target id -> draft index (-1 outside the draft vocabulary); slot weights exp(−(p−1)/ρ)."""
+        raise NotImplementedError
+
+    def save(self, folder: str | Path, info: dict | None = None) -> Path:
+        """Write config.json (architecture, parameter count, `info`) + model.safetensors atomically."""
+        cfg = {**self.arch.to_dict(), "num_parameters": self.num_parameters(), "info": info or {}}
+        return save_weights_folder(folder, cfg, self.state_dict(), self.FORMAT)

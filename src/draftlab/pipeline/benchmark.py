@@ -1,0 +1,98 @@
+"""Recipe of the benchmark stage: the configured arms of the arm table on the eval suites (T=0 and T=1,
+interleaved batch by batch) and the concurrency sweep, then the metrics, simulated τ beside engine τ,
+and the run's setup. Measurement lives in draftlab.bench; this module wires it.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from draftlab.bench.arms import ArmContext, Checkpoints, build_arm
+from draftlab.bench.metrics import compute
+from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, run_benchmark
+from draftlab.bench.simulate import simulated_tau
+from draftlab.config import BenchmarkConfig, DataConfig
+from draftlab.data.suites import dedupe, load_suite, rank
+from draftlab.data.templates import encode_prompt
+from draftlab.drafter.checkpoint import load_drafter
+
+
+def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int) -> tuple[dict[str, list[PromptItem]], list[PromptItem]]:
+    """Fixed seeded subsample per suite, and a round-robin pool over the suites for the sweep."""
+    max_tokens = min(data.max_prompt_tokens, max(16, window - max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens)))
+    need_pool = max(cfg.concurrency or [0])
+    ranked = {s: rank(dedupe(load_suite(s))[0], cfg.seed) for s in cfg.suites}
+    enc = lambda p: PromptItem(p.id, p.suite, encode_prompt(tokenizer, p.text, data.thinking, max_tokens)[0])  # noqa: E731
+    suites = {s: [enc(p) for p in (r[: cfg.prompts_per_suite] if cfg.prompts_per_suite else r)] for s, r in ranked.items()}
+    pool = []
+    for i in range(max(len(r) for r in ranked.values())):
+        pool += [r[i] for r in ranked.values() if i < len(r)]
+        if len(pool) >= need_pool:
+            break
+    return suites, [enc(p) for p in pool[:need_pool]]
+
+
+def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int) -> dict:
+    """name -> Arm for every arm of `cfg.arms` (drafters loaded once per folder)."""
+    drafters: dict = {}
+
+    def load(folder: str):
+        if folder not in drafters:
+            drafters[folder] = load_drafter(folder, target)
+        return drafters[folder]
+
+    ctx = ArmContext(target, cfg, checkpoints, pad_id, load)
+    return {name: build_arm(name, ctx) for name in cfg.arms}
+
+
+def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
+        progress: Callable[[int], Callable[[str], None]] | None = None) -> tuple[dict, BenchRuns]:
+    """-> (the metrics/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback."""
+    tok = target.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
+    window = int(getattr(target.config, "max_position_embeddings", 4096))
+    suites, pool = select(cfg, data, tok, window)
+    arms = build_arms(target, cfg, checkpoints, pad)
+    tick = progress(plan_size(cfg, suites, len(arms))) if progress else None
+    with torch.no_grad():
+        runs = run_benchmark(arms, suites, cfg, target.eos_token_ids, target.device, tick, pool)
+    detail = compute(runs.runs, runs.arms, base_arm=cfg.concurrency_base)
+    if cfg.simulated:
+        detail["simulated"] = simulated(arms, runs.runs, suites, detail, cfg, target)
+    detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
+                       "threads": torch.get_num_threads(), "prompts": {s: len(v) for s, v in suites.items()},
+                       "sweep_pool": len(pool),
+                       "drafters": {a.name: drafter_info(a.drafter) for a in arms.values() if a.drafter is not None}}
+    return detail, runs
+
+
+def simulated(arms, runs, suites, detail, cfg, target) -> dict:
+    """Teacher-forced τ of each speculative arm's drafter over that arm's own T=0 outputs, beside engine τ."""
+    out: dict = {}
+    for name, arm in arms.items():
+        if not arm.speculative or arm.drafter is None:
+            continue
+        paths = ("train", "infer") if hasattr(arm.drafter, "forward_train") else ("infer",)
+        per_suite = {}
+        for suite in suites:
+            seqs = [(pr, tk) for r in runs if r.arm == name and r.suite == suite and r.temperature == 0.0 and not r.sweep
+                    for pr, tk in zip(r.prompts, r.result.tokens)]
+            if not seqs:
+                continue
+            sim = simulated_tau(target, arm.drafter, seqs, cfg.simulated_anchor_stride, paths)
+            sim["engine_tau_t0"] = detail["suites"].get(suite, {}).get("t0", {}).get(name, {}).get("tau")
+            per_suite[suite] = sim
+        out[name] = per_suite
+        vals = [s.get(paths[0]) for s in per_suite.values() if s.get(paths[0]) is not None]
+        if vals and name in detail["summary"]:
+            detail["summary"][name]["simulated_tau_t0"] = sum(vals) / len(vals)
+    return out
+
+
+def drafter_info(drafter) -> dict:
+    spec = getattr(drafter, "spec", None)
+    if spec is None:
+        return {"block_size": drafter.block_size}
+    return {"block_size": spec.block_size, "layers": spec.num_layers, "taps": list(spec.target_layer_ids),
+            "draft_vocab_size": spec.draft_vocab_size}

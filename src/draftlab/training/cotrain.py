@@ -1,0 +1,141 @@
+"""Co-training of a drafter and a corrector (SPEC §2.3 for DCOCO, §2.4 for DSpark / Domino), any family.
+
+`CoTrainModule(DrafterModule)`: L = L_drafter + λ·L_corr, where L_corr is the corrector's own loss
+(`Corrector.loss`: DCOCO's masked joint-K² softmax CE over the top-K candidates of every proposed slot
+of every anchor's block; the sequential correctors' decay-weighted CE of the teacher-forced corrected
+logits), on the hidden states and draft logits of the same multi-anchor drafter pass, labels = the
+target's greedy tokens under teacher forcing (the feature store's `greedy`, or the target on the fly).
+Both losses divide a numerator by a denominator summed over ranks (distributed-safe). `frozen=True`
+(the frozen-backbone ablation) runs the drafter without gradients and trains only the corrector.
+Validation: `draftlab.training.corrector_eval` (corrected vs uncorrected vs oracle simulated τ); the
+best state (drafter + corrector) is the one with the highest corrected held-out τ.
+`train_corrector(...)`: one variant's run, resumable, through the shared fit driver.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from draftlab.config import CorrectorConfig, PretrainConfig
+from draftlab.corrector.base import Corrector, DraftBlock
+from draftlab.drafter.model import DFlashDrafter
+from draftlab.errors import DraftlabError
+from draftlab.training.corrector_eval import SetStats, eval_batch
+from draftlab.training.data import DrafterDataModule
+from draftlab.training.features import FeatureStore, SequenceSet
+from draftlab.training.fit import TrainResult, budget_steps, train
+from draftlab.training.module import DrafterModule, block_targets, cpu_state, global_ratio
+
+
+class CoTrainModule(DrafterModule):
+    """Drafter + corrector, L = L_drafter + λ·L_corr (or λ·L_corr alone with a frozen drafter)."""
+
+    def __init__(self, drafter: DFlashDrafter, corrector: Corrector, cfg: PretrainConfig, ccfg: CorrectorConfig,
+                 frozen: bool = False, total_steps: int = 0, val_names: list[str] | None = None, target=None,
+                 rule: str = "greedy", val_rules: tuple[str, ...] | None = None):
+        super().__init__(drafter, cfg, total_steps, val_names, target, "greedy")
+        self.corrector, self.ccfg, self.frozen, self.rule = corrector, ccfg, frozen, rule
+        self.val_rules = tuple(val_rules or (rule,))
+        self.k = min(ccfg.k, drafter.spec.draft_vocab_size or drafter.spec.target_vocab_size)
+        if self.cfg.topk != self.k:  # coverage is reported at the corrector's K
+            self.cfg = replace(self.cfg, topk=self.k)
+        self.backend = None if ccfg.kernels == "auto" else ccfg.kernels
+        if frozen:
+            drafter.requires_grad_(False)
+        self.transitions_supervised = 0.0  # Σ supervised transitions (DCOCO) / slots (sequential)
+        self.transitions_total = 0
+
+    # ---- optimisation --------------------------------------------------------------------------------------
+    def param_groups(self) -> list[dict]:
+        def split(mod, lr, wd):
+            ps = [p for p in mod.parameters() if p.requires_grad]
+            return [{"params": [p for p in ps if p.ndim >= 2], "weight_decay": wd, "lr": lr},
+                    {"params": [p for p in ps if p.ndim < 2], "weight_decay": 0.0, "lr": lr}]
+
+        groups = split(self.corrector, self.ccfg.lr, self.ccfg.weight_decay)
+        if not self.frozen:
+            groups += split(self.drafter, self.cfg.lr, self.cfg.weight_decay)
+        return [g for g in groups if g["params"]]
+
+    # ---- losses ----------------------------------------------------------------------------------------------
+    def compute_losses(self, batch: dict) -> dict:
+        """Both losses on one batch: {'loss', 'drafter', 'corrector', 'den_corr', 'mask', 'pair_valid'}."""
+        with torch.no_grad() if self.frozen else nullcontext():
+            d = self.drafter_step(batch, greedy=True)
+        hidden, logits = d["hidden"][:, :, 1:], d["logits"]  # [B, A, n, H], [B, A, n, Vd]
+        if self.frozen:  # no gradient into the drafter (already so under no_grad; explicit)
+            hidden, logits = hidden.detach(), logits.detach()
+        labels, valid = block_targets(batch, d["greedy"], self.drafter.block_size)  # [B, A, n]
+        slot0 = batch["ids"].gather(1, batch["anchors"])  # [B, A] the blocks' slot-0 tokens
+        block = DraftBlock(hidden, slot0, self.drafter.draft_vocab, logits)
+        cl = self.corrector.loss(block, labels, valid, self.t2d, self.ccfg.rho, self.ccfg.cumulative_mask)
+        l_corr = global_ratio(cl.num, cl.den)
+        loss = self.ccfg.lambda_corr * l_corr if self.frozen else d["loss"] + self.ccfg.lambda_corr * l_corr
+        return {"loss": loss, "drafter": d["loss"], "corrector": l_corr, "den_corr": cl.den, "mask": cl.mask,
+                "pair_valid": cl.valid}
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        out = self.compute_losses(batch)
+        bs = batch["ids"].shape[0]
+        self.transitions_supervised += float(out["mask"].sum())
+        self.transitions_total += int(out["pair_valid"].sum())
+        self.log_train(out["drafter"], bs)
+        self.log("train/corrector_loss", out["corrector"].detach(), batch_size=bs, prog_bar=True)
+        self.log("train/total_loss", out["loss"].detach(), batch_size=bs)
+        self.log("train/supervised_transition_frac", self.transitions_supervised / max(self.transitions_total, 1),
+                 batch_size=bs)
+        return out["loss"]
+
+    # ---- validation ----------------------------------------------------------------------------------------------
+    def new_val_stats(self) -> SetStats:
+        return SetStats(self.drafter.block_size - 1, self.k, self.val_rules)
+
+    def validate_batch(self, batch: dict, stats: SetStats) -> None:
+        eval_batch(self.drafter, self.corrector, batch, self._features(batch, greedy=True), stats, self.k,
+                   self.val_rules, self.ccfg.lam, self.backend)
+
+    def val_results(self) -> dict:
+        return {name: st.summary(self.rule) for name, st in self._stats.items() if st.blocks}
+
+    def snapshot(self) -> dict:
+        return {"drafter": cpu_state(self.drafter), "corrector": cpu_state(self.corrector)}
+
+    def restore_best(self) -> None:
+        self.drafter.load_state_dict(self.best["state"]["drafter"])
+        self.corrector.load_state_dict(self.best["state"]["corrector"])
+
+    def result_extras(self) -> dict:
+        return {"supervised_transition_frac": self.transitions_supervised / max(self.transitions_total, 1),
+                "frozen": self.frozen}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["draftlab"].update(transitions_supervised=self.transitions_supervised,
+                                      transitions_total=self.transitions_total)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        st = checkpoint.get("draftlab", {})
+        self.transitions_supervised = float(st.get("transitions_supervised", 0.0))
+        self.transitions_total = int(st.get("transitions_total", 0))
+
+
+def train_corrector(drafter: DFlashDrafter, corrector: Corrector, seqs: SequenceSet, cfg: PretrainConfig,
+                    ccfg: CorrectorConfig, workdir: str | Path, store: FeatureStore | None = None, target=None,
+                    frozen: bool = False, rule: str | None = None, logger=None, callbacks: list | None = None,
+                    log: Callable[[str], None] = print, train_sample: int = 16) -> TrainResult:
+    """Co-train in place (drafter and corrector end holding the best validation state) and report.
+    `cfg` is the run settings (`CorrectorConfig.run_settings`): budget, batches, drafter lr, schedule."""
+    if store is None and target is None:
+        raise DraftlabError("train_corrector needs a FeatureStore or the target (features on the fly)")
+    L.seed_everything(cfg.seed, workers=False, verbose=False)
+    dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample)
+    module = CoTrainModule(drafter, corrector, cfg, ccfg, frozen, budget_steps(cfg, dm), dm.val_names, target,
+                           rule or ccfg.path_rule)
+    return train(module, dm, cfg, workdir, logger, callbacks, log, "corrector")

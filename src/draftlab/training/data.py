@@ -1,0 +1,177 @@
+"""Training data: batches of whole reference sequences with random anchors (training) or strided
+anchors (validation), length-bucketed to limit padding, with the target's tap features from a
+`FeatureStore` when one is given.
+
+- `DrafterDataModule`: training batches of whole sequences, each with up to `anchors_per_seq` random
+  anchors among response positions that leave room for a full block; validation sets = held-out
+  references (`split == "heldout"`), each eval suite (`split == "eval"`) and a small sample of
+  training sequences (to see memorisation), with deterministic strided anchors. Tap features come
+  from a `FeatureStore` (disk cache) or, when it is None, from the frozen target inside the step.
+- `BranchDataModule`: the same, with SpecOPD's branch anchors (branches may be cut short by the end
+  of the reference) and validation limited to named sets.
+"""
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from draftlab.config import PretrainConfig
+from draftlab.drafter.masks import sample_anchors, strided_anchors
+from draftlab.errors import DraftlabError
+from draftlab.specopd.tree import sample_branch_anchors
+from draftlab.training.features import FeatureStore, SequenceSet
+
+
+class BucketBatchSampler(Sampler):
+    """Shuffled batches of sequence indices; within windows of `window` batches, sequences are
+    sorted by length so a batch pads little. A new shuffle every pass."""
+
+    def __init__(self, indices: list[int], lengths: np.ndarray, batch_size: int, seed: int, window: int = 50):
+        self.indices, self.lengths, self.batch_size, self.seed, self.window = list(indices), lengths, batch_size, seed, window
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.indices) / self.batch_size)
+
+    def __iter__(self):
+        rng = np.random.default_rng(self.seed + self.epoch)
+        self.epoch += 1
+        perm = [self.indices[i] for i in rng.permutation(len(self.indices))]
+        span = self.batch_size * self.window
+        batches = []
+        for w in range(0, len(perm), span):
+            chunk = sorted(perm[w:w + span], key=lambda i: int(self.lengths[i]))
+            batches += [chunk[j:j + self.batch_size] for j in range(0, len(chunk), self.batch_size)]
+        for j in rng.permutation(len(batches)):
+            yield batches[j]
+
+
+class TrainBlocks(Dataset):
+    """Item = (sequence index, random anchors [<=A]); indexed by sequence index."""
+
+    def __init__(self, seqs: SequenceSet, block_size: int, anchors_per_seq: int):
+        self.seqs, self.S, self.A = seqs, block_size, anchors_per_seq
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def __getitem__(self, i: int):
+        n = int(self.seqs.lengths[i])
+        return i, sample_anchors(n, int(self.seqs.prompt_len[i]), self.S, self.A)
+
+
+class ValBlocks(Dataset):
+    """Deterministic validation blocks: every stride-th anchor, chunked by `chunk` per item."""
+
+    def __init__(self, seqs: SequenceSet, indices: list[int], block_size: int, stride: int, chunk: int):
+        self.items = []
+        for i in indices:
+            a = strided_anchors(int(seqs.lengths[i]), int(seqs.prompt_len[i]), block_size, stride)
+            self.items += [(i, a[j:j + chunk]) for j in range(0, len(a), chunk)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, k: int):
+        return self.items[k]
+
+
+class Collate:
+    """Pads a list of (sequence, anchors) into a batch dict:
+    ids [B, T], seq_len [B], anchors [B, A] (+ anchor_valid), ctx_valid [B, Lc] (Lc = largest
+    anchor: blocks never see position >= their anchor), and from the store feats [B, Lc, F] fp32
+    and greedy [B, T] (target greedy token per position, -1 unknown)."""
+
+    def __init__(self, seqs: SequenceSet, store: FeatureStore | None):
+        self.seqs, self.store = seqs, store
+
+    def __call__(self, items) -> dict:
+        B = len(items)
+        lens = [int(self.seqs.lengths[i]) for i, _ in items]
+        T, A = max(lens), max(max(len(a) for _, a in items), 1)
+        ids = torch.zeros(B, T, dtype=torch.long)
+        anchors = torch.zeros(B, A, dtype=torch.long)
+        anchor_valid = torch.zeros(B, A, dtype=torch.bool)
+        for r, (i, a) in enumerate(items):
+            ids[r, :lens[r]] = torch.from_numpy(self.seqs.seq(i).astype(np.int64))
+            anchors[r, :len(a)] = a
+            anchor_valid[r, :len(a)] = True
+        Lc = max(int(anchors.max()), 1)
+        seq_len = torch.tensor(lens)
+        batch = {"seq": torch.tensor([i for i, _ in items]), "ids": ids, "seq_len": seq_len, "anchors": anchors,
+                 "anchor_valid": anchor_valid, "ctx_valid": torch.arange(Lc)[None, :] < seq_len[:, None]}
+        if self.store is not None:
+            feats = np.zeros((B, Lc, self.store.feats.shape[1]), dtype=np.float32)
+            greedy = torch.full((B, T), -1, dtype=torch.long)
+            for r, (i, _) in enumerate(items):
+                n = min(Lc, lens[r])
+                feats[r, :n] = self.store.features(i, n)
+                greedy[r, :lens[r]] = torch.from_numpy(self.store.greedy(i).astype(np.int64))
+            batch["feats"], batch["greedy"] = torch.from_numpy(feats), greedy
+        return batch
+
+
+class DrafterDataModule(L.LightningDataModule):
+    def __init__(self, seqs: SequenceSet, cfg: PretrainConfig, block_size: int, store: FeatureStore | None = None,
+                 train_sample: int = 16):
+        super().__init__()
+        self.seqs, self.cfg, self.S, self.store = seqs, cfg, block_size, store
+        self.train_idx = seqs.indices("train")
+        if not self.train_idx:
+            raise DraftlabError("the references have no split=='train' sequences to train the drafter on")
+        self.val_sets: dict[str, list[int]] = {}
+        if seqs.indices("heldout"):
+            self.val_sets["heldout"] = seqs.indices("heldout")
+        for suite in sorted(set(seqs.suite[seqs.split == "eval"].tolist())):
+            self.val_sets[suite] = seqs.indices("eval", suite)
+        if train_sample:
+            step = max(len(self.train_idx) // train_sample, 1)
+            self.val_sets["train_sample"] = self.train_idx[::step][:train_sample]
+        self.collate = Collate(seqs, store)
+        self.train_collate = self.collate
+
+    @property
+    def val_names(self) -> list[str]:
+        return list(self.val_sets)
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self.train_idx) / self.cfg.batch_size)
+
+    train_items = None  # the Dataset class of training items (TrainBlocks; BranchBlocks for SpecOPD)
+
+    def train_dataloader(self) -> DataLoader:
+        sampler = BucketBatchSampler(self.train_idx, self.seqs.lengths, self.cfg.batch_size, self.cfg.seed)
+        items = (self.train_items or TrainBlocks)(self.seqs, self.S, self.cfg.anchors_per_seq)
+        return DataLoader(items, batch_sampler=sampler, collate_fn=self.train_collate, num_workers=0)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(ValBlocks(self.seqs, idx, self.S, self.cfg.val_anchor_stride, self.cfg.anchors_per_seq),
+                           batch_size=self.cfg.batch_size, shuffle=False, collate_fn=self.collate, num_workers=0)
+                for idx in self.val_sets.values()]
+
+
+class BranchBlocks(TrainBlocks):
+    """Item = (sequence index, up to A random anchors in [P, L−2]): branches may be cut short by the
+    end of the reference (W_b < W), unlike pretraining's full blocks."""
+
+    def __getitem__(self, i: int):
+        return i, sample_branch_anchors(int(self.seqs.lengths[i]), int(self.seqs.prompt_len[i]), self.A)
+
+
+class BranchDataModule(DrafterDataModule):
+    """Pretraining's data module; training items carry branch anchors. `val_sets` limits validation
+    to the named sets (heldout, eval suites; empty = all); `train_feats` gives training batches the
+    cached tap features (the off-policy CE objective; the others take them from the trunk pass)."""
+
+    train_items = BranchBlocks
+
+    def __init__(self, seqs: SequenceSet, cfg: PretrainConfig, block_size: int, store: FeatureStore | None,
+                 val_sets: list[str] | None = None, train_feats: bool = False):
+        super().__init__(seqs, cfg, block_size, store, train_sample=0)
+        if val_sets:
+            self.val_sets = {k: v for k, v in self.val_sets.items() if k in val_sets}
+        self.train_collate = Collate(seqs, store if train_feats else None)

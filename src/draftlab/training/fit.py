@@ -1,0 +1,164 @@
+"""The one fit driver of every training job: Lightning Trainer setup, resume, final validation and the
+`TrainResult`, written once.
+
+`fit(module, dm, cfg, workdir, ...)` builds the Trainer (CPU or one GPU, precision, validation
+cadence, gradient clipping, `LastCheckpoint`), resumes from `workdir/last.ckpt` when present (the
+step count, optimiser, schedule, training clock, history and best state all continue), optionally
+validates before training, fits, and validates the last step when it was not validated.
+`train(...)` then loads the best state into the model(s) and assembles the `TrainResult`.
+Lightning's banners and tips are silenced: a stage log is the stage's own lines.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import lightning as L
+import torch
+
+from draftlab.config import PretrainConfig
+from draftlab.errors import DraftlabError
+from draftlab.training.data import DrafterDataModule
+from draftlab.training.module import DrafterModule
+
+
+def quiet_lightning() -> None:
+    """Silence Lightning's info banners ("GPU available", the 💡 Tip, "`Trainer.fit` stopped") and a
+    torch-internal deprecation notice it triggers; real warnings still show."""
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*")
+
+
+class LastCheckpoint(L.Callback):
+    """Writes workdir/last.ckpt (atomically) every `every` steps, at the end of training and when
+    training is interrupted, so a re-run resumes where it stopped."""
+
+    def __init__(self, path: Path, every: int):
+        self.path, self.every = Path(path), every
+
+    def _save(self, trainer: L.Trainer) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        trainer.save_checkpoint(tmp, weights_only=False)  # full state (optimiser, loops) for resuming
+        os.replace(tmp, self.path)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.every and trainer.global_step % self.every == 0:
+            self._save(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._save(trainer)
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        try:
+            self._save(trainer)
+        except Exception:  # best effort
+            pass
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    train_seconds: float
+    wall_s: float
+    slot_predictions: int
+    slot_predictions_per_s: float
+    uncovered_label_frac: float
+    best_step: int
+    best_sim_tau: float
+    best_train_minutes: float
+    best_metrics: dict  # per validation set: the validation summary at the best step
+    last_metrics: dict
+    history: list[dict] = field(default_factory=list)
+    resumed_from_step: int | None = None
+    before: dict | None = None  # per validation set before training (when validated first)
+    extras: dict = field(default_factory=dict)  # the module's own figures (`DrafterModule.result_extras`)
+
+
+def accelerator(device: torch.device) -> tuple[str, list[int] | int]:
+    if device.type == "cuda":
+        return "gpu", [device.index or 0]
+    return "cpu", 1
+
+
+def budget_steps(cfg: PretrainConfig, dm: DrafterDataModule) -> int:
+    """The step budget from max_steps and epochs (0 = none; max_minutes is checked while training)."""
+    total = cfg.max_steps
+    if cfg.epochs:
+        by_epochs = math.ceil(cfg.epochs * dm.steps_per_epoch())
+        total = min(total, by_epochs) if total else by_epochs
+    return total
+
+
+@dataclass
+class Fitted:
+    steps: int
+    resumed_from_step: int | None  # the step a resumed run continued from (None: a fresh run)
+    before: dict | None  # validation summaries before training (validate_first on a fresh run)
+
+
+def fit(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, workdir: Path, logger=None,
+        callbacks: list | None = None, log: Callable[[str], None] = print, what: str = "pretrain",
+        validate_first: bool = False, log_every_n_steps: int | None = None) -> Fitted:
+    """Fit `module` with resume from workdir/last.ckpt, then a final validation when the last step was
+    not validated."""
+    quiet_lightning()
+    total = module.total_steps
+    accel, devices = accelerator(module.drafter.device)
+    precision = cfg.precision if cfg.precision != "auto" else ("bf16-mixed" if accel == "gpu" else "32-true")
+    ckpt = workdir / "last.ckpt"
+    every = log_every_n_steps or max(1, min(20, cfg.val_every or 20, dm.steps_per_epoch()))
+    trainer = L.Trainer(
+        accelerator=accel, devices=devices, precision=precision, max_steps=total or -1, max_epochs=-1,
+        val_check_interval=cfg.val_every or 10**9, check_val_every_n_epoch=None, num_sanity_val_steps=0,
+        logger=logger if logger is not None else False, enable_checkpointing=False,
+        callbacks=[LastCheckpoint(ckpt, cfg.checkpoint_every), *(callbacks or [])],
+        gradient_clip_val=cfg.grad_clip or None, log_every_n_steps=every,
+        enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
+        default_root_dir=str(workdir))
+    resume = ckpt if (cfg.resume and ckpt.exists()) else None
+    before = None
+    if resume is None and validate_first:
+        trainer.validate(module, datamodule=dm, verbose=False)  # step 0: the initial drafter
+        before = dict(module.last_val)
+    elif resume is not None:
+        log(f"{what}: resuming from {resume}")
+    module.start_step = -1  # set by on_train_start; stays -1 when a finished run is resumed
+    trainer.fit(module, datamodule=dm, ckpt_path=str(resume) if resume else None, weights_only=True)
+    steps = int(trainer.global_step)
+    if not module.history or module.history[-1]["step"] != steps:
+        trainer.validate(module, datamodule=dm, verbose=False)
+    if module.best is None:
+        raise DraftlabError("no validation blocks: the references are too short for the block size")
+    resumed = (module.start_step if module.start_step >= 0 else steps) if resume is not None else None
+    return Fitted(steps, resumed, before)
+
+
+def train(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, workdir: str | Path, logger=None,
+          callbacks: list | None = None, log: Callable[[str], None] = print, what: str = "pretrain",
+          validate_first: bool = False, log_every_n_steps: int | None = None,
+          before_restore: Callable[[], None] | None = None) -> TrainResult:
+    """Fit (`fit`), load the best validation state into the trained model(s) and report. `before_restore`
+    runs on the final state first (e.g. an evaluation of the last step)."""
+    t0 = time.time()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    f = fit(module, dm, cfg, workdir, logger, callbacks, log, what, validate_first, log_every_n_steps)
+    if before_restore is not None:
+        before_restore()
+    module.restore_best()
+    return TrainResult(
+        steps=f.steps, train_seconds=module.train_seconds, wall_s=time.time() - t0,
+        slot_predictions=module.slot_predictions,
+        slot_predictions_per_s=module.slot_predictions / max(module.train_seconds, 1e-9),
+        uncovered_label_frac=module.uncovered / max(module.labels_seen, 1),
+        best_step=module.best["step"], best_sim_tau=module.best["sim_tau"],
+        best_train_minutes=module.best["train_minutes"], best_metrics=module.best["metrics"],
+        last_metrics=module.last_val, history=list(module.history), resumed_from_step=f.resumed_from_step,
+        before=f.before, extras=module.result_extras())

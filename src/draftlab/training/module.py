@@ -1,0 +1,279 @@
+"""The drafter's LightningModule base (`DrafterModule`), extended by every training job.
+
+One multi-anchor forward per batch (all blocks of a sequence at once with the block mask), CE
+against the reference tokens weighted by exp(-(k-1)/gamma) and normalised by the weight sum, slot 0
+unsupervised, labels outside the draft vocabulary masked and counted. AdamW, warm-up + cosine decay
+over the fraction of the budget spent (steps, training minutes or epochs, whichever comes first),
+gradient clipping. Validation: simulated τ, per-slot accuracy and top-K coverage against the
+target's greedy tokens; the best state by held-out simulated τ is kept; every validation adds a row
+to the budget curve (τ vs training minutes). Counters, history and the best state survive a resume.
+
+Pretraining trains this module as it is (its step is the off-policy CE); co-training
+(`draftlab.training.cotrain`) and SpecOPD (`draftlab.training.specopd`) extend it.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from draftlab.config import PretrainConfig
+from draftlab.drafter.masks import block_labels, default_gamma, slot_weights
+from draftlab.drafter.model import DFlashDrafter
+from draftlab.drafter.vocab import target_to_draft
+from draftlab.errors import DraftlabError
+from draftlab.training.features import target_features
+from draftlab.training.metrics import BlockStats
+
+
+def cpu_state(module: nn.Module) -> dict:
+    """A CPU copy of a module's state dict."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+
+
+def global_ratio(num: Tensor, den: Tensor) -> Tensor:
+    """num / den with den summed over data-parallel ranks (SPEC §3.2): gradient averaging over W
+    ranks then yields Σ_r num_r / Σ_r den_r, so a position's weight does not depend on its rank."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        d = den.detach().clone()
+        dist.all_reduce(d)
+        return num * dist.get_world_size() / d.clamp(min=1e-12)
+    return num / den.clamp(min=1e-12)
+
+
+def block_targets(batch: dict, greedy: Tensor | None, block_size: int, use_greedy: bool = True) -> tuple[Tensor, Tensor]:
+    """The token greedy verification accepts at each proposed slot under teacher forcing:
+    -> (targets [B, A, n] target ids, valid [B, A, n] bool). The target's greedy token at a+k when
+    known (use_greedy), else the reference token."""
+    ids = batch["ids"]
+    T = ids.shape[1]
+    pos = batch["anchors"][..., None] + torch.arange(1, block_size, device=ids.device)  # [B, A, n]
+    tgt = ids.gather(1, pos.clamp(max=T - 1).flatten(1)).view_as(pos)
+    if greedy is not None and use_greedy:
+        g = greedy.gather(1, pos.clamp(max=T - 1).flatten(1)).view_as(pos)
+        tgt = torch.where(g >= 0, g, tgt)
+    valid = batch["anchor_valid"][..., None] & (pos < batch["seq_len"][:, None, None])  # [B, A, n]
+    return tgt, valid
+
+
+def lr_factor(progress: float, warmup: float, schedule: str, min_ratio: float) -> float:
+    """Multiplier of the base lr at a fraction `progress` of the budget."""
+    p = min(max(progress, 0.0), 1.0)
+    if warmup > 0 and p < warmup:
+        return max(p, 1e-3 * warmup) / warmup
+    if schedule == "constant":
+        return 1.0
+    q = (p - warmup) / max(1.0 - warmup, 1e-9)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * q))
+
+
+class DrafterModule(L.LightningModule):
+    """The drafter's LightningModule: budget clock, optimiser and schedule, the decay-weighted CE step,
+    simulated-τ validation, best-state keeping and resumable counters. Its training step is the
+    off-policy CE of pretraining; the co-training and SpecOPD modules extend it (override
+    `training_step`, and the `param_groups`, validation, `snapshot` / `restore_best` and
+    `result_extras` hooks where they train or validate more than the drafter)."""
+
+    def __init__(self, drafter: DFlashDrafter, cfg: PretrainConfig, total_steps: int = 0,
+                 val_names: list[str] | None = None, target=None, val_labels: str = "greedy"):
+        super().__init__()
+        self.drafter, self.cfg, self.total_steps = drafter, cfg, total_steps
+        self.val_labels = val_labels  # greedy: the target's greedy token; reference: the reference token
+        self.__dict__["_target"] = target  # frozen target for on-the-fly features (not a sub-module)
+        S = drafter.block_size
+        self.gamma = cfg.gamma or default_gamma(S)
+        self.register_buffer("slot_w", slot_weights(S, self.gamma), persistent=False)  # [S]
+        self.register_buffer("t2d", target_to_draft(drafter.draft_vocab, drafter.spec.target_vocab_size).cpu(),
+                             persistent=False)  # [V] target id -> draft index / -1
+        self.val_names = list(val_names or [])
+        self.primary = "heldout" if "heldout" in self.val_names else (self.val_names[0] if self.val_names else "")
+        self.train_seconds = 0.0
+        self.slot_predictions = 0
+        self.uncovered = 0
+        self.labels_seen = 0
+        self.history: list[dict] = []
+        self.best: dict | None = None
+        self.last_val: dict = {}
+        self.start_step = 0
+        self._t_last: float | None = None
+        self._stats: dict[str, BlockStats] = {}
+
+    # ---- budget -------------------------------------------------------------------------------------
+    def progress(self) -> float:
+        p = 0.0
+        if self.total_steps:
+            p = max(p, self.global_step / self.total_steps)
+        if self.cfg.max_minutes:
+            p = max(p, self.train_seconds / (60.0 * self.cfg.max_minutes))
+        return p
+
+    def param_groups(self) -> list[dict]:
+        """AdamW parameter groups (weight decay on matrices only); groups without `lr` use cfg.lr."""
+        decay = [p for n, p in self.drafter.named_parameters() if p.ndim >= 2]
+        no_decay = [p for n, p in self.drafter.named_parameters() if p.ndim < 2]
+        return [{"params": decay, "weight_decay": self.cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+    def configure_optimizers(self):
+        opt = torch.optim.AdamW(self.param_groups(), lr=self.cfg.lr, betas=(0.9, 0.95))
+        c = self.cfg
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda _step: lr_factor(self.progress(), c.warmup, c.schedule, c.min_lr_ratio))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # ---- forward pieces -----------------------------------------------------------------------------------
+    def _features(self, batch: dict, greedy: bool) -> tuple[Tensor, Tensor | None]:
+        if "feats" in batch:
+            return batch["feats"], batch.get("greedy")
+        target = self._target
+        if target is None:
+            raise DraftlabError("no feature cache and no target to compute features with")
+        Lc = batch["ctx_valid"].shape[1]
+        ids = batch["ids"] if greedy else batch["ids"][:, :Lc]
+        valid = torch.arange(ids.shape[1], device=ids.device)[None, :] < batch["seq_len"][:, None]
+        feats, g = target_features(target, ids, valid, self.drafter.spec.target_layer_ids, greedy=greedy)
+        return feats[:, :Lc], g
+
+    def drafter_step(self, batch: dict, greedy: bool = False) -> dict:
+        """The drafter's forward and its decay-weighted CE on one batch (counters updated).
+        Returns loss (num/den, den summed over ranks), num, den, hidden [B, A, S, H],
+        logits [B, A, n, Vd] (slots 1..n) and greedy [B, T] (the target's greedy tokens, when asked)."""
+        feats, g = self._features(batch, greedy=greedy)
+        hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"])  # [B, A, S, H]
+        S = self.drafter.block_size
+        labels, in_range = block_labels(batch["ids"], batch["anchors"], S, batch["seq_len"])  # [B, A, S]
+        w = self.slot_w[None, None, :] * (batch["anchor_valid"][..., None] & in_range)  # [B, A, S]
+        didx = self.t2d[labels]  # [B, A, S], -1 outside the draft vocabulary
+        supervised = w > 0
+        wv = (w * (didx >= 0))[:, :, 1:]  # [B, A, n]: slot 0 never reaches the head
+        logits = self.drafter.logits(hidden[:, :, 1:])  # [B, A, n, Vd]
+        ce = F.cross_entropy(logits.flatten(0, 2), didx[:, :, 1:].clamp(min=0).flatten(), reduction="none")
+        num, den = (ce.view_as(wv) * wv).sum(), wv.sum()
+        loss = global_ratio(num, den)
+        self.slot_predictions += int((wv > 0).sum())
+        self.labels_seen += int(supervised.sum())
+        self.uncovered += int((supervised & (didx < 0)).sum())
+        return {"loss": loss, "num": num, "den": den, "hidden": hidden, "logits": logits, "greedy": g}
+
+    def log_train(self, loss: Tensor, bs: int) -> None:
+        self.log("train/loss", loss.detach(), batch_size=bs, prog_bar=True)
+        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=bs)
+        self.log("train/slot_preds_per_s", self.slot_predictions / max(self.train_seconds, 1e-9), batch_size=bs)
+        self.log("train/uncovered_label_frac", self.uncovered / max(self.labels_seen, 1), batch_size=bs)
+        self.log("train/minutes", self.train_seconds / 60.0, batch_size=bs)
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        out = self.drafter_step(batch)
+        self.log_train(out["loss"], batch["ids"].shape[0])
+        return out["loss"]
+
+    # ---- clock -----------------------------------------------------------------------------------------
+    def on_train_start(self) -> None:
+        self.start_step = int(self.global_step)
+        self._t_last = time.time()
+        if self.progress() >= 1.0:
+            self.trainer.should_stop = True
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        now = time.time()
+        if self._t_last is not None:
+            self.train_seconds += now - self._t_last
+        self._t_last = now
+        if self.progress() >= 1.0:
+            self.trainer.should_stop = True
+
+    # ---- validation ----------------------------------------------------------------------------------------
+    def new_val_stats(self):
+        """The counters of one validation set (BlockStats: simulated τ, slot accuracy, top-K coverage)."""
+        return BlockStats(self.drafter.block_size - 1, self.cfg.topk)
+
+    def on_validation_epoch_start(self) -> None:
+        self._stats = {name: self.new_val_stats() for name in self.val_names}
+
+    @torch.no_grad()
+    def validation_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.validate_batch(batch, self._stats[self.val_names[dataloader_idx]])
+
+    def validate_batch(self, batch: dict, stats) -> None:
+        """One validation batch into `stats`: the drafter's top-K at every proposed slot vs the targets."""
+        feats, greedy = self._features(batch, greedy=True)
+        hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"])  # [B, A, S, H]
+        S = self.drafter.block_size
+        tgt, valid = block_targets(batch, greedy, S, self.val_labels == "greedy")  # [B, A, n]
+        H = hidden.shape[-1]
+        rows = hidden[:, :, 1:].reshape(-1, H)  # [B*A*n, H]
+        K = min(self.cfg.topk, self.drafter.spec.draft_vocab_size or self.drafter.spec.target_vocab_size)
+        top = torch.cat([self.drafter.logits(rows[c:c + 4096]).topk(K, -1).indices  # [rows, K] draft indices
+                         for c in range(0, rows.shape[0], 4096)])
+        if self.drafter.draft_vocab is not None:
+            top = self.drafter.draft_vocab[top]
+        n = S - 1
+        stats.update(top.view(-1, n, top.shape[-1]), tgt.reshape(-1, n), valid.reshape(-1, n))
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking or not self._stats:
+            return
+        res = self.val_results()
+        self.last_val = res
+        for name, r in res.items():
+            self.log(f"val/{name}/sim_tau", r["sim_tau"])
+            self.log(f"val/{name}/top1", r["top1_mean"])
+            self.log(f"val/{name}/top{self.cfg.topk}", r[f"top{self.cfg.topk}_mean"])
+        if self.primary in res:
+            r = res[self.primary]
+            self.log("val/sim_tau", r["sim_tau"], prog_bar=True)
+            for k, (a, c) in enumerate(zip(r["slot_acc"], r[f"top{self.cfg.topk}_cov"]), start=1):
+                self.log(f"val/slot{k}/top1", a)
+                self.log(f"val/slot{k}/top{self.cfg.topk}", c)
+        row = {"step": int(self.global_step), "train_minutes": self.train_seconds / 60.0,
+               **{name: r["sim_tau"] for name, r in res.items()}}
+        if not self.history or self.history[-1]["step"] != row["step"]:
+            self.history.append(row)
+            if self.logger is not None and hasattr(self.logger, "log_metrics"):  # budget curve: step = training seconds
+                self.logger.log_metrics({f"budget/{k}_sim_tau": v for k, v in row.items() if k not in ("step", "train_minutes")},
+                                        step=int(round(self.train_seconds)))
+        tau = res.get(self.primary, {}).get("sim_tau", float("nan"))
+        if not math.isnan(tau) and (self.best is None or tau > self.best["sim_tau"]):
+            self.best = {"step": int(self.global_step), "sim_tau": float(tau), "train_minutes": self.train_seconds / 60.0,
+                         "metrics": res,
+                         "state": self.snapshot()}
+
+    def val_results(self) -> dict:
+        """Per validation set: the summary whose `sim_tau` selects the best state."""
+        return {name: st.summary() for name, st in self._stats.items() if st.blocks}
+
+    def snapshot(self) -> dict:
+        """The trained state kept as the best one (a CPU copy)."""
+        return cpu_state(self.drafter)
+
+    def restore_best(self) -> None:
+        """Load the best validation state into the trained model(s)."""
+        self.drafter.load_state_dict(self.best["state"])
+
+    def result_extras(self) -> dict:
+        """What this module reports beyond the common `TrainResult` fields (`TrainResult.extras`)."""
+        return {}
+
+    def on_validation_end(self) -> None:
+        self._t_last = time.time()  # validation time is not training time
+
+    # ---- resumable extra state -------------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["draftlab"] = {"train_seconds": self.train_seconds, "slot_predictions": self.slot_predictions,
+                                  "uncovered": self.uncovered, "labels_seen": self.labels_seen,
+                                  "history": self.history, "best": self.best, "last_val": self.last_val}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        st = checkpoint.get("draftlab", {})
+        self.train_seconds = float(st.get("train_seconds", 0.0))
+        self.slot_predictions = int(st.get("slot_predictions", 0))
+        self.uncovered = int(st.get("uncovered", 0))
+        self.labels_seen = int(st.get("labels_seen", 0))
+        self.history = list(st.get("history", []))
+        self.best = st.get("best")
+        self.last_val = st.get("last_val", {})
