@@ -127,10 +127,19 @@ def test_engine_sampling_matches_target(llama_target):
         toks = torch.tensor(res.tokens)
         counts = torch.bincount(toks[:, 0] * V + toks[:, 1], minlength=V * V).double()
         assert chi_square_pvalue(counts, joint.double()) > 1e-3
-    # the test has power: the drafter's own q is far from p
-    qj = torch.softmax(q_logits / 0.5, -1)
-    bad = torch.multinomial(qj[0], N, replacement=True, generator=torch.Generator().manual_seed(0))
-    counts = torch.bincount(bad * V + bad, minlength=V * V).double()
+    # the test has power: through the same engine, a proposal step that samples from q but tells the
+    # verifier a different q (uniform) commits tokens whose law is far from the target's
+    from draftlab.decoding.api import Proposal
+    from draftlab.decoding.verify import sample
+
+    def lying(d, sp_, g):
+        q = process_logits(d.logits[:, 1:], sp_)  # [B, n, V] what the tokens are drawn from
+        return Proposal(sample(q, g), torch.full_like(q, 1.0 / V))  # ... but a uniform q is reported
+
+    res = SpeculativeEngine(t, FixedDrafter(q_logits), proposer=lying).generate(
+        [prompt] * N, 2, sp, eos_ids=[], generator=torch.Generator().manual_seed(13))
+    toks = torch.tensor(res.tokens)
+    counts = torch.bincount(toks[:, 0] * V + toks[:, 1], minlength=V * V).double()
     assert chi_square_pvalue(counts, joint.double()) < 1e-6
 
 

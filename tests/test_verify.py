@@ -122,10 +122,23 @@ def test_process_logits_top_k_top_p_and_greedy():
     assert sample_next(logits, SamplingParams()).tolist() == [0]
 
 
-def test_verify_block_sampling_shapes():
-    B, S, V = 3, 4, 11
-    logits = torch.randn(B, S, V, generator=torch.Generator().manual_seed(9))
-    props = torch.randint(0, V, (B, S - 1), generator=torch.Generator().manual_seed(10))
-    r = verify_block(logits, props, SamplingParams(temperature=1.0), generator=torch.Generator().manual_seed(0))
-    assert r.accepted.shape == (B,) and r.next_token.shape == (B,) and r.target_tokens is None
-    assert bool(((r.accepted >= 0) & (r.accepted <= S - 1)).all())
+def test_verify_block_sampling_rules_at_their_extremes():
+    """T>0 through verify_block: proposals drawn from q = p are always accepted in full (ratio 1), and the
+    bonus comes from p after the last slot; a proposal outside p's support (top_k=1: p is one-hot) is
+    rejected at slot 1 and replaced by p's only token — with q given and with the point-mass rule."""
+    B, S, V = 64, 4, 11
+    n = S - 1
+    logits = torch.randn(B, S, V, generator=torch.Generator().manual_seed(9)) * 2
+    sp = SamplingParams(temperature=0.8)
+    p = process_logits(logits, sp)  # [B, S, V]
+    g = torch.Generator().manual_seed(10)
+    props = torch.multinomial(p[:, :n].reshape(-1, V), 1, generator=g).view(B, n)
+    r = verify_block(logits, props, sp, p[:, :n], generator=g)
+    assert r.accepted.tolist() == [n] * B and r.target_tokens is None
+    assert bool((p[torch.arange(B), n, r.next_token] > 0).all())
+    one = SamplingParams(temperature=1.0, top_k=1)
+    top = logits.argmax(-1)  # [B, S] the only token with p > 0
+    wrong = (top[:, :n] + 1) % V  # [B, n] never the argmax
+    for q in (torch.nn.functional.one_hot(wrong, V).float(), None):
+        r = verify_block(logits, wrong, one, q, generator=torch.Generator().manual_seed(11))
+        assert r.accepted.tolist() == [0] * B and torch.equal(r.next_token, top[:, 0])

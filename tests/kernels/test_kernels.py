@@ -126,5 +126,21 @@ def test_import_queries_no_cuda(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", boom)
     monkeypatch.setattr(torch.cuda, "device_count", boom)
-    for mod in ("draftlab.kernels.dispatch", "draftlab.kernels.transition_scores", "draftlab.kernels.greedy_walk"):
+    for mod in KERNEL_MODULES:
         importlib.reload(importlib.import_module(mod))
+
+
+KERNEL_MODULES = ("draftlab.kernels.dispatch", "draftlab.kernels.transition_scores", "draftlab.kernels.greedy_walk",
+                  "draftlab.kernels.tv_overlap")
+
+
+@pytest.mark.parametrize("name", ["transition_scores", "greedy_walk", "tv_overlap"])
+def test_every_kernel_has_a_reference_with_its_signature(name):
+    """Each Triton kernel sits beside a pure-torch reference with the same signature, and the dispatch
+    takes the same arguments plus `backend` (tv_overlap included)."""
+    import inspect
+
+    mod = importlib.import_module(f"draftlab.kernels.{name}")
+    ref, tri = getattr(mod, f"{name}_torch"), getattr(mod, f"{name}_triton")
+    assert inspect.signature(ref) == inspect.signature(tri)
+    assert list(inspect.signature(getattr(dispatch, name)).parameters) == [*inspect.signature(ref).parameters, "backend"]

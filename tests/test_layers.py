@@ -1,0 +1,168 @@
+"""The layering rules of src/draftlab (docs/architecture.md), checked on the source so they cannot rot:
+no import cycle between modules, no module importing a higher layer, and the plain-torch packages free
+of configuration, Lightning and MLflow. Every import statement counts, also those inside functions;
+only `if TYPE_CHECKING:` blocks (annotations) are skipped."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "draftlab"
+
+# lowest first; a module may import modules of its own layer or of a lower one
+LAYERS = [
+    ["errors"],
+    ["io", "kernels", "data.suites", "data.templates", "corrector.variants", "specopd.objectives"],
+    ["verifier"],
+    ["drafter"],
+    ["decoding"],
+    ["corrector", "specopd"],
+    ["config", "params"],
+    ["data", "training", "tracking"],
+    ["bench"],
+    ["pipeline"],
+]
+# the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
+PLAIN = ("errors", "io", "kernels", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
+NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
+ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
+           "lightning": ("training", "tracking")}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def imports(path: Path, name: str | None = None) -> set[str]:
+    """Absolute names of every module this file imports (relative imports resolved; `name`: the
+    file's module name, default: its place under src/draftlab)."""
+    out: set[str] = set()
+    pkg = (module_name(path) if name is None else name).split(".")
+    if path.name != "__init__.py":
+        pkg = pkg[:-1]
+
+    def visit(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child):
+                continue
+            if isinstance(child, ast.Import):
+                out.update(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = ".".join(["draftlab", *pkg[: len(pkg) - child.level + 1]])
+                    mod = f"{base}.{child.module}" if child.module else base
+                else:
+                    mod = child.module or ""
+                out.add(mod)
+                out.update(f"{mod}.{a.name}" for a in child.names)  # `from pkg import submodule`
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return out
+
+
+def modules() -> dict[str, set[str]]:
+    """draftlab module (without the `draftlab.` prefix) -> the draftlab modules it imports."""
+    files = {module_name(p): p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts}
+    graph = {}
+    for name, path in files.items():
+        deps = set()
+        for imp in imports(path):
+            if imp == "draftlab" or not imp.startswith("draftlab."):
+                continue
+            target = imp[len("draftlab."):]
+            while target and target not in files:  # `from draftlab.x import name`: the module is x
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                deps.add(target)
+        graph[name] = deps
+    return graph
+
+
+def layer(name: str) -> int:
+    best, depth = None, -1
+    for i, names in enumerate(LAYERS):
+        for prefix in names:
+            if (name == prefix or name.startswith(prefix + ".")) and prefix.count(".") > depth:
+                best, depth = i, prefix.count(".")
+    if best is None:
+        raise AssertionError(f"module draftlab.{name} is in no layer; add it to LAYERS in tests/test_layers.py "
+                             "(and to docs/architecture.md)")
+    return best
+
+
+def test_every_module_has_a_layer():
+    for name in modules():
+        if name:
+            layer(name)
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+
+    def dfs(node, stack):
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                return stack[stack.index(dep):] + [dep]
+            if state.get(dep) is None and (found := dfs(dep, stack + [dep])):
+                return found
+        state[node] = 2
+        return None
+
+    for name in sorted(graph):
+        if state.get(name) is None and (found := dfs(name, [name])):
+            return found
+    return None
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    return [f"draftlab.{m} (layer {layer(m)}) imports draftlab.{d} (layer {layer(d)})"
+            for m, deps in graph.items() if m for d in sorted(deps) if d and layer(d) > layer(m)]
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(modules())
+    assert cycle is None, "import cycle: " + " -> ".join(f"draftlab.{m}" for m in cycle)
+
+
+def test_no_lower_layer_imports_a_higher_one():
+    bad = upward(modules())
+    assert not bad, "\n".join(bad)
+
+
+def test_plain_packages_stay_plain():
+    files = {module_name(p): p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts}
+    bad = []
+    for name, path in files.items():
+        top = name.split(".")[0]
+        for imp in imports(path):
+            root = imp.split(".")[0]
+            if top in PLAIN and any(imp == n or imp.startswith(n + ".") for n in NOT_IN_PLAIN):
+                bad.append(f"draftlab.{name} imports {imp} (plain-torch packages take small objects, not the config)")
+            if root in ONLY_IN and top not in ONLY_IN[root]:
+                bad.append(f"draftlab.{name} imports {imp} (only {', '.join(ONLY_IN[root])} may)")
+    assert not bad, "\n".join(sorted(set(bad)))
+
+
+def test_the_checks_can_fail(tmp_path):
+    """A lazy import inside a function is seen, a TYPE_CHECKING one is not; an upward edge and a cycle
+    in a made-up graph are reported."""
+    f = tmp_path / "m.py"
+    f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from draftlab.config import Params\n"
+                 "def f():\n    from draftlab.pipeline.benchmark import run\n    from . import api\n")
+    seen = imports(f, "decoding.m")
+    assert "draftlab.pipeline.benchmark" in seen and "draftlab.decoding.api" in seen and "draftlab.config" not in seen
+    assert upward({"kernels.dispatch": {"pipeline.benchmark"}}) and not upward({"pipeline.benchmark": {"kernels"}})
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
