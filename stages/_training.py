@@ -1,4 +1,4 @@
-"""What the training stages after pretraining (corrector, specopd) share: a stage-tagged log, the
+"""What the training stages (pretrain_drafter, specopd, corrector) share: a stage-tagged log, the
 target and references they read, and their MLflow run. Imported by those stage scripts (stages/ is on
 sys.path when a stage runs as `python stages/<stage>.py`)."""
 from __future__ import annotations
@@ -45,3 +45,21 @@ def training_run(stage: str, params, sections: tuple[str, ...]):
     p = to_dict(params)
     return stage_run(stage, {k: p[k] for k in sections}, params.tracking,
                      {"target": params.target.name, "profile": params.profile.name})
+
+
+def numeric(d: dict, prefix: str = "") -> dict:
+    """The int / float entries of a report (bools excluded), keys prefixed: what MLflow logs as metrics."""
+    return {f"{prefix}{k}": v for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def publish(mlrun, report: dict, metrics: Path, curve: Path, write_curve: Callable[[Path], None],
+            extra_metrics: dict | None = None) -> None:
+    """Write the stage's metrics JSON and budget-curve CSV (atomically), log the report's numbers as
+    `final/...` (+ `extra_metrics`) and both files as artifacts of the stage's MLflow run."""
+    from draftlab.io import atomic_write, write_json
+
+    write_json(metrics, report)
+    atomic_write(curve, write_curve)
+    mlrun.log_metrics({**numeric(report, "final/"), **(extra_metrics or {})})
+    mlrun.log_artifact(metrics)
+    mlrun.log_artifact(curve)

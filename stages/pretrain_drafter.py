@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import sys
 from pathlib import Path
 
 # Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning threads made
@@ -19,17 +18,14 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from _common import stage_main  # noqa: E402
+from _training import load_inputs, publish, require_references, stage_log, training_run  # noqa: E402
 
-TARGET = Path("models/target")
-REFERENCES = Path("data/references.parquet")
 OUT = Path("models/drafter/pretrained")
 METRICS = Path("metrics/pretrain_drafter.json")
 CURVE = Path("plots/pretrain_budget.csv")
 WORK = Path("checkpoints/pretrain_drafter")
 
-
-def _log(msg: str) -> None:
-    print(f"[pretrain_drafter] {msg}", file=sys.stderr, flush=True)
+_log = stage_log("pretrain_drafter")
 
 
 def _curve_csv(rows: list[dict]) -> str:
@@ -43,35 +39,21 @@ def _curve_csv(rows: list[dict]) -> str:
 
 
 def run(params) -> None:
-    import pandas as pd
-
-    from draftlab.errors import DraftlabError
-    from draftlab.params import to_dict
     from draftlab.drafter.checkpoint import save_drafter
-    from draftlab.io import atomic_write, write_json
-    from draftlab.tracking import lightning_logger, stage_run
-    from draftlab.verifier.load import load_target
     from draftlab.pipeline.pretrain_drafter import pretrain_from_references
+    from draftlab.tracking import lightning_logger
 
     t = params.target
-    if not REFERENCES.exists():
-        raise DraftlabError(f"{REFERENCES} not found; run the reference stage first (dvc repro reference)")
-    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
-    df = pd.read_parquet(REFERENCES)
-    p = to_dict(params)
-    tags = {"target": t.name, "profile": params.profile.name}
-    with stage_run("pretrain_drafter", {k: p[k] for k in ("target", "profile", "drafter", "pretrain")}, params.tracking,
-                   tags) as mlrun:
+    require_references()
+    target, df = load_inputs(params)
+    with training_run("pretrain_drafter", params, ("target", "profile", "drafter", "pretrain")) as mlrun:
         logger = lightning_logger(mlrun, params.tracking.experiment)
         out = pretrain_from_references(target, df, params.drafter, params.pretrain, WORK, logger=logger, log=_log)
         rep = out.report
         save_drafter(out.drafter, OUT, info={"stage": "pretrain_drafter", "profile": params.profile.name,
                                              "target": t.name, "best_step": rep["best_step"], "sim_tau": rep["sim_tau"]})
-        write_json(METRICS, {**rep, "target": t.name, "profile": params.profile.name})
-        atomic_write(CURVE, lambda f: f.write_text(_curve_csv(out.curve)))
-        mlrun.log_metrics({f"final/{k}": v for k, v in rep.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
-        mlrun.log_artifact(METRICS)
-        mlrun.log_artifact(CURVE)
+        publish(mlrun, {**rep, "target": t.name, "profile": params.profile.name}, METRICS, CURVE,
+                lambda f: f.write_text(_curve_csv(out.curve)))
         _log(f"held-out simulated tau {rep['sim_tau']:.3f} (best step {rep['best_step']}/{rep['steps']}, "
              f"{rep['train_minutes']:.1f} training min, {rep['train_tokens_per_s']:.0f} slot predictions/s)")
 

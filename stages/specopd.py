@@ -14,7 +14,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
 
 from _common import stage_main  # noqa: E402
-from _training import load_inputs, require_references, stage_log, training_run  # noqa: E402
+from _training import load_inputs, numeric, publish, require_references, stage_log, training_run  # noqa: E402
 
 OUT = Path("models/drafter/specopd")
 METRICS = Path("metrics/specopd.json")
@@ -31,7 +31,6 @@ def run(params) -> None:
 
     from draftlab.errors import DraftlabError
     from draftlab.drafter.checkpoint import save_drafter
-    from draftlab.io import atomic_write, write_json
     from draftlab.tracking import lightning_logger
     from draftlab.pipeline.specopd import specopd_from_references
 
@@ -47,16 +46,11 @@ def run(params) -> None:
         save_drafter(out.drafter, OUT, info={"stage": "specopd", "profile": params.profile.name, "target": t.name,
                                              "base": cfg.base_drafter, "best_step": rep["best_step"],
                                              "sim_tau": rep["sim_tau_after"]})
-        write_json(METRICS, rep)
         cols = list(out.curve[0]) if out.curve else ["step", "train_minutes", "heldout"]
-        atomic_write(CURVE, lambda f: pd.DataFrame(out.curve, columns=cols).to_csv(f, index=False, float_format="%.4f"))
-        mlrun.log_metrics({f"final/{k}": v for k, v in rep.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
-        for arm, row in rep["baselines"].items():
-            mlrun.log_metrics({f"baseline/{arm}/{k}": v for k, v in row.items()
-                               if isinstance(v, (int, float)) and not isinstance(v, bool)})
-        mlrun.log_metrics({f"cost/{k}": v for k, v in rep["scoring_cost"].items() if isinstance(v, (int, float))})
-        mlrun.log_artifact(METRICS)
-        mlrun.log_artifact(CURVE)
+        extra = {k: v for obj, row in rep["baselines"].items() for k, v in numeric(row, f"baseline/{obj}/").items()}
+        extra.update({f"cost/{k}": v for k, v in rep["scoring_cost"].items() if isinstance(v, (int, float))})
+        publish(mlrun, rep, METRICS, CURVE,
+                lambda f: pd.DataFrame(out.curve, columns=cols).to_csv(f, index=False, float_format="%.4f"), extra)
         _log(f"held-out simulated tau {rep['sim_tau_before']} -> {rep['sim_tau_after']} "
              f"(supervised/s ratio vs sequential: {rep['supervised_per_s_ratio_vs_sequential']})")
 

@@ -14,7 +14,7 @@ from conftest import tiny_target
 from draftlab.config import RandomModelConfig
 from draftlab.errors import DraftlabError
 from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, spec_from_target
-from draftlab.drafter import model as dmodel
+from draftlab.drafter import layers as dlayers
 from draftlab.drafter.masks import (block_input_ids, block_labels, context_mask, default_gamma, dense_block_mask,
                                     sample_anchors, slot_weights)
 from draftlab.drafter.vocab import build_draft_vocab, coverage, resolve_mask_token, target_to_draft, token_counts
@@ -147,7 +147,7 @@ def test_split_attention_equals_dense_masked_attention(target, monkeypatch):
         d.attention = "dense"  # the model's own SDPA path (the CUDA default)
         assert (d.forward_train(feats, valid, ids, anchors) - ref).abs().max() < 1e-5
         d.attention = "split"
-        monkeypatch.setattr(dmodel, "block_attention", dense)  # an independent reference
+        monkeypatch.setattr(dlayers, "block_attention", dense)  # an independent reference
         out = d.forward_train(feats, valid, ids, anchors)
     assert (out - ref).abs().max() < 1e-5
 

@@ -18,7 +18,7 @@ Gradient (through q only; p is a fixed teacher): with m_j = 1[q_j < p_{vocab[j]}
 `tv_overlap_torch` materialises both distributions (the reference; autograd-able).
 `tv_overlap_triton` never does: one program per row streams the logits twice — first the two
 online log-normalisers (q over Vq, p over all V), then Σ min(exp(x − lse_q), exp(y − lse_p)) —
-keeping only a few scalars per row. `TVOverlap` pairs the Triton forward with a torch backward that
+keeping only a few scalars per row (both normalisers by one `@triton.jit` helper, `row_logsumexp`). `TVOverlap` pairs the Triton forward with a torch backward that
 recomputes q and the mask in row chunks (no [N, V] tensor is kept for backward).
 """
 from __future__ import annotations
@@ -68,33 +68,33 @@ def _kernel():
     import triton.language as tl
 
     @triton.jit
+    def row_logsumexp(Ptr, L, stride, BLOCK: tl.constexpr):
+        """log Σ_{v<L} exp(x_v) of one row, streamed in BLOCK-wide chunks (online max + rescaled sums)."""
+        offs = tl.arange(0, BLOCK)
+        m = tl.full((BLOCK,), float("-inf"), tl.float32)  # running max per lane
+        acc = tl.zeros((BLOCK,), tl.float32)  # running Σ exp(x − m) per lane
+        for v0 in range(0, L, BLOCK):
+            v = v0 + offs
+            x = tl.load(Ptr + v * stride, mask=v < L, other=float("-inf")).to(tl.float32)
+            new = tl.maximum(m, x)
+            safe = tl.where(new == float("-inf"), 0.0, new)
+            acc = acc * tl.exp(m - safe) + tl.exp(x - safe)
+            m = new
+        ms = tl.max(m, axis=0)
+        return ms + tl.log(tl.sum(acc * tl.exp(m - ms), axis=0))
+
+    # Triton resolves the functions a kernel calls among its module's globals (not a closure), and the
+    # decorator must run after TRITON_INTERPRET is set, so the helper is published here, on first use.
+    globals()["_row_logsumexp"] = row_logsumexp
+
+    @triton.jit
     def tv_overlap_kernel(X, Y, Vocab, Out, Vq, V, sx_n, sx_v, sy_n, sy_v,
                           HAS_VOCAB: tl.constexpr, BLOCK: tl.constexpr):
         n = tl.program_id(0)  # one program per row
         offs = tl.arange(0, BLOCK)
-        # pass 1: online log-normalisers of q (over Vq) and p (over the full V)
-        mx = tl.full((BLOCK,), float("-inf"), tl.float32)
-        sx = tl.zeros((BLOCK,), tl.float32)
-        for v0 in range(0, Vq, BLOCK):
-            v = v0 + offs
-            x = tl.load(X + n * sx_n + v * sx_v, mask=v < Vq, other=float("-inf")).to(tl.float32)
-            new = tl.maximum(mx, x)
-            safe = tl.where(new == float("-inf"), 0.0, new)
-            sx = sx * tl.exp(mx - safe) + tl.exp(x - safe)
-            mx = new
-        my = tl.full((BLOCK,), float("-inf"), tl.float32)
-        sy = tl.zeros((BLOCK,), tl.float32)
-        for v0 in range(0, V, BLOCK):
-            v = v0 + offs
-            y = tl.load(Y + n * sy_n + v * sy_v, mask=v < V, other=float("-inf")).to(tl.float32)
-            new = tl.maximum(my, y)
-            safe = tl.where(new == float("-inf"), 0.0, new)
-            sy = sy * tl.exp(my - safe) + tl.exp(y - safe)
-            my = new
-        mxs = tl.max(mx, axis=0)
-        lse_x = mxs + tl.log(tl.sum(sx * tl.exp(mx - mxs), axis=0))  # log Σ exp(q_logits)
-        mys = tl.max(my, axis=0)
-        lse_y = mys + tl.log(tl.sum(sy * tl.exp(my - mys), axis=0))  # log Σ exp(p_logits), all V
+        # pass 1: the log-normalisers of q (over Vq) and p (over the full V)
+        lse_x = _row_logsumexp(X + n * sx_n, Vq, sx_v, BLOCK)  # log Σ exp(q_logits)
+        lse_y = _row_logsumexp(Y + n * sy_n, V, sy_v, BLOCK)  # log Σ exp(p_logits), all V
         # pass 2: Σ_j min(q_j, p_vocab[j]), probabilities formed in registers only
         acc = tl.zeros((BLOCK,), tl.float32)
         for v0 in range(0, Vq, BLOCK):

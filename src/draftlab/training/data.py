@@ -7,8 +7,7 @@ anchors (validation), length-bucketed to limit padding, with the target's tap fe
   references (`split == "heldout"`), each eval suite (`split == "eval"`) and a small sample of
   training sequences (to see memorisation), with deterministic strided anchors. Tap features come
   from a `FeatureStore` (disk cache) or, when it is None, from the frozen target inside the step.
-- `BranchDataModule`: the same, with SpecOPD's branch anchors (branches may be cut short by the end
-  of the reference) and validation limited to named sets.
+(SpecOPD's variant with branch anchors, `BranchDataModule`, lives in draftlab.training.specopd.)
 """
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from draftlab.config import PretrainConfig
 from draftlab.drafter.masks import sample_anchors, strided_anchors
 from draftlab.errors import DraftlabError
-from draftlab.specopd.tree import sample_branch_anchors
 from draftlab.training.features import FeatureStore, SequenceSet
 
 
@@ -141,7 +139,7 @@ class DrafterDataModule(L.LightningDataModule):
     def steps_per_epoch(self) -> int:
         return math.ceil(len(self.train_idx) / self.cfg.batch_size)
 
-    train_items = None  # the Dataset class of training items (TrainBlocks; BranchBlocks for SpecOPD)
+    train_items = None  # the Dataset class of training items (None: TrainBlocks; SpecOPD: BranchBlocks)
 
     def train_dataloader(self) -> DataLoader:
         sampler = BucketBatchSampler(self.train_idx, self.seqs.lengths, self.cfg.batch_size, self.cfg.seed)
@@ -152,26 +150,3 @@ class DrafterDataModule(L.LightningDataModule):
         return [DataLoader(ValBlocks(self.seqs, idx, self.S, self.cfg.val_anchor_stride, self.cfg.anchors_per_seq),
                            batch_size=self.cfg.batch_size, shuffle=False, collate_fn=self.collate, num_workers=0)
                 for idx in self.val_sets.values()]
-
-
-class BranchBlocks(TrainBlocks):
-    """Item = (sequence index, up to A random anchors in [P, L−2]): branches may be cut short by the
-    end of the reference (W_b < W), unlike pretraining's full blocks."""
-
-    def __getitem__(self, i: int):
-        return i, sample_branch_anchors(int(self.seqs.lengths[i]), int(self.seqs.prompt_len[i]), self.A)
-
-
-class BranchDataModule(DrafterDataModule):
-    """Pretraining's data module; training items carry branch anchors. `val_sets` limits validation
-    to the named sets (heldout, eval suites; empty = all); `train_feats` gives training batches the
-    cached tap features (the off-policy CE objective; the others take them from the trunk pass)."""
-
-    train_items = BranchBlocks
-
-    def __init__(self, seqs: SequenceSet, cfg: PretrainConfig, block_size: int, store: FeatureStore | None,
-                 val_sets: list[str] | None = None, train_feats: bool = False):
-        super().__init__(seqs, cfg, block_size, store, train_sample=0)
-        if val_sets:
-            self.val_sets = {k: v for k, v in self.val_sets.items() if k in val_sets}
-        self.train_collate = Collate(seqs, store if train_feats else None)

@@ -32,10 +32,39 @@ from draftlab.errors import DraftlabError
 from draftlab.specopd.objectives import OBJECTIVES
 from draftlab.specopd.terms import Terms, draft_opd_terms, offpolicy_tv_terms, specopd_terms
 from draftlab.specopd.tree import sample_branch_anchors
-from draftlab.training.data import BranchDataModule, Collate
+from draftlab.training.data import Collate, DrafterDataModule, TrainBlocks
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.fit import train
 from draftlab.training.module import DrafterModule
+
+
+# ---- data: pretraining's, with branch anchors ------------------------------------------------------------
+
+
+class BranchBlocks(TrainBlocks):
+    """Item = (sequence index, up to A random anchors in [P, L−2]): branches may be cut short by the
+    end of the reference (W_b < W), unlike pretraining's full blocks."""
+
+    def __getitem__(self, i: int):
+        return i, sample_branch_anchors(int(self.seqs.lengths[i]), int(self.seqs.prompt_len[i]), self.A)
+
+
+class BranchDataModule(DrafterDataModule):
+    """Pretraining's data module; training items carry branch anchors. `val_sets` limits validation
+    to the named sets (heldout, eval suites; empty = all); `train_feats` gives training batches the
+    cached tap features (the off-policy CE objective; the others take them from the trunk pass)."""
+
+    train_items = BranchBlocks
+
+    def __init__(self, seqs: SequenceSet, cfg: PretrainConfig, block_size: int, store: FeatureStore | None,
+                 val_sets: list[str] | None = None, train_feats: bool = False):
+        super().__init__(seqs, cfg, block_size, store, train_sample=0)
+        if val_sets:
+            self.val_sets = {k: v for k, v in self.val_sets.items() if k in val_sets}
+        self.train_collate = Collate(seqs, store if train_feats else None)
+
+
+# ---- the module -----------------------------------------------------------------------------------------------
 
 
 def distributed_loss(module: L.LightningModule, numerator: Tensor, count: Tensor) -> tuple[Tensor, Tensor]:

@@ -14,13 +14,10 @@ from torch import Tensor
 from draftlab.verifier.model import TargetModel, TargetOutput, causal_mask, crop_cache, gather_cache
 
 
-class StreamCache:
-    def __init__(self, target: TargetModel, batch: int, device: torch.device | None = None):
-        self.target = target
-        self.cache = target.new_cache()
-        dev = device or target.device
-        self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=dev)  # [B, L]
-        self.next_pos = torch.zeros(batch, dtype=torch.long, device=dev)  # [B] valid tokens so far
+class RaggedSlots:
+    """A per-stream cache of slots: `valid` [B, L] bool (False = left padding or a rejected hole)."""
+
+    valid: Tensor
 
     @property
     def batch(self) -> int:
@@ -29,6 +26,15 @@ class StreamCache:
     @property
     def width(self) -> int:
         return self.valid.shape[1]
+
+
+class StreamCache(RaggedSlots):
+    def __init__(self, target: TargetModel, batch: int, device: torch.device | None = None):
+        self.target = target
+        self.cache = target.new_cache()
+        dev = device or target.device
+        self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=dev)  # [B, L]
+        self.next_pos = torch.zeros(batch, dtype=torch.long, device=dev)  # [B] valid tokens so far
 
     def prefill(self, prompts: list[list[int]], pad_id: int, taps=(), last_logits_only: bool = False) -> TargetOutput:
         """Left-padded prefill of one prompt per stream. Returns logits [B, Tmax, V] (or [B, 1, V], the
