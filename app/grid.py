@@ -7,7 +7,7 @@ column j for slot j+1), `committed` [n] (the final output token at each slot, -1
 `accepted` (acc). Optional columns that corrector arms may add, shown when present:
 - `transition_scores` [n−1][K][K]: S_p(a, b) (SPEC §2.1); every rule in draftlab.corrector.paths.RULES is
   then replayed with `select_path`;
-- `path_<rule>` [n]: candidate indices chosen by that rule (e.g. the live engine's `last_indices`).
+- `path_<rule>` [n]: candidate indices chosen by that rule (e.g. the live proposal step's `last_extras["path_<rule>"]`).
 
 Replays never judge tokens here: accepted lengths come from draftlab.decoding.verify.greedy_accept_length,
 the one verification routine. At T=0 the committed output is the target's greedy continuation, so any
@@ -15,6 +15,8 @@ path's accepted prefix is exactly its greedy match length against `committed`; a
 random and only the recorded `accepted` of the arm's own proposal is shown.
 """
 from __future__ import annotations
+
+import html
 
 from dataclasses import dataclass, field
 
@@ -205,3 +207,54 @@ def transition_table(g: RoundGrid, slot: int, pred_rank: int, tok) -> "object":
     df = pd.DataFrame({"rank": range(1, g.K + 1), "token": [tok(i) for i in ids], "draft logit": logits,
                        "S_p(a, b)": s, "Δθ": np.asarray(s) - np.asarray(logits)})
     return df.sort_values("S_p(a, b)", ascending=False)
+
+
+# ---- HTML rendering of a grid (no Streamlit: the Candidate grid page shows it) -----------------------------
+GRID_CSS = """<style>
+table.dl-grid {border-collapse: collapse; font-family: ui-monospace, monospace; font-size: 0.8rem; margin-bottom: .6rem}
+table.dl-grid th, table.dl-grid td {border: 1px solid #ccc; padding: 2px 5px; text-align: center; white-space: nowrap}
+table.dl-grid th.rowh {text-align: right; background: #fafafa; font-weight: 600}
+table.dl-grid td small {color: #555}
+table.dl-grid td.tgt {outline: 2px dashed #2b8a3e; outline-offset: -3px}
+table.dl-grid tr.sep td {border: none; height: 6px}
+span.dl-leg {display: inline-block; padding: 1px 6px; margin-right: 6px; border: 1px solid #ccc; font-size: .75rem}
+</style>"""
+
+
+def cell_html(text: str, status: str = "", sub: str = "", cls: str = "", title: str = "") -> str:
+    bg = STATUS_COLOURS.get(status, "#fff")
+    klass = " ".join(c for c in ("dl-cell", cls, f"st-{status}" if status else "") if c)
+    sub_html = f"<br><small>{html.escape(sub)}</small>" if sub else ""
+    return (f'<td class="{klass}" style="background:{bg}" title="{html.escape(title or STATUS_HELP.get(status, ""))}">'
+            f"{html.escape(text)}{sub_html}</td>")
+
+
+def grid_html(g: RoundGrid, tok) -> str:
+    n = g.n
+    head = "".join(f"<th>slot {j + 1}</th>" for j in range(n))
+    rows = [f'<tr><th class="rowh">rank \\ slot</th>{head}<th>acc</th></tr>']
+    if g.cand_ids:
+        for k in range(g.K):
+            cells = []
+            for j in range(n):
+                tid = g.cand_ids[j][k]
+                tgt = g.target is not None and g.target[j] == tid
+                cells.append(cell_html(tok(tid), cell_status(g, j, k), f"{g.cand_logits[j][k]:.2f}" if g.cand_logits else "",
+                                   "tgt" if tgt else "", f"id {tid}" + (" · the verifier's token" if tgt else "")))
+            rows.append(f'<tr><th class="rowh">top-{k + 1}</th>{"".join(cells)}<td></td></tr>')
+        rows.append(f'<tr class="sep"><td colspan="{n + 2}"></td></tr>')
+    for p in g.paths:
+        cells = "".join(cell_html(tok(t), s, title=f"id {t} · {STATUS_HELP.get(s, '')}") for t, s in zip(p.tokens, p.statuses))
+        acc = "–" if p.accepted is None else str(p.accepted)
+        rows.append(f'<tr class="dl-path"><th class="rowh" title="{html.escape(p.note)}">{html.escape(p.name)}'
+                    f'{" ⚠" if p.note else ""}</th>{cells}<td><b>{acc}</b></td></tr>')
+    if g.target is not None:
+        cells = "".join(cell_html(tok(t), title=f"id {t}") for t in g.target)
+        rows.append(f'<tr><th class="rowh">{html.escape(g.target_label)}</th>{cells}<td></td></tr>')
+    if g.committed is not None and g.target_label != "committed output":
+        cells = "".join(cell_html(tok(t), title=f"id {t}") for t in g.committed)
+        rows.append(f'<tr><th class="rowh">committed output</th>{cells}<td></td></tr>')
+    legend = "".join(f'<span class="dl-leg" style="background:{STATUS_COLOURS[s]}">{html.escape(h)}</span>'
+                     for s, h in STATUS_HELP.items())
+    legend += '<span class="dl-leg" style="outline:2px dashed #2b8a3e">the verifier\'s token among the candidates</span>'
+    return f'{GRID_CSS}<div class="dl-grid-wrap"><table class="dl-grid">{"".join(rows)}</table>{legend}</div>'

@@ -2,7 +2,6 @@
 Every loader returns a `Missing` (shown with st.info, naming the stage to run) instead of raising."""
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import altair as alt
@@ -77,56 +76,6 @@ def benchmark_page(root: Path, title: str):
 
 
 # ---------------------------------------------------------------- Candidate grid
-GRID_CSS = """<style>
-table.dl-grid {border-collapse: collapse; font-family: ui-monospace, monospace; font-size: 0.8rem; margin-bottom: .6rem}
-table.dl-grid th, table.dl-grid td {border: 1px solid #ccc; padding: 2px 5px; text-align: center; white-space: nowrap}
-table.dl-grid th.rowh {text-align: right; background: #fafafa; font-weight: 600}
-table.dl-grid td small {color: #555}
-table.dl-grid td.tgt {outline: 2px dashed #2b8a3e; outline-offset: -3px}
-table.dl-grid tr.sep td {border: none; height: 6px}
-span.dl-leg {display: inline-block; padding: 1px 6px; margin-right: 6px; border: 1px solid #ccc; font-size: .75rem}
-</style>"""
-
-
-def _cell(text: str, status: str = "", sub: str = "", cls: str = "", title: str = "") -> str:
-    bg = G.STATUS_COLOURS.get(status, "#fff")
-    klass = " ".join(c for c in ("dl-cell", cls, f"st-{status}" if status else "") if c)
-    sub_html = f"<br><small>{html.escape(sub)}</small>" if sub else ""
-    return (f'<td class="{klass}" style="background:{bg}" title="{html.escape(title or G.STATUS_HELP.get(status, ""))}">'
-            f"{html.escape(text)}{sub_html}</td>")
-
-
-def grid_html(g: G.RoundGrid, tok) -> str:
-    n = g.n
-    head = "".join(f"<th>slot {j + 1}</th>" for j in range(n))
-    rows = [f'<tr><th class="rowh">rank \\ slot</th>{head}<th>acc</th></tr>']
-    if g.cand_ids:
-        for k in range(g.K):
-            cells = []
-            for j in range(n):
-                tid = g.cand_ids[j][k]
-                tgt = g.target is not None and g.target[j] == tid
-                cells.append(_cell(tok(tid), G.cell_status(g, j, k), f"{g.cand_logits[j][k]:.2f}" if g.cand_logits else "",
-                                   "tgt" if tgt else "", f"id {tid}" + (" · the verifier's token" if tgt else "")))
-            rows.append(f'<tr><th class="rowh">top-{k + 1}</th>{"".join(cells)}<td></td></tr>')
-        rows.append(f'<tr class="sep"><td colspan="{n + 2}"></td></tr>')
-    for p in g.paths:
-        cells = "".join(_cell(tok(t), s, title=f"id {t} · {G.STATUS_HELP.get(s, '')}") for t, s in zip(p.tokens, p.statuses))
-        acc = "–" if p.accepted is None else str(p.accepted)
-        rows.append(f'<tr class="dl-path"><th class="rowh" title="{html.escape(p.note)}">{html.escape(p.name)}'
-                    f'{" ⚠" if p.note else ""}</th>{cells}<td><b>{acc}</b></td></tr>')
-    if g.target is not None:
-        cells = "".join(_cell(tok(t), title=f"id {t}") for t in g.target)
-        rows.append(f'<tr><th class="rowh">{html.escape(g.target_label)}</th>{cells}<td></td></tr>')
-    if g.committed is not None and g.target_label != "committed output":
-        cells = "".join(_cell(tok(t), title=f"id {t}") for t in g.committed)
-        rows.append(f'<tr><th class="rowh">committed output</th>{cells}<td></td></tr>')
-    legend = "".join(f'<span class="dl-leg" style="background:{G.STATUS_COLOURS[s]}">{html.escape(h)}</span>'
-                     for s, h in G.STATUS_HELP.items())
-    legend += '<span class="dl-leg" style="outline:2px dashed #2b8a3e">the verifier\'s token among the candidates</span>'
-    return f'{GRID_CSS}<div class="dl-grid-wrap"><table class="dl-grid">{"".join(rows)}</table>{legend}</div>'
-
-
 def _options(values) -> list:
     return sorted(pd.unique(pd.Series(list(values))).tolist(), key=lambda v: (str(type(v)), v))
 
@@ -164,7 +113,7 @@ def candidate_grid(root: Path) -> None:
     m2.metric("tokens this round (acc + 1)", g.tau)
     m3.metric("τ of this prompt", f"{(d['accepted'].mean() + 1):.2f}")
     m4.metric("n × K", f"{g.n} × {g.K}" if g.K else f"{g.n} × –")
-    st.markdown(grid_html(g, tok), unsafe_allow_html=True)
+    st.markdown(G.grid_html(g, tok), unsafe_allow_html=True)
     for msg in g.missing:
         st.caption(f"Not shown: {msg}.")
     for p in g.paths:

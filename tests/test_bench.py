@@ -31,7 +31,7 @@ def _real_drafter(target, S=4, vocab_size=0, seed=0):
     vocab = None
     if vocab_size:
         vocab = torch.randperm(target.vocab_size - 1, generator=torch.Generator().manual_seed(seed))[:vocab_size].sort().values
-    spec = drafter_mod.spec_from_target(target, block_size=S, num_layers=1, target_layer_ids=[], mask_token_id=target.vocab_size - 1,
+    spec = drafter_mod.arch_from_target(target, block_size=S, num_layers=1, target_layer_ids=[], mask_token_id=target.vocab_size - 1,
                                         draft_vocab_size=vocab_size)
     d = drafter_mod.DFlashDrafter.from_target(spec, target, vocab).eval()
     with torch.no_grad():  # a larger init so the random drafter has opinions (some acceptances)
@@ -75,7 +75,7 @@ class HybridDrafter:
     def __init__(self, real, oracle):
         self.real, self.oracle = real, oracle
         self.block_size, self.mask_token_id = real.block_size, real.mask_token_id
-        self.target_layer_ids = real.spec.target_layer_ids
+        self.target_layer_ids = real.arch.target_layer_ids
         oracle.mask_token_id = real.mask_token_id
         self.log = []  # (stream, anchor position, real drafter proposals [n])
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from draftlab.config import CorrectorConfig, PretrainConfig
-from draftlab.drafter import DFlashDrafter, save_drafter, spec_from_target
+from draftlab.drafter import DFlashDrafter, save_drafter, arch_from_target
 from draftlab.corrector.families import build_corrector
 from draftlab.training.cotrain import CoTrainModule, train_corrector
 from draftlab.training.data import DrafterDataModule
@@ -59,13 +59,13 @@ def data(target, tmp_path_factory):
     seqs = SequenceSet.from_lists(prompts, refs, ["train"] * 6 + ["heldout"] * 2)
     store, _ = FeatureStore.open_or_build(tmp / "f", target, seqs, TAPS, log=lambda m: None)
     torch.manual_seed(0)
-    base = DFlashDrafter.from_target(spec_from_target(target, S, 1, TAPS, MASK), target)
+    base = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
     train_drafter(base, seqs, pcfg(max_steps=6), tmp / "pre", store=store, log=lambda m: None)  # weak: headroom left
     return seqs, store, {k: v.clone() for k, v in base.state_dict().items()}
 
 
 def base_drafter(target, state) -> DFlashDrafter:
-    d = DFlashDrafter.from_target(spec_from_target(target, S, 1, TAPS, MASK), target)
+    d = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
     d.load_state_dict(state)
     return d.train()
 
@@ -286,7 +286,7 @@ def workdir(root, target, tmp_path_factory):
                   "prompt_ids": prompts, "response_ids": resps}).to_parquet(wd / "data" / "references.parquet")
     torch.manual_seed(0)
     mask = next(i for i in range(2, V) if all(i not in p + r for p, r in zip(prompts, resps)))
-    d = DFlashDrafter.from_target(spec_from_target(t, 4, 1, [0, 1], mask), t)
+    d = DFlashDrafter.from_target(arch_from_target(t, 4, 1, [0, 1], mask), t)
     save_drafter(d, wd / "models" / "drafter" / "pretrained")
     return wd
 

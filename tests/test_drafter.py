@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from conftest import tiny_target
 from draftlab.config import RandomModelConfig
 from draftlab.errors import DraftlabError
-from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, spec_from_target
+from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, arch_from_target
 from draftlab.drafter import layers as dlayers
 from draftlab.drafter.masks import (block_input_ids, block_labels, context_mask, default_gamma, dense_block_mask,
                                     sample_anchors, slot_weights)
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py (which also gi
 
 
 def make_drafter(target, vocab=None, layers=2, seed=0, std=0.2):
-    spec = spec_from_target(target, S, layers, TAPS, MASK, 0 if vocab is None else len(vocab))
+    spec = arch_from_target(target, S, layers, TAPS, MASK, 0 if vocab is None else len(vocab))
     torch.manual_seed(seed)
     d = DFlashDrafter.from_target(spec, target, vocab)
     with torch.no_grad():  # larger weights than the 0.02 init, so any leak shows in the logits

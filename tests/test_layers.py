@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "draftlab"
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from draftlab.config import DrafterConfig, PretrainConfig
-from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, spec_from_target
+from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, arch_from_target
 from draftlab.training.features import FeatureStore, SequenceSet, target_features
 from draftlab.training.metrics import BlockStats
 from draftlab.pipeline.pretrain_drafter import pretrain_from_references
@@ -41,7 +41,7 @@ def cfg(**kw) -> PretrainConfig:
 
 def drafter_for(target, layers=1, seed=0):
     torch.manual_seed(seed)
-    return DFlashDrafter.from_target(spec_from_target(target, S, layers, TAPS, 1), target)
+    return DFlashDrafter.from_target(arch_from_target(target, S, layers, TAPS, 1), target)
 
 
 def test_tiny_drafter_overfits_tiny_reference_set(target, tmp_path):
@@ -147,7 +147,7 @@ def test_driver_writes_a_loadable_drafter_and_report(target, tmp_path):
     assert [r["step"] for r in out.curve] == [3, 6] and "heldout" in out.curve[0]
     path = save_drafter(out.drafter, tmp_path / "pretrained")
     d2 = load_drafter(path, target)
-    assert d2.spec.draft_vocab_size == 40 and torch.equal(d2.draft_vocab, out.drafter.draft_vocab)
+    assert d2.arch.draft_vocab_size == 40 and torch.equal(d2.draft_vocab, out.drafter.draft_vocab)
     df.loc[0, "response_ids"] = [1, 2, 3, 4, 5, 6]  # the MASK id must never occur in the references
     with pytest.raises(Exception, match="MASK token id 1 occurs"):
         pretrain_from_references(target, df, dcfg, cfg(max_steps=2), tmp_path / "work", log=lambda m: None)

@@ -30,7 +30,7 @@ def build_corrector(cfg, drafter, variant: str, seed: int | None = None) -> Corr
     torch.manual_seed(cfg.seed if seed is None else seed)
     if v.sequential:
         return build_sequential(sequential_arch(v.family, drafter, cfg.seq_rank, cfg.seq_gate), drafter).to(drafter.device)
-    arch = replace(arch_from_config(cfg, drafter.spec.hidden_size, drafter.embed_tokens, v.ablation), variant=variant)
+    arch = replace(arch_from_config(cfg, drafter.arch.hidden_size, drafter.embed_tokens, v.ablation), variant=variant)
     return DCOCOCorrector(arch, drafter.embed_tokens).to(drafter.device)
 
 

@@ -188,6 +188,6 @@ def build_sequential(arch: SequentialArch, drafter) -> SequentialCorrector:
 def sequential_arch(kind: str, drafter, rank: int = 64, gate: bool = True, variant: str = "") -> SequentialArch:
     """The architecture of a sequential corrector on top of `drafter`."""
     V, De = drafter.embed_tokens.weight.shape
-    return SequentialArch(kind=kind, hidden_size=drafter.spec.hidden_size, vocab_size=V,
+    return SequentialArch(kind=kind, hidden_size=drafter.arch.hidden_size, vocab_size=V,
                           draft_vocab_size=head_weight(drafter).shape[0], embed_dim=De, rank=rank, gate=gate,
                           variant=variant or kind)

@@ -1,6 +1,6 @@
 """Self-describing drafter checkpoints: `config.json` + `model.safetensors`.
 
-`config.json` holds the architecture (`DrafterSpec`: block size, taps, MASK id, slot convention,
+`config.json` holds the architecture (`DrafterArch`: block size, taps, MASK id, slot convention,
 sizes, draft-vocabulary size, the target's hidden size / vocabulary / layer count) plus optional
 free-form `info`; `model.safetensors` holds only the drafter's own trained tensors and the draft
 vocabulary (`draft_vocab`, draft index -> target id). The target's embedding and LM head are not
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from draftlab.drafter.model import FORMAT, DFlashDrafter, DrafterSpec
+from draftlab.drafter.model import FORMAT, DFlashDrafter, DrafterArch
 from draftlab.errors import DraftlabError
 from draftlab.io import CONFIG, WEIGHTS, read_folder_config, read_folder_tensors, save_weights_folder
 
@@ -24,30 +24,30 @@ def save_drafter(drafter: DFlashDrafter, path: str | Path, info: dict | None = N
     """Write the folder atomically (a temporary sibling renamed onto `path`). `state_dict`
     overrides the module's own tensors (e.g. the best validation state)."""
     sd = state_dict if state_dict is not None else drafter.state_dict()
-    cfg = {**drafter.spec.to_dict(), "target_hidden_size": drafter.spec.hidden_size, "info": info or {}}
+    cfg = {**drafter.arch.to_dict(), "target_hidden_size": drafter.arch.hidden_size, "info": info or {}}
     return save_weights_folder(path, cfg, sd, FORMAT)
 
 
-def read_spec(path: str | Path) -> tuple[DrafterSpec, dict]:
+def read_arch(path: str | Path) -> tuple[DrafterArch, dict]:
     raw = read_folder_config(path, FORMAT, "drafter", "run the pretrain_drafter stage first")
-    names = {f.name for f in fields(DrafterSpec)}
+    names = {f.name for f in fields(DrafterArch)}
     try:
-        spec = DrafterSpec(**{k: v for k, v in raw.items() if k in names})
+        arch = DrafterArch(**{k: v for k, v in raw.items() if k in names})
     except TypeError as e:
         raise DraftlabError(f"{Path(path) / CONFIG} is incomplete ({e}); re-export the drafter") from None
-    return spec, raw.get("info", {})
+    return arch, raw.get("info", {})
 
 
-def check_compatible(spec: DrafterSpec, target, where: str = "drafter") -> None:
+def check_compatible(arch: DrafterArch, target, where: str = "drafter") -> None:
     """One-line errors when the drafter was trained for a different target."""
-    if spec.hidden_size != target.hidden_size:
-        raise DraftlabError(f"{where} was trained for a target with hidden size {spec.hidden_size}, "
+    if arch.hidden_size != target.hidden_size:
+        raise DraftlabError(f"{where} was trained for a target with hidden size {arch.hidden_size}, "
                             f"but this target has {target.hidden_size}; retrain the drafter for this target")
-    if spec.target_vocab_size != target.vocab_size:
-        raise DraftlabError(f"{where} was trained for a target vocabulary of {spec.target_vocab_size} tokens, "
+    if arch.target_vocab_size != target.vocab_size:
+        raise DraftlabError(f"{where} was trained for a target vocabulary of {arch.target_vocab_size} tokens, "
                             f"but this target has {target.vocab_size}; retrain the drafter for this target")
-    if spec.target_layer_ids and max(spec.target_layer_ids) >= target.num_layers:
-        raise DraftlabError(f"{where} taps target layer {max(spec.target_layer_ids)}, but this target has only "
+    if arch.target_layer_ids and max(arch.target_layer_ids) >= target.num_layers:
+        raise DraftlabError(f"{where} taps target layer {max(arch.target_layer_ids)}, but this target has only "
                             f"{target.num_layers} layers; retrain the drafter for this target")
 
 
@@ -55,11 +55,11 @@ def load_drafter(path: str | Path, target, device: str | torch.device | None = N
                  dtype: torch.dtype | None = None) -> DFlashDrafter:
     """Rebuild a drafter from its folder, sharing `target`'s embedding and LM head."""
     path = Path(path)
-    spec, _ = read_spec(path)
-    check_compatible(spec, target, f"drafter {path}")
+    arch, _ = read_arch(path)
+    check_compatible(arch, target, f"drafter {path}")
     tensors = read_folder_tensors(path, "drafter")
     vocab = tensors.get("draft_vocab")
-    drafter = DFlashDrafter(spec, target.embed_tokens, target.lm_head, vocab)
+    drafter = DFlashDrafter(arch, target.embed_tokens, target.lm_head, vocab)
     try:
         drafter.load_state_dict(tensors, strict=True)
     except RuntimeError as e:

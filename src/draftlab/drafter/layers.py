@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
-    from draftlab.drafter.model import DrafterSpec
+    from draftlab.drafter.model import DrafterArch
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
@@ -101,22 +101,22 @@ ATTENTION = {"split": lambda *a: block_attention(*a), "dense": lambda *a: dense_
 class DrafterLayer(nn.Module):
     """One Qwen3-style decoder layer whose attention also reads the injected context K/V."""
 
-    def __init__(self, spec: DrafterSpec):
+    def __init__(self, arch: DrafterArch):
         super().__init__()
-        H, h, hk, d = spec.hidden_size, spec.num_heads, spec.num_kv_heads, spec.head_dim
+        H, h, hk, d = arch.hidden_size, arch.num_heads, arch.num_kv_heads, arch.head_dim
         self.h, self.hk, self.d = h, hk, d
         self.scale = d ** -0.5
         self.q_proj = nn.Linear(H, h * d, bias=False)
         self.k_proj = nn.Linear(H, hk * d, bias=False)
         self.v_proj = nn.Linear(H, hk * d, bias=False)
         self.o_proj = nn.Linear(h * d, H, bias=False)
-        self.q_norm = RMSNorm(d, spec.rms_norm_eps)
-        self.k_norm = RMSNorm(d, spec.rms_norm_eps)
-        self.input_layernorm = RMSNorm(H, spec.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(H, spec.rms_norm_eps)
-        self.gate_proj = nn.Linear(H, spec.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(H, spec.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(spec.intermediate_size, H, bias=False)
+        self.q_norm = RMSNorm(d, arch.rms_norm_eps)
+        self.k_norm = RMSNorm(d, arch.rms_norm_eps)
+        self.input_layernorm = RMSNorm(H, arch.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(H, arch.rms_norm_eps)
+        self.gate_proj = nn.Linear(H, arch.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(H, arch.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(arch.intermediate_size, H, bias=False)
 
     def project_context(self, ctx: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
         """ctx [B, T, H] (already fc+norm), cos/sin [B, T, d] -> k, v [B, hk, T, d] (k normed, rotated)."""

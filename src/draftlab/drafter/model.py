@@ -38,7 +38,7 @@ FORMAT = "draftlab-dflash-v1"
 
 
 @dataclass
-class DrafterSpec:
+class DrafterArch:
     block_size: int  # S, slot 0 included
     num_layers: int
     hidden_size: int  # = the target's hidden size
@@ -73,10 +73,10 @@ def _rope_theta(cfg) -> float:
     return float(getattr(cfg, "rope_theta", 10000.0) or 10000.0)
 
 
-def spec_from_target(target, block_size: int, num_layers: int, target_layer_ids: list[int], mask_token_id: int,
+def arch_from_target(target, block_size: int, num_layers: int, target_layer_ids: list[int], mask_token_id: int,
                      draft_vocab_size: int = 0, intermediate_size: int = 0, num_heads: int = 0,
-                     num_kv_heads: int = 0) -> DrafterSpec:
-    """A drafter spec built from the target's config (width, heads, eps, rotary base)."""
+                     num_kv_heads: int = 0) -> DrafterArch:
+    """A drafter arch built from the target's config (width, heads, eps, rotary base)."""
     cfg = target.config
     H = target.hidden_size
     heads = num_heads or cfg.num_attention_heads
@@ -89,7 +89,7 @@ def spec_from_target(target, block_size: int, num_layers: int, target_layer_ids:
             from draftlab.errors import DraftlabError
 
             raise DraftlabError(f"drafter tap layer {i} does not exist; the target has layers 0..{target.num_layers - 1}")
-    return DrafterSpec(
+    return DrafterArch(
         block_size=block_size, num_layers=num_layers, hidden_size=H, num_heads=heads, num_kv_heads=kv,
         head_dim=head_dim, intermediate_size=intermediate_size or cfg.intermediate_size,
         rms_norm_eps=float(getattr(cfg, "rms_norm_eps", 1e-6)), rope_theta=_rope_theta(cfg),
@@ -145,42 +145,42 @@ class DraftOutput:
 
 
 class DFlashDrafter(nn.Module):
-    def __init__(self, spec: DrafterSpec, embed_tokens: nn.Embedding, lm_head: nn.Linear, vocab: Tensor | None = None):
+    def __init__(self, arch: DrafterArch, embed_tokens: nn.Embedding, lm_head: nn.Linear, vocab: Tensor | None = None):
         super().__init__()
-        if spec.convention != CONVENTION:
-            raise ValueError(f"unsupported slot convention {spec.convention!r}; only {CONVENTION!r}")
-        self.spec = spec
+        if arch.convention != CONVENTION:
+            raise ValueError(f"unsupported slot convention {arch.convention!r}; only {CONVENTION!r}")
+        self.arch = arch
         # shared, frozen, not registered (not trained, not saved, not moved by .to())
         self.__dict__["_shared"] = (embed_tokens, lm_head)
-        H = spec.hidden_size
-        self.fc = nn.Linear(spec.n_taps * H, H, bias=False)
-        self.hidden_norm = RMSNorm(H, spec.rms_norm_eps)
-        self.layers = nn.ModuleList(DrafterLayer(spec) for _ in range(spec.num_layers))
-        self.norm = RMSNorm(H, spec.rms_norm_eps)
-        self.rotary = Rotary(spec.head_dim, spec.rope_theta)
+        H = arch.hidden_size
+        self.fc = nn.Linear(arch.n_taps * H, H, bias=False)
+        self.hidden_norm = RMSNorm(H, arch.rms_norm_eps)
+        self.layers = nn.ModuleList(DrafterLayer(arch) for _ in range(arch.num_layers))
+        self.norm = RMSNorm(H, arch.rms_norm_eps)
+        self.rotary = Rotary(arch.head_dim, arch.rope_theta)
         self.attention = "auto"  # auto (split on CPU, dense SDPA on CUDA) | split | dense; a runtime choice
         self.reset_parameters()
         if vocab is not None:
             vocab = vocab.to(device=lm_head.weight.device, dtype=torch.long)
-            if vocab.numel() != spec.draft_vocab_size:
-                raise ValueError(f"draft vocabulary has {vocab.numel()} ids, spec says {spec.draft_vocab_size}")
+            if vocab.numel() != arch.draft_vocab_size:
+                raise ValueError(f"draft vocabulary has {vocab.numel()} ids, arch says {arch.draft_vocab_size}")
             self.register_buffer("draft_vocab", vocab)  # saved: part of the checkpoint
             self.register_buffer("head_weight", lm_head.weight.detach()[vocab].clone(), persistent=False)
             bias = getattr(lm_head, "bias", None)
             self.register_buffer("head_bias", None if bias is None else bias.detach()[vocab].clone(), persistent=False)
         else:
-            if spec.draft_vocab_size:
-                raise ValueError("spec has a draft vocabulary but none was given")
+            if arch.draft_vocab_size:
+                raise ValueError("arch has a draft vocabulary but none was given")
             self.draft_vocab = None
 
     @classmethod
-    def from_target(cls, spec: DrafterSpec, target, vocab: Tensor | None = None) -> "DFlashDrafter":
-        return cls(spec, target.embed_tokens, target.lm_head, vocab).to(target.device)
+    def from_target(cls, arch: DrafterArch, target, vocab: Tensor | None = None) -> "DFlashDrafter":
+        return cls(arch, target.embed_tokens, target.lm_head, vocab).to(target.device)
 
     def reset_parameters(self) -> None:
         for m in self.modules():
             if isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, std=self.spec.initializer_range)
+                nn.init.normal_(m.weight, std=self.arch.initializer_range)
             elif isinstance(m, RMSNorm):
                 nn.init.ones_(m.weight)
 
@@ -195,15 +195,15 @@ class DFlashDrafter(nn.Module):
 
     @property
     def block_size(self) -> int:
-        return self.spec.block_size
+        return self.arch.block_size
 
     @property
     def mask_token_id(self) -> int:
-        return self.spec.mask_token_id
+        return self.arch.mask_token_id
 
     @property
     def target_layer_ids(self) -> list[int]:
-        return list(self.spec.target_layer_ids)
+        return list(self.arch.target_layer_ids)
 
     @property
     def device(self) -> torch.device:
@@ -275,7 +275,7 @@ class DFlashDrafter(nn.Module):
 
     # ---- inference path -------------------------------------------------------------------------------
     def new_state(self, batch_size: int) -> DrafterState:
-        s = self.spec
+        s = self.arch
         empty = torch.zeros(batch_size, s.num_kv_heads, 0, s.head_dim, device=self.device, dtype=self.dtype)
         return DrafterState([empty] * s.num_layers, [empty] * s.num_layers,
                             torch.zeros(batch_size, 0, dtype=torch.bool, device=self.device),
@@ -315,7 +315,7 @@ class DFlashDrafter(nn.Module):
         W, L = int(n.max()), state.width
         order = torch.argsort(state.valid.long() * (L + 1) + torch.arange(L, device=n.device), dim=-1)
         index = order[:, L - W:]  # [B, W]
-        gi = index[:, None, :, None].expand(-1, self.spec.num_kv_heads, -1, self.spec.head_dim)
+        gi = index[:, None, :, None].expand(-1, self.arch.num_kv_heads, -1, self.arch.head_dim)
         state.keys = [k.gather(2, gi) for k in state.keys]
         state.values = [v.gather(2, gi) for v in state.values]
         state.positions = state.positions.gather(1, index)
@@ -325,6 +325,6 @@ class DFlashDrafter(nn.Module):
 
 def parameter_summary(drafter: DFlashDrafter) -> dict:
     return {"trainable": drafter.num_trainable_parameters(), "frozen_shared": drafter.num_frozen_parameters(),
-            "draft_vocab_size": drafter.spec.draft_vocab_size or drafter.spec.target_vocab_size,
-            "layers": drafter.spec.num_layers, "block_size": drafter.spec.block_size}
+            "draft_vocab_size": drafter.arch.draft_vocab_size or drafter.arch.target_vocab_size,
+            "layers": drafter.arch.num_layers, "block_size": drafter.arch.block_size}
 

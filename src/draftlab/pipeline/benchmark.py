@@ -91,8 +91,8 @@ def simulated(arms, runs, suites, detail, cfg, target) -> dict:
 
 
 def drafter_info(drafter) -> dict:
-    spec = getattr(drafter, "spec", None)
-    if spec is None:
+    arch = getattr(drafter, "arch", None)
+    if arch is None:
         return {"block_size": drafter.block_size}
-    return {"block_size": spec.block_size, "layers": spec.num_layers, "taps": list(spec.target_layer_ids),
-            "draft_vocab_size": spec.draft_vocab_size}
+    return {"block_size": arch.block_size, "layers": arch.num_layers, "taps": list(arch.target_layer_ids),
+            "draft_vocab_size": arch.draft_vocab_size}

@@ -85,7 +85,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         full = v == main or sequential or not ccfg.variant_max_minutes
         minutes = ccfg.max_minutes if full else ccfg.variant_max_minutes
         drafter = load_drafter(base_of(v), target).train()
-        k = min(ccfg.k, drafter.spec.draft_vocab_size or drafter.spec.target_vocab_size)
+        k = min(ccfg.k, drafter.arch.draft_vocab_size or drafter.arch.target_vocab_size)
         view = ccfg.run_settings(pcfg, minutes, k=k)
         frozen = TABLE[v].frozen or ccfg.frozen_backbone
         corrector = build_corrector(ccfg, drafter, v).train()

@@ -16,7 +16,7 @@ import torch
 
 from draftlab.config import DrafterConfig, PretrainConfig
 from draftlab.drafter.masks import CONVENTION, default_gamma
-from draftlab.drafter.model import DFlashDrafter, parameter_summary, spec_from_target
+from draftlab.drafter.model import DFlashDrafter, parameter_summary, arch_from_target
 from draftlab.drafter.vocab import build_draft_vocab, coverage, resolve_mask_token, token_counts
 from draftlab.errors import DraftlabError
 from draftlab.pipeline.common import run_key
@@ -59,22 +59,22 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
     vocab = None
     if dcfg.draft_vocab_size and dcfg.draft_vocab_size < V:
         vocab = build_draft_vocab(counts_all, dcfg.draft_vocab_size, always=target.eos_token_ids)
-    spec = spec_from_target(target, dcfg.block_size, dcfg.num_layers, dcfg.target_layer_ids, mask_id,
+    arch = arch_from_target(target, dcfg.block_size, dcfg.num_layers, dcfg.target_layer_ids, mask_id,
                             0 if vocab is None else len(vocab), dcfg.intermediate_size, dcfg.num_heads, dcfg.num_kv_heads)
     torch.manual_seed(pcfg.seed)
-    drafter = DFlashDrafter.from_target(spec, target, vocab)
-    log(f"pretrain: drafter {parameter_summary(drafter)}, taps {spec.target_layer_ids}, MASK {mask_id}, "
-        f"draft vocabulary {spec.draft_vocab_size or V} (coverage of held-out response tokens "
+    drafter = DFlashDrafter.from_target(arch, target, vocab)
+    log(f"pretrain: drafter {parameter_summary(drafter)}, taps {arch.target_layer_ids}, MASK {mask_id}, "
+        f"draft vocabulary {arch.draft_vocab_size or V} (coverage of held-out response tokens "
         f"{coverage(vocab, counts_held_resp):.3f})")
     store, fstats = None, {"feature_cache_bytes": 0, "feature_compute_s": 0.0}
     if pcfg.cache_features:
-        store, fstats = FeatureStore.open_or_build(work_root / "features", target, seqs, spec.target_layer_ids,
+        store, fstats = FeatureStore.open_or_build(work_root / "features", target, seqs, arch.target_layer_ids,
                                                    pcfg.feature_batch_tokens, log=log)
         log(f"pretrain: feature cache {fstats['feature_cache_bytes'] / 2**20:.1f} MiB "
             f"({'reused' if fstats.get('feature_cache_reused') else 'computed'})")
     train_keys = {k: v for k, v in asdict(pcfg).items() if k not in ("resume", "cache_features", "feature_batch_tokens",
                                                                      "checkpoint_every")}
-    key = run_key(seqs.fingerprint(), spec.to_dict(), train_keys, None if vocab is None else vocab.tolist()[:64])
+    key = run_key(seqs.fingerprint(), arch.to_dict(), train_keys, None if vocab is None else vocab.tolist()[:64])
     result = train_drafter(drafter, seqs, pcfg, work_root / "runs" / key, store=store,
                            target=None if store is not None else target, logger=logger, log=log, callbacks=callbacks)
     best = result.best_metrics
@@ -101,9 +101,9 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
         "train_minutes": result.train_seconds / 60.0, "best_train_minutes": result.best_train_minutes,
         "wall_s": time.time() - t0, "resumed_from_step": result.resumed_from_step,
         "params_trained": drafter.num_trainable_parameters(), "params_frozen": drafter.num_frozen_parameters(),
-        "block_size": spec.block_size, "num_layers": spec.num_layers, "target_layer_ids": spec.target_layer_ids,
-        "mask_token_id": mask_id, "convention": spec.convention, "gamma": pcfg.gamma or default_gamma(spec.block_size),
-        "draft_vocab_size": spec.draft_vocab_size or V,
+        "block_size": arch.block_size, "num_layers": arch.num_layers, "target_layer_ids": arch.target_layer_ids,
+        "mask_token_id": mask_id, "convention": arch.convention, "gamma": pcfg.gamma or default_gamma(arch.block_size),
+        "draft_vocab_size": arch.draft_vocab_size or V,
         "draft_vocab_coverage_train": coverage(vocab, counts_train_resp),
         "draft_vocab_coverage_heldout": coverage(vocab, counts_held_resp),
         "uncovered_label_frac": result.uncovered_label_frac,

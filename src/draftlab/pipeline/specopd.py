@@ -97,7 +97,7 @@ def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str |
         "scoring_cost": cost,
         "scoring_cost_paper_example": paper_cost_model(),
         "branch_width": W, "anchors_per_seq": scfg.anchors_per_seq, "batch_size": scfg.batch_size,
-        "temperature": scfg.temperature, "block_size": S, "draft_vocab_size": d0.spec.draft_vocab_size,
+        "temperature": scfg.temperature, "block_size": S, "draft_vocab_size": d0.arch.draft_vocab_size,
     }
     if report["sim_tau_before"] and report["sim_tau_after"]:
         report["sim_tau_gain_pct"] = 100.0 * (report["sim_tau_after"] / report["sim_tau_before"] - 1.0)

@@ -42,7 +42,7 @@ class CoTrainModule(DrafterModule):
         super().__init__(drafter, cfg, total_steps, val_names, target, "greedy")
         self.corrector, self.ccfg, self.frozen, self.rule = corrector, ccfg, frozen, rule
         self.val_rules = tuple(val_rules or (rule,))
-        self.k = min(ccfg.k, drafter.spec.draft_vocab_size or drafter.spec.target_vocab_size)
+        self.k = min(ccfg.k, drafter.arch.draft_vocab_size or drafter.arch.target_vocab_size)
         if self.cfg.topk != self.k:  # coverage is reported at the corrector's K
             self.cfg = replace(self.cfg, topk=self.k)
         self.backend = None if ccfg.kernels == "auto" else ccfg.kernels

@@ -89,7 +89,7 @@ class DrafterModule(L.LightningModule):
         S = drafter.block_size
         self.gamma = cfg.gamma or default_gamma(S)
         self.register_buffer("slot_w", slot_weights(S, self.gamma), persistent=False)  # [S]
-        self.register_buffer("t2d", target_to_draft(drafter.draft_vocab, drafter.spec.target_vocab_size).cpu(),
+        self.register_buffer("t2d", target_to_draft(drafter.draft_vocab, drafter.arch.target_vocab_size).cpu(),
                              persistent=False)  # [V] target id -> draft index / -1
         self.val_names = list(val_names or [])
         self.primary = "heldout" if "heldout" in self.val_names else (self.val_names[0] if self.val_names else "")
@@ -136,7 +136,7 @@ class DrafterModule(L.LightningModule):
         Lc = batch["ctx_valid"].shape[1]
         ids = batch["ids"] if greedy else batch["ids"][:, :Lc]
         valid = torch.arange(ids.shape[1], device=ids.device)[None, :] < batch["seq_len"][:, None]
-        feats, g = target_features(target, ids, valid, self.drafter.spec.target_layer_ids, greedy=greedy)
+        feats, g = target_features(target, ids, valid, self.drafter.arch.target_layer_ids, greedy=greedy)
         return feats[:, :Lc], g
 
     def drafter_step(self, batch: dict, greedy: bool = False) -> dict:
@@ -207,7 +207,7 @@ class DrafterModule(L.LightningModule):
         tgt, valid = block_targets(batch, greedy, S, self.val_labels == "greedy")  # [B, A, n]
         H = hidden.shape[-1]
         rows = hidden[:, :, 1:].reshape(-1, H)  # [B*A*n, H]
-        K = min(self.cfg.topk, self.drafter.spec.draft_vocab_size or self.drafter.spec.target_vocab_size)
+        K = min(self.cfg.topk, self.drafter.arch.draft_vocab_size or self.drafter.arch.target_vocab_size)
         top = torch.cat([self.drafter.logits(rows[c:c + 4096]).topk(K, -1).indices  # [rows, K] draft indices
                          for c in range(0, rows.shape[0], 4096)])
         if self.drafter.draft_vocab is not None:
