@@ -240,7 +240,7 @@ def chi_square_pvalue(counts, probs, min_expected: float = 5.0) -> float:
 
 def build_target(dev, dtype, arch: str, vocab: int, hidden: int, num_layers: int, heads: int, kv_heads: int,
                  intermediate: int, head_dim: int | None = None, tie: bool = True, rope_theta: float | None = None,
-                 max_pos: int = 4096, seed: int = 0, init_std: float | None = None):
+                 max_pos: int = 4096, seed: int = 0):
     """A randomly initialised Llama / Qwen3 causal LM built directly on `dev` in `dtype`, behind TargetModel."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
@@ -248,8 +248,6 @@ def build_target(dev, dtype, arch: str, vocab: int, hidden: int, num_layers: int
     common = dict(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=num_layers, num_attention_heads=heads,
                   num_key_value_heads=kv_heads, intermediate_size=intermediate, max_position_embeddings=max_pos,
                   tie_word_embeddings=tie, bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    if init_std is not None:
-        common["initializer_range"] = init_std
     if rope_theta is not None:
         common["rope_parameters"] = {"rope_type": "default", "rope_theta": rope_theta}
     if arch == "qwen3":
@@ -840,12 +838,16 @@ def environment(dev, dry: bool) -> dict:
         env.update(device=p.name, capability=f"{p.major}.{p.minor}", memory_gib=round(p.total_memory / 2 ** 30, 1))
     else:
         env["device"] = platform.processor() or "cpu"
-    try:
-        env["git_sha"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                        timeout=10).stdout.strip() or None
-    except Exception:
-        env["git_sha"] = None
+    env["git_sha"] = git_sha()
     return env
+
+
+def git_sha() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except Exception:
+        return None
 
 
 RUNNERS = {"kernels": section_kernels, "engine": section_engine, "concurrency": section_concurrency,
@@ -1086,6 +1088,9 @@ def render_only(path: str, out: Path, doc: Path) -> int:
         raise UsageError(f"--render {path}: cannot read a result file ({one_line(e)})") from None
     if data.get("schema") != SCHEMA:
         raise UsageError(f"--render {path}: schema {data.get('schema')!r}, expected {SCHEMA!r}")
+    env = data.setdefault("environment", {})
+    if not env.get("git_sha"):  # the device machine gets the working tree without .git: record it here
+        env["git_sha"], env["git_sha_source"] = git_sha(), "HEAD when rendered"
     write_outputs(data, out, doc)
     print(f"[gpu_check] rendered {doc} and wrote {out} from {src}", file=sys.stderr)
     return 0
