@@ -10,7 +10,7 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export PYTHONWARNINGS := ignore
 
-.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke
+.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry
 
 install: $(STAMP)
 
@@ -46,6 +46,16 @@ smoke: install
 
 params:
 	$(PY) -m draftlab.config compose > params.yaml
+
+# The one prepared accelerator check (tools/gpu_check.py; README "On an accelerator machine"). It needs no venv:
+# on the accelerator the system python (torch, triton, transformers) runs it. Extra flags: ARGS='--out-dir DIR'.
+# `gpu-check-dry` runs the same code at tiny sizes on CPU (tests/test_gpu_check.py runs it in CI).
+GPU_PY := $(if $(wildcard $(PY)),$(PY),python3)
+gpu-check:
+	$(GPU_PY) tools/gpu_check.py $(ARGS)
+
+gpu-check-dry:
+	$(GPU_PY) tools/gpu_check.py --dry $(ARGS)
 
 explore: install
 	$(VENV)/bin/streamlit run app/explorer.py --server.headless true --server.address 127.0.0.1

@@ -9,6 +9,7 @@ packed tree scoring (SpecOPD rows appended to a trunk cache). Plain torch: no pa
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +43,7 @@ class TargetModel(nn.Module):
         for i, layer in enumerate(self.layers):
             layer.register_forward_hook(self._make_hook(i))
         self._active_taps: tuple[int, ...] = ()
+        self._cache_kw = cache_keyword(model)
 
     # ---- facts about the model ------------------------------------------------------------
     @property
@@ -132,12 +134,19 @@ class TargetModel(nn.Module):
         add = additive_mask(mask, self.dtype)  # [B, 1, T, L+T]
         self._active_taps, self._tap_store = tuple(taps), {}
         try:
-            out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add, cache=cache,
-                             use_cache=cache is not None, logits_to_keep=logits_to_keep)
+            out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add,
+                             use_cache=cache is not None, logits_to_keep=logits_to_keep, **{self._cache_kw: cache})
             tap = torch.cat([self._tap_store[i] for i in taps], dim=-1) if taps else None
         finally:
             self._active_taps, self._tap_store = (), {}
         return TargetOutput(out.logits.float(), tap)
+
+
+def cache_keyword(model: nn.Module) -> str:
+    """The forward keyword of the KV cache: `cache` (transformers >= 5.2x; `past_key_values` is a deprecated
+    alias there) or `past_key_values` (earlier 5.x, e.g. 5.17, where `cache=` would be silently ignored)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
 
 
 class BufferedLayer(DynamicLayer):
