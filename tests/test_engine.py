@@ -147,3 +147,45 @@ def tiny_target_small_vocab():
     from conftest import tiny_target
 
     return tiny_target("llama", vocab=6, layers=2, seed=3)  # at T=0.5 p is spread: [.11 .09 .13 .46 .10 .11]
+
+
+class _LookupStep:
+    """A drafter-less proposal step (the shape of prompt lookup): proposes the n tokens that followed the
+    last occurrence of the current token in the stream's own committed text, tracked via TracksStreams."""
+
+    block_size = 4
+
+    def start(self, prompts, first):
+        self.hist = [list(p) + [int(f)] for p, f in zip(prompts, first.tolist())]
+
+    def extend(self, tokens, counts):
+        for h, row, c in zip(self.hist, tokens.tolist(), counts.tolist()):
+            h.extend(row[:c])
+
+    def drop_streams(self, keep):
+        self.hist = [h for h, k in zip(self.hist, keep.tolist()) if k]
+
+    def __call__(self, draft, sp, generator):
+        from draftlab.decoding.api import Proposal
+
+        assert draft.logits is None and draft.block_ids.shape[1] == self.block_size
+        n, out = self.block_size - 1, []
+        for h, last in zip(self.hist, draft.block_ids[:, 0].tolist()):
+            assert h[-1] == last  # the tracked text ends with the block's slot 0
+            i = max((j for j in range(len(h) - 1) if h[j] == last), default=None)
+            nxt = h[i + 1:i + 1 + n] if i is not None else []
+            out.append((nxt + [last] * n)[:n])
+        return Proposal(torch.tensor(out, device=draft.block_ids.device))
+
+
+def test_an_arm_without_a_drafter(llama_target):
+    """drafter=None: the round skips the draft phase, the step declares block_size and sees the committed
+    tokens through TracksStreams; greedy output still equals AR, and some blocks are accepted."""
+    t = llama_target
+    prompts = [[5, 9, 17, 5, 9, 17, 5, 9], [44, 2, 8, 44, 2], [12, 90, 4]]
+    res = SpeculativeEngine(t, None, _LookupStep()).generate(prompts, 16, eos_ids=[])
+    assert res.tokens == generate_ar(t, prompts, 16, eos_ids=[]).tokens
+    assert res.block_size == 4 and res.round_times.shape[1] == 4 and res.records == []
+    assert all(sum(a) > 0 for a in res.accepted)  # the tracked text made some proposals right
+    with pytest.raises(ValueError, match="block_size"):
+        SpeculativeEngine(t, None, lambda d, sp, g: None)
