@@ -1,5 +1,6 @@
-"""Shared CLI glue for stage scripts: parse `key=value` overrides, load and validate params.yaml,
-set threads and seeds, and turn a `DraftlabError` into one line on stderr (exit 2)."""
+"""Shared CLI glue for stage scripts: parse `key=value` overrides, load and validate params.yaml (arm
+names against the arm table), set threads and seeds, and turn a `DraftlabError` into one line on
+stderr (exit 2); for an unreadable input file that line also names the stage that rebuilds it."""
 from __future__ import annotations
 
 import os
@@ -22,18 +23,24 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(f"usage: python stages/{name}.py [section.key=value ...]  (reads {PARAMS})")
         return 0
-    from draftlab.errors import DraftlabError
+    from draftlab.bench.arms import arm_names
+    from draftlab.errors import DraftlabError, InputFileError
     from draftlab.params import load_params
 
     t0 = time.time()
     try:
-        params = load_params(PARAMS, argv)
+        params = load_params(PARAMS, argv, arms=arm_names())
         import torch
 
         if params.profile.threads:
             torch.set_num_threads(params.profile.threads)
         torch.manual_seed(params.profile.seed)
         run(params)
+    except InputFileError as e:
+        from draftlab.pipeline.layout import rebuild_hint
+
+        print(f"error [{name}]: {e}{rebuild_hint(e.path)}", file=sys.stderr)
+        return 2
     except DraftlabError as e:
         print(f"error [{name}]: {e}", file=sys.stderr)
         return 2

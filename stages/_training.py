@@ -28,13 +28,12 @@ def require_references() -> None:
 
 def load_inputs(params):
     """(target, references DataFrame): the target of `params.target` and data/references.parquet."""
-    import pandas as pd
-
+    from draftlab.io import read_parquet
     from draftlab.verifier.load import load_target
 
     t = params.target
     target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
-    return target, pd.read_parquet(REFERENCES)
+    return target, read_parquet(REFERENCES)
 
 
 def training_run(stage: str, params, sections: tuple[str, ...]):

@@ -8,27 +8,23 @@ from pathlib import Path
 
 from _common import stage_main
 
-TARGET = Path("models/target")
 METRICS = Path("metrics/benchmark.json")
 ROUNDS = Path("data/benchmark_rounds.parquet")
-SPECOPD_DRAFTER = "models/drafter/specopd"  # written by the specopd stage
-LONG_DRAFTER = "models/drafter/long"  # written by the corrector stage (the dflash-long control)
-CORRECTORS = "models/corrector"  # written by the corrector stage: <variant>/drafter, <variant>/corrector
 
 
 def run(params) -> None:
     from tqdm import tqdm
 
-    from draftlab.bench.arms import Checkpoints
     from draftlab.bench.report import write_outputs
     from draftlab.params import to_dict
+    from draftlab.pipeline import layout
     from draftlab.pipeline.benchmark import run as run_benchmark
     from draftlab.tracking import stage_run
     from draftlab.verifier.load import load_target
 
     cfg, t = params.benchmark, params.target
-    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
-    checkpoints = Checkpoints(cfg.drafter, SPECOPD_DRAFTER, LONG_DRAFTER, CORRECTORS)
+    target = load_target(layout.TARGET, t.device, t.dtype, t.attn_implementation)
+    checkpoints = layout.checkpoints(cfg.drafter)  # the folders the earlier stages wrote
     p = to_dict(params)
     bar = None
 
@@ -49,8 +45,10 @@ def run(params) -> None:
         if bar is not None:
             bar.close()
         detail["config"] = to_dict(params.benchmark)
-        write_outputs(detail, runs.runs, METRICS, ROUNDS if cfg.record_rounds else None)
+        written = write_outputs(detail, runs.runs, METRICS, ROUNDS if cfg.record_rounds else None)
         mlrun.log_metrics({"summary": detail["summary"], "suites": detail["suites"]})
+        for path in written.values():  # metrics JSON, plot CSVs, per-round Parquet
+            mlrun.log_artifact(path)
         for arm, e in detail["summary"].items():
             print(f"[benchmark] {arm}: " + ", ".join(f"{k}={v:.3g}" for k, v in e.items() if isinstance(v, float)))
 

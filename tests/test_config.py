@@ -53,3 +53,76 @@ def test_stage_cli_prints_one_line_error(root, tmp_path):
     assert r.returncode == 2
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
     assert len(lines) == 1 and "unknown key 'reference.batch_sise'" in lines[0], r.stderr
+
+
+# ---- names checked in the schema: arms against the arm table, suites against packaged + local ----------------
+
+
+def test_arm_names_are_checked_against_the_arm_table(root):
+    from draftlab.bench.arms import ARM_TABLE, arm_names
+
+    known = arm_names()
+    assert known == tuple(ARM_TABLE) and "dflash-specopd" in known
+    with pytest.raises(ConfigError, match=r"benchmark.arms names unknown arm 'nosuch'; known arms: ") as e:
+        load_params(root / "params.yaml", ["benchmark.arms=[ar,dflash,nosuch]"], arms=known)
+    assert all(name in str(e.value) for name in ARM_TABLE) and "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"benchmark.arms names unknown arm 'nosuch'"):  # not concurrency_arms
+        load_params(root / "params.yaml", ["benchmark.arms=[nosuch]"], arms=known)
+    with pytest.raises(ConfigError, match=r"unknown arm 'dcocoo' \(did you mean 'dcoco'\?\)"):
+        compose_params(["benchmark.arms=[ar,dcocoo]"], root / "conf", arms=known)
+    # the sweep may name arms that are not in `arms` (they are skipped): README's two-arm example is valid
+    p = load_params(root / "params.yaml", ["benchmark.arms=[ar,dflash]"], arms=known)
+    assert p.benchmark.concurrency_arms == ["ar", "dflash", "dcoco", "dspark", "domino"]
+    with pytest.raises(ConfigError, match=r"benchmark.concurrency_arms names unknown arm 'nosuch'"):
+        load_params(root / "params.yaml", ["benchmark.concurrency_arms=[ar,nosuch]"], arms=known)
+    with pytest.raises(ConfigError, match=r"benchmark.concurrency_base names unknown arm 'dflsh'"):
+        load_params(root / "params.yaml", ["benchmark.concurrency_base=dflsh"], arms=known)
+    with pytest.raises(ConfigError, match=r"benchmark.arms names 'ar' 2 times"):
+        load_params(root / "params.yaml", ["benchmark.arms=[ar,dflash,ar]"], arms=known)
+    # a new entry in the table is a valid name at once (issue 13's arms need no config edit)
+    assert load_params(root / "params.yaml", ["benchmark.arms=[ar,pld]"], arms=[*known, "pld"]).benchmark.arms == ["ar", "pld"]
+
+
+def test_local_suites_in_the_config(root, tmp_path):
+    good = tmp_path / "mine.jsonl"
+    good.write_text('{"prompt": "Summarise the plot of Hamlet."}\n{"prompt": "What is 17 * 23?"}\n')
+    ok = [f"data.local_suites.mine={good}", "benchmark.suites=[mt-bench,mine]"]
+    p = load_params(root / "params.yaml", ok)
+    assert p.data.local_suites == {"mine": str(good)} and p.benchmark.suites == ["mt-bench", "mine"]
+    assert load_params(root / "params.yaml", [*ok, "data.eval_suites=[humaneval,mine]"]).data.eval_suites[-1] == "mine"
+    with pytest.raises(ConfigError, match=r"benchmark.suites names unknown suite 'mien'; packaged: .*; local "
+                                          r"\(data.local_suites\): mine; add your own file with data.local_suites.mien="):
+        load_params(root / "params.yaml", [f"data.local_suites.mine={good}", "benchmark.suites=[mien]"])
+    with pytest.raises(ConfigError, match=r"data.eval_suites names unknown suite 'sharegpt'"):
+        load_params(root / "params.yaml", ["data.eval_suites=[sharegpt]"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "fine"}\n{"prompt": 5}\n')
+    with pytest.raises(ConfigError, match=rf"^{bad}:2: 'prompt' must be a string, got int \(5\)$"):
+        load_params(root / "params.yaml", [f"data.local_suites.mine={bad}"])
+    with pytest.raises(ConfigError, match=rf"{tmp_path}/nope.jsonl not found \(data.local_suites.mine\)"):
+        load_params(root / "params.yaml", [f"data.local_suites.mine={tmp_path}/nope.jsonl"])
+    with pytest.raises(ConfigError, match=rf"^{bad}:2: 'prompt' must be a string"):  # training prompts too
+        load_params(root / "params.yaml", [f"data.local_jsonl={bad}"])
+    with pytest.raises(ConfigError, match=r"'mt-bench' is a packaged suite's name"):
+        load_params(root / "params.yaml", [f"data.local_suites.mt-bench={good}"])
+
+
+def test_dvc_style_overrides_fail_in_one_line(root, tmp_path):
+    """`strict` composition follows Hydra's key rules as `dvc exp run -S` does, each error as one line."""
+    def err(*ovs):
+        with pytest.raises(ConfigError) as e:
+            compose_params(list(ovs), root / "conf", strict=True)
+        assert "\n" not in str(e.value)
+        return str(e.value)
+
+    assert "unknown key 'pretrain.lrr' (did you mean 'lr'?)" in err("pretrain.lrr=1")
+    assert err("profile=nosuch") == "profile='nosuch' is not a preset; choose one of: cpu, cpu-long, gpu, smoke"
+    assert "add it with +benchmark.batch_size=2" in err("benchmark.batch_size=2")
+    assert "drop the '+' (pretrain.lr=0.002)" in err("+pretrain.lr=0.002")
+    f = tmp_path / "mine.jsonl"
+    f.write_text('{"prompt": "hello"}\n')
+    assert "add it with +data.local_suites.mine=" in err(f"data.local_suites.mine={f}")
+    raw = compose_params([f"+data.local_suites.mine={f}", "benchmark.suites=[mt-bench,mine]",
+                          "+benchmark.batch_size=2", "params.yaml:pretrain.lr=0.002"], root / "conf", strict=True)
+    assert raw["data"]["local_suites"] == {"mine": str(f)} and raw["benchmark"]["batch_size"] == 2
+    assert raw["pretrain"]["lr"] == 0.002

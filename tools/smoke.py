@@ -3,6 +3,9 @@
 The copy gets params.yaml composed with profile=smoke, its own DVC cache and MLflow store, so the
 committed metrics/ and dvc.lock are never touched. Re-running is incremental (DVC skips stages
 whose inputs did not change). Extra arguments are Hydra overrides, e.g. `target=tiny-random`.
+The run also benchmarks the example local suite (examples/my_prompts.jsonl as `my-prompts`) and
+checks that it reached metrics/benchmark.json; MLflow runs are tagged with this repository's commit.
+Open the result in the explorer with `draftlab explore --root .smoke`.
 """
 from __future__ import annotations
 
@@ -15,6 +18,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = ROOT / ".smoke"
+# the example of README "Your own prompts": a local JSONL benchmarked as its own suite
+LOCAL_SUITE = ["data.local_suites.my-prompts=examples/my_prompts.jsonl", "benchmark.suites=[mt-bench,my-prompts]"]
+
+
+def git(*args: str) -> str:
+    r = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else ""
 
 
 def tracked_files() -> list[str]:
@@ -32,7 +42,7 @@ def main(argv: list[str]) -> int:
         if not dst.exists() or dst.read_bytes() != src.read_bytes():
             shutil.copy2(src, dst)
     py = sys.executable
-    params = subprocess.run([py, "-m", "draftlab.config", "compose", "profile=smoke", *argv], cwd=ROOT,
+    params = subprocess.run([py, "-m", "draftlab.config", "compose", "profile=smoke", *LOCAL_SUITE, *argv], cwd=ROOT,
                             capture_output=True, text=True)
     if params.returncode:
         print(params.stderr.strip(), file=sys.stderr)
@@ -40,7 +50,9 @@ def main(argv: list[str]) -> int:
     (SCRATCH / "params.yaml").write_text(params.stdout)
     if not (SCRATCH / ".git").exists():
         subprocess.run(["git", "init", "-q"], cwd=SCRATCH, check=True)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", DVC_NO_ANALYTICS="1")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", DVC_NO_ANALYTICS="1",
+               DRAFTLAB_GIT_COMMIT=git("rev-parse", "--verify", "-q", "HEAD") or "unknown",
+               DRAFTLAB_GIT_DIRTY=str(bool(git("status", "--porcelain", "--untracked-files=no"))).lower())
     rc = subprocess.run(["dvc", "repro"], cwd=SCRATCH, env=env).returncode
     if rc:
         print(f"smoke pipeline failed (dvc repro exit {rc}); outputs in {SCRATCH}", file=sys.stderr)
@@ -53,6 +65,11 @@ def main(argv: list[str]) -> int:
             bad.append(m.name)
     if bad:
         print(f"smoke pipeline wrote unreadable metrics: {bad}", file=sys.stderr)
+        return 1
+    suites = json.loads((SCRATCH / "metrics" / "benchmark.json").read_text()).get("suites", {})
+    if "my-prompts" not in suites and not any(a.startswith("benchmark.suites") for a in argv):
+        print(f"the example local suite is missing from .smoke/metrics/benchmark.json (suites: {list(suites)})",
+              file=sys.stderr)
         return 1
     print(f"smoke pipeline ok: {', '.join(m.name for m in sorted((SCRATCH / 'metrics').glob('*.json')))}")
     return 0

@@ -1,5 +1,7 @@
-"""Atomic file outputs: write to a temporary sibling, then rename, so nothing is half-written; and the
-self-describing weight folders (config.json + model.safetensors) of the drafter and the correctors."""
+"""Atomic file outputs: write to a temporary sibling, then rename, so nothing is half-written; readers
+of the pipeline's files (JSON, Parquet, safetensors) that turn a missing, corrupt or truncated file
+into one-line `InputFileError`s naming it; and the self-describing weight folders (config.json +
+model.safetensors) of the drafter and the correctors."""
 from __future__ import annotations
 
 import json
@@ -9,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from draftlab.errors import DraftlabError
+from draftlab.errors import DraftlabError, InputFileError
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -48,6 +50,50 @@ def write_parquet(path: str | Path, df) -> Path:
     return atomic_write(path, lambda p: df.to_parquet(p, index=False))
 
 
+# ---- readers: one line naming the file when it is missing or cannot be parsed ------------------------------
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "is missing")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputFileError(path, f"is not valid JSON ({_first_line(e)})") from None
+
+
+def read_parquet(path: str | Path, columns: list[str] | None = None):
+    """A Parquet file as a DataFrame (`columns`: the ones that must be there, the only ones read)."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "is missing")
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except Exception as e:  # noqa: BLE001 (pyarrow raises ArrowInvalid, OSError, KeyError, ... for a bad file)
+        raise InputFileError(path, f"is not a readable Parquet file ({_first_line(e)})") from None
+
+
+def check_safetensors(path: str | Path) -> None:
+    """Parse a safetensors file's header (cheap: no tensor is read); a truncated or corrupt file fails."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "is missing")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            f.keys()
+    except Exception as e:  # noqa: BLE001 (SafetensorError, OSError)
+        raise InputFileError(path, f"is not a readable safetensors file ({_first_line(e)})") from None
+
+
 # ---- self-describing weight folders: config.json + model.safetensors ---------------------------------------
 
 CONFIG = "config.json"
@@ -84,10 +130,7 @@ def read_folder_config(path: str | Path, fmt: str | tuple[str, ...], what: str, 
     cfg_file = Path(path) / CONFIG
     if not cfg_file.exists():
         raise DraftlabError(f"{what} checkpoint {path} has no {CONFIG}; {hint}")
-    try:
-        raw = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError:
-        raise DraftlabError(f"{cfg_file} is not valid JSON; the {what} checkpoint is corrupt") from None
+    raw = read_json(cfg_file)
     if not isinstance(raw, dict) or raw.get("format") not in fmts:
         got = raw.get("format") if isinstance(raw, dict) else None
         raise DraftlabError(f"{cfg_file} has format {got!r}, expected {' or '.join(map(repr, fmts))}")
@@ -100,8 +143,8 @@ def read_folder_tensors(path: str | Path, what: str) -> dict:
 
     wfile = Path(path) / WEIGHTS
     if not wfile.exists():
-        raise DraftlabError(f"{what} checkpoint {path} has no {WEIGHTS}")
+        raise InputFileError(wfile, f"is missing (the {what} checkpoint {path} has no weights)")
     try:
         return load_file(str(wfile))
-    except Exception as e:  # corrupt / truncated file
-        raise DraftlabError(f"could not read {wfile}: {str(e).splitlines()[0][:200]}") from None
+    except Exception as e:  # noqa: BLE001 (corrupt / truncated file)
+        raise InputFileError(wfile, f"is not a readable safetensors file ({_first_line(e)})") from None

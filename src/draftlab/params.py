@@ -2,23 +2,25 @@
 
 `load_params(path, overrides)` merges params.yaml (and optional `a.b=c` overrides) onto the typed
 schema of `draftlab.config`, so an unknown key, a wrong type or an impossible value fails with one
-line (`ConfigError`) naming the key and what is allowed. `compose_params()` composes the presets in
-conf/ with Hydra (groups: target/, profile/, benchmark/arms/); `python -m draftlab.config compose
-target=X profile=Y` (or `python -m draftlab.params ...`) prints the composed params.yaml.
+line (`ConfigError`) naming the key and what is allowed; rules across sections follow
+(`Params.cross_check`), and arm names are checked against the arm table when the caller passes its
+names (`arms=draftlab.bench.arms.arm_names()`: the benchmark layer sits above this one).
+`compose_params()` composes the presets in conf/ with Hydra (groups: target/, profile/,
+benchmark/arms/). The commands (`draftlab check`, `python -m draftlab.config compose target=X
+profile=Y`) live in `draftlab.cli`.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from draftlab.config import Params
-from draftlab.errors import ConfigError, DraftlabError
+from draftlab.errors import ConfigError
 
 # ----------------------------------------------------------------------------------------------
 # loading
@@ -41,6 +43,29 @@ def _unknown_key_message(schema: Any, dotted: str) -> str:
     return f"unknown key '{dotted}'"
 
 
+def _open_dicts(node: DictConfig) -> None:
+    """Let dict-valued fields (e.g. data.local_suites: name -> file) take new keys; sections stay closed."""
+    for key in node.keys():
+        child = node._get_node(key)
+        if isinstance(child, DictConfig):
+            if OmegaConf.get_type(child) is dict:
+                OmegaConf.set_struct(child, False)
+            else:
+                _open_dicts(child)
+
+
+def _in_schema(schema: Any, dotted: str) -> bool:
+    """Whether the schema has the key `a.b.c` (any key below a dict-valued field counts)."""
+    node = schema
+    for part in dotted.split("."):
+        if isinstance(node, dict):
+            return True
+        if part not in _schema_keys(node):
+            return False
+        node = getattr(node, part)
+    return True
+
+
 def _walk_check(obj: Any, prefix: str) -> None:
     """Call each section's `check(prefix)`; sections without one are searched for sub-sections."""
     if hasattr(obj, "check"):
@@ -52,10 +77,13 @@ def _walk_check(obj: Any, prefix: str) -> None:
             _walk_check(v, f"{prefix}.{f.name}" if prefix else f.name)
 
 
-def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, schema: type = Params) -> Any:
-    """Merge raw values (and `a.b=c` overrides) onto the schema; validate; return typed dataclasses."""
+def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, schema: type = Params,
+                 arms: Collection[str] | None = None) -> Any:
+    """Merge raw values (and `a.b=c` overrides) onto the schema; validate (each section, then the rules
+    across sections, then arm names when `arms` is given); return typed dataclasses."""
     base = OmegaConf.structured(schema)
     OmegaConf.set_struct(base, True)
+    _open_dicts(base)
     try:
         merged = OmegaConf.merge(base, raw)
         if overrides:
@@ -74,10 +102,15 @@ def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, sch
     except OmegaConfBaseException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
     _walk_check(obj, "")
+    if hasattr(obj, "cross_check"):
+        obj.cross_check()
+    if arms is not None and hasattr(obj, "check_arms"):
+        obj.check_arms(list(arms))
     return obj
 
 
-def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = None) -> Params:
+def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = None,
+                arms: Collection[str] | None = None) -> Params:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path} not found; run from the repository root or compose it: python -m draftlab.config compose")
@@ -85,11 +118,15 @@ def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = 
         raw = OmegaConf.load(path)
     except Exception as e:  # yaml syntax error
         raise ConfigError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
-    return build_params(raw, overrides)
+    return build_params(raw, overrides, arms=arms)
 
 
 def to_dict(params: Any) -> dict:
     return OmegaConf.to_container(OmegaConf.structured(params), resolve=True)  # type: ignore[return-value]
+
+
+def to_yaml(raw: dict) -> str:
+    return OmegaConf.to_yaml(OmegaConf.create(raw))
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -111,20 +148,33 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
 GROUPS = ("target", "profile", "benchmark/arms")  # the config groups under conf/
 
 
-def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "conf") -> dict:
-    """Compose conf/config.yaml with Hydra (`target=qwen3-4b profile=smoke key=value`), validated."""
+def _key_override(ov: str) -> tuple[str, str, str]:
+    """'+a.b=c' -> ('+', 'a.b', 'c'); '~a.b' -> ('~', 'a.b', ''); Hydra's prefixes for adding / deleting."""
+    prefix = "++" if ov.startswith("++") else ov[:1] if ov[:1] in "+~" else ""
+    key, _, value = ov[len(prefix):].partition("=")
+    return prefix, key, value
+
+
+def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "conf",
+                   arms: Collection[str] | None = None, strict: bool = False) -> dict:
+    """Compose conf/config.yaml with Hydra (`target=qwen3-4b profile=smoke key=value`), validated.
+    `strict`: apply Hydra's rules for keys as `dvc exp run -S` does (a key that the composed presets do
+    not hold needs `+key=value`; one they hold must not have the `+`), each as one line."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     conf_dir = Path(conf_dir).resolve()
     groups, keys = [], []
     for ov in overrides or []:
+        ov = ov.split(":", 1)[1] if ov.startswith("params.yaml:") else ov  # DVC's `-S file:override`
         name, _, value = ov.partition("=")
         if name in GROUPS:
             options = sorted(f.stem for f in (conf_dir / name).glob("*.yaml"))
             if value not in options:
                 raise ConfigError(f"{name}={value!r} is not a preset; choose one of: {', '.join(options)}")
             groups.append(ov)
+        elif "=" not in ov and not ov.startswith("~"):
+            raise ConfigError(f"override {ov!r} must look like section.key=value")
         else:
             keys.append(ov)
     try:
@@ -132,32 +182,23 @@ def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "c
             cfg = compose(config_name="config", overrides=groups)
     except HydraException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
-    raw = OmegaConf.to_container(cfg, resolve=True)
-    if keys:
-        raw = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(raw), OmegaConf.from_dotlist(keys)))
-    build_params(raw)  # validate
+    base = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    dotlist = []
+    for ov in keys:
+        prefix, key, value = _key_override(ov)
+        present = OmegaConf.select(base, key, default=None, throw_on_missing=False) is not None
+        if strict and prefix == "" and not present and _in_schema(Params(), key):
+            raise ConfigError(f"{key} is not set by the presets in conf/ (the schema default applies); "
+                              f"add it with +{key}={value}")
+        if strict and prefix == "+" and present:
+            raise ConfigError(f"{key} is already set by the presets in conf/; drop the '+' ({key}={value})")
+        if prefix == "~":
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(base, parent) if parent else base
+            if node is not None and leaf in node:
+                node.pop(leaf)
+            continue
+        dotlist.append(f"{key}={value}")
+    raw = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(dotlist)) if dotlist else base)
+    build_params(raw, arms=arms)  # validate
     return raw  # type: ignore[return-value]
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("compose", "check"):
-        print("usage: python -m draftlab.config compose [target=NAME profile=NAME key=value ...]\n"
-              "       python -m draftlab.config check [params.yaml]", file=sys.stderr)
-        return 2
-    try:
-        if argv[0] == "compose":
-            raw = compose_params(argv[1:])
-            print("# Generated by `python -m draftlab.config compose " + " ".join(argv[1:]) + "`; edit conf/, not this file.")
-            print(OmegaConf.to_yaml(OmegaConf.create(raw)), end="")
-        else:
-            load_params(argv[1] if len(argv) > 1 else "params.yaml")
-            print("ok")
-    except DraftlabError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,9 +1,13 @@
 """MLflow tracking: one run per pipeline stage (the only module that talks to MLflow).
 
 `stage_run(stage, params, cfg)` opens a run in the configured store (a local SQLite file by
-default), logs the flattened params and tags (stage, git commit, DVC experiment name when set)
-and yields a `StageRun` for metrics and artifacts. `lightning_logger(run)` gives Lightning an
-`MLFlowLogger` bound to the same run, so training curves land there too.
+default), named `<stage>@<dvc exp name>` (`<stage>@workspace` outside `dvc exp run`), logs the
+flattened params and tags (stage, the git commit SHA and whether the tree had changes, the DVC
+experiment name and baseline) and yields a `StageRun` for metrics and artifacts.
+`lightning_logger(run)` gives Lightning an `MLFlowLogger` bound to the same run, so training curves
+land there too. Steps: every training metric (`train/*`, `val/*`, `budget/*`) is logged at the
+optimiser step, the same `step` as the stage's budget CSV; training minutes are a metric
+(`budget/train_minutes`, `train/minutes`), not a second axis.
 """
 from __future__ import annotations
 
@@ -17,15 +21,39 @@ from draftlab.config import TrackingConfig
 from draftlab.params import flatten
 
 
-def git_commit() -> str:
+def _git(*args: str) -> str | None:
+    """stdout of a git command, or None when it fails (no git, no repository, no commit yet)."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip() or "unknown"
+        r = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def git_commit() -> str:
+    """The SHA of the commit the run started from: $DRAFTLAB_GIT_COMMIT (set by tools/smoke.py for its
+    scratch copy), else HEAD (`--verify`: a repository without commits fails instead of echoing
+    'HEAD'), else the baseline of `dvc exp run`, else 'unknown'."""
+    return (os.environ.get("DRAFTLAB_GIT_COMMIT") or _git("rev-parse", "--verify", "-q", "HEAD")
+            or os.environ.get("DVC_EXP_BASELINE_REV") or "unknown")
+
+
+def git_dirty() -> str:
+    """'true' when tracked files differ from the commit (under `dvc exp run`, params.yaml always does)."""
+    if "DRAFTLAB_GIT_DIRTY" in os.environ:
+        return os.environ["DRAFTLAB_GIT_DIRTY"]
+    out = _git("status", "--porcelain", "--untracked-files=no")
+    return "unknown" if out is None else str(bool(out)).lower()
 
 
 def dvc_experiment() -> str:
+    """The `dvc exp run` experiment's name (DVC sets DVC_EXP_NAME, its own random name when -n is not
+    given); empty in a plain `dvc repro`."""
     return os.environ.get("DVC_EXP_NAME", "")
+
+
+def run_name(stage: str, exp: str) -> str:
+    return f"{stage}@{exp or 'workspace'}"
 
 
 class StageRun:
@@ -64,8 +92,9 @@ def stage_run(stage: str, params: dict[str, Any], cfg: TrackingConfig, tags: dic
 
     mlflow.set_tracking_uri(cfg.uri)
     mlflow.set_experiment(cfg.experiment)
-    all_tags = {"stage": stage, "git_commit": git_commit(), "dvc_exp": dvc_experiment(), **(tags or {})}
-    with mlflow.start_run(run_name=f"{stage}" + (f"-{all_tags['dvc_exp']}" if all_tags["dvc_exp"] else "")) as run:
+    all_tags = {"stage": stage, "git_commit": git_commit(), "git_dirty": git_dirty(), "dvc_exp": dvc_experiment(),
+                "dvc_exp_baseline": os.environ.get("DVC_EXP_BASELINE_REV", ""), **(tags or {})}
+    with mlflow.start_run(run_name=run_name(stage, all_tags["dvc_exp"])) as run:
         mlflow.set_tags({k: str(v) for k, v in all_tags.items()})
         flat = {k: str(v)[:500] for k, v in flatten(params).items()}
         items = list(flat.items())

@@ -151,6 +151,11 @@ ARM_TABLE: dict[str, ArmFactory] = {
 }
 
 
+def arm_names(table: dict[str, ArmFactory] | None = None) -> tuple[str, ...]:
+    """Every arm name of `table` (default: ARM_TABLE), in table order: what the config checks against."""
+    return tuple(ARM_TABLE if table is None else table)
+
+
 def build_arm(name: str, ctx: ArmContext, table: dict[str, ArmFactory] | None = None) -> Arm:
     """The arm `name` of `table` (default: ARM_TABLE)."""
     table = ARM_TABLE if table is None else table

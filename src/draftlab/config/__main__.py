@@ -1,4 +1,4 @@
-"""`python -m draftlab.config compose|check ...`: the command lives in draftlab.params."""
-from draftlab.params import main
+"""`python -m draftlab.config compose|check ...`: the commands live in draftlab.cli (`draftlab compose|check`)."""
+from draftlab.cli import config_main
 
-raise SystemExit(main())
+raise SystemExit(config_main())

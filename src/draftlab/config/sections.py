@@ -2,12 +2,14 @@
 drafter, benchmark) and `Params`, the whole file."""
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
+from typing import Collection
 
 from draftlab.config.checks import _choice, _positive, _unit
 from draftlab.config.training import CorrectorConfig, PretrainConfig, SpecOPDConfig
-from draftlab.data.suites import EVAL_SUITES, SUITES
-from draftlab.errors import ConfigError
+from draftlab.data.suites import EVAL_SUITES, SUITES, check_suite_name, load_local_file, load_local_jsonl
+from draftlab.errors import ConfigError, DraftlabError
 
 
 # ----------------------------------------------------------------------------------------------
@@ -85,7 +87,11 @@ class DataConfig:
     """Prompt suites: training prompts, held-out split, evaluation suites, chat template."""
 
     train_suite: str = "sharegpt"
-    local_jsonl: str = ""  # optional extra training prompts, one {"prompt": ...} per line
+    local_jsonl: str = ""  # optional extra training prompts: a JSONL / Parquet file (see local_suites)
+    # the user's own prompt suites, name -> file (JSONL: one {"prompt": "..."} or {"messages": [...]} per
+    # line, optional "id"; or Parquet with those columns), paths relative to the repository root; a name
+    # can go in benchmark.suites (and in eval_suites: references for validation, never training prompts)
+    local_suites: dict[str, str] = field(default_factory=dict)
     eval_suites: list[str] = field(default_factory=lambda: ["mt-bench", "humaneval", "math500"])
     heldout_fraction: float = 0.05  # deterministic hash split of the training prompts
     split_seed: int = 0
@@ -94,8 +100,18 @@ class DataConfig:
 
     def check(self, p: str) -> None:
         _choice(f"{p}.train_suite", self.train_suite, ("sharegpt", "local"))
+        try:  # every record of every local file, before any stage spends time (one line with file:line)
+            for name, path in self.local_suites.items():
+                check_suite_name(name, f"{p}.local_suites")
+                load_local_file(path, name, f"{p}.local_suites.{name}")
+            if self.local_jsonl:
+                load_local_jsonl(self.local_jsonl)
+        except ConfigError:
+            raise
+        except DraftlabError as e:
+            raise ConfigError(str(e)) from None
         for s in self.eval_suites:
-            _choice(f"{p}.eval_suites[]", s, EVAL_SUITES)
+            check_suite(f"{p}.eval_suites", s, EVAL_SUITES, self.local_suites)
         if not 0.0 < self.heldout_fraction < 1.0:
             raise ConfigError(f"{p}.heldout_fraction={self.heldout_fraction} must lie in (0, 1)")
         _positive(f"{p}.max_prompt_tokens", self.max_prompt_tokens)
@@ -190,7 +206,7 @@ class BenchmarkConfig:
     concurrency_prompts: int = 4  # prompts per concurrency level: max(level, this)
     concurrency_max_new_tokens: int = 48
     concurrency_temperatures: list[float] = field(default_factory=lambda: [0.0, 1.0])  # the sweep's temperatures
-    concurrency_arms: list[str] = field(default_factory=list)  # arms in the sweep; [] = every arm
+    concurrency_arms: list[str] = field(default_factory=list)  # the sweep's arms (those also in `arms` run); [] = every arm
     concurrency_base: str = "dflash"  # the sweep's ratios (τ, tokens/s, round overhead) are relative to this arm
     topk: int = 8  # K of the top-K coverage curves and the oracle τ
     arms: list[str] = field(default_factory=lambda: ["ar", "dflash"])  # names from draftlab.bench.arms
@@ -203,8 +219,6 @@ class BenchmarkConfig:
     seed: int = 0
 
     def check(self, p: str) -> None:
-        for s in self.suites:
-            _choice(f"{p}.suites[]", s, SUITES)
         if not self.suites:
             raise ConfigError(f"{p}.suites must name at least one suite")
         for k in ("prompts_per_suite", "concurrency_prompts"):
@@ -222,12 +236,33 @@ class BenchmarkConfig:
         _unit(f"{p}.compact_threshold", self.compact_threshold)
         if not self.arms:
             raise ConfigError(f"{p}.arms must name at least one arm (e.g. ar, dflash)")
-        for a in self.concurrency_arms:
-            if a not in self.arms:
-                raise ConfigError(f"{p}.concurrency_arms names '{a}', which is not in {p}.arms; add it there or drop it")
+        for a in set(self.arms):
+            if self.arms.count(a) > 1:
+                raise ConfigError(f"{p}.arms names '{a}' {self.arms.count(a)} times; list each arm once")
         if self.concurrency and not self.concurrency_temperatures:
             raise ConfigError(f"{p}.concurrency_temperatures is empty; give at least one (e.g. [0.0]) or set "
                               f"{p}.concurrency: []")
+
+    def check_arms(self, p: str, known: Collection[str]) -> None:
+        """Arm names against the arm table's (`known`, in table order): arms, the sweep's arms and its base.
+        `concurrency_arms` may name arms that are not in `arms`: the sweep runs those that are."""
+        for key, names in (("arms", self.arms), ("concurrency_arms", self.concurrency_arms),
+                           ("concurrency_base", [self.concurrency_base])):
+            for a in names:
+                if a not in known:
+                    near = difflib.get_close_matches(a, list(known), n=1)
+                    hint = f" (did you mean '{near[0]}'?)" if near else ""
+                    raise ConfigError(f"{p}.{key} names unknown arm '{a}'{hint}; known arms: {', '.join(known)} "
+                                      "(the arm table, draftlab/bench/arms.py)")
+
+
+def check_suite(key: str, name: str, packaged: Collection[str], local: dict[str, str]) -> None:
+    """`name` is a packaged suite of `packaged` or a local suite of data.local_suites."""
+    if name in packaged or name in local:
+        return
+    mine = ", ".join(local) or "none"
+    raise ConfigError(f"{key} names unknown suite '{name}'; packaged: {', '.join(packaged)}; local (data.local_suites): "
+                      f"{mine}; add your own file with data.local_suites.{name}=path/to/prompts.jsonl")
 
 
 @dataclass
@@ -244,3 +279,13 @@ class Params:
     specopd: SpecOPDConfig = field(default_factory=SpecOPDConfig)
     corrector: CorrectorConfig = field(default_factory=CorrectorConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+
+    def cross_check(self) -> None:
+        """Rules across sections (after each section's own `check`)."""
+        for s in self.benchmark.suites:
+            check_suite("benchmark.suites", s, SUITES, self.data.local_suites)
+
+    def check_arms(self, known: Collection[str]) -> None:
+        """Arm names against the arm table (`draftlab.bench.arms.arm_names()`, passed in by the caller:
+        the schema sits below the benchmark layer)."""
+        self.benchmark.check_arms("benchmark", known)

@@ -26,7 +26,7 @@ def select_prompts(data_cfg, ref_cfg, tokenizer, context_window: int) -> tuple[l
     """Training / held-out / eval prompts: de-duplicated, eval suites never in training, encoded."""
     evals: list[Prompt] = []
     for s in data_cfg.eval_suites:
-        evals += load_suite(s)
+        evals += load_suite(s, data_cfg.local_suites)
     evals, e_empty, _ = dedupe(evals)
     train_pool = load_suite("sharegpt") if data_cfg.train_suite == "sharegpt" else []
     if data_cfg.local_jsonl:
@@ -42,7 +42,7 @@ def select_prompts(data_cfg, ref_cfg, tokenizer, context_window: int) -> tuple[l
     max_tokens = min(data_cfg.max_prompt_tokens, max(16, context_window - ref_cfg.max_new_tokens))
     out, truncated = [], 0
     for p, split in chosen:
-        ids, cut = encode_prompt(tokenizer, p.text, data_cfg.thinking, max_tokens)
+        ids, cut = encode_prompt(tokenizer, p.text, data_cfg.thinking, max_tokens, p.messages)
         truncated += cut
         out.append(EncodedPrompt(p, split, ids))
     stats = {"pool_train": len(train), "pool_heldout": len(held), "empty_skipped": empty + e_empty,

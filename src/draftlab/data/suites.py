@@ -1,7 +1,11 @@
-"""Prompt suites shipped by PyPI wheels (no hub): ShareGPT (training), MT-Bench, HumanEval, MATH-500.
+"""Prompt suites: the ones PyPI wheels ship (no hub): ShareGPT (training), MT-Bench, HumanEval,
+MATH-500; and local suites, the user's own files under a name they choose (`data.local_suites`).
 
-Each loader returns a list of `Prompt` (id, suite, text). Data files are located with
-`importlib.util.find_spec` without importing the wrapper packages (their __init__ may pull servers).
+Each loader returns a list of `Prompt` (id, suite, text, and for chat files the messages). Data files
+of packages are located with `importlib.util.find_spec` without importing the wrapper packages (their
+__init__ may pull servers). A local file is JSONL (one object per line with a string `prompt`, or chat
+`messages` ending with a user turn; optional `id`) or Parquet (the same columns); `load_local_file`
+rejects anything else with one line naming file:line.
 """
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ import gzip
 import hashlib
 import importlib.util
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 from draftlab.errors import DraftlabError
 
@@ -19,7 +25,8 @@ from draftlab.errors import DraftlabError
 class Prompt:
     id: str
     suite: str
-    text: str
+    text: str  # the user text (chat prompts: every turn, "role: content" per line; for de-duplication)
+    messages: tuple[tuple[str, str], ...] = ()  # chat prompts: (role, content) turns, the last one a user turn
 
 
 # suite -> (python package, pip requirement, file inside the package)
@@ -100,21 +107,114 @@ def load_math500() -> list[Prompt]:
     return out
 
 
-def load_local_jsonl(path: str | Path, suite: str = "local") -> list[Prompt]:
-    path = Path(path)
-    if not path.exists():
-        raise DraftlabError(f"prompt file {path} not found (data.local_jsonl); give a JSONL file with one {{\"prompt\": ...}} per line")
-    out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+LOCAL_FORMATS = (".jsonl", ".parquet")
+ROLES = ("system", "user", "assistant")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_FIELDS = "each record needs a string 'prompt' or chat 'messages' ([{\"role\": \"user\", \"content\": \"...\"}])"
+
+
+def _messages(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """Chat turns of one record, checked: a non-empty list of {role, content} strings ending with a user turn."""
+    if hasattr(value, "tolist"):  # Parquet list columns arrive as numpy arrays
+        value = value.tolist()
+    if not isinstance(value, list) or not value:
+        raise DraftlabError(f"{where}: 'messages' must be a non-empty list of {{\"role\", \"content\"}} objects, "
+                            f"got {type(value).__name__}")
+    turns = []
+    for i, m in enumerate(value):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise DraftlabError(f"{where}: messages[{i}] must be an object with string 'role' and 'content'")
+        if m["role"] not in ROLES:
+            raise DraftlabError(f"{where}: messages[{i}] has role {m['role']!r}; use one of: {', '.join(ROLES)}")
+        turns.append((m["role"], m["content"]))
+    if turns[-1][0] != "user" or not turns[-1][1].strip():
+        raise DraftlabError(f"{where}: the last message must be a non-empty user turn (the prompt to answer)")
+    return tuple(turns)
+
+
+def _missing(v: Any) -> bool:
+    """None, or the NaN that Parquet / pandas put in an empty cell."""
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _record_prompt(rec: Any, where: str, suite: str, n: int) -> Prompt:
+    """One record (a JSONL line or a Parquet row) -> Prompt; one-line errors naming `where` (file:line)."""
+    if not isinstance(rec, dict):
+        raise DraftlabError(f"{where}: expected a JSON object, got {type(rec).__name__}; {_FIELDS}")
+    rid = n if _missing(rec.get("id")) else rec["id"]
+    chat = not _missing(rec.get("messages"))
+    if "prompt" in rec and not (_missing(rec["prompt"]) and chat):  # Parquet: a row of the other column is empty
+        text = rec["prompt"]
+        if not isinstance(text, str):
+            raise DraftlabError(f"{where}: 'prompt' must be a string, got {type(text).__name__} ({str(text)[:40]})")
+        if not text.strip():
+            raise DraftlabError(f"{where}: 'prompt' is empty")
+        return Prompt(f"{suite}/{rid}", suite, text)
+    if chat:
+        turns = _messages(rec["messages"], where)
+        return Prompt(f"{suite}/{rid}", suite, "\n".join(f"{r}: {c}" for r, c in turns), turns)
+    raise DraftlabError(f"{where}: no 'prompt' or 'messages' field (keys: {', '.join(map(str, rec)) or 'none'}); {_FIELDS}")
+
+
+def _records(path: Path):
+    """(where, record) per non-blank JSONL line or Parquet row."""
+    if path.suffix == ".parquet":
+        import pandas as pd
+
         try:
-            q = json.loads(line)
-            text = q["prompt"] if isinstance(q, dict) else str(q)
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise DraftlabError(f"{path}:{n} is not a JSON object with a 'prompt' field") from None
-        out.append(Prompt(f"{suite}/{q.get('id', n)}", suite, text))
+            df = pd.read_parquet(path)
+        except Exception as e:  # noqa: BLE001 (pyarrow raises several types for a bad file)
+            raise DraftlabError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0][:160]})") from None
+        for i, rec in enumerate(df.to_dict("records"), 1):
+            yield f"{path} row {i}", rec
+        return
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise DraftlabError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                yield f"{path}:{n}", json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DraftlabError(f"{path}:{n}: not valid JSON ({e.msg}, column {e.colno})") from None
+
+
+def load_local_file(path: str | Path, suite: str = "local", origin: str = "") -> list[Prompt]:
+    """The prompts of a local JSONL / Parquet file as suite `suite`, every record checked (one-line
+    errors with file:line; `origin` names the config key that points at the file, for the message)."""
+    path = Path(path)
+    named = f" ({origin})" if origin else ""
+    if path.suffix not in LOCAL_FORMATS:
+        raise DraftlabError(f"{path}: unsupported prompt file type{named}; use {' or '.join(LOCAL_FORMATS)}")
+    if not path.is_file():
+        raise DraftlabError(f"prompt file {path} not found{named}; paths are relative to the repository root")
+    out: list[Prompt] = []
+    seen: dict[str, str] = {}
+    for n, (where, rec) in enumerate(_records(path), 1):
+        p = _record_prompt(rec, where, suite, n)
+        if p.id in seen:
+            raise DraftlabError(f"{where}: id {p.id.split('/', 1)[1]!r} repeats {seen[p.id]}; ids must be unique")
+        seen[p.id] = where
+        out.append(p)
+    if not out:
+        raise DraftlabError(f"{path}: no prompts (the file is empty){named}")
     return out
+
+
+def load_local_jsonl(path: str | Path, suite: str = "local") -> list[Prompt]:
+    """Extra training prompts (`data.local_jsonl`): a local file as suite `suite`."""
+    return load_local_file(path, suite, "data.local_jsonl")
+
+
+def check_suite_name(name: str, key: str) -> None:
+    """A local suite's name: letters, digits, '.', '_', '-', and not a packaged suite's name."""
+    if not _NAME.match(name):
+        raise DraftlabError(f"{key}: suite name {name!r} must start with a letter or digit and use only "
+                            "letters, digits, '.', '_' and '-'")
+    if name in LOADERS or name == "mixed":
+        raise DraftlabError(f"{key}: {name!r} is {'the concurrency sweep' if name == 'mixed' else 'a packaged suite'}"
+                            "'s name; give your suite another name")
 
 
 LOADERS = {"sharegpt": load_sharegpt, "mt-bench": load_mt_bench, "humaneval": load_humaneval, "math500": load_math500}
@@ -122,9 +222,13 @@ SUITES = tuple(LOADERS)  # every suite name (the config checks against these)
 EVAL_SUITES = ("mt-bench", "humaneval", "math500")  # the evaluation suites (never used for training)
 
 
-def load_suite(name: str) -> list[Prompt]:
+def load_suite(name: str, local: Mapping[str, str] | None = None) -> list[Prompt]:
+    """A packaged suite, or the local suite `name` of `local` (name -> file, `data.local_suites`)."""
+    if local and name in local:
+        return load_local_file(local[name], name, f"data.local_suites.{name}")
     if name not in LOADERS:
-        raise DraftlabError(f"unknown suite '{name}'; choose one of: {', '.join(LOADERS)}")
+        mine = f"; local suites: {', '.join(local)}" if local else ""
+        raise DraftlabError(f"unknown suite '{name}'; choose one of: {', '.join(LOADERS)}{mine}")
     return LOADERS[name]()
 
 

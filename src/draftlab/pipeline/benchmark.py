@@ -22,8 +22,9 @@ def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int) -> tu
     """Fixed seeded subsample per suite, and a round-robin pool over the suites for the sweep."""
     max_tokens = min(data.max_prompt_tokens, max(16, window - max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens)))
     need_pool = max(cfg.concurrency or [0])
-    ranked = {s: rank(dedupe(load_suite(s))[0], cfg.seed) for s in cfg.suites}
-    enc = lambda p: PromptItem(p.id, p.suite, encode_prompt(tokenizer, p.text, data.thinking, max_tokens)[0])  # noqa: E731
+    ranked = {s: rank(dedupe(load_suite(s, data.local_suites))[0], cfg.seed) for s in cfg.suites}
+    enc = lambda p: PromptItem(p.id, p.suite, encode_prompt(tokenizer, p.text, data.thinking, max_tokens,  # noqa: E731
+                                                            p.messages)[0])
     suites = {s: [enc(p) for p in (r[: cfg.prompts_per_suite] if cfg.prompts_per_suite else r)] for s, r in ranked.items()}
     pool = []
     for i in range(max(len(r) for r in ranked.values())):
@@ -33,8 +34,9 @@ def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int) -> tu
     return suites, [enc(p) for p in pool[:need_pool]]
 
 
-def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int) -> dict:
-    """name -> Arm for every arm of `cfg.arms` (drafters loaded once per folder)."""
+def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int,
+               names: list[str] | None = None) -> dict:
+    """name -> Arm for every arm of `names` (default `cfg.arms`; drafters loaded once per folder)."""
     drafters: dict = {}
 
     def load(folder: str):
@@ -43,7 +45,7 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
         return drafters[folder]
 
     ctx = ArmContext(target, cfg, checkpoints, pad_id, load)
-    return {name: build_arm(name, ctx) for name in cfg.arms}
+    return {name: build_arm(name, ctx) for name in (cfg.arms if names is None else names)}
 
 
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,

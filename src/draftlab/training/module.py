@@ -234,9 +234,10 @@ class DrafterModule(L.LightningModule):
                **{name: r["sim_tau"] for name, r in res.items()}}
         if not self.history or self.history[-1]["step"] != row["step"]:
             self.history.append(row)
-            if self.logger is not None and hasattr(self.logger, "log_metrics"):  # budget curve: step = training seconds
-                self.logger.log_metrics({f"budget/{k}_sim_tau": v for k, v in row.items() if k not in ("step", "train_minutes")},
-                                        step=int(round(self.train_seconds)))
+            if self.logger is not None and hasattr(self.logger, "log_metrics"):  # budget curve: at the optimiser
+                curve = {f"budget/{k}_sim_tau": v for k, v in row.items() if k not in ("step", "train_minutes")}
+                curve["budget/train_minutes"] = row["train_minutes"]  # step, like val/* and the CSV's `step`
+                self.logger.log_metrics(curve, step=row["step"])
         tau = res.get(self.primary, {}).get("sim_tau", float("nan"))
         if not math.isnan(tau) and (self.best is None or tau > self.best["sim_tau"]):
             self.best = {"step": int(self.global_step), "sim_tau": float(tau), "train_minutes": self.train_seconds / 60.0,

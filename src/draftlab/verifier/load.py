@@ -16,7 +16,8 @@ import torch
 
 
 from draftlab.data.suites import package_file
-from draftlab.errors import DraftlabError
+from draftlab.errors import DraftlabError, InputFileError
+from draftlab.io import check_safetensors, read_json
 from draftlab.verifier.model import SUPPORTED_MODEL_TYPES, TargetModel
 
 if TYPE_CHECKING:  # the section types only annotate; reading them needs no config import
@@ -148,19 +149,23 @@ def write_pointer(cfg: TargetConfig, out_dir: Path) -> dict:
 
 
 def _check_folder(path: Path) -> None:
+    """A loadable Hugging Face folder: a supported config.json, readable JSON files (tokenizer ...) and
+    safetensors headers; a corrupt file is named (`InputFileError`) instead of failing inside transformers."""
     if not path.exists():
         raise DraftlabError(f"target folder {path} does not exist; run `dvc repro prepare_target` or fix target.path")
     cfg_file = path / "config.json"
     if not cfg_file.exists():
         raise DraftlabError(f"target folder {path} has no config.json; it is not a Hugging Face model folder")
-    try:
-        mtype = json.loads(cfg_file.read_text()).get("model_type")
-    except json.JSONDecodeError:
-        raise DraftlabError(f"{cfg_file} is not valid JSON; the target folder is corrupt, re-run prepare_target") from None
+    mtype = read_json(cfg_file).get("model_type")
     if mtype not in SUPPORTED_MODEL_TYPES:
         raise DraftlabError(f"unsupported target architecture '{mtype}' in {path}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
-    if not list(path.glob("*.safetensors")):
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights:
         raise DraftlabError(f"target folder {path} has no *.safetensors weights; re-run prepare_target (pickled .bin weights are not loaded)")
+    for f in sorted(path.glob("*.json")):
+        read_json(f)
+    for f in weights:
+        check_safetensors(f)
 
 
 def load_target(path: str | Path, device: str = "auto", dtype: str = "auto", attn_implementation: str = "sdpa") -> TargetModel:
@@ -170,11 +175,10 @@ def load_target(path: str | Path, device: str = "auto", dtype: str = "auto", att
     path = Path(path)
     ref: str = str(path)
     manifest = path / MANIFEST
-    if manifest.exists():
-        info = json.loads(manifest.read_text())
-        if info.get("source") in ("local", "hub"):
-            ref = info["path"]
-    if not (manifest.exists() and json.loads(manifest.read_text()).get("source") == "hub"):
+    info = read_json(manifest) if manifest.exists() else {}
+    if info.get("source") in ("local", "hub"):
+        ref = info["path"]
+    if info.get("source") != "hub":
         _check_folder(Path(ref))
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
@@ -182,5 +186,8 @@ def load_target(path: str | Path, device: str = "auto", dtype: str = "auto", att
         tok = AutoTokenizer.from_pretrained(ref)
         model = AutoModelForCausalLM.from_pretrained(ref, dtype=dt, attn_implementation=attn_implementation, use_safetensors=True)
     except Exception as e:  # safetensors, JSON, torch and HF errors all mean "corrupt or incompatible"
-        raise DraftlabError(f"could not load target from {ref}: {str(e).splitlines()[0][:300]}") from None
+        problem = f"could not be loaded as a model ({str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__})"
+        if info.get("source") == "hub":
+            raise DraftlabError(f"target {ref} {problem}") from None
+        raise InputFileError(ref, problem) from None
     return TargetModel(model.to(dev), tok, name=path.name)

@@ -1,0 +1,52 @@
+"""Where the DVC stages write what later stages and the `draftlab` CLI read (the pipeline's file
+layout, relative to the repository root), in one place; and which stage of dvc.yaml writes a given
+file, so an unreadable input is reported with the command that rebuilds it."""
+from __future__ import annotations
+
+import os
+
+from draftlab.bench.arms import Checkpoints
+
+TARGET = "models/target"  # prepare_target
+REFERENCES = "data/references.parquet"  # reference
+SPECOPD_DRAFTER = "models/drafter/specopd"  # specopd
+LONG_DRAFTER = "models/drafter/long"  # corrector (the dflash-long control)
+CORRECTORS = "models/corrector"  # corrector: <variant>/drafter, <variant>/corrector
+DVC_YAML = "dvc.yaml"
+CHECKS = "data/checks"  # check_params: params.ok, reference_prompts.json, benchmark_prompts.json
+
+
+def checkpoints(drafter: str) -> Checkpoints:
+    """The trained models the benchmark arms read; `drafter` is benchmark.drafter (the dflash arm's)."""
+    return Checkpoints(drafter, SPECOPD_DRAFTER, LONG_DRAFTER, CORRECTORS)
+
+
+def producer(path: str) -> tuple[str, str, bool] | None:
+    """(stage, its output that holds `path`, whether DVC caches it) from dvc.yaml, or None."""
+    from pathlib import Path
+
+    import yaml
+
+    try:
+        stages = (yaml.safe_load(Path(DVC_YAML).read_text(encoding="utf-8")) or {}).get("stages", {})
+    except (OSError, yaml.YAMLError):
+        return None
+    target = os.path.normpath(os.path.relpath(path))
+    for stage, spec in stages.items():
+        for kind in ("outs", "metrics", "plots"):
+            for entry in spec.get(kind) or []:
+                out, opts = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
+                out = os.path.normpath(out)
+                if target == out or target.startswith(out + os.sep):
+                    return stage, out, (opts or {}).get("cache", True)
+    return None
+
+
+def rebuild_hint(path: str) -> str:
+    """"; stage 'X' writes it: rebuild with ..." for the stage whose output holds `path` (empty when none does)."""
+    found = producer(path)
+    if found is None:
+        return ""
+    stage, out, cached = found
+    restore = f" (or restore the last version: dvc checkout {out})" if cached else ""
+    return f"; stage '{stage}' writes it: rebuild with `dvc repro -f -s {stage}`{restore}"

@@ -1,0 +1,46 @@
+"""Stage check_params: the pipeline's first stage. It validates params.yaml before any other stage runs
+(every section, the rules across sections, arm names against the arm table, every record of every
+local prompt file), so a typo or an unknown arm fails here in one line, before DVC removes any output.
+
+It always runs (a few seconds) and writes, atomically and only after the checks pass:
+- data/checks/params.ok: constant text; every stage depends on it, so it orders them after this one
+  and never makes one re-run;
+- data/checks/reference_prompts.json / benchmark_prompts.json: the sha256 of each local prompt file
+  that the reference / benchmark stage reads, so editing such a file re-runs exactly that stage.
+"""
+from __future__ import annotations
+
+from _common import stage_main
+
+OK_TEXT = "params.yaml passed stages/check_params.py\n"
+
+
+def local_files(params) -> dict[str, dict[str, str]]:
+    """stage -> {suite name (or 'local_jsonl') -> file} of the local prompt files that stage reads."""
+    d = params.data
+    ref = {s: d.local_suites[s] for s in d.eval_suites if s in d.local_suites}
+    if d.local_jsonl:
+        ref["local_jsonl"] = d.local_jsonl
+    bench = {s: d.local_suites[s] for s in params.benchmark.suites if s in d.local_suites}
+    return {"reference": ref, "benchmark": bench}
+
+
+def run(params) -> None:
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from draftlab.io import atomic_write
+    from draftlab.pipeline.layout import CHECKS
+
+    out = Path(CHECKS)
+    for stage, files in local_files(params).items():
+        record = {name: {"path": path, "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+                  for name, path in sorted(files.items())}
+        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+        atomic_write(out / f"{stage}_prompts.json", lambda p, t=text: p.write_text(t))
+    atomic_write(out / "params.ok", lambda p: p.write_text(OK_TEXT))
+
+
+if __name__ == "__main__":
+    raise SystemExit(stage_main("check_params", run))
