@@ -84,8 +84,30 @@ def test_bad_target_folders(tmp_path, workdir):
     shutil.copytree(workdir / "models" / "target", broken)
     for f in broken.glob("*.safetensors"):
         f.write_bytes(b"garbage")
-    with pytest.raises(DraftlabError, match="could not load target"):
+    with pytest.raises(DraftlabError, match=r"broken/model.safetensors is not a readable safetensors file"):
         load_target(broken)
+    for f in broken.glob("*.safetensors"):
+        f.unlink()
+    shutil.copy2(next((workdir / "models" / "target").glob("*.safetensors")), broken)
+    (broken / "tokenizer.json").write_text('{"version": ')  # a truncated tokenizer is named, too
+    with pytest.raises(DraftlabError, match=r"broken/tokenizer.json is not valid JSON"):
+        load_target(broken)
+
+
+def test_a_corrupt_references_file_names_the_stage_that_rebuilds_it(root, workdir, tmp_path):
+    """One line naming data/references.parquet and `dvc repro -f -s reference`, not a pyarrow traceback."""
+    shutil.copytree(workdir / "models", tmp_path / "models")
+    shutil.copy2(workdir / "params.yaml", tmp_path / "params.yaml")
+    shutil.copy2(root / "dvc.yaml", tmp_path / "dvc.yaml")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "references.parquet").write_bytes(b"PAR1 truncated by a full disk")
+    r = subprocess.run([sys.executable, str(root / "stages" / "pretrain_drafter.py")], cwd=tmp_path,
+                       capture_output=True, text=True)
+    lines = [line for line in r.stderr.splitlines() if line.startswith("error")]  # (loading bars aside)
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert lines[0].startswith("error [pretrain_drafter]: data/references.parquet is not a readable Parquet file (")
+    assert lines[0].endswith("; stage 'reference' writes it: rebuild with `dvc repro -f -s reference` "
+                             "(or restore the last version: dvc checkout data/references.parquet)")
 
 
 def test_gguf_checksum_mismatch_is_reported(tmp_path):

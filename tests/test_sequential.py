@@ -145,7 +145,7 @@ def test_checkpoint_roundtrip_and_errors(target, tmp_path, kind):
     one_line(tmp_path / "missing", d, "has no config.json")
     one_line(tmp_path / "c", make_drafter(target, vocab_size=VD + 1), "was trained for a drafter")
     (tmp_path / "c" / "model.safetensors").write_bytes(b"not a safetensors file")
-    one_line(tmp_path / "c", d, "could not read")
+    one_line(tmp_path / "c", d, "c/model.safetensors is not a readable safetensors file")
     (tmp_path / "c" / "config.json").write_text("{ truncated")
     one_line(tmp_path / "c", d, "not valid JSON")
 

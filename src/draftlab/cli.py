@@ -179,6 +179,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     import time
 
     import torch
+    from transformers.utils import logging as hf_logging
 
     from draftlab.data.templates import encode_prompt
     from draftlab.decoding.api import DrafterProposal
@@ -189,6 +190,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
 
     if p.profile.threads:
         torch.set_num_threads(p.profile.threads)
+    hf_logging.disable_progress_bar()  # the output is the decoded text, not loading bars
     t = p.target
     target = load_target(layout.TARGET, t.device, t.dtype, t.attn_implementation)
     tok = target.tokenizer

@@ -1,0 +1,182 @@
+"""The `draftlab` console script: check / compose / exp validate in one line, decode marks each token's
+fate (accepted, corrected, rejected, the target's own) from the pipeline's outputs, explore serves the
+explorer on 127.0.0.1. Runs the installed script (`make install` puts it in the venv)."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+from draftlab.cli import Mark, mark_tokens, render
+from draftlab.decoding.common import GenerationResult, RoundRecord
+
+DRAFTLAB = Path(sys.executable).parent / "draftlab"
+
+
+def cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_WAIT_POLICY="PASSIVE")
+    return subprocess.run([str(DRAFTLAB), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def one_line(r: subprocess.CompletedProcess) -> str:
+    lines = [line for line in (r.stdout + r.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, r.stdout + r.stderr
+    return lines[0]
+
+
+def test_console_script_is_installed():
+    assert DRAFTLAB.exists(), "run `make install` (pip install -e .) to get the draftlab console script"
+
+
+def test_check_compose_and_exp_answer_in_one_line(root, tmp_path):
+    ok = cli("check", cwd=root)
+    assert ok.returncode == 0 and one_line(ok).startswith("ok: params.yaml (target smollm2-135m, profile cpu; 13 arms")
+    cases = [
+        (["check", "benchmark.arms=[ar,dflash,nosuch]"], "error: benchmark.arms names unknown arm 'nosuch'; known arms: ar,"),
+        (["check", "-S", "pretrain.lrr=1"], "error: unknown key 'pretrain.lrr' (did you mean 'lr'?)"),
+        (["check", "-S", "profile=nosuch"], "error: profile='nosuch' is not a preset; choose one of: cpu, cpu-long"),
+        (["exp", "-S", "pretrain.lrr=1", "-n", "typo"], "error: unknown key 'pretrain.lrr'"),
+        (["exp", "-S", "profile=nosuch"], "error: profile='nosuch' is not a preset"),
+        (["check", "--params", str(tmp_path / "none.yaml")], f"error: {tmp_path / 'none.yaml'} not found"),
+    ]
+    for args, start in cases:
+        r = cli(*args, cwd=root)
+        assert r.returncode == 2 and one_line(r).startswith(start), (args, r.stdout + r.stderr)
+    dry = cli("exp", "--dry", "-S", "benchmark.arms=[ar,dflash]", "-n", "two-arms", cwd=root)
+    assert dry.returncode == 0 and one_line(dry) == "ok: dvc exp run -S benchmark.arms=[ar,dflash] -n two-arms"
+    composed = cli("compose", "profile=smoke", cwd=root)
+    assert composed.returncode == 0 and "name: smoke" in composed.stdout
+    same = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "profile=smoke"], cwd=root,
+                          capture_output=True, text=True)
+    assert same.stdout == composed.stdout
+    bad = cli("decode", "--arm", "dflash", cwd=root)  # argparse: --prompt is required
+    assert bad.returncode == 2 and "the following arguments are required: --prompt" in bad.stderr
+
+
+# ---- decode: the marks ----------------------------------------------------------------------------------------
+
+
+def _result() -> GenerationResult:
+    """Output 10 11 12 13 14 15: round 1 (slot 0 = output 0) accepts 2 proposals, the second one corrected (the
+    drafter's argmax was 7), its third proposal 99 rejected, the target says 13; round 2 accepts 1 of 3."""
+    rec = lambda off, acc, props, argmax: RoundRecord(  # noqa: E731
+        stream=torch.tensor([0]), offset=torch.tensor([off]), accepted=torch.tensor([acc]),
+        proposals=torch.tensor([props]), topk_ids=torch.tensor([[[a] for a in argmax]]))
+    return GenerationResult(tokens=[[10, 11, 12, 13, 14, 15]], finish_reason=["length"], t_done=[1.0], prefill_s=0.1,
+                            wall_s=1.0, phases=(), round_times=torch.zeros(2, 0), round_streams=torch.ones(2),
+                            accepted=[[2, 1]], records=[rec(0, 2, [11, 12, 99], [11, 7, 99]), rec(3, 1, [14, 98, 97], [14, 98, 97])],
+                            block_size=4)
+
+
+def test_marks_and_rendering():
+    res = _result()
+    marks = mark_tokens(res, corrects=True)
+    assert marks == [Mark(10, "target"), Mark(11, "accepted"), Mark(12, "corrected"), Mark(99, "rejected"),
+                     Mark(13, "target"), Mark(14, "accepted"), Mark(98, "rejected"), Mark(15, "target")]
+    assert [m.kind for m in mark_tokens(res, corrects=False)][2] == "accepted"  # DFlash's own samples are no corrections
+    dec = lambda ids: "".join(chr(ord("a") + i % 26) for i in ids)  # noqa: E731
+    assert render(marks, dec, color=False) == "k[l]{m}(~v~)n[o](~u~)p"
+    colored = render(marks, dec, color=True)
+    assert "\x1b[32ml\x1b[0m" in colored and "\x1b[1;36mm\x1b[0m" in colored and "\x1b[9;31mv\x1b[0m" in colored
+    assert re.sub(r"\x1b\[[0-9;]*m", "", colored) == "klmvnoup"
+
+
+# ---- decode: end to end on a tiny pipeline -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def outputs(root, tmp_path_factory) -> Path:
+    """A folder with the outputs decode reads: a prepared tiny-random target, a (random) pretrained drafter
+    and a dcoco corrector checkpoint, and the params.yaml that names them."""
+    from draftlab.config import CorrectorConfig
+    from draftlab.corrector.families import build_corrector
+    from draftlab.drafter import DFlashDrafter, arch_from_target
+    from draftlab.drafter.checkpoint import save_drafter
+    from draftlab.verifier.load import load_target
+
+    wd = tmp_path_factory.mktemp("decode")
+    params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
+                             "tracking.enabled=false"], cwd=root, capture_output=True, text=True, check=True).stdout
+    (wd / "params.yaml").write_text(params)
+    r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    t = load_target(wd / "models" / "target", "cpu", "float32")
+    torch.manual_seed(0)
+    d = DFlashDrafter.from_target(arch_from_target(t, 4, 1, [0, 1], t.vocab_size - 1), t).eval()
+    with torch.no_grad():  # a larger init so the random drafter has opinions (some acceptances)
+        for p in d.parameters():
+            p.mul_(3.0)
+    save_drafter(d, wd / "models" / "drafter" / "pretrained")
+    save_drafter(d, wd / "models" / "corrector" / "dcoco" / "drafter")
+    corr = build_corrector(CorrectorConfig(k=4, dim=8, hidden=16), d, "dcoco")
+    corr.save(wd / "models" / "corrector" / "dcoco" / "corrector",
+              info={"path_rule": "greedy", "lam": 0.75, "kernels": "torch", "k": 4})
+    return wd
+
+
+@pytest.mark.parametrize("arm", ["dflash", "dcoco", "ar"])
+def test_decode_prints_marked_text_tau_and_speed(outputs, arm):
+    r = cli("decode", "--root", str(outputs), "--arm", arm, "--prompt", "Tell me a story.", "--max-new-tokens", "12",
+            "--color", "never", cwd=outputs)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.rstrip("\n").split("\n")
+    legend, text, stats = lines[0], "\n".join(lines[1:-1]), lines[-1]  # the text may hold newlines
+    assert legend.startswith("legend: ")
+    m = re.fullmatch(rf"arm {arm} · T=0 · 12 tokens in (\d+) (rounds|steps) · τ ([\d.]+) · ([\d.]+) tokens/s .*", stats)
+    assert m, stats
+    rounds, tau = int(m.group(1)), float(m.group(3))
+    if arm == "ar":
+        assert tau == 1.0 and rounds == 12 and "[" not in text
+    else:
+        assert 1.0 <= tau <= 4 and rounds <= 12
+        assert ("[" in text) == (tau > 1.0)  # accepted draft tokens are bracketed
+    r = cli("decode", "--root", str(outputs), "--arm", "nosuch", "--prompt", "x", cwd=outputs)
+    assert r.returncode == 2 and one_line(r).startswith("error: unknown arm 'nosuch'; known arms: ar, dflash,")
+
+
+def test_decode_names_a_corrupt_checkpoint_and_its_stage(outputs, tmp_path):
+    import shutil
+
+    wd = tmp_path / "copy"
+    shutil.copytree(outputs, wd)
+    (wd / "dvc.yaml").write_text("stages:\n  pretrain_drafter:\n    cmd: x\n    outs:\n      - models/drafter/pretrained\n")
+    w = wd / "models" / "drafter" / "pretrained" / "model.safetensors"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])  # truncated
+    r = cli("decode", "--root", str(wd), "--arm", "dflash", "--prompt", "x", cwd=wd)
+    line = one_line(r)
+    assert r.returncode == 2 and line.startswith("error: models/drafter/pretrained/model.safetensors is not a readable "
+                                                 "safetensors file"), line
+    assert line.endswith("stage 'pretrain_drafter' writes it: rebuild with `dvc repro -f -s pretrain_drafter` "
+                         "(or restore the last version: dvc checkout models/drafter/pretrained)")
+
+
+# ---- explore ---------------------------------------------------------------------------------------------------
+
+
+def test_explore_serves_on_localhost(root, tmp_path):
+    port = 18000 + os.getpid() % 1000
+    proc = subprocess.Popen([str(DRAFTLAB), "explore", "--root", str(tmp_path), "--port", str(port)], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline, body = time.time() + 90, ""
+        while time.time() < deadline and not body:
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).read().decode()
+            except OSError:
+                time.sleep(1)
+        assert body == "ok", "the explorer did not answer on 127.0.0.1"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0]
+    assert f"explorer on http://127.0.0.1:{port} (root {tmp_path})" in out
+    r = cli("explore", "--root", str(tmp_path / "none"), cwd=root)
+    assert r.returncode == 2 and "is not a folder" in one_line(r)
+    assert not list(tmp_path.iterdir())  # explore never writes into the root
