@@ -6,8 +6,8 @@ flattened params and tags (stage, the git commit SHA and whether the tree had ch
 experiment name and baseline) and yields a `StageRun` for metrics and artifacts.
 `lightning_logger(run)` gives Lightning an `MLFlowLogger` bound to the same run, so training curves
 land there too. Steps: every training metric (`train/*`, `val/*`, `budget/*`) is logged at the
-optimiser step, the same `step` as the stage's budget CSV; training minutes are a metric
-(`budget/train_minutes`, `train/minutes`), not a second axis.
+number of optimiser updates that the measured parameters had, the `step` column of the stage's
+budget CSV; training minutes are a metric (`budget/train_minutes`, `train/minutes`), not an axis.
 """
 from __future__ import annotations
 

@@ -230,6 +230,7 @@ class DrafterModule(L.LightningModule):
             for k, (a, c) in enumerate(zip(r["slot_acc"], r[f"top{self.cfg.topk}_cov"]), start=1):
                 self.log(f"val/slot{k}/top1", a)
                 self.log(f"val/slot{k}/top{self.cfg.topk}", c)
+        self.log("step", float(self.global_step))  # Lightning's step for val/*: the optimiser step, as budget/* and the CSV
         row = {"step": int(self.global_step), "train_minutes": self.train_seconds / 60.0,
                **{name: r["sim_tau"] for name, r in res.items()}}
         if not self.history or self.history[-1]["step"] != row["step"]:
