@@ -238,9 +238,15 @@ def mlflow_client(uri: str):
     if db is not None:  # read-only: the explorer never writes (nor migrates) the store
         uri = f"sqlite:///file:{db.resolve()}?mode=ro&uri=true"
     try:
+        from unittest import mock
+
+        from mlflow.store.db import utils as db_utils
         from mlflow.tracking import MlflowClient
 
-        return MlflowClient(tracking_uri=uri)
+        # MLflow makes the parent folder of a sqlite path; for this `file:` URI that is a stray folder named
+        # `file:` in the current directory. The store exists, so there is nothing to make.
+        with mock.patch.object(db_utils, "_make_parent_dirs_if_sqlite", lambda _uri: None):
+            return MlflowClient(tracking_uri=uri)
     except Exception as e:  # noqa: BLE001
         return Missing(f"MLflow store `{uri}` could not be opened ({type(e).__name__}: {e}).")
 

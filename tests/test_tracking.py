@@ -100,3 +100,21 @@ def test_budget_val_and_csv_use_one_step_axis(target, tmp_path):
     assert {k for m in budget for k in m} >= {"budget/heldout_sim_tau", "budget/train_minutes"}
     train_steps = sorted({s for m, s in lg.calls for k in m if k.startswith("train/")})
     assert train_steps and set(train_steps) <= set(range(6))  # a batch's loss at the updates its parameters had
+
+
+def test_reading_the_store_read_only_leaves_no_stray_folder(root, tmp_path, monkeypatch):
+    """The explorer opens the store as `sqlite:///file:...?mode=ro`; MLflow used to create a folder named
+    `file:` (the pytest path below it) in the current directory for that URI."""
+    import importlib
+
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path / "mlruns.db"
+    MlflowClient(tracking_uri=f"sqlite:///{db}").create_experiment("x")
+    monkeypatch.syspath_prepend(str(root / "app"))
+    loaders = importlib.import_module("loaders")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    client = loaders.mlflow_client(f"sqlite:///{db}")
+    assert [e.name for e in client.search_experiments()] and not list(cwd.iterdir())
