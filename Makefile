@@ -10,7 +10,7 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export PYTHONWARNINGS := ignore
 
-.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry
+.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry check exp
 
 install: $(STAMP)
 
@@ -47,6 +47,14 @@ smoke: install
 params:
 	$(PY) -m draftlab.config compose > params.yaml
 
+# Validate params.yaml (ARGS: key=value overrides, or -S overrides composed as `dvc exp run -S` does), in one line.
+check: install
+	$(VENV)/bin/draftlab check $(ARGS)
+
+# `dvc exp run` after the same check, so a typo is one line and nothing runs: make exp ARGS='-S pretrain.lr=3e-3 -n lr3e-3'
+exp: install
+	$(VENV)/bin/draftlab exp $(ARGS)
+
 # The one prepared accelerator check (tools/gpu_check.py; README "On an accelerator machine"). It needs no venv:
 # on the accelerator the system python (torch, triton, transformers) runs it. Extra flags: ARGS='--out-dir DIR'.
 # `gpu-check-dry` runs the same code at tiny sizes on CPU (tests/test_gpu_check.py runs it in CI).
@@ -57,11 +65,17 @@ gpu-check:
 gpu-check-dry:
 	$(GPU_PY) tools/gpu_check.py --dry $(ARGS)
 
+# The explorer on 127.0.0.1:8501; ROOT=.smoke shows the smoke run's outputs.
+ROOT ?= .
 explore: install
-	$(VENV)/bin/streamlit run app/explorer.py --server.headless true --server.address 127.0.0.1
+	$(VENV)/bin/draftlab explore --root $(ROOT)
 
+# The MLflow UI on 127.0.0.1:5000 over an existing store (MLFLOW_DB=.smoke/mlruns.db: the smoke run's); a missing
+# store is an error, not a new empty one.
+MLFLOW_DB ?= mlruns.db
 mlflow-ui: install
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow server --backend-store-uri sqlite:///mlruns.db --host 127.0.0.1 --port 5000 --workers 1
+	@test -f $(MLFLOW_DB) || { echo "error: no MLflow store at $(MLFLOW_DB) yet: every stage logs a run there (make repro, or make smoke and MLFLOW_DB=.smoke/mlruns.db)" >&2; exit 2; }
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_DB)) --host 127.0.0.1 --port 5000 --workers 1
 
 clean-smoke:
 	rm -rf .smoke
