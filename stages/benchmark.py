@@ -11,7 +11,7 @@ from _common import stage_main
 TARGET = Path("models/target")
 METRICS = Path("metrics/benchmark.json")
 ROUNDS = Path("data/benchmark_rounds.parquet")
-SPECOPD_DRAFTER = "models/drafter/specopd"  # written by the specopd stage
+SPECOPD_DRAFTER = "models/drafter/specopd"  # written by the specopd stage: t0/ (greedy τ) and t1/ (T=1) states
 LONG_DRAFTER = "models/drafter/long"  # written by the corrector stage (the dflash-long control)
 CORRECTORS = "models/corrector"  # written by the corrector stage: <variant>/drafter, <variant>/corrector
 
