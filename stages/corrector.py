@@ -3,8 +3,9 @@ ablation variants, the sequential baselines dspark / domino (SPEC §2.4) and the
 
 Reads models/target, data/references.parquet and the base drafter (`corrector.base_drafter`,
 default models/drafter/pretrained; for the composed variants the specopd stage's folder
-`corrector.specopd_drafter`: specopd-dcoco starts from its t0/ state (best greedy τ), specopd-dcoco-t1
-from its t1/ state (best T=1 acceptance)). Writes, per variant of `corrector.variants`,
+`corrector.specopd_drafter`: specopd-dcoco-t1 starts from its t1/ state (best T=1 acceptance, the T=1
+arm), specopd-dcoco from its t0/ state (best greedy τ, the T=0 arm) — or from t1/ when t0/ is SpecOPD's
+initialisation, so that it builds on a drafter SpecOPD changed; the two runs are then one). Writes, per variant of `corrector.variants`,
 models/corrector/<variant>/drafter/ and models/corrector/<variant>/corrector/ (each config.json +
 model.safetensors, self-describing), the control models/drafter/long/ (when `corrector.control`),
 metrics/corrector.json (per variant: the drafter's own held-out τ before / after, the corrected τ, the
@@ -37,7 +38,7 @@ def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.io import write_json
     from draftlab.tracking import lightning_logger
-    from draftlab.pipeline.corrector import cotrain_from_references
+    from draftlab.pipeline.corrector import cotrain_from_references, specopd_bases
 
     t, c = params.target, params.corrector
     require_references()
@@ -49,10 +50,10 @@ def run(params) -> None:
                 lg._prefix = name  # one MLflow run, one metric namespace per trained variant
             return lg
 
-        out = cotrain_from_references(target, df, c, params.pretrain,
-                                      {"pretrained": c.base_drafter, "specopd": str(Path(c.specopd_drafter) / "t0"),
-                                       "specopd-t1": str(Path(c.specopd_drafter) / "t1")}, WORK,
+        specopd, choice = specopd_bases(c.specopd_drafter)
+        out = cotrain_from_references(target, df, c, params.pretrain, {"pretrained": c.base_drafter, **specopd}, WORK,
                                       feature_roots=[PRETRAIN_FEATURES], logger_for=logger_for, log=_log)
+        out.report["specopd_base_choice"] = choice
         info = {"stage": "corrector", "profile": params.profile.name, "target": t.name}
         for v, o in out.variants.items():
             rules = {"path_rule": o.report["path_rule"], "lam": c.lam, "kernels": c.kernels, "k": o.report["k"]}
@@ -70,7 +71,9 @@ def run(params) -> None:
         mlrun.log_artifact(METRICS)
         for v, r in out.report["variants"].items():
             share = r.get("proposal_share_of_round")
-            _log(f"{v}: sim tau {r['sim_tau']:.3f} (drafter {r['drafter_tau_before']} -> {r['sim_tau_uncorrected']:.3f}, "
+            before = r["drafter_tau_before"]
+            _log(f"{v}: sim tau {r['sim_tau']:.3f} (drafter {'-' if before is None else f'{before:.3f}'} -> "
+                 f"{r['sim_tau_uncorrected']:.3f}, "
                  f"oracles {r['sim_tau_oracle']:.3f} / reachable {r['sim_tau_oracle_reachable']:.3f}), "
                  f"proposal share {'-' if share is None else f'{share:.1%}'}")
 

@@ -107,9 +107,10 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
             before[row.base] = {"sim_tau": ev0.get("sim_tau_uncorrected"), "se": ev0.get("sim_tau_se_uncorrected"),
                                 **base_state(base_of(v))}
         vkeys = ckeys if sequential else {kk: vv for kk, vv in ckeys.items() if kk not in seq_keys}
-        key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), v, frozen, vkeys, minutes,
+        # the key names what is trained, not the row's name: two rows that train the same thing share one run
+        key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), frozen, vkeys, minutes,
                       {kk: vv for kk, vv in asdict(view).items() if kk not in ("resume", "checkpoint_every")},
-                      asdict(row))
+                      {kk: vv for kk, vv in asdict(row).items() if kk not in ("name", "base")})
         log(f"corrector: {v} ({mode_text(row, frozen)}, {minutes:g} min / {view.max_steps or '-'} steps, K={k}, "
             f"corrector {corrector.num_parameters():,} parameters)")
         res = train_corrector(drafter, corrector, seqs, view, ccfg, work_root / "runs" / key, store, on_fly, frozen,
@@ -201,10 +202,27 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     return out
 
 
+def specopd_bases(folder: str | Path) -> tuple[dict[str, str], dict]:
+    """The base drafters of the composed variants from the specopd stage's folder: 'specopd-t1' = its t1/
+    state (best T=1 surrogate); 'specopd' = its t0/ state (best greedy τ) when SpecOPD changed it, else the
+    t1/ state, so that specopd-dcoco always builds on a drafter SpecOPD changed (when one exists). Also
+    returns what was chosen and why (for the metrics)."""
+    t0, t1 = Path(folder) / "t0", Path(folder) / "t1"
+    bases = {"specopd": str(t0), "specopd-t1": str(t1)}
+    note = {"specopd": "t0"}
+    if (t0 / "config.json").exists() and base_state(t0).get("is_initialisation") and (t1 / "config.json").exists():
+        bases["specopd"] = str(t1)
+        note = {"specopd": "t1", "reason": "SpecOPD's best greedy-τ state (t0) is its initialisation; specopd-dcoco "
+                                           "builds on its best T=1 state (t1) instead"}
+    return bases, note
+
+
 def base_state(folder: str | Path) -> dict:
     """What the base drafter's checkpoint says about itself: for SpecOPD's states, which metric selected it,
     at which step, and whether that is SpecOPD's initialisation (then SpecOPD did not change it)."""
     _, info = read_arch(folder)
+    if "selected_by" not in info:  # not one of SpecOPD's kept states
+        return {}
     return {k: info[k] for k in ("selected_by", "best_step", "is_initialisation") if k in info}
 
 
