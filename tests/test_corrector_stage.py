@@ -429,3 +429,20 @@ def test_stage_fails_with_one_line_without_base_drafter(root, workdir, tmp_path)
     r = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=wd,
                        capture_output=True, text=True)
     assert r.returncode == 2 and "base drafter models/drafter/pretrained of variant dcoco not found" in r.stderr
+
+
+def test_specopd_dcoco_builds_on_a_state_specopd_changed(target, tmp_path):
+    from draftlab.pipeline.corrector import base_state, specopd_bases
+
+    d = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
+    for name, step in (("t0", 0), ("t1", 3)):
+        save_drafter(d, tmp_path / name, info={"selected_by": name, "best_step": step, "is_initialisation": step == 0})
+    bases, note = specopd_bases(tmp_path)
+    assert bases == {"specopd": str(tmp_path / "t1"), "specopd-t1": str(tmp_path / "t1")}
+    assert note["specopd"] == "t1" and "initialisation" in note["reason"]
+    assert base_state(tmp_path / "t0")["is_initialisation"] is True
+    save_drafter(d, tmp_path / "t0", info={"selected_by": "t0", "best_step": 2, "is_initialisation": False})
+    bases, note = specopd_bases(tmp_path)  # SpecOPD changed its greedy state: the T=0 arm builds on it
+    assert bases["specopd"] == str(tmp_path / "t0") and note == {"specopd": "t0"}
+    save_drafter(d, tmp_path / "plain")
+    assert base_state(tmp_path / "plain") == {}  # not a SpecOPD state

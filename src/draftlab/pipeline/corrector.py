@@ -103,9 +103,12 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         rule = "greedy" if sequential else ccfg.path_rule  # a sequential walk has no other path rule
         rules = (rule,) if sequential else (rule, *[r for r in RULES if r != rule])
         if row.base not in before:  # the base drafter before co-training (the fresh corrector reproduces its argmax)
-            ev0 = evaluate_rules(drafter, corrector, seqs, view, k, ccfg.lam, "heldout", store, on_fly, ("greedy",), backend)
-            before[row.base] = {"sim_tau": ev0.get("sim_tau_uncorrected"), "se": ev0.get("sim_tau_se_uncorrected"),
-                                **base_state(base_of(v))}
+            same = next((b for b in before if base_drafters[b] == base_of(v)), None)  # one folder, one evaluation
+            if same is None:
+                ev0 = evaluate_rules(drafter, corrector, seqs, view, k, ccfg.lam, "heldout", store, on_fly, ("greedy",),
+                                     backend)
+            before[row.base] = dict(before[same]) if same else {
+                "sim_tau": ev0.get("sim_tau_uncorrected"), "se": ev0.get("sim_tau_se_uncorrected"), **base_state(base_of(v))}
         vkeys = ckeys if sequential else {kk: vv for kk, vv in ckeys.items() if kk not in seq_keys}
         # the key names what is trained, not the row's name: two rows that train the same thing share one run
         key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), frozen, vkeys, minutes,
