@@ -43,7 +43,7 @@ def _detail() -> dict:
                 "round_ms": {"draft": 5.0, "propose": 1.0, "verify": 20.0, "book": 0.5}, "round_total_ms": 26.5,
                 "round_share": {"draft": 0.19, "propose": 0.04, "verify": 0.75, "book": 0.02},
                 "tau": tau, "accept_curve": curve, "coverage": cov, "coverage_top1_mean": 0.3,
-                "coverage_topK_mean": 0.7, "oracle_tau": oracle}
+                "coverage_topK_mean": 0.7, "oracle_tau": oracle, "oracle_tau_reachable": oracle - 0.5}
 
     def ar(tps):
         return {"requests": 2, "tokens": 40, "wall_s": 4.0, "tokens_per_s": tps, "rounds": 40,
@@ -234,7 +234,9 @@ def test_acceptance_and_speed_widgets(fixture_root):
     at.multiselect(key="acc_suites").unselect("humaneval").run()
     assert len(at.dataframe[0].value.columns) == n0 - 1
     hc = at.dataframe[-1].value
-    assert "headroom closed" in hc.columns and set(hc["arm"]) == {"dcoco"}
+    assert set(hc["arm"]) == {"dcoco"}  # one headroom-closed column per oracle
+    assert {"headroom closed (top-K oracle)", "headroom closed (reachable oracle)"} <= set(hc.columns)
+    assert hc["headroom closed (reachable oracle)"].iloc[0] == pytest.approx((2.2 - 1.8) / (2.1 - 1.8))
     at = app(fixture_root, "Speed")
     assert not at.exception and len(at.get("vega_lite_chart")) >= 4  # incl. the Fig. 3 ratio chart
     spec = at.get("vega_lite_chart")[-2].proto.spec

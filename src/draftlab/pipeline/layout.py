@@ -9,7 +9,7 @@ from draftlab.bench.arms import Checkpoints
 
 TARGET = "models/target"  # prepare_target
 REFERENCES = "data/references.parquet"  # reference
-SPECOPD_DRAFTER = "models/drafter/specopd"  # specopd
+SPECOPD_DRAFTER = "models/drafter/specopd"  # specopd: t0/ (greedy τ) and t1/ (T=1) states
 LONG_DRAFTER = "models/drafter/long"  # corrector (the dflash-long control)
 CORRECTORS = "models/corrector"  # corrector: <variant>/drafter, <variant>/corrector
 DVC_YAML = "dvc.yaml"
