@@ -264,7 +264,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("overrides", nargs="*", metavar="OVERRIDE")
     c.set_defaults(func=cmd_compose)
 
-    c = sub.add_parser("exp", help="check the -S overrides, then `dvc exp run` with the same arguments")
+    c = sub.add_parser("exp", help="check the -S overrides, then `dvc exp run` with the same arguments",
+                       allow_abbrev=False)  # every other option goes to dvc as written
     params_args(c, overrides=False)
     c.add_argument("-S", "--set", action="append", default=[], metavar="OVERRIDE")
     c.add_argument("--dry", action="store_true", help="check and print the dvc command without running it")
