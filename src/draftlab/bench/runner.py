@@ -2,7 +2,8 @@
 
 Arms run the *same* prompt batches interleaved (batch i: every arm in turn, starting arm rotated per
 batch so no arm always runs first), so every speedup is a same-run ratio. Each (arm, batch) gets a
-generator seeded from (seed, batch index), identical across arms.
+generator seeded from (seed, batch index), identical across arms. Arms that declare `greedy_only`
+(the reference rows: Hugging Face `generate`, the authors' `dflash_generate`) are skipped at T>0.
 """
 from __future__ import annotations
 
@@ -76,6 +77,8 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
         sp = SamplingParams(temp, cfg.top_p, cfg.top_k)
         order = which[bi % len(which):] + which[: bi % len(which)]  # rotate: no arm always runs first
         for name in order:
+            if temp > 0 and getattr(arms[name], "greedy_only", False):
+                continue
             res = arms[name].generate([p.ids for p in batch], max_new, sp, eos_ids, _seeded(device, cfg.seed * 100003 + bi),
                                       record_topk=0 if sweep else cfg.topk)
             out.runs.append(BatchRun(name, suite, temp, conc, sweep, [p.id for p in batch], [p.ids for p in batch], res))
