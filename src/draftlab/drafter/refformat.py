@@ -77,13 +77,18 @@ def reference_state(drafter: DFlashDrafter) -> dict[str, torch.Tensor]:
     return to_reference_names({k: v for k, v in drafter.state_dict().items() if k != "draft_vocab"})
 
 
-def export_reference(drafter: DFlashDrafter, folder: str | Path) -> Path:
-    """Write the drafter as a reference folder (config.json + model.safetensors), atomically."""
-    arch = drafter.arch
+def check_exportable(arch: DrafterArch) -> None:
+    """The reference format has no draft vocabulary: one line saying so."""
     if arch.draft_vocab_size:
         raise DraftlabError(f"cannot export: this drafter has a {arch.draft_vocab_size}-token draft vocabulary, and the "
                             f"reference format has none (its logits are the target's full head); train a "
                             f"full-vocabulary drafter (drafter.draft_vocab_size=0) to export it")
+
+
+def export_reference(drafter: DFlashDrafter, folder: str | Path) -> Path:
+    """Write the drafter as a reference folder (config.json + model.safetensors), atomically."""
+    arch = drafter.arch
+    check_exportable(arch)
     folder = Path(folder)
     save_weights_folder(folder, reference_config(arch), reference_state(drafter), "dflash-reference")
     cfg = json.loads((folder / CONFIG).read_text())
