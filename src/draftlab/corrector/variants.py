@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 RULES = ("greedy", "globalsum", "geometric")  # DCOCO's path rules (draftlab.corrector.paths)
-SEQUENTIAL = ("dspark", "domino")  # the sequential correctors of SPEC §2.4 (slot-by-slot walks)
+SEQUENTIAL = ("dspark", "domino", "dflash2")  # slot-by-slot walks: SPEC §2.4's baselines, DFlash-2's selector
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,7 @@ class Variant:
     """One trained corrector variant of the corrector stage."""
 
     name: str
-    family: str  # dcoco | dspark | domino: which corrector class
+    family: str  # dcoco | dspark | domino | dflash2: which corrector class
     ablation: str = ""  # DCOCO's architecture switch: dcoco | nopair | nocand | frozen ("" for the others)
     base: str = "pretrained"  # the drafter it starts from: pretrained | specopd
     frozen: bool = False  # the drafter is not trained (the frozen-backbone ablation)
@@ -34,5 +34,6 @@ TABLE: dict[str, Variant] = {v.name: v for v in (
     Variant("specopd-dcoco", "dcoco", "dcoco", base="specopd"),  # the composed product
     Variant("dspark", "dspark"),
     Variant("domino", "domino"),
+    Variant("dflash2", "dflash2"),  # DFlash-2's candidate selector (draftlab.corrector.selector)
 )}
 VARIANTS = tuple(TABLE)

@@ -57,7 +57,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     work_root = Path(work_root)
     if not ccfg.variants:
         raise DraftlabError("corrector.variants is empty; name at least one of dcoco, nopair, nocand, frozen, "
-                            "dspark, domino")
+                            "dspark, domino, dflash2")
     seqs = SequenceSet.from_dataframe(df)
     if not seqs.indices("train"):
         raise DraftlabError("the references have no split=='train' sequences to co-train on")
