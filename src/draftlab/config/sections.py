@@ -237,7 +237,7 @@ class PLDConfig:
 
     max_ngram: int = 3  # the longest suffix n-gram looked up (then shorter ones, down to 1)
     num_tokens: int = 7  # tokens proposed after a match (<= S-1)
-    min_match: int = 2  # `dflash-pld`: the lookup replaces the drafter only with a match this long (`pld`: any)
+    min_match: int = 1  # `dflash-pld`: the lookup replaces the drafter only with a match this long (`pld`: any)
     hybrid: str = "switch"  # dflash-pld: switch (whole block from the lookup) | splice (lookup, then drafter)
 
     def check(self, p: str) -> None:

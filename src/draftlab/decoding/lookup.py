@@ -128,7 +128,7 @@ class LookupHybrid:
     proposal step) otherwise; mode `switch` or `splice` (module docstring)."""
 
     def __init__(self, lookup: PromptLookup, vocab_size: int, inner: ProposalStep | None = None, mode: str = "switch",
-                 min_match: int = 2):
+                 min_match: int = 1):
         if mode not in HYBRID_MODES:
             raise DraftlabError(f"pld.hybrid={mode!r} is not valid; choose one of: {', '.join(HYBRID_MODES)}")
         check_lookup(lookup.max_ngram, lookup.num_tokens, lookup.block_size, min_match)
