@@ -73,6 +73,7 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
 def simulated(arms, runs, suites, detail, cfg, target) -> dict:
     """Teacher-forced τ of each speculative arm's drafter over that arm's own T=0 outputs, beside engine τ."""
     out: dict = {}
+    done: dict = {}  # (drafter, suite, outputs) -> result: arms sharing a drafter (dflash-pld, dflash-ref) reuse it
     for name, arm in arms.items():
         if not arm.speculative or arm.drafter is None:
             continue
@@ -83,7 +84,10 @@ def simulated(arms, runs, suites, detail, cfg, target) -> dict:
                     for pr, tk in zip(r.prompts, r.result.tokens)]
             if not seqs:
                 continue
-            sim = simulated_tau(target, arm.drafter, seqs, cfg.simulated_anchor_stride, paths)
+            key = (id(arm.drafter), suite, str(seqs))
+            if key not in done:
+                done[key] = simulated_tau(target, arm.drafter, seqs, cfg.simulated_anchor_stride, paths)
+            sim = dict(done[key])
             sim["engine_tau_t0"] = detail["suites"].get(suite, {}).get("t0", {}).get(name, {}).get("tau")
             per_suite[suite] = sim
         out[name] = per_suite
