@@ -24,6 +24,7 @@ PLOTS = {
     "coverage": "plots/benchmark_coverage.csv",
     "speedup": "plots/benchmark_speedup.csv",
     "concurrency": "plots/benchmark_concurrency.csv",
+    "peers": "plots/benchmark_peers.csv",
 }
 REPRO_BENCH = "run `dvc repro benchmark`"
 ROUND_COLUMNS = ("arm", "suite", "temperature", "prompt_id", "round", "accepted", "proposals")

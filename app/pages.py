@@ -10,6 +10,7 @@ import streamlit as st
 
 import grid as G
 import loaders as L
+import peers as R
 import plots as P
 
 # the oracles every headroom figure is read against (benchmark metric -> label), one entry each
@@ -237,6 +238,7 @@ def acceptance(root: Path) -> None:
             st.dataframe(hc.style.format(fmt), hide_index=True, width="stretch")
     else:
         st.info("No oracle τ yet (needs recorded top-K candidates): run `dvc repro benchmark`.")
+    R.sources_section(detail, temp)
     del cols
 
 
@@ -258,6 +260,8 @@ def speed(root: Path) -> None:
         c1.info("No speedup: the AR arm is missing; run `dvc repro benchmark` with `ar` in `benchmark.arms`.")
     if "tokens_per_s" in sel.columns:
         c2.altair_chart(P.bar_chart(sel.dropna(subset=["tokens_per_s"]), "tokens_per_s", "Tokens/s (aggregate)"))
+
+    R.peers_section(detail, temp)
 
     st.subheader("Round time split")
     split = [{"suite": r["suite"], "temperature": r["temperature"], "arm": r["arm"], "phase": ph, "ms": ms,

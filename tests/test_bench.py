@@ -182,20 +182,26 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     t = llama_target
     cfg = BenchmarkConfig(suites=["mt-bench", "humaneval"], max_new_tokens=10, temperatures=[0.0, 1.0],
                           concurrency=[1, 2, 4], concurrency_prompts=2, concurrency_max_new_tokens=8, topk=4,
-                          concurrency_temperatures=[0.0, 1.0], arms=["ar", "dflash", "dflash2"],
-                          concurrency_arms=["ar", "dflash"])
+                          concurrency_temperatures=[0.0, 1.0],
+                          arms=["ar", "dflash", "dflash-b", "pld", "dflash-pld", "hf-generate"],
+                          concurrency_arms=["ar", "dflash", "pld", "dflash-pld"])
     d = _real_drafter(t, S=4, vocab_size=40)
-    ctx = ArmContext(t, cfg, NO_CHECKPOINTS, load_drafter=lambda path: d)
+    from draftlab.config import PLDConfig
+
+    ctx = ArmContext(t, cfg, NO_CHECKPOINTS, load_drafter=lambda path: d, pld=PLDConfig(num_tokens=3, min_match=1),
+                     block_size=4)
     arms = {name: build_arm(name, ctx) for name in ("ar", "dflash")}
-    arms["dflash2"] = SpeculativeArm("dflash2", t, d)  # not in the sweep (concurrency_arms)
+    arms["dflash-b"] = SpeculativeArm("dflash-b", t, d)  # not in the sweep (concurrency_arms)
+    arms.update({name: build_arm(name, ctx) for name in ("pld", "dflash-pld", "hf-generate")})
     suites = {s: [PromptItem(f"{s}/{i}", s, p) for i, p in enumerate(_prompts(t, (5, 8, 6), seed=i + 4))]
               for i, s in enumerate(cfg.suites)}
     ticks = []
     runs = run_benchmark(arms, suites, cfg, [], t.device, tick=ticks.append)
     from draftlab.bench.runner import plan_size
 
-    assert len(ticks) == plan_size(cfg, suites, 3) == len(runs.runs)
-    assert {r.arm for r in runs.runs if r.sweep} == {"ar", "dflash"}
+    assert len(ticks) == plan_size(cfg, suites, arms) == len(runs.runs)
+    assert {r.arm for r in runs.runs if r.sweep} == {"ar", "dflash", "pld", "dflash-pld"}
+    assert {r.temperature for r in runs.runs if r.arm == "hf-generate"} == {0.0}  # a greedy reference row
     assert {r.temperature for r in runs.runs if r.sweep} == {0.0, 1.0}
     detail = compute(runs.runs, runs.arms)
     detail["simulated"] = {"dflash": simulated_tau(t, d, [(p.ids, r) for p, r in zip(suites["mt-bench"], runs.runs[1].result.tokens)])}
@@ -205,7 +211,14 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
         assert key in js["summary"]["dflash"], key
     assert set(js["summary"]["dflash"]["concurrency"]) == {"t0", "t1"}
     assert set(js["summary"]["dflash"]["concurrency"]["t0"]) == {"1", "2", "4"}
-    assert "concurrency" not in js["summary"]["dflash2"]
+    assert "concurrency" not in js["summary"]["dflash-b"]
+    summ = js["summary"]
+    for arm in ("dflash", "pld", "dflash-pld", "hf-generate"):  # greedy outputs are AR's
+        assert summ[arm]["tokens_equal_ar_t0"] is True, arm
+    assert summ["hf-generate"]["tokens_per_s_t0"] > 0 and summ["hf-generate"]["speedup_t0"] > 0
+    assert summ["hf-generate"]["tau_t1"] is None and summ["hf-generate"].get("break_even_tau_t0") is None and set(summ["pld"]["concurrency"]) == {"t0", "t1"}
+    src = summ["dflash-pld"]["sources_t0"]
+    assert src["lookup"]["rounds"] + src["drafter"]["rounds"] > 0 and "sources_t0" in summ["pld"]
     for c, m in js["concurrency"]["t0"]["dflash"].items():  # the base arm is 1.0 of itself
         assert m["tau_ratio"] == 1.0 and m["tokens_per_s_ratio"] == 1.0 and m["round_overhead_ms"] == 0.0
     ar1 = js["concurrency"]["t1"]["ar"]["1"]
@@ -215,7 +228,10 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
         df = pd.read_csv(written[name])
         assert len(df) > 0, name
     rounds = pd.read_parquet(written["rounds"])
-    assert set(rounds["arm"]) == {"dflash", "dflash2"} and len(rounds) > 0
+    assert set(rounds["arm"]) == {"dflash", "dflash-b", "pld", "dflash-pld"} and len(rounds) > 0
+    assert rounds[rounds.arm == "pld"]["topk_ids"].isna().all()  # no drafter: nothing ranked
+    assert (rounds[rounds.arm == "dflash-pld"]["lookup_len"] >= 0).all()
+    rounds = rounds[rounds.arm.isin(["dflash", "dflash-b"])]
     assert rounds["accepted"].between(0, 3).all() and len(rounds["topk_ids"].iloc[0]) == 3
     # per-round records reproduce the engine's τ
     t0 = rounds[(rounds.suite == "mt-bench") & (rounds.temperature == 0.0)]

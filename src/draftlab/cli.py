@@ -10,6 +10,10 @@
 - `draftlab decode --arm NAME --prompt TEXT`: decode one prompt with any arm of the arm table from the
   pipeline's outputs; prints the text with each token's fate marked, then τ and tokens/s.
 - `draftlab explore [--root DIR]`: the Streamlit explorer on 127.0.0.1.
+- `draftlab export DRAFTER_FOLDER OUT`: our drafter folder -> the DFlash authors' reference format
+  (config.json with dflash_config + model.safetensors); `draftlab import REF_FOLDER OUT`: a reference
+  DFlash folder (e.g. a public checkpoint on disk) -> our drafter folder (then benchmark it with
+  benchmark.drafter=OUT). Neither needs the target's weights.
 """
 from __future__ import annotations
 
@@ -195,7 +199,8 @@ def cmd_decode(a: argparse.Namespace) -> int:
     target = load_target(layout.TARGET, t.device, t.dtype, t.attn_implementation)
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
-    arm = build_arms(target, p.benchmark, layout.checkpoints(p.benchmark.drafter), pad, [a.arm])[a.arm]
+    arm = build_arms(target, p.benchmark, layout.checkpoints(p.benchmark.drafter), pad, p.pld, p.drafter.block_size,
+                     [a.arm])[a.arm]
     ids, _ = encode_prompt(tok, a.prompt, p.data.thinking, p.data.max_prompt_tokens)
     sp = SamplingParams(a.temperature, p.benchmark.top_p, p.benchmark.top_k)
     gen = torch.Generator(device=target.device).manual_seed(a.seed)
@@ -241,10 +246,42 @@ def cmd_explore(a: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
+# export / import (the DFlash reference format)
+
+
+def _export(src: str, dst: str) -> str:
+    from torch import nn
+
+    from draftlab.drafter.checkpoint import read_arch
+    from draftlab.drafter.model import DFlashDrafter
+    from draftlab.drafter.refformat import check_exportable, export_reference
+    from draftlab.io import read_folder_tensors
+
+    arch, _ = read_arch(src)
+    check_exportable(arch)
+    drafter = DFlashDrafter(arch, nn.Embedding(1, 1), nn.Linear(1, 1))  # the target's head is not needed
+    drafter.load_state_dict(read_folder_tensors(src, "drafter"), strict=True)
+    return str(export_reference(drafter, dst))
+
+
+def _import(src: str, dst: str) -> str:
+    from draftlab.drafter.refformat import import_reference
+
+    return str(import_reference(src, dst))
+
+
+def cmd_convert(a: argparse.Namespace) -> int:
+    out = (_export if a.command == "export" else _import)(a.src, a.dst)
+    print(f"wrote {out}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="draftlab", description="draftlab: check params, run experiments, decode, explore.")
+    ap = argparse.ArgumentParser(prog="draftlab", description="draftlab: check params, run experiments, decode, explore, "
+                                 "export / import drafters.")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def params_args(p: argparse.ArgumentParser, overrides: bool = True) -> None:
@@ -288,6 +325,13 @@ def parser() -> argparse.ArgumentParser:
                    help="folder with metrics/, plots/, data/ (default: $DRAFTLAB_ROOT or .; .smoke = the smoke run)")
     c.add_argument("--port", type=int, default=8501)
     c.set_defaults(func=cmd_explore)
+
+    for name, what in (("export", "our drafter folder -> the reference DFlash format"),
+                       ("import", "a reference DFlash folder -> our drafter folder")):
+        c = sub.add_parser(name, help=what)
+        c.add_argument("src")
+        c.add_argument("dst")
+        c.set_defaults(func=cmd_convert)
     return ap
 
 

@@ -3,7 +3,7 @@
 `load_params(path, overrides)` merges params.yaml (and optional `a.b=c` overrides) onto the typed
 schema of `draftlab.config`, so an unknown key, a wrong type or an impossible value fails with one
 line (`ConfigError`) naming the key and what is allowed; rules across sections follow
-(`Params.cross_check`), and arm names are checked against the arm table when the caller passes its
+(`Params.check_across`), and arm names are checked against the arm table when the caller passes its
 names (`arms=draftlab.bench.arms.arm_names()`: the benchmark layer sits above this one).
 `compose_params()` composes the presets in conf/ with Hydra (groups: target/, profile/,
 benchmark/arms/). The commands (`draftlab check`, `python -m draftlab.config compose target=X
@@ -102,8 +102,8 @@ def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, sch
     except OmegaConfBaseException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
     _walk_check(obj, "")
-    if hasattr(obj, "cross_check"):
-        obj.cross_check()
+    if hasattr(obj, "check_across"):
+        obj.check_across()
     if arms is not None and hasattr(obj, "check_arms"):
         obj.check_arms(list(arms))
     return obj
