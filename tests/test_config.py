@@ -78,7 +78,7 @@ def test_arm_names_are_checked_against_the_arm_table(root):
         compose_params(["benchmark.arms=[ar,dcocoo]"], root / "conf", arms=known)
     # the sweep may name arms that are not in `arms` (they are skipped): README's two-arm example is valid
     p = load_params(root / "params.yaml", ["benchmark.arms=[ar,dflash]"], arms=known)
-    assert p.benchmark.concurrency_arms == ["ar", "dflash", "dcoco", "dspark", "domino"]
+    assert {"dcoco", "dspark", "domino"} <= set(p.benchmark.concurrency_arms)  # swept arms outside `arms`
     with pytest.raises(ConfigError, match=r"benchmark.concurrency_arms names unknown arm 'nosuch'"):
         load_params(root / "params.yaml", ["benchmark.concurrency_arms=[ar,nosuch]"], arms=known)
     with pytest.raises(ConfigError, match=r"benchmark.concurrency_base names unknown arm 'dflsh'"):

@@ -131,5 +131,15 @@ def test_a_stage_that_fails_keeps_its_metrics_and_names_who_rebuilds_its_input(p
     assert len(errors) == 1 and errors[0].startswith("error [benchmark]: models/target/config.json is not valid JSON"), out
     assert "stage 'prepare_target' writes it: rebuild with `dvc repro -f -s prepare_target`" in errors[0]
     after = _snapshot(wd)
-    kept = [k for k in before if k.startswith(("metrics/benchmark", "plots/benchmark"))]
-    assert len(kept) == 5 and all(after[k] == before[k] for k in kept)  # persisted: not removed while it ran
+    spec = yaml.safe_load((wd / "dvc.yaml").read_text())["stages"]["benchmark"]
+    uncached = [next(iter(e)) for kind in ("metrics", "plots") for e in spec[kind]]
+    assert len(uncached) >= 5 and all(after[k] == before[k] for k in uncached)  # persisted: not removed while it ran
+
+
+def test_every_uncached_output_is_persisted(root):
+    """DVC cannot restore a `cache: false` file, so each one must survive a failed run (`persist: true`)."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    missing = [f"{name}: {path}" for name, spec in stages.items() for kind in ("outs", "metrics", "plots")
+               for entry in spec.get(kind) or [] if isinstance(entry, dict)
+               for path, opts in entry.items() if opts and opts.get("cache") is False and not opts.get("persist")]
+    assert not missing, f"add `persist: true` to: {missing}"
