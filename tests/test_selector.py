@@ -95,3 +95,19 @@ def test_checkpoint_round_trip_and_lossless_engine(target, tmp_path):
     prompts = [torch.randint(1, target.vocab_size, (n,), generator=g).tolist() for n in (6, 11, 4)]
     res = SpeculativeEngine(target, d, CorrectorProposal(back)).generate(prompts, 14, eos_ids=[])
     assert res.tokens == generate_ar(target, prompts, 14, eos_ids=[]).tokens
+
+
+def test_loss_takes_the_corrector_interface_arguments(target):
+    """Co-training passes (cumulative_mask, kind) positionally, as to every corrector family: the selector
+    takes them and, with one loss, accepts only kind 'joint' (the smoke pipeline's corrector stage failed)."""
+    from draftlab.errors import DraftlabError
+
+    d = make_drafter(target, vocab_size=0)
+    c = selector(d, trained=False)
+    hidden = torch.randn(1, 2, 5, target.hidden_size, generator=torch.Generator().manual_seed(0))
+    block = DraftBlock(hidden, torch.zeros(1, 2, dtype=torch.long), None, d.logits(hidden))
+    labels, valid = block.logits.argmax(-1), torch.ones(1, 2, 5, dtype=torch.bool)
+    out = c.loss(block, labels, valid, torch.arange(target.vocab_size), 4.0, False, "joint")
+    assert out.den > 0
+    with pytest.raises(DraftlabError, match="one loss; loss kind 'cond'"):
+        c.loss(block, labels, valid, torch.arange(target.vocab_size), 4.0, False, "cond")

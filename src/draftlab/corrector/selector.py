@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from draftlab.corrector.base import CorrectionLoss, draft_candidates
 from draftlab.corrector.loss import transition_weights
 from draftlab.corrector.sequential import SequentialArch, SequentialCorrector, teacher_tokens
+from draftlab.errors import DraftlabError
 
 
 class CandidateSelector(SequentialCorrector):
@@ -63,9 +64,12 @@ class CandidateSelector(SequentialCorrector):
         return torch.stack(out, -1).reshape(*lead, n)
 
     def loss(self, block, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
-             cumulative_mask: bool = False) -> CorrectionLoss:
+             cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
         """CE over each slot's K candidates (teacher-forced prev), w_p = exp(−(p−1)/ρ); a slot counts when
-        its label is among the candidates. block.hidden [B, A, n, H], block.logits [B, A, n, Vd]."""
+        its label is among the candidates. block.hidden [B, A, n, H], block.logits [B, A, n, Vd]. One loss
+        only: `kind` must be `joint` (the `Corrector.loss` signature)."""
+        if kind != "joint":
+            raise DraftlabError(f"the candidate selector has one loss; loss kind {kind!r} needs the dcoco family")
         cand, unary = draft_candidates(block.full_logits(), self.top_k, block.vocab)  # [B, A, n, K]
         prev = teacher_tokens(block.slot0, labels)  # [B, A, n]
         s = self.scores(block.hidden, unary, cand, prev)  # [B, A, n, K]
