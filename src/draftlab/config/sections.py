@@ -201,6 +201,14 @@ class BenchmarkConfig:
     warmup: bool = True  # one untimed short generation per arm first
     record_rounds: bool = True  # per-round Parquet for the explorer
     seed: int = 0
+    # confidence intervals over prompts (draftlab.bench.uncertainty): percentile bootstrap, paired across arms
+    bootstrap: int = 2000  # resamples; 0 = no intervals
+    ci_level: float = 0.95
+    # arm pairs reported as paired differences (Δτ, tokens/s ratio) with their own interval; `best` = the arm
+    # of highest mean speedup at that temperature; pairs with an arm that did not run are skipped
+    pairs: list[list[str]] = field(default_factory=lambda: [
+        ["dcoco", "dflash"], ["dflash-specopd", "dflash"], ["specopd-dcoco", "dflash"], ["dcoco", "dflash-long"],
+        ["dcoco", "dspark"], ["dcoco", "domino"], ["best", "pld"], ["best", "dflash"]])
 
     def check(self, p: str) -> None:
         for s in self.suites:
@@ -225,6 +233,12 @@ class BenchmarkConfig:
         for a in self.concurrency_arms:
             if a not in self.arms:
                 raise ConfigError(f"{p}.concurrency_arms names '{a}', which is not in {p}.arms; add it there or drop it")
+        _positive(f"{p}.bootstrap", self.bootstrap, allow_zero=True)
+        if not 0 < self.ci_level < 1:
+            raise ConfigError(f"{p}.ci_level={self.ci_level} must be between 0 and 1 (e.g. 0.95)")
+        for pair in self.pairs:
+            if len(pair) != 2 or pair[0] == pair[1]:
+                raise ConfigError(f"{p}.pairs: {pair} must name two different arms, e.g. [dcoco, dflash]")
         if self.concurrency and not self.concurrency_temperatures:
             raise ConfigError(f"{p}.concurrency_temperatures is empty; give at least one (e.g. [0.0]) or set "
                               f"{p}.concurrency: []")
