@@ -5,9 +5,10 @@ Reads models/target, data/references.parquet and the base drafter (`corrector.ba
 default models/drafter/pretrained; `corrector.specopd_drafter` for the composed specopd-dcoco
 variant). Writes, per variant of `corrector.variants`, models/corrector/<variant>/drafter/ and
 models/corrector/<variant>/corrector/ (each config.json + model.safetensors, self-describing), the
-control models/drafter/long/ (when `corrector.control`), metrics/corrector.json (per variant:
+control models/drafter/long/ (when `corrector.control`), results/corrector.json (per variant:
 held-out simulated τ corrected vs uncorrected vs oracle, per slot, per path rule, parameter counts,
-training time, the corrector's share of a real round) and one MLflow run. The feature cache is
+training time, the corrector's share of a real round), the headline metrics/corrector/<variant>.json
+(simulated τ corrected / uncorrected / oracle) and one MLflow run. The feature cache is
 shared with pretrain_drafter when it matches; resumable runs live under checkpoints/corrector/.
 The recipe is draftlab.pipeline.corrector; this script only loads, wires and writes.
 """
@@ -18,12 +19,13 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
 
-from _common import stage_main  # noqa: E402
+from _common import pick, stage_main, write_report  # noqa: E402
 from _training import load_inputs, require_references, stage_log, training_run  # noqa: E402
 
 OUT = Path("models/corrector")
 CONTROL = Path("models/drafter/long")
-METRICS = Path("metrics/corrector.json")
+# the report: results/corrector.json; headline: metrics/corrector/<variant>.json (one DVC metrics row each)
+CORRECTOR_HEADLINE = {"sim_tau": "sim_tau", "sim_tau_uncorrected": "sim_tau_uncorrected", "sim_tau_oracle": "sim_tau_oracle"}
 WORK = Path("checkpoints/corrector")
 PRETRAIN_FEATURES = Path("checkpoints/pretrain_drafter/features")  # reused when it matches
 
@@ -33,7 +35,6 @@ _log = stage_log("corrector")
 
 def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
-    from draftlab.io import write_json
     from draftlab.tracking import lightning_logger
     from draftlab.pipeline.corrector import cotrain_from_references
 
@@ -59,12 +60,17 @@ def run(params) -> None:
         if out.control is not None:
             save_drafter(out.control, CONTROL, info={**info, "variant": "dflash-long",
                                                      "sim_tau": out.report["dflash-long"]["sim_tau"]})
-        write_json(METRICS, {**out.report, "target": t.name, "profile": params.profile.name})
+        report = {**out.report, "target": t.name, "profile": params.profile.name}
+        rows = {v: pick(r, CORRECTOR_HEADLINE) for v, r in out.report["variants"].items()}
+        if "dflash-long" in out.report:
+            rows["dflash-long"] = pick(out.report["dflash-long"], CORRECTOR_HEADLINE)
+        paths = write_report("corrector", report, rows)
         flat = {f"{v}/{k}": x for v, r in out.report["variants"].items() for k, x in r.items()
                 if isinstance(x, (int, float)) and not isinstance(x, bool)}
         mlrun.log_metrics({**flat, **{f"summary/{k}": x for k, x in out.report.get("summary", {}).items()
                                       if isinstance(x, (int, float)) and not isinstance(x, bool)}})
-        mlrun.log_artifact(METRICS)
+        for p in paths:
+            mlrun.log_artifact(p)
         for v, r in out.report["variants"].items():
             share = r.get("proposal_share_of_round")
             _log(f"{v}: sim tau {r['sim_tau']:.3f} (uncorrected {r['sim_tau_uncorrected']:.3f}, oracle "

@@ -19,7 +19,7 @@ SCRATCH = ROOT / ".smoke"
 
 def tracked_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return [f for f in out.stdout.splitlines() if f and not f.startswith((".smoke/", "metrics/", "plots/")) and f != "dvc.lock"]
+    return [f for f in out.stdout.splitlines() if f and not f.startswith((".smoke/", "metrics/", "results/", "plots/")) and f != "dvc.lock"]
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,9 @@
-"""Benchmark outputs: `metrics/benchmark.json` (full detail + per-arm `summary`), plot CSVs
-(τ per slot, coverage, speedup per suite, throughput vs concurrency) and the per-round Parquet file
-for the explorer. Every file is written atomically (draftlab.io)."""
+"""Benchmark outputs: the full detail `results/benchmark.json` (per suite / temperature / arm metrics with
+their confidence intervals and per-prompt values, the concurrency sweep, the per-arm `summary`, the paired
+arm differences), the headline `metrics/benchmark/<arm>.json` (one small DVC metrics file per arm: τ and
+speedup per temperature with the half-width of their interval, so `dvc metrics show` prints one row per
+arm), plot CSVs (τ per slot, coverage, speedup per suite, throughput vs concurrency) and the per-round
+Parquet file for the explorer. Every file is written atomically (draftlab.io)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +12,11 @@ import pandas as pd
 
 from draftlab.bench.metrics import round_hits
 from draftlab.bench.runner import BatchRun
-from draftlab.io import atomic_write, write_json, write_parquet
+from draftlab.io import atomic_write, write_json, write_json_folder, write_parquet
+
+DETAIL = "results/benchmark.json"
+HEADLINE = "metrics/benchmark"
+HEADLINE_METRICS = ("tau", "speedup")  # per temperature, each with `_pm` (half the interval's width)
 
 PLOTS = {
     "tau_per_slot": "plots/benchmark_tau_per_slot.csv",
@@ -76,10 +83,32 @@ def round_frame(runs: list[BatchRun]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols + extra)
 
 
-def write_outputs(detail: dict, runs: list[BatchRun], metrics_path: str | Path = "metrics/benchmark.json",
-                  rounds_path: str | Path | None = "data/benchmark_rounds.parquet", root: str | Path = ".") -> dict[str, Path]:
+def headline(detail: dict) -> dict[str, dict]:
+    """{arm: {tau_t0, tau_t0_pm, speedup_t0, speedup_t0_pm, tau_t1, ...}} from the detail's summary: the
+    numbers `dvc metrics show` prints, one row per arm. `_pm` is half the width of the confidence interval
+    (the exact [lo, hi] is in the detail's `summary.<arm>.<metric>_<t>_ci`)."""
+    temps = sorted({tk for temps in detail.get("suites", {}).values() for tk in temps})
+    out = {}
+    for arm, e in detail.get("summary", {}).items():
+        row = {}
+        for tk in temps:
+            for m in HEADLINE_METRICS:
+                if e.get(f"{m}_{tk}") is None:
+                    continue
+                row[f"{m}_{tk}"] = e[f"{m}_{tk}"]
+                ci = e.get(f"{m}_{tk}_ci")
+                if ci and None not in ci:
+                    row[f"{m}_{tk}_pm"] = (ci[1] - ci[0]) / 2
+        out[arm] = row
+    return out
+
+
+def write_outputs(detail: dict, runs: list[BatchRun], detail_path: str | Path = DETAIL,
+                  headline_dir: str | Path = HEADLINE, rounds_path: str | Path | None = "data/benchmark_rounds.parquet",
+                  root: str | Path = ".") -> dict[str, Path]:
     root = Path(root)
-    written = {"metrics": write_json(root / metrics_path, detail)}
+    written = {"detail": write_json(root / detail_path, detail),
+               "headline": write_json_folder(root / headline_dir, headline(detail))}
     for name, df in plot_frames(detail).items():
         written[name] = atomic_write(root / PLOTS[name], lambda p, df=df: df.to_csv(p, index=False))
     if rounds_path is not None:
