@@ -109,3 +109,35 @@ def test_sizing_rule_meets_its_target():
     sds = {s: float(np.std(detail["suites"][s]["t0"]["good"]["per_prompt"]["tau"], ddof=1)) for s in ("a", "b", "c")}
     lo, hi = detail["summary"]["good"]["tau_t0_ci"]
     assert abs((hi - lo) / 2 - halfwidth_for(sds, 60)) < 0.25 * halfwidth_for(sds, 60)
+
+
+def test_one_prompt_per_suite_has_no_interval():
+    runs = _runs(1)
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=100, pairs=[["good", "base"]])
+    assert detail["summary"]["good"]["tau_t0_ci"] is None and detail["suites"]["a"]["t0"]["good"]["ci"]["tau"] is None
+    assert detail["pairs"][0]["tau_diff_ci"] is None and detail["pairs"][0]["tau_exceeds_noise"] is None
+    assert detail["summary"]["good"]["tau_t0"] is not None  # the estimate stays
+
+
+def test_sizing_plan_from_a_pilot():
+    from draftlab.bench.uncertainty import sizing_plan
+
+    runs = _runs(12, seed=5, suites=("a", "b", "c"), temps=(0.0, 1.0))
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=200, pairs=[["good", "base"]])
+    detail["setup"] = {"prompts": {"a": 12, "b": 12, "c": 12}, "timing_s": {"simulated": 36.0, "sweep": 120.0}}
+    plan = sizing_plan(detail, halfwidth=0.05)
+    sds = plan["per_arm"]["good"]["t0"]["sd_by_suite"]
+    assert plan["per_arm"]["good"]["t0"]["prompts_per_suite"] == prompts_for_halfwidth(sds, 0.05)
+    assert "t0" not in plan["per_arm"]["ar"]  # AR has nothing to size
+    assert plan["prompts_per_suite"] == max(plan["per_arm"][a][t]["prompts_per_suite"]
+                                            for a in ("base", "good") for t in ("t0", "t1"))
+    # cost: seconds per prompt from the walls (both temperatures), + the teacher-forced pass per prompt
+    sec = sum(m["wall_s"] for s in ("a", "b", "c") for m in [detail["suites"][s]["t0"]["good"]]) / 36
+    assert plan["per_arm"]["good"]["seconds_per_prompt"]["t0"] == pytest.approx(sec)
+    assert plan["simulated_minutes_per_prompt"] == pytest.approx(36.0 / 36 / 60) and plan["sweep_minutes"] == 2.0
+    assert plan["minutes"] == pytest.approx(plan["prompts_per_suite"] * 3 * plan["minutes_per_prompt_all_arms"])
+    pair = plan["pairs"]["good vs base (t0)"]
+    assert pair["prompts_per_suite"] < plan["per_arm"]["good"]["t0"]["prompts_per_suite"]  # pairing needs fewer
+    assert sizing_plan(detail, 0.05, sd=0.2)["per_arm"]["good"]["t0"]["sd_by_suite"] == {"a": 0.2, "b": 0.2, "c": 0.2}

@@ -7,7 +7,8 @@ arms, and the sample-size rule for the interval on τ.
   temperature: a speedup (arm tokens/s ÷ AR tokens/s), a Δτ or a tokens/s ratio of two arms is
   *paired* — the prompt-to-prompt variation both arms share cancels.
 - Suites are strata: prompts are resampled within their suite, and a replicate's summary is the mean
-  over suites, the same formula as `draftlab.bench.metrics.summary`.
+  over suites, the same formula as `draftlab.bench.metrics.summary`. A suite with a single prompt has no
+  interval (nor has any summary or pair that includes it): one prompt says nothing about the spread.
 - Per unit: τ as the sum of per-request τ and the count of requests that had a round (the estimator of
   `group_metrics`: per request, then averaged), tokens and wall seconds (aggregate tokens/s =
   Σ tokens / Σ seconds). The point estimates are `compute()`'s; the intervals are percentile intervals.
@@ -101,6 +102,8 @@ def replicates(units: dict[tuple[str, str, str], Units], n_boot: int, seed: int 
         sizes = {len(u.tokens) for (s2, _, _), u in units.items() if s2 == s}
         n = max(sizes)
         w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)  # [B, U]
+        if n < 2:  # one prompt says nothing about the spread: no interval (NaN replicates), not a zero-width one
+            w[:] = np.nan
         weights[s] = np.vstack([np.ones((1, n)), w])  # [1 + B, U]
     per: dict = {}
     for (s, tk, arm), u in units.items():
@@ -125,9 +128,13 @@ def replicates(units: dict[tuple[str, str, str], Units], n_boot: int, seed: int 
 
 
 def _nanmean(xs: list[np.ndarray]) -> np.ndarray:
+    """Mean over suites: the point estimate (row 0) skips suites without a value, like `metrics.summary`; a
+    resample (rows 1..B) is NaN when any suite's is (a suite with a single prompt has no interval)."""
+    x = np.vstack(xs)  # [suites, 1 + B]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a replicate where no suite has a value: NaN
-        return np.nanmean(np.vstack(xs), axis=0)
+        warnings.simplefilter("ignore", RuntimeWarning)  # no suite has a value: NaN
+        point = np.nanmean(x[:, :1], axis=0)
+    return np.concatenate([point, x[:, 1:].mean(axis=0)])
 
 
 def resolve_pair(pair: list[str], tk: str, summary: dict, ar_arm: str = "ar") -> tuple[str, str] | None:
@@ -234,3 +241,71 @@ def halfwidth_for(sd_by_suite: dict[str, float], n: int, level: float = 0.95) ->
     """The normal-approximation half-width on the mean over suites of τ with n prompts per suite."""
     sds = [float(v) for v in sd_by_suite.values() if v is not None and np.isfinite(v)]
     return z_value(level) * math.sqrt(sum(v * v for v in sds) / n) / len(sds)
+
+
+def sizing_plan(detail: dict, halfwidth: float = 0.03, level: float = 0.95, sd: float | None = None,
+                safety: float = 1.0) -> dict:
+    """How many prompts per suite the benchmark needs so every speculative arm's interval on τ (mean over
+    suites, per temperature) is ±`halfwidth`, and what that costs, from a pilot's detail (results/benchmark.json).
+
+    - spread: the pilot's per-prompt τ standard deviation per suite (`per_prompt`), × `safety`; or `sd` for
+      every suite when given (e.g. a guess for a drafter not trained yet);
+    - cost: seconds per prompt of each arm at each temperature (wall time of its batches ÷ prompts, prefill
+      included), and the teacher-forced τ pass per prompt (setup.timing_s.simulated); the concurrency sweep
+      does not depend on the number of prompts and is reported apart.
+    Returns {per_arm: {arm: {tk: {sd_by_suite, n}}, minutes_per_prompt}, prompts_per_suite, minutes, ...}."""
+    suites = detail.get("suites") or {}
+    names = sorted(suites)
+    per_arm: dict = {}
+    need = []
+    for arm in sorted({a for temps in suites.values() for by in temps.values() for a in by}):
+        e: dict = {"seconds_per_prompt": {}}
+        for tk in sorted({tk for temps in suites.values() for tk in temps}):
+            ms = {s: suites[s].get(tk, {}).get(arm) for s in names}
+            ms = {s: m for s, m in ms.items() if m}
+            if not ms:
+                continue
+            e["seconds_per_prompt"][tk] = float(np.mean([m["wall_s"] / max(m.get("requests") or 1, 1) for m in ms.values()]))
+            if "accept_curve" not in next(iter(ms.values())):  # AR: τ = 1, nothing to size
+                continue
+            if sd is not None:
+                sds = {s: sd for s in ms}
+            else:
+                sds = {s: _sd((m.get("per_prompt") or {}).get("tau")) for s, m in ms.items()}
+                if any(v is None for v in sds.values()):
+                    continue
+            sds = {s: v * safety for s, v in sds.items()}
+            n = prompts_for_halfwidth(sds, halfwidth, level)
+            e[tk] = {"sd_by_suite": {s: round(v, 4) for s, v in sds.items()}, "prompts_per_suite": n}
+            need.append(n)
+        e["minutes_per_prompt"] = sum(e["seconds_per_prompt"].values()) / 60  # all temperatures of one prompt
+        per_arm[arm] = e
+    setup = detail.get("setup") or {}
+    prompts_run = sum((setup.get("prompts") or {}).values()) or None
+    sim = (setup.get("timing_s") or {}).get("simulated")
+    sim_per_prompt = sim / prompts_run / 60 if sim and prompts_run else 0.0
+    per_prompt_all = sum(e["minutes_per_prompt"] for e in per_arm.values()) + sim_per_prompt  # one prompt, one suite
+    n = max(need) if need else None
+    pairs = {}
+    for p in detail.get("pairs") or []:  # a paired difference needs far fewer prompts: shared difficulty cancels
+        tk, a, b = p["temperature"], p["a"], p["b"]
+        diffs = {}
+        for s in names:
+            pa = ((suites[s].get(tk) or {}).get(a) or {}).get("per_prompt") or {}
+            pb = ((suites[s].get(tk) or {}).get(b) or {}).get("per_prompt") or {}
+            if pa.get("tau") and pb.get("tau") and len(pa["tau"]) == len(pb["tau"]):
+                diffs[s] = _sd([x - y for x, y in zip(pa["tau"], pb["tau"]) if x is not None and y is not None])
+        if diffs and all(v is not None for v in diffs.values()):
+            sds = {s: max(v, 1e-9) * safety for s, v in diffs.items()}
+            pairs[f"{a} vs {b} ({tk})"] = {"sd_by_suite": {s: round(v, 4) for s, v in sds.items()},
+                                           "prompts_per_suite": prompts_for_halfwidth(sds, halfwidth, level)}
+    return {"halfwidth": halfwidth, "level": level, "safety": safety, "sd": sd, "suites": names, "per_arm": per_arm,
+            "simulated_minutes_per_prompt": sim_per_prompt, "minutes_per_prompt_all_arms": per_prompt_all,
+            "prompts_per_suite": n, "pairs": pairs,
+            "minutes": None if n is None else n * len(names) * per_prompt_all,
+            "sweep_minutes": ((setup.get("timing_s") or {}).get("sweep") or 0.0) / 60}
+
+
+def _sd(values) -> float | None:
+    v = [x for x in (values or []) if x is not None]
+    return float(np.std(v, ddof=1)) if len(v) >= 2 else None
