@@ -46,15 +46,17 @@ def main(argv: list[str]) -> int:
         print(f"smoke pipeline failed (dvc repro exit {rc}); outputs in {SCRATCH}", file=sys.stderr)
         return rc
     bad = []
-    for m in sorted((SCRATCH / "metrics").glob("*.json")):
+    written = sorted([*(SCRATCH / "results").glob("*.json"), *(SCRATCH / "metrics").rglob("*.json")])
+    for m in written:
         try:
             json.loads(m.read_text())
         except json.JSONDecodeError:
-            bad.append(m.name)
+            bad.append(str(m.relative_to(SCRATCH)))
     if bad:
-        print(f"smoke pipeline wrote unreadable metrics: {bad}", file=sys.stderr)
+        print(f"smoke pipeline wrote unreadable reports or metrics: {bad}", file=sys.stderr)
         return 1
-    print(f"smoke pipeline ok: {', '.join(m.name for m in sorted((SCRATCH / 'metrics').glob('*.json')))}")
+    print(f"smoke pipeline ok: {len(written)} reports and headline metrics files "
+          f"({', '.join(m.name for m in sorted((SCRATCH / 'results').glob('*.json')))})")
     return 0
 
 
