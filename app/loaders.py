@@ -509,7 +509,8 @@ def experiments(root: Path, run: Callable[..., Any] = subprocess.run) -> list[di
     (baselines: the branch / commit rows; experiments: their `revs`), else from git's refs/exps."""
     rows: list[dict] = []
     try:
-        r = run([dvc_bin(), "exp", "show", "--json"], cwd=str(root), capture_output=True, timeout=120, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+        r = run([dvc_bin(), "exp", "show", "--json"], cwd=str(root), capture_output=True, timeout=120,
+                env={**os.environ, "DVC_NO_ANALYTICS": "1"})
         data = json.loads(r.stdout or b"null") if r.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, ValueError):
         data = None

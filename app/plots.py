@@ -25,6 +25,7 @@ alt.data_transformers.disable_max_rows()
 
 # ---------------------------------------------------------------- shared pieces
 PANEL_W, PANEL_H = 260, 220  # one small multiple
+ARM_AXIS = alt.Axis(labelAngle=-45, labelLimit=0, labelOverlap=False)  # every arm's name, in full
 # a line-style legend draws line samples (solid, dashed), not the point symbol of the marks
 DASH_LEGEND = alt.Legend(symbolType="stroke", symbolStrokeColor="black", symbolStrokeWidth=2, symbolSize=300,
                          labelLimit=0)
@@ -91,7 +92,7 @@ def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3):
     """Any suite × arm frame at one temperature: y per arm (fixed arm colours), one panel per suite; whiskers
     from `<y>_lo` to `<y>_hi` (the confidence interval over prompts) when the frame has them."""
     arms = arm_order(df["arm"])
-    x = alt.X("arm:N", title=None, sort=arms, axis=alt.Axis(labelAngle=-40, labelLimit=0))
+    x = alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS)
     tip = ["suite", "temperature", "arm", alt.Tooltip(f"{y}:Q", format=".3f")]
     has_ci = {f"{y}_lo", f"{y}_hi"} <= set(df.columns) and df[f"{y}_lo"].notna().any()
     if has_ci:
@@ -99,7 +100,7 @@ def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3):
     bars = alt.Chart().mark_bar().encode(x=x, y=alt.Y(f"{y}:Q", title=y), color=arm_color(arms, legend=None),
                                          tooltip=tip)
     layers = [bars] + ([error_bars(y, f"{y}_lo", f"{y}_hi").encode(x=x)] if has_ci else [])
-    ch = alt.layer(*layers, data=df).properties(width=max(PANEL_W, 22 * len(arms)), height=PANEL_H)
+    ch = alt.layer(*layers, data=df).properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
     ch = wrap(ch, df, columns=columns)
     return ch.properties(title=title + (" — whiskers: 95% CI over prompts" if has_ci else ""))
 
@@ -108,14 +109,14 @@ def ci_chart(df: pd.DataFrame, title: str, column: str | None = None):
     """Long frame (arm, value, lo, hi[, column]): the estimate per arm with its confidence interval, fixed arm
     colours; one panel per value of `column` (e.g. the compared result folders)."""
     arms = arm_order(df["arm"])
-    x = alt.X("arm:N", title=None, sort=arms, axis=alt.Axis(labelAngle=-40, labelLimit=0))
+    x = alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS)
     tip = ["arm", alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f", title="CI low"),
            alt.Tooltip("hi:Q", format=".3f", title="CI high"), *([column] if column else [])]
     pts = alt.Chart().mark_point(filled=True, size=70).encode(x=x, y=alt.Y("value:Q", title=None,
                                                                          scale=alt.Scale(zero=False)),
                                                                color=arm_color(arms, legend=None), tooltip=tip)
     ch = alt.layer(pts, error_bars("value", "lo", "hi").encode(x=x, color=arm_color(arms, legend=None)), data=df)
-    ch = ch.properties(width=max(PANEL_W, 24 * len(arms)), height=PANEL_H)
+    ch = ch.properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
     if column:
         ch = ch.facet(column=alt.Column(f"{column}:N", title=None, header=alt.Header(labelFontWeight="bold")))
     return ch.properties(title=title)
@@ -166,10 +167,10 @@ def round_split_chart(df: pd.DataFrame, columns: int = 3):
     """Long frame (suite, temperature, arm, phase, ms) at one temperature: stacked mean round time per phase."""
     arms = arm_order(df["arm"])
     ch = alt.Chart(df, title="Mean round time split (ms)").mark_bar().encode(
-        x=alt.X("arm:N", title=None, sort=arms, axis=alt.Axis(labelAngle=-40, labelLimit=0)),
+        x=alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS),
         y=alt.Y("ms:Q", stack="zero", title="ms per round"), color=alt.Color("phase:N", legend=alt.Legend(labelLimit=0)),
         tooltip=["suite", "temperature", "arm", "phase", alt.Tooltip("ms:Q", format=".2f"), alt.Tooltip("share:Q", format=".1%")],
-    ).properties(width=max(PANEL_W, 22 * len(arms)), height=PANEL_H)
+    ).properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
     return wrap(ch, df, columns=columns)
 
 
@@ -300,7 +301,7 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
     elif integer_x:
         x_enc = alt.X(f"{x}:O", axis=alt.Axis(labelAngle=0))
     else:
-        x_enc = alt.X(f"{x}:Q") if x in num else alt.X(f"{x}:N", axis=alt.Axis(labelAngle=-40, labelLimit=0))
+        x_enc = alt.X(f"{x}:Q") if x in num else alt.X(f"{x}:N", axis=ARM_AXIS)
     line = x in num
     enc: dict = {"x": x_enc, "y": alt.Y(f"{y}:Q"), "tooltip": [c for c in df.columns]}
     if "arm" in df.columns and x != "arm":
