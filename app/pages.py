@@ -144,8 +144,11 @@ def transition_heatmap(g: G.RoundGrid, tok) -> None:
 
 # ---------------------------------------------------------------- Acceptance
 def oracle_columns(df: pd.DataFrame) -> list[str]:
-    """Every oracle τ the benchmark reports (`oracle_tau` today; further oracles named `<kind>_oracle_tau`)."""
-    return [c for c in df.columns if c.endswith("oracle_tau") and df[c].notna().any()]
+    """Every oracle τ the benchmark reports: `oracle_tau` today; any further column naming an oracle's τ
+    (e.g. a reachable oracle beside the top-K one) is listed too, the top-K oracle first."""
+    cols = [c for c in df.columns if "oracle" in c and "tau" in c and not c.endswith(("_lo", "_hi", "_ci"))
+            and pd.api.types.is_numeric_dtype(df[c]) and df[c].notna().any()]
+    return sorted(cols, key=lambda c: (c != "oracle_tau", c))
 
 
 def summary_table(detail: dict, temp: str, metrics: tuple[str, ...]) -> pd.DataFrame:

@@ -600,3 +600,20 @@ def test_deep_link_opens_a_page_with_widgets(fixture_root):
     assert not at.exception
     assert at.header[0].value == "Candidate grid" and at.selectbox(key="grid_arm").value == "dcoco"
     assert at.selectbox(key="grid_temp").value == 1.0
+
+
+def test_headroom_lists_every_oracle(tmp_path):
+    root = write_fixture(tmp_path, mlflow_runs=False)
+    f = root / L.BENCH_JSON
+    d = json.loads(f.read_text())
+    for temps in d["suites"].values():
+        for by in temps.values():
+            for arm in ("dflash", "dcoco"):
+                by[arm]["reachable_oracle_tau"] = by[arm]["oracle_tau"] - 0.3  # a second oracle (issue 17)
+    f.write_text(json.dumps(d))
+    at = app(root, "Acceptance")
+    assert at.selectbox(key="acc_oracle").options == ["oracle_tau", "reachable_oracle_tau"]
+    at.selectbox(key="acc_oracle").select("reachable_oracle_tau").run()
+    hc = at.dataframe[-1].value
+    assert "baseline reachable_oracle_tau" in hc.columns  # 0.4 / (2.3 − 1.8) of that oracle's headroom
+    assert hc.set_index("arm").loc["dcoco", "headroom closed"].tolist() == pytest.approx([0.8, 0.8])
