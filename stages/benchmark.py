@@ -13,7 +13,7 @@ TARGET = Path("models/target")
 DETAIL = Path("results/benchmark.json")  # everything, with confidence intervals (an out, not a DVC metric)
 HEADLINE = Path("metrics/benchmark")  # one small DVC metrics file per arm
 ROUNDS = Path("data/benchmark_rounds.parquet")
-SPECOPD_DRAFTER = "models/drafter/specopd"  # written by the specopd stage
+SPECOPD_DRAFTER = "models/drafter/specopd"  # written by the specopd stage: t0/ (greedy τ) and t1/ (T=1) states
 LONG_DRAFTER = "models/drafter/long"  # written by the corrector stage (the dflash-long control)
 CORRECTORS = "models/corrector"  # written by the corrector stage: <variant>/drafter, <variant>/corrector
 

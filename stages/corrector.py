@@ -2,13 +2,16 @@
 ablation variants, the sequential baselines dspark / domino (SPEC §2.4) and the dflash-long control.
 
 Reads models/target, data/references.parquet and the base drafter (`corrector.base_drafter`,
-default models/drafter/pretrained; `corrector.specopd_drafter` for the composed specopd-dcoco
-variant). Writes, per variant of `corrector.variants`, models/corrector/<variant>/drafter/ and
-models/corrector/<variant>/corrector/ (each config.json + model.safetensors, self-describing), the
-control models/drafter/long/ (when `corrector.control`), results/corrector.json (per variant:
-held-out simulated τ corrected vs uncorrected vs oracle, per slot, per path rule, parameter counts,
-training time, the corrector's share of a real round), the headline metrics/corrector/<variant>.json
-(simulated τ corrected / uncorrected / oracle) and one MLflow run. The feature cache is
+default models/drafter/pretrained; for the composed variants the specopd stage's folder
+`corrector.specopd_drafter`: specopd-dcoco-t1 starts from its t1/ state (best T=1 acceptance, the T=1
+arm), specopd-dcoco from its t0/ state (best greedy τ, the T=0 arm) — or from t1/ when t0/ is SpecOPD's
+initialisation, so that it builds on a drafter SpecOPD changed; the two runs are then one). Writes, per variant of `corrector.variants`,
+models/corrector/<variant>/drafter/ and models/corrector/<variant>/corrector/ (each config.json +
+model.safetensors, self-describing), the control models/drafter/long/ (when `corrector.control`),
+results/corrector.json (per variant: the drafter's own held-out τ before / after, the corrected τ, the
+top-K and the reachable oracle and the headroom closed against each, per slot, per path rule, parameter
+counts, training time, the corrector's share of a real round), the headline metrics/corrector/<variant>.json
+(simulated τ corrected / uncorrected / top-K oracle) and one MLflow run. The feature cache is
 shared with pretrain_drafter when it matches; resumable runs live under checkpoints/corrector/.
 The recipe is draftlab.pipeline.corrector; this script only loads, wires and writes.
 """
@@ -36,7 +39,7 @@ _log = stage_log("corrector")
 def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.tracking import lightning_logger
-    from draftlab.pipeline.corrector import cotrain_from_references
+    from draftlab.pipeline.corrector import cotrain_from_references, specopd_bases
 
     t, c = params.target, params.corrector
     require_references()
@@ -48,9 +51,10 @@ def run(params) -> None:
                 lg._prefix = name  # one MLflow run, one metric namespace per trained variant
             return lg
 
-        out = cotrain_from_references(target, df, c, params.pretrain,
-                                      {"pretrained": c.base_drafter, "specopd": c.specopd_drafter}, WORK,
+        specopd, choice = specopd_bases(c.specopd_drafter)
+        out = cotrain_from_references(target, df, c, params.pretrain, {"pretrained": c.base_drafter, **specopd}, WORK,
                                       feature_roots=[PRETRAIN_FEATURES], logger_for=logger_for, log=_log)
+        out.report["specopd_base_choice"] = choice
         info = {"stage": "corrector", "profile": params.profile.name, "target": t.name}
         for v, o in out.variants.items():
             rules = {"path_rule": o.report["path_rule"], "lam": c.lam, "kernels": c.kernels, "k": o.report["k"]}
@@ -73,8 +77,11 @@ def run(params) -> None:
             mlrun.log_artifact(p)
         for v, r in out.report["variants"].items():
             share = r.get("proposal_share_of_round")
-            _log(f"{v}: sim tau {r['sim_tau']:.3f} (uncorrected {r['sim_tau_uncorrected']:.3f}, oracle "
-                 f"{r['sim_tau_oracle']:.3f}), proposal share {'-' if share is None else f'{share:.1%}'}")
+            before = r["drafter_tau_before"]
+            _log(f"{v}: sim tau {r['sim_tau']:.3f} (drafter {'-' if before is None else f'{before:.3f}'} -> "
+                 f"{r['sim_tau_uncorrected']:.3f}, "
+                 f"oracles {r['sim_tau_oracle']:.3f} / reachable {r['sim_tau_oracle_reachable']:.3f}), "
+                 f"proposal share {'-' if share is None else f'{share:.1%}'}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """Stage specopd: branch-parallel on-policy distillation of the pretrained drafter (SPEC §3).
 
-Reads models/target, data/references.parquet and models/drafter/pretrained; writes the best SpecOPD
-drafter (by held-out simulated τ) to models/drafter/specopd/, metrics/specopd.json (simulated τ
-before/after, every baseline at equal steps, supervised positions/s vs the sequential loop, analytic
-vs measured scoring cost) and plots/specopd_budget.csv. Reuses the pretraining stage's tap-feature
+Reads models/target, data/references.parquet and models/drafter/pretrained; writes SpecOPD's two kept
+states, models/drafter/specopd/t0/ (best held-out greedy simulated τ: the T=0 arms) and .../t1/ (best
+held-out T=1 surrogate: the T=1 arms), each saying in its config.json `info` how it was selected and
+whether it is the initialisation; metrics/specopd.json (both selected states, simulated τ before/after,
+every baseline at equal steps, supervised positions/s and per branch, analytic vs measured scoring cost)
+and plots/specopd_budget.csv. Reuses the pretraining stage's tap-feature
 cache; resumable runs live under checkpoints/specopd/ (git-ignored, not DVC outputs).
 """
 from __future__ import annotations
@@ -43,16 +45,20 @@ def run(params) -> None:
         out = specopd_from_references(target, df, cfg, cfg.base_drafter, WORK, FEATURES,
                                       logger=lightning_logger(mlrun, params.tracking.experiment), log=_log)
         rep = {**out.report, "target": t.name, "profile": params.profile.name}
-        save_drafter(out.drafter, OUT, info={"stage": "specopd", "profile": params.profile.name, "target": t.name,
-                                             "base": cfg.base_drafter, "best_step": rep["best_step"],
-                                             "sim_tau": rep["sim_tau_after"]})
+        for name, (drafter, sel) in out.states().items():
+            save_drafter(drafter, OUT / name, info={"stage": "specopd", "profile": params.profile.name,
+                                                    "target": t.name, "base": cfg.base_drafter, **sel})
         cols = list(out.curve[0]) if out.curve else ["step", "train_minutes", "heldout"]
         extra = {k: v for obj, row in rep["baselines"].items() for k, v in numeric(row, f"baseline/{obj}/").items()}
         extra.update({f"cost/{k}": v for k, v in rep["scoring_cost"].items() if isinstance(v, (int, float))})
+        extra.update({k: v for name, sel in rep["selected"].items() for k, v in numeric(sel, f"selected/{name}/").items()})
         publish(mlrun, rep, METRICS, CURVE,
                 lambda f: pd.DataFrame(out.curve, columns=cols).to_csv(f, index=False, float_format="%.4f"), extra)
         _log(f"held-out simulated tau {rep['sim_tau_before']} -> {rep['sim_tau_after']} "
              f"(supervised/s ratio vs sequential: {rep['supervised_per_s_ratio_vs_sequential']})")
+        for name, sel in rep["selected"].items():
+            _log(f"kept state {name}: step {sel['best_step']} by {sel['selected_by']}"
+                 + (" (the initialisation: SpecOPD did not change it)" if sel["is_initialisation"] else ""))
 
 
 if __name__ == "__main__":

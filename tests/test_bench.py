@@ -152,10 +152,13 @@ def test_metrics_tau_coverage_oracle(llama_target):
     assert all(row[0] == 1.0 for row in m["right"]["coverage"])
     assert all(row[0] == 0.0 for row in m["wrong"]["coverage"])
     assert m["right"]["oracle_tau"] == S and m["wrong"]["oracle_tau"] < S
+    # the reachable oracle keeps slot 1 = the drafter's top-1: never right there, it stays at 1
+    assert m["right"]["oracle_tau_reachable"] == S and m["wrong"]["oracle_tau_reachable"] == 1.0
     assert m["ar"]["speedup"] == 1.0 and m["right"]["speedup"] > 0
     assert m["right"]["break_even_tau"] > 0 and set(m["right"]["round_ms"]) == {"draft", "propose", "verify", "commit"}
     s = detail["summary"]
     assert s["right"]["tau_t0"] == S and "oracle_tau_t0" in s["right"] and s["ar"]["speedup_t0"] == 1.0
+    assert s["wrong"]["oracle_tau_reachable_t0"] == 1.0 and s["wrong"]["headroom_closed_reachable_t0"] is None
 
 
 def test_arm_table_is_explicit_and_isolated(root):

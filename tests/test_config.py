@@ -40,6 +40,12 @@ def test_wrong_type_and_impossible_values(root):
         load_params(root / "params.yaml", ["target.dtype=fp8"])
     with pytest.raises(ConfigError, match="target.path must name"):
         load_params(root / "params.yaml", ["target.source=local"])
+    with pytest.raises(ConfigError, match=r"specopd.temperature=0.0 must be > 0"):  # E2E-TV needs a distribution
+        load_params(root / "params.yaml", ["specopd.temperature=0.0"])
+    with pytest.raises(ConfigError, match=r"corrector.grad_hidden=1.5 must lie in \[0, 1\]"):
+        load_params(root / "params.yaml", ["corrector.grad_hidden=1.5"])
+    with pytest.raises(ConfigError, match=r"corrector.frozen_warmup=1.0 must lie in \[0, 1\)"):
+        load_params(root / "params.yaml", ["corrector.frozen_warmup=1.0"])
 
 
 def test_unknown_preset_lists_presets(root):

@@ -222,6 +222,69 @@ def test_loss_normalises_over_the_batch():
     torch.testing.assert_close(out.loss, (w * out.ce).sum() / out.den)
 
 
+def test_conditional_loss_is_the_within_row_ce_given_the_teachers_row():
+    g = torch.Generator().manual_seed(2)
+    ids = torch.tensor([[[10, 11], [20, 21], [30, 31]]])  # [1, n=3, K=2]
+    scores = torch.randn(1, 2, 2, 2, generator=g)  # [1, n−1, K, K]
+    row = lambda p, a, b: torch.logsumexp(scores[0, p, a], 0) - scores[0, p, a, b]  # noqa: E731
+    w2 = math.exp(-1 / 4)
+    out = corrector_loss(scores, ids, torch.tensor([[11, 20, 31]]), kind="cond")
+    torch.testing.assert_close(out.loss, (row(0, 1, 0) + w2 * row(1, 0, 1)) / (1 + w2))
+    joint = corrector_loss(scores, ids, torch.tensor([[11, 20, 31]]))
+    assert torch.equal(out.mask, joint.mask) and not torch.allclose(out.loss, joint.loss)
+    # the joint CE = the row term (which a is right) + the within-row term (b given a*)
+    p0 = torch.logsumexp(scores[0, 0].flatten(), 0) - torch.logsumexp(scores[0, 0, 1], 0)
+    torch.testing.assert_close(joint.ce[0, 0], p0 + row(0, 1, 0))
+    with pytest.raises(ValueError, match="joint, cond, reach"):
+        corrector_loss(scores, ids, torch.tensor([[11, 20, 31]]), kind="rows")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_reach_loss_supervises_the_rows_the_greedy_walk_reaches(seed):
+    """r_p = the prefix-first greedy walk (`greedy_path`) chose the verifier's tokens at slots 1..p."""
+    g = torch.Generator().manual_seed(seed)
+    N, n, K = 64, 5, 3
+    ids = torch.arange(N * n * K).view(N, n, K)
+    cand_logits = torch.randn(N, n, K, generator=g).sort(-1, descending=True).values  # best first
+    scores = torch.randn(N, n - 1, K, K, generator=g)
+    lab_idx = torch.randint(0, K, (N, n), generator=g)
+    lab_idx[:, 0] = torch.where(torch.rand(N, generator=g) < 0.6, 0, lab_idx[:, 0])  # often slot 1 = top-1
+    labels = ids.gather(-1, lab_idx[..., None]).squeeze(-1)
+    outside = torch.rand(N, n, generator=g) < 0.1
+    labels = torch.where(outside, torch.full_like(labels, -5), labels)  # some labels outside the top-K
+    walk = greedy_path(scores, cand_logits[:, 0])  # [N, n] the walk's candidate indices
+    on_path = (walk == lab_idx) & ~outside  # [N, n]
+    want = on_path[:, :-1].long().cumprod(-1).bool() & ~outside[:, 1:]  # reached row p with a*_p, b*_p in the top-K
+    got = corrector_loss(scores, ids, labels, kind="reach").mask
+    assert torch.equal(got, want)
+    assert got.sum() < corrector_loss(scores, ids, labels, kind="cond").mask.sum()  # fewer rows than cond
+
+
+@pytest.mark.parametrize("n,K", [(2, 2), (3, 3), (4, 2), (5, 3)])
+def test_oracles_equal_brute_force(n, K):
+    """The top-K oracle = the longest accepted prefix over every path of the grid; the reachable oracle =
+    the same over the paths that keep the drafter's top-1 at slot 1 (what prefix-first greedy can propose)."""
+    from draftlab.corrector.paths import oracle_path
+    from draftlab.decoding.verify import greedy_accept_length
+
+    g = torch.Generator().manual_seed(n * 7 + K)
+    N = 40
+    ids = torch.stack([torch.randperm(12, generator=g)[:K] for _ in range(N * n)]).view(N, n, K)
+    hit = torch.rand(N, n, generator=g) < 0.7
+    targets = torch.where(hit, ids.gather(-1, torch.randint(0, K, (N, n, 1), generator=g)).squeeze(-1),
+                          torch.full((N, n), 50))
+    paths = torch.tensor(list(itertools.product(range(K), repeat=n)))  # [K^n, n]
+    for reachable in (False, True):
+        got = greedy_accept_length(oracle_path(ids, targets, reachable), targets)
+        allowed = paths[paths[:, 0] == 0] if reachable else paths
+        for i in range(N):
+            toks = ids[i][torch.arange(n), allowed]  # [paths, n]
+            assert int(got[i]) == int(greedy_accept_length(toks, targets[i].expand_as(toks)).max()), (i, reachable)
+    full = greedy_accept_length(oracle_path(ids, targets), targets)
+    reach = greedy_accept_length(oracle_path(ids, targets, True), targets)
+    assert (reach <= full).all() and (reach < full).any()
+
+
 # ---- gradient routing --------------------------------------------------------------------------------------
 
 

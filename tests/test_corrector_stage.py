@@ -103,6 +103,77 @@ def test_gradient_routing_through_the_module(target, data, frozen):
         torch.testing.assert_close(out["loss"], out["drafter"] + c.lambda_corr * out["corrector"])
 
 
+def _grads(out: torch.Tensor, params: list, grad_out: torch.Tensor | None = None) -> list[torch.Tensor]:
+    gs = torch.autograd.grad(out, params, grad_out, retain_graph=True, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, gs)]
+
+
+def test_hidden_path_stop_gradient_leaves_the_drafter_to_the_logit_path(target, data):
+    """Gradient check of the co-training options. With the stop-gradient on the hidden-state path, the
+    corrector loss's gradient on every drafter parameter is exactly that of the logit path alone (computed
+    here by hand: the corrector reads a constant copy of h, only the draft logits carry the graph), so the
+    hidden-state path leaves the drafter's parameters untouched; in joint training it does not. λ scales the
+    joint gradient; λ = 0 leaves every drafter parameter untouched by the corrector loss."""
+    from draftlab.corrector.base import DraftBlock
+    from draftlab.corrector.variants import TABLE
+    from draftlab.training.module import block_targets
+
+    seqs, store, state = data
+    c = ccfg()
+    batch = one_batch(seqs, store, c)
+    d = base_drafter(target, state)
+    corr = build_corrector(c, d, "dcoco")
+    torch.nn.init.normal_(corr.mlp_out.weight, std=0.5)  # past init (w_out = 0 would hide the hidden path)
+    params = list(d.parameters())
+    module = lambda v: CoTrainModule(d, corr, c.run_settings(pcfg(), 0.0), c, val_names=["heldout"],  # noqa: E731
+                                     target=target, variant=TABLE[v])
+    grads = {v: _grads(module(v).compute_losses(batch)["corrector"], params)
+             for v in ("dcoco", "dcoco-sg", "dcoco-lam0.3", "dcoco-lam0")}
+    m = module("dcoco")
+    out = m.drafter_step(batch, greedy=True)
+    leaf = out["logits"].detach().requires_grad_()  # [B, A, n, Vd]
+    labels, valid = block_targets(batch, out["greedy"], S)
+    slot0 = batch["ids"].gather(1, batch["anchors"])
+    cl = corr.loss(DraftBlock(out["hidden"][:, :, 1:].detach(), slot0, d.draft_vocab, leaf), labels, valid, m.t2d, c.rho)
+    (g_logits,) = torch.autograd.grad(cl.num / cl.den, leaf)
+    logit_path = _grads(out["logits"], params, g_logits)
+    assert sum(float(g.abs().sum()) for g in logit_path) > 0  # the logit path is kept
+    for g_sg, g_l in zip(grads["dcoco-sg"], logit_path):
+        torch.testing.assert_close(g_sg, g_l, rtol=1e-4, atol=1e-7)
+    assert any(not torch.allclose(g_j, g_l, rtol=1e-3, atol=1e-6) for g_j, g_l in zip(grads["dcoco"], logit_path))
+    for g_lam, g_j in zip(grads["dcoco-lam0.3"], grads["dcoco"]):
+        torch.testing.assert_close(g_lam, 0.3 * g_j, rtol=1e-4, atol=1e-7)
+    assert all(float(g.abs().sum()) == 0.0 for g in grads["dcoco-lam0"])
+    assert corr.mlp_out.weight.requires_grad  # the corrector itself still learns in every option
+
+
+def test_frozen_warmup_trains_the_corrector_alone_first(target, data):
+    from draftlab.corrector.variants import TABLE
+
+    seqs, store, state = data
+    c = ccfg(max_steps=0, max_minutes=1.0)
+    batch = one_batch(seqs, store, c)
+    d = base_drafter(target, state)
+    corr = build_corrector(c, d, "dcoco")
+    torch.nn.init.normal_(corr.mlp_out.weight, std=0.5)
+    m = CoTrainModule(d, corr, c.run_settings(pcfg(), 1.0), c, val_names=["heldout"], target=target,
+                      variant=TABLE["dcoco-warm"])
+    w = TABLE["dcoco-warm"].frozen_warmup
+    params = list(d.parameters())
+    out = m.compute_losses(batch)  # progress 0: the drafter is frozen
+    torch.testing.assert_close(out["loss"], c.lambda_corr * out["corrector"])
+    assert all(float(g.abs().sum()) == 0.0 for g in _grads(out["loss"], params))
+    assert float(_grads(out["loss"], [corr.mlp_out.weight])[0].abs().sum()) > 0
+    m.train_seconds = 60.0 * (w + 0.01)  # past the warm-up: joint training
+    out = m.compute_losses(batch)
+    torch.testing.assert_close(out["loss"], out["drafter"] + c.lambda_corr * out["corrector"])
+    assert sum(float(g.abs().sum()) for g in _grads(out["loss"], params)) > 0
+    # the drafter's learning rate restarts its warm-up when it joins; the corrector's schedule runs on
+    sched = m.configure_optimizers()["lr_scheduler"]["scheduler"]
+    lr = {g["drafter"]: f(0) for g, f in zip(sched.optimizer.param_groups, sched.lr_lambdas)}  # factors now
+    assert lr[True] < lr[False]
+
+
 @pytest.mark.parametrize("frozen", [False, True])
 def test_fit_updates_the_drafter_only_when_co_training(target, data, tmp_path, frozen):
     seqs, store, state = data
@@ -291,7 +362,7 @@ def workdir(root, target, tmp_path_factory):
     return wd
 
 
-STAGE_ARGS = ["corrector.variants=[dcoco,nopair,nocand,frozen]", "corrector.max_steps=3", "corrector.max_minutes=0",
+STAGE_ARGS = ["corrector.variants=[dcoco,nopair,nocand,frozen,dcoco-sg,frozen-reach]", "corrector.max_steps=3", "corrector.max_minutes=0",
               "corrector.k=4", "corrector.dim=8", "corrector.hidden=16", "corrector.batch_size=2",
               "corrector.anchors_per_seq=6", "corrector.val_every=0", "corrector.kernels=torch"]
 
@@ -301,17 +372,29 @@ def test_stage_end_to_end(root, workdir):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((workdir / "results" / "corrector.json").read_text())
-    assert set(m["variants"]) == {"dcoco", "nopair", "nocand", "frozen"}
+    variants = {"dcoco", "nopair", "nocand", "frozen", "dcoco-sg", "frozen-reach"}
+    assert set(m["variants"]) == variants
     # the headline: one small DVC metrics file per variant (+ the control), numbers equal to the report's
     rows = {f.stem: json.loads(f.read_text()) for f in (workdir / "metrics" / "corrector").glob("*.json")}
-    assert set(rows) == {"dcoco", "nopair", "nocand", "frozen", "dflash-long"}
+    assert set(rows) == variants | {"dflash-long"}
     assert rows["dcoco"] == {k: m["variants"]["dcoco"][k] for k in ("sim_tau", "sim_tau_uncorrected", "sim_tau_oracle")}
     assert rows["dflash-long"] == {"sim_tau": m["dflash-long"]["sim_tau"]}
     for v, rep in m["variants"].items():
-        for k in ("sim_tau", "sim_tau_uncorrected", "sim_tau_oracle", "sim_tau_per_slot", "sim_tau_per_slot_uncorrected",
-                  "params_corrector", "train_minutes", "proposal_share_of_round", "rules", "steps"):
+        for k in ("sim_tau", "sim_tau_uncorrected", "sim_tau_oracle", "sim_tau_oracle_reachable", "sim_tau_per_slot",
+                  "sim_tau_per_slot_uncorrected", "params_corrector", "train_minutes", "proposal_share_of_round",
+                  "rules", "steps", "drafter_tau_before", "drafter_tau_after", "headroom_closed_reachable"):
             assert k in rep, (v, k)
         assert rep["steps"] == 3 and len(rep["sim_tau_per_slot"]) == 3 and rep["engine"]["lossless"]
+        assert rep["sim_tau_uncorrected"] <= rep["sim_tau_oracle_reachable"] <= rep["sim_tau_oracle"]
+        assert rep["drafter_tau_before"] == m["base_drafters"]["pretrained"]["sim_tau"]
+        assert rep["drafter_tau_after"] == rep["sim_tau_uncorrected"]
+    frozen_drafters = [v for v, r in m["variants"].items() if r["frozen_backbone"]]
+    assert all(m["variants"][v]["drafter_tau_change"] == 0.0 for v in frozen_drafters)  # an untouched drafter
+    assert (m["variants"]["dcoco-sg"]["grad_hidden"], m["variants"]["dcoco-sg"]["grad_logits"]) == (0.0, 1.0)
+    assert m["variants"]["frozen-reach"]["loss"] == "reach" and m["variants"]["dcoco"]["loss"] == "joint"
+    # the engine share is measured once per corrector architecture (the weights do not change its cost)
+    assert m["variants"]["dcoco-sg"]["engine"]["measured_with"] == "dcoco"
+    for v in m["variants"]:
         for sub in ("drafter", "corrector"):
             cfg = json.loads((workdir / "models" / "corrector" / v / sub / "config.json").read_text())
             assert (workdir / "models" / "corrector" / v / sub / "model.safetensors").exists() and cfg["format"]
@@ -325,7 +408,7 @@ def test_stage_end_to_end(root, workdir):
     r2 = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=workdir,
                         capture_output=True, text=True)
     assert r2.returncode == 0, r2.stderr[-3000:]
-    assert r2.stderr.count("resuming from") == 5  # 4 variants + the control
+    assert r2.stderr.count("resuming from") == 7  # 6 variants + the control
     # the stage's checkpoints drive the dcoco arm losslessly
     from draftlab.bench import ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
@@ -352,3 +435,20 @@ def test_stage_fails_with_one_line_without_base_drafter(root, workdir, tmp_path)
     r = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=wd,
                        capture_output=True, text=True)
     assert r.returncode == 2 and "base drafter models/drafter/pretrained of variant dcoco not found" in r.stderr
+
+
+def test_specopd_dcoco_builds_on_a_state_specopd_changed(target, tmp_path):
+    from draftlab.pipeline.corrector import base_state, specopd_bases
+
+    d = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
+    for name, step in (("t0", 0), ("t1", 3)):
+        save_drafter(d, tmp_path / name, info={"selected_by": name, "best_step": step, "is_initialisation": step == 0})
+    bases, note = specopd_bases(tmp_path)
+    assert bases == {"specopd": str(tmp_path / "t1"), "specopd-t1": str(tmp_path / "t1")}
+    assert note["specopd"] == "t1" and "initialisation" in note["reason"]
+    assert base_state(tmp_path / "t0")["is_initialisation"] is True
+    save_drafter(d, tmp_path / "t0", info={"selected_by": "t0", "best_step": 2, "is_initialisation": False})
+    bases, note = specopd_bases(tmp_path)  # SpecOPD changed its greedy state: the T=0 arm builds on it
+    assert bases["specopd"] == str(tmp_path / "t0") and note == {"specopd": "t0"}
+    save_drafter(d, tmp_path / "plain")
+    assert base_state(tmp_path / "plain") == {}  # not a SpecOPD state

@@ -146,6 +146,83 @@ def test_first_rejection_mask_keeps_the_first_rejected_position():
     assert first_rejection_mask(torch.tensor([[1, 2, 3, 4]]), p, valid).all()
 
 
+def _softmax_full(logits: torch.Tensor, T: float, vocab: torch.Tensor | None, V: int) -> torch.Tensor:
+    """softmax(logits / T) placed on the full vocabulary (the reference of the overlap)."""
+    pr = (logits.double() / T).softmax(-1)
+    if vocab is None:
+        return pr
+    return torch.zeros(*pr.shape[:-1], V, dtype=pr.dtype).index_copy_(-1, vocab, pr)
+
+
+@pytest.mark.parametrize("T", [1.0, 0.5, 1.7])
+def test_overlap_at_the_sampling_temperature_equals_a_reference(T):
+    g = torch.Generator().manual_seed(3)
+    V, vocab = 12, torch.tensor([0, 2, 3, 5, 7, 11])
+    q, p = torch.randn(4, 6, generator=g) * 2, torch.randn(4, V, generator=g) * 2
+    ref = torch.minimum(_softmax_full(q, T, vocab, V), _softmax_full(p, T, None, V)).sum(-1)  # Σ_v min(q^T, p^T)
+    got = overlap(q, p, vocab, backend="torch", temperature=T)
+    assert torch.allclose(got.double(), ref, atol=1e-6)
+    if T != 1.0:  # the temperature matters: the T=1 overlap is a different number
+        assert (overlap(q, p, vocab, backend="torch") - got).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="temperature > 0"):
+        overlap(q, p, vocab, backend="torch", temperature=0.0)
+
+
+def test_first_rejection_keeps_each_branch_full_length_in_the_weighting():
+    alpha = torch.tensor([[0.5, 0.8, 0.9, 0.7]])
+    sup = torch.tensor([[True, True, False, False]])  # rejected at position 2
+    num, cnt = e2e_tv_terms(alpha, sup, torch.tensor([4]))
+    assert int(cnt) == 1 and float(num) == pytest.approx(1 - (0.5 + 0.5 * 0.8) / 4)  # 1/W_b with W_b = 4, not 2
+    assert float(e2e_tv_terms(alpha, sup)[0]) == pytest.approx(1 - (0.5 + 0.5 * 0.8) / 2)  # the cut length
+
+
+def test_t1_surrogate_sums_each_branch_over_its_own_length():
+    from draftlab.specopd.loss import expected_accept
+
+    alpha = torch.tensor([[0.5, 0.5, 0.9, 0.9], [0.5, 0.5, 0.5, 0.5]])
+    valid = torch.tensor([[True, True, False, False], [True] * 4])  # the first branch is cut short: W_b = 2
+    got = expected_accept(alpha, valid)
+    assert got.tolist() == pytest.approx([0.75, 0.5 + 0.25 + 0.125 + 0.0625])  # not W · (1/W_b) Σ = 1.5
+
+
+@pytest.mark.parametrize("T", [1.0, 0.6])
+def test_first_rejection_at_t1_matches_a_direct_simulation(T):
+    """The sampling rule on the branch's own draws, position by position with the same uniforms, and
+    statistically: slot 1 is accepted with probability α (the overlap at T), what E2E-TV optimises."""
+    from draftlab.decoding.verify import SamplingParams, process_logits
+
+    g = torch.Generator().manual_seed(11)
+    N, Wn, V = 3000, 4, 6
+    vocab = torch.tensor([0, 1, 2, 4])  # q's vocabulary: target ids 3 and 5 have no draft mass
+    q_logits, p_logits = torch.randn(N, Wn, 4, generator=g) * 1.5, torch.randn(N, Wn, V, generator=g) * 1.5
+    q = (q_logits / T).softmax(-1)
+    branch = vocab[torch.multinomial(q.view(-1, 4), 1, generator=g).view(N, Wn)]  # the branch's own draws
+    u = torch.rand(N, Wn, generator=g, dtype=torch.float64)
+    valid = torch.ones(N, Wn, dtype=torch.bool)
+    valid[0, 2:] = False  # a branch cut short by the sequence end
+    got = first_rejection_mask(branch, p_logits, valid, T, q_logits, vocab, u)
+    p = process_logits(p_logits, SamplingParams(T))
+    for b in range(40):  # direct simulation, one branch at a time
+        want = []
+        for i in range(Wn):
+            if not valid[b, i]:
+                want.append(False)
+                continue
+            y = int(branch[b, i])
+            qi = float(q[b, i, (vocab == y).nonzero()[0, 0]])
+            accepted = float(u[b, i]) < float(p[b, i, y]) / qi
+            want.append(True)
+            if not accepted:  # the first rejected position is supervised, nothing after it
+                want += [False] * (Wn - i - 1)
+                break
+        assert got[b].tolist() == want, b
+    slot1 = got[:, 1].double().mean()  # position 2 supervised <=> position 1 accepted
+    alpha1 = overlap(q_logits[:, 0], p_logits[:, 0], vocab, backend="torch", temperature=T).double().mean()
+    assert abs(float(slot1 - alpha1)) < 4 * (0.25 / N) ** 0.5
+    greedy = first_rejection_mask(branch, p_logits, valid)  # the greedy rule would be another mask
+    assert not torch.equal(greedy, got)
+
+
 # ---- sampling, gradients -----------------------------------------------------------------------------------------
 
 
@@ -285,15 +362,61 @@ def test_comparison_driver_reports_every_arm_and_resumes(target, tmp_path):
         assert 0.0 <= tv["mean_alpha"] <= 1.0 and 1.0 <= tv["tau_t1_surrogate"] <= 1.0 + W and tv["branches"] > 0
     assert again.report["tv_before"] == rep["tv_before"]
     assert again.report["tau_t1_surrogate_final"] == pytest.approx(rep["tau_t1_surrogate_final"])
+    # both kept states: t0 by greedy τ, t1 by the T=1 surrogate, among the validated steps (0 and 3)
+    sel = rep["selected"]
+    assert set(sel) == {"t0", "t1"} and sel["t0"]["best_step"] == rep["best_step"]
+    steps_tv = {0: rep["tau_t1_surrogate_before"], 3: rep["tau_t1_surrogate_final"]}
+    assert sel["t1"]["best_step"] in steps_tv and sel["t1"]["tau_t1_surrogate"] == pytest.approx(max(steps_tv.values()))
+    assert sel["t0"]["tau_t1_surrogate"] == pytest.approx(steps_tv[sel["t0"]["best_step"]])
+    for st in sel.values():
+        assert st["is_initialisation"] == (st["best_step"] == 0)
+    assert out.drafter_t1 is not None and set(out.states()) == {"t0", "t1"}
+    assert again.report["selected"] == sel  # kept through a resume
+    # supervised positions per branch: every branch position for SpecOPD, up to the first rejection for the ablation
+    per = {a: r["supervised_per_branch"] for a, r in {**rep["baselines"], "specopd": rep["specopd"]}.items()}
+    assert per["offpolicy_ce"] is None and 1.0 <= per["first_rejection"] <= per["specopd"] <= W
 
 
-def test_benchmark_arm_loads_the_specopd_drafter(target):
+def test_benchmark_arm_decodes_each_temperature_with_its_state(target):
     from draftlab.bench.arms import ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
+    from draftlab.decoding import SamplingParams
 
-    d = make_drafter(target)
-    seen = []
+    d0, d1 = make_drafter(target, seed=0), make_drafter(target, seed=1)
+    by = {"models/drafter/specopd/t0": d0, "models/drafter/specopd/t1": d1}
     ctx = ArmContext(target, BenchmarkConfig(), Checkpoints("pre", "models/drafter/specopd", "long", "corr"),
-                     load_drafter=lambda p: seen.append(p) or d)
+                     load_drafter=by.__getitem__)
     arm = build_arm("dflash-specopd", ctx)
-    assert arm.name == "dflash-specopd" and arm.drafter is d and seen == ["models/drafter/specopd"]
+    assert arm.name == "dflash-specopd" and arm.drafter is d0  # simulated τ (T=0) reads the greedy state
+    used = []
+    for sub in (arm.greedy, arm.sampled):
+        sub.generate = lambda *a, _s=sub, **kw: used.append(_s.drafter)
+    prompt = refs(target, (6,))[0]
+    arm.generate([prompt], 3, SamplingParams(), [], None)
+    arm.generate([prompt], 3, SamplingParams(1.0), [], torch.Generator())
+    assert used == [d0, d1]
+
+
+def test_draft_opd_verifies_with_the_rule_of_its_drafting_temperature(target, monkeypatch):
+    import draftlab.decoding.round as round_mod
+
+    seen = []
+    real = round_mod.verify_block
+
+    def spy(logits, proposals, sp, q=None, q_vocab=None, generator=None):
+        seen.append((sp.temperature, None if q is None else q.sum(-1)))
+        return real(logits, proposals, sp, q, q_vocab, generator)
+
+    monkeypatch.setattr(round_mod, "verify_block", spy)
+    d = make_drafter(target, torch.arange(3, 60))
+    pre = refs(target, (9, 7))
+    for T in (1.0, 0.7):
+        seen.clear()
+        ro = draft_opd_rollout(target, d, pre, 2, W, T, seed=1)
+        assert len(seen) == 2 and all(t == T and q is not None and torch.allclose(q, torch.ones_like(q)) for t, q in seen)
+        assert (ro.accepted <= W).all()
+        again = draft_opd_rollout(target, d, pre, 2, W, T, seed=1)  # seeded: the same accept tests
+        assert torch.equal(again.accepted, ro.accepted) and torch.equal(again.branch, ro.branch)
+    seen.clear()
+    draft_opd_rollout(target, d, pre, 1, W, 0.0)
+    assert seen[0] == (0.0, None)  # greedy drafting: the greedy rule

@@ -12,11 +12,14 @@ docs/architecture.md). A speculative arm is a drafter (or None) plus a proposal 
 | arm | drafter | proposal step |
 |---|---|---|
 | `ar` | — (the target alone) | — |
-| `dflash`, `dflash-specopd`, `dflash-long` | pretrained / SpecOPD / long-control drafter | its own choice |
+| `dflash`, `dflash-long` | pretrained / long-control drafter | its own choice |
+| `dflash-specopd` | SpecOPD's t0 state at T=0, its t1 state at T>0 | its own choice |
 | `dcoco` (+ `-globalsum`, `-geometric`) | the dcoco variant's co-trained drafter | DCOCO, that path rule |
-| `dcoco-nopair` / `-nocand` / `-frozen`, `specopd-dcoco` | that variant's drafter | DCOCO, greedy |
+| `dcoco-nopair` / `-nocand` / `-frozen` | that variant's drafter | DCOCO, greedy |
+| `specopd-dcoco` | the specopd-dcoco variant at T=0, specopd-dcoco-t1 at T>0 | DCOCO, greedy |
 | `dspark`, `domino` | that variant's drafter | the sequential walk |
-Corrector proposals are deterministic, so at T>0 the verifier applies the point-mass rule.
+Corrector proposals are deterministic, so at T>0 the verifier applies the point-mass rule. Arms built on
+SpecOPD decode each temperature with the state selected by that temperature's metric (`ByTemperature`).
 """
 from __future__ import annotations
 
@@ -51,7 +54,7 @@ class Checkpoints:
     """Where the stages wrote the trained models; the benchmark stage passes its paths in."""
 
     drafter: str  # the pretrained drafter (the dflash arm)
-    specopd_drafter: str  # the SpecOPD drafter (dflash-specopd)
+    specopd_drafter: str  # the specopd stage's folder: t0/ (greedy-τ state) and t1/ (T=1 state)
     long_drafter: str  # the dflash-long control
     correctors: str  # the corrector stage's root: <variant>/drafter and <variant>/corrector
 
@@ -100,6 +103,22 @@ class SpeculativeArm:
         return eng.generate(prompts, max_new_tokens, sp, eos_ids, generator)
 
 
+class ByTemperature:
+    """One arm that decodes greedy requests (T=0) with one arm and sampled ones (T>0) with another: SpecOPD
+    keeps a state selected by greedy τ and one selected by T=1 acceptance, and each temperature decodes with
+    its own. `drafter` (the simulated-τ check at T=0) is the greedy arm's."""
+
+    speculative = True
+
+    def __init__(self, name: str, greedy: Arm, sampled: Arm):
+        self.name, self.greedy, self.sampled = name, greedy, sampled
+        self.drafter = greedy.drafter
+
+    def generate(self, prompts, max_new_tokens, sp, eos_ids, generator, record_topk=0) -> GenerationResult:
+        arm = self.greedy if sp.greedy else self.sampled
+        return arm.generate(prompts, max_new_tokens, sp, eos_ids, generator, record_topk)
+
+
 ArmFactory = Callable[[str, ArmContext], Arm]
 
 
@@ -112,6 +131,14 @@ def drafter_arm(folder: Callable[[Checkpoints], str]) -> ArmFactory:
     def build(name: str, ctx: ArmContext) -> Arm:
         return SpeculativeArm(name, ctx.target, ctx.drafter(folder(ctx.checkpoints)), None, ctx.pad_id,
                               ctx.cfg.compact_threshold)
+
+    return build
+
+
+def by_temperature(greedy: ArmFactory, sampled: ArmFactory) -> ArmFactory:
+    """An arm decoding T=0 with the arm `greedy` builds and T>0 with the arm `sampled` builds."""
+    def build(name: str, ctx: ArmContext) -> Arm:
+        return ByTemperature(name, greedy(name, ctx), sampled(name, ctx))
 
     return build
 
@@ -137,7 +164,8 @@ def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
 ARM_TABLE: dict[str, ArmFactory] = {
     "ar": ar_arm,
     "dflash": drafter_arm(lambda c: c.drafter),
-    "dflash-specopd": drafter_arm(lambda c: c.specopd_drafter),
+    "dflash-specopd": by_temperature(drafter_arm(lambda c: f"{c.specopd_drafter}/t0"),
+                                     drafter_arm(lambda c: f"{c.specopd_drafter}/t1")),
     "dflash-long": drafter_arm(lambda c: c.long_drafter),
     "dcoco": corrector_arm("dcoco"),
     "dcoco-globalsum": corrector_arm("dcoco", "globalsum"),
@@ -145,7 +173,7 @@ ARM_TABLE: dict[str, ArmFactory] = {
     "dcoco-nopair": corrector_arm("nopair"),
     "dcoco-nocand": corrector_arm("nocand"),
     "dcoco-frozen": corrector_arm("frozen"),
-    "specopd-dcoco": corrector_arm("specopd-dcoco"),
+    "specopd-dcoco": by_temperature(corrector_arm("specopd-dcoco"), corrector_arm("specopd-dcoco-t1")),
     "dspark": corrector_arm("dspark"),
     "domino": corrector_arm("domino"),
 }

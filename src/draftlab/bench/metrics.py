@@ -9,13 +9,16 @@
 - round split: mean seconds per round of each phase (draft / propose / verify / book; AR: verify / book).
 - coverage[j][k]: share of slots j whose finally committed token (the output token at that position)
   is among the drafter's top-k there; oracle τ: per round, slots accepted while that token is in the
-  top-K (an ideal re-selector), + 1.
+  top-K (an ideal re-selector), + 1; reachable oracle τ (`oracle_tau_reachable`): the same with slot 1
+  fixed to the drafter's top-1, the best a prefix-first greedy corrector can do (SPEC §2.2); both
+  from `draftlab.corrector.paths.oracle_path`.
 - break-even τ: (mean speculative round time) / (mean AR step time) at the same setting — the τ at
   which speculation matches AR on this machine.
 - summary per arm, beside the means over suites: `proposal_share_of_round` (mean share of the
   `propose` phase in a round over suites and temperatures: the corrector's cost; the argmax for
   plain DFlash) and `headroom_closed_t0` = (τ_arm − τ_dflash) / (τ_oracle − τ_dflash) at T=0, with
-  τ_oracle the oracle τ of the `dflash` arm's drafter (the share of its top-K headroom an arm closes).
+  τ_oracle the oracle τ of the `dflash` arm's drafter (the share of its top-K headroom an arm closes);
+  `headroom_closed_reachable_t0` the same against its reachable oracle τ.
 - concurrency sweep, per temperature, arm and level: tokens/s, τ, speedup over AR, and relative to the
   base arm (`dflash`) at the same level `tau_ratio`, `tokens_per_s_ratio`, `round_overhead_ms` (speculative
   arms only; None for AR).
@@ -28,6 +31,8 @@ from collections import defaultdict
 import torch
 
 from draftlab.bench.runner import BatchRun
+from draftlab.corrector.paths import oracle_path
+from draftlab.decoding.verify import greedy_accept_length
 
 
 def tkey(t: float) -> str:
@@ -92,26 +97,31 @@ def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
+ORACLES = {"oracle_tau": False, "oracle_tau_reachable": True}  # metric -> reachable (`oracle_path`)
+
+
 def coverage_metrics(runs: list[BatchRun]) -> dict:
-    """Top-k coverage per slot and the oracle τ from the runs' round records (empty without records)."""
-    cov_sum, cov_cnt, oracle = None, None, defaultdict(list)
+    """Top-k coverage per slot and both oracle τ from the runs' round records (empty without records)."""
+    cov_sum, cov_cnt = None, None
+    oracle: dict = {name: defaultdict(list) for name in ORACLES}
     for ri, run in enumerate(runs):
         for rec in run.result.records:
             if rec.topk_ids is None:
                 continue
-            _, defined, hitk = round_hits(run, rec)
+            committed, defined, hitk = round_hits(run, rec)
             cov_sum = hitk.sum(0).double() if cov_sum is None else cov_sum + hitk.sum(0)  # [n, K]
             cov_cnt = defined.sum(0).double() if cov_cnt is None else cov_cnt + defined.sum(0)  # [n]
-            o_acc = hitk[..., -1].long().cumprod(-1).sum(-1)  # [b]
-            for s, a in zip(rec.stream.tolist(), o_acc.tolist()):
-                oracle[(ri, s)].append(a + 1)
+            for name, reachable in ORACLES.items():
+                o_acc = greedy_accept_length(oracle_path(rec.topk_ids, committed, reachable), committed, defined)  # [b]
+                for s, a in zip(rec.stream.tolist(), o_acc.tolist()):
+                    oracle[name][(ri, s)].append(a + 1)
     if cov_sum is None:
         return {}
     cov = cov_sum / cov_cnt.clamp(min=1)[:, None]  # [n, K]
     return {
         "coverage": cov.tolist(),  # [slot 1..n][k 1..K]
         "coverage_top1_mean": float(cov[:, 0].mean()), "coverage_topK_mean": float(cov[:, -1].mean()),
-        "oracle_tau": sum(sum(v) / len(v) for v in oracle.values()) / len(oracle),
+        **{name: sum(sum(v) / len(v) for v in o.values()) / len(o) for name, o in oracle.items()},
     }
 
 
@@ -184,8 +194,9 @@ def summary(suites: dict, conc: dict, arms: list[str], base_arm: str = "dflash")
             e[f"tau_{tk}"] = _mean([m.get("tau") for m in ms])
             e[f"speedup_{tk}"] = _mean([m.get("speedup") for m in ms])
             e[f"tokens_per_s_{tk}"] = _mean([m.get("tokens_per_s") for m in ms])
-            if any("oracle_tau" in m for m in ms):
-                e[f"oracle_tau_{tk}"] = _mean([m.get("oracle_tau") for m in ms])
+            for name in ORACLES:
+                if any(name in m for m in ms):
+                    e[f"{name}_{tk}"] = _mean([m.get(name) for m in ms])
             if any(m.get("break_even_tau") for m in ms):
                 e[f"break_even_tau_{tk}"] = _mean([m.get("break_even_tau") for m in ms])
         shares = [m.get("round_share", {}).get("propose") for s in suites.values() for by_arm in s.values()
@@ -201,8 +212,9 @@ def summary(suites: dict, conc: dict, arms: list[str], base_arm: str = "dflash")
         out[arm] = e
     base = out.get(base_arm, {})
     for arm, e in out.items():  # speculative arms (those with top-K records); AR has no headroom
-        e["headroom_closed_t0"] = None if "oracle_tau_t0" not in e else headroom_closed(
-            e.get("tau_t0"), base.get("tau_t0"), base.get("oracle_tau_t0"))
+        for name in ORACLES:  # headroom_closed_t0 (top-K oracle), headroom_closed_reachable_t0
+            e["headroom_closed" + name[len("oracle_tau"):] + "_t0"] = None if f"{name}_t0" not in e else headroom_closed(
+                e.get("tau_t0"), base.get("tau_t0"), base.get(f"{name}_t0"))
     return out
 
 

@@ -144,7 +144,7 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
     baselines: list[str] = field(default_factory=lambda: list(BASELINES))  # [] = SpecOPD only
     anchors_per_seq: int = 32  # A: branches per sequence per update (response positions)
     branch_width: int = 0  # W: tokens per branch; 0 = the drafter's proposals per block (S-1)
-    temperature: float = 1.0  # branches are sampled from softmax(q_logits / T); 0 = argmax
+    temperature: float = 1.0  # T: branches are sampled from softmax(q_logits / T); α compares q and p at T
     seq_rounds: int = 8  # the sequential (Draft-OPD) objective: dependent draft->verify rounds per stream per update
     batch_size: int = 2  # sequences per update
     max_steps: int = 40  # updates of the SpecOPD objective
@@ -172,8 +172,11 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
         self.check_validation(p)
         self.check_run(p)
         _positive(f"{p}.seq_rounds", self.seq_rounds)
-        for k in ("branch_width", "temperature", "baseline_max_steps", "cost_anchors", "cost_sequences", "tv_eval_seqs"):
+        for k in ("branch_width", "baseline_max_steps", "cost_anchors", "cost_sequences", "tv_eval_seqs"):
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if self.temperature <= 0:
+            raise ConfigError(f"{p}.temperature={self.temperature!r} must be > 0: E2E-TV compares the drafter's and "
+                              f"the target's distributions at the sampling temperature (greedy has none)")
         _choice(f"{p}.kernels", self.kernels, KERNEL_BACKENDS)
 
     def run_settings(self, max_steps: int, max_minutes: float) -> PretrainConfig:
@@ -196,13 +199,20 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
     cumulative_mask: bool = False  # stop supervising a block after its first masked transition
     lambda_corr: float = 1.0  # L = L_drafter + λ_corr · L_corr
     frozen_backbone: bool = False  # train only the corrector on the fixed drafter
+    # how L_corr's gradient reaches the drafter in co-training, for variants that do not set it themselves
+    # (draftlab.corrector.variants): a weight per path, 1 = the paper's joint training, 0 = stop-gradient
+    grad_hidden: float = 1.0  # through the hidden states the corrector reads
+    grad_logits: float = 1.0  # through the candidates' draft logits
+    frozen_warmup: float = 0.0  # fraction of the budget with the drafter frozen first (the corrector warms up)
     # the trained variants (draftlab.corrector.variants): dcoco, nopair, nocand, frozen (from base_drafter);
-    # specopd-dcoco (dcoco from specopd_drafter); dspark, domino (the sequential baselines of SPEC §2.4)
+    # specopd-dcoco / specopd-dcoco-t1 (dcoco from SpecOPD's greedy / T=1 state); dspark, domino (the
+    # sequential baselines of SPEC §2.4); the co-training options and loss ablations of issue 17
     variants: list[str] = field(default_factory=lambda: ["dcoco"])
     base_drafter: str = "models/drafter/pretrained"  # the drafter co-training starts from
-    specopd_drafter: str = "models/drafter/specopd"  # base of the composed variant specopd-dcoco
+    specopd_drafter: str = "models/drafter/specopd"  # the specopd stage's folder: t0/ (greedy) and t1/ (T=1) states
     control: bool = True  # also train the dflash-long control: the drafter alone, as many steps as dcoco
-    val_every: int = 200  # steps between validations (simulated τ corrected vs uncorrected); 0 = only at the end
+    val_every: int = 200  # steps between validations of the full-budget dcoco run; 0 = only at the end (the
+    # other variants validate at their end: their comparison point)
     kernels: str = "auto"  # auto (Triton on CUDA) | torch | triton
     max_minutes: float = 6.0  # training minutes of the main corrector; 0 = no time limit
     variant_max_minutes: float = 0.0  # budget of each ablation variant (not dspark/domino); 0 = max_minutes
@@ -222,6 +232,10 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
             raise ConfigError(f"{p}.lam={self.lam} must lie in (0, 1]")
         _positive(f"{p}.rho", self.rho)
         _positive(f"{p}.lambda_corr", self.lambda_corr, allow_zero=True)
+        for k in ("grad_hidden", "grad_logits"):
+            _unit(f"{p}.{k}", getattr(self, k))
+        if not 0.0 <= self.frozen_warmup < 1.0:
+            raise ConfigError(f"{p}.frozen_warmup={self.frozen_warmup} must lie in [0, 1) (a fraction of the budget)")
         for v in self.variants:
             _choice(f"{p}.variants[]", v, VARIANTS)
         for k in ("variant_max_minutes", "val_every"):

@@ -72,6 +72,18 @@ class CorrectionLoss:
     valid: Tensor  # [B, A, ·] bool: what could have been (the supervised fraction's denominator)
 
 
+def scale_grad(x: Tensor, weight: float) -> Tensor:
+    """x unchanged in the forward pass; its gradient multiplied by `weight` in the backward pass
+    (1: untouched, 0: a stop-gradient). How co-training weights the corrector loss's gradient into the
+    drafter, per path (hidden states, draft logits)."""
+    if weight == 1.0:
+        return x
+    if weight == 0.0:
+        return x.detach()
+    d = x.detach()
+    return d + weight * (x - d)  # value: exactly x (x − d = 0); gradient: weight
+
+
 def draft_candidates(logits: Tensor, k: int, vocab: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Top-K of draft logits [..., Vd] -> (target ids [..., K], logits [..., K]), best first.
     The logits are gathered, so gradients flow into `logits` (co-training)."""
@@ -110,10 +122,11 @@ class Corrector(nn.Module):
         return {r: self.propose(block, r, lam, backend).tokens for r in rules}
 
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
-             cumulative_mask: bool = False) -> CorrectionLoss:
+             cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
         """Training loss on teacher-forced blocks: block.hidden [B, A, n, H], block.logits [B, A, n, Vd],
         block.slot0 [B, A]; labels / valid [B, A, n] (the target's greedy tokens); draft_index [V]:
-        target id -> draft index (-1 outside the draft vocabulary); slot weights exp(−(p−1)/ρ)."""
+        target id -> draft index (-1 outside the draft vocabulary); slot weights exp(−(p−1)/ρ); kind: the
+        loss kind (`draftlab.corrector.variants.LOSSES`; a family with one loss accepts only `joint`)."""
         raise NotImplementedError
 
     def save(self, folder: str | Path, info: dict | None = None) -> Path:

@@ -214,11 +214,12 @@ class DCOCOCorrector(Corrector):
         return {r: path_tokens(select_path(scores, logits, r, lam, backend), ids) for r in rules}
 
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
-             cumulative_mask: bool = False) -> CorrectionLoss:
-        """The masked joint-K² softmax CE (SPEC §2.3) over the transitions of every block."""
+             cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
+        """The masked joint-K² softmax CE (SPEC §2.3) over the transitions of every block, or one of the
+        within-row ablations (`kind`: cond | reach, `draftlab.corrector.loss`)."""
         cand_ids, cand_logits = block.candidates(self.arch.k)  # [B, A, n, K] each (gradients into the logits)
         scores = self(block.hidden, cand_ids, cand_logits)  # [B, A, n−1, K, K]
-        cl = corrector_loss(scores, cand_ids, labels, valid, rho, cumulative_mask)
+        cl = corrector_loss(scores, cand_ids, labels, valid, rho, cumulative_mask, kind)
         return CorrectionLoss(cl.num, cl.den, cl.mask, valid[..., :-1] & valid[..., 1:])
 
 

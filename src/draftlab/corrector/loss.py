@@ -11,6 +11,17 @@ For transition p (slots p, p+1; p = 1..n−1):
   uses the raw S_p);
 - w_p = exp(−(p−1)/ρ), ρ = 4;  L_corr = Σ w_p m_p CE_p / Σ w_p m_p over the whole batch.
 
+Loss kinds (`kind`, issue 17's ablation; `joint` is the paper's and the default). The joint CE splits
+into a row term (which of slot p's candidates is right) and a within-row term (slot p+1 given it); the
+greedy walk only ever reads the rows it reaches:
+- `joint`: the above;
+- `cond`:  CE_p = logsumexp_b S_p(a*_p, b) − S_p(a*_p, b*_p), the within-row choice given the teacher's
+  a*_p, same mask m_p;
+- `reach`: the `cond` CE only on transitions whose row the prefix-first greedy walk reaches on the
+  verifier's path: r_1 = [a*_1 is the drafter's top-1] (slot 1 keeps it), r_{p+1} = r_p ∧
+  [argmax_b S_p(a*_p, b) = b*_p] (scores detached, ties to the lowest index like the walk);
+  m_p ∧= r_p. A row the walk reaches after leaving the verifier's path is never read by an accepted prefix.
+
 Distributed-safe: `num` = Σ w m CE and `den` = Σ w m are returned beside `loss`, so data-parallel
 training can all-reduce both and divide once (a rank with no supervised transition contributes
 0 / 0 without NaN).
@@ -22,6 +33,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from draftlab.corrector.variants import LOSSES
 
 
 @dataclass
@@ -50,19 +63,41 @@ def label_indices(cand_ids: Tensor, labels: Tensor, valid: Tensor | None = None)
     return idx
 
 
+def reached_rows(scores: Tensor, a_star: Tensor, b_star: Tensor, first_is_top1: Tensor) -> Tensor:
+    """Which transitions' rows the prefix-first greedy walk reaches while on the verifier's path:
+    scores [*, n−1, K, K], a_star / b_star [*, n−1] candidate indices (−1 outside the top-K),
+    first_is_top1 [*] bool (slot 1's label is the drafter's top-1) -> [*, n−1] bool r_p."""
+    with torch.no_grad():
+        row = scores.detach().gather(-2, a_star.clamp(min=0)[..., None, None].expand(
+            *a_star.shape, 1, scores.shape[-1])).squeeze(-2)  # [*, n−1, K]  S_p(a*_p, ·)
+        right = (row.argmax(-1) == b_star) & (a_star >= 0) & (b_star >= 0)  # [*, n−1] the walk picks b*_p
+        steps = torch.cat([first_is_top1[..., None], right[..., :-1]], -1)  # [*, n−1]
+        return steps.long().cumprod(-1).bool()
+
+
 def corrector_loss(scores: Tensor, cand_ids: Tensor, labels: Tensor, valid: Tensor | None = None,
-                   rho: float = 4.0, cumulative: bool = False) -> CorrectorLoss:
+                   rho: float = 4.0, cumulative: bool = False, kind: str = "joint") -> CorrectorLoss:
     """scores [*, n−1, K, K] (S_p(a, b)), cand_ids [*, n, K] target ids, labels [*, n] the verifier's
-    argmax target ids at slots 1..n, valid [*, n] bool (False: no label, e.g. past the sequence end)."""
+    argmax target ids at slots 1..n, valid [*, n] bool (False: no label, e.g. past the sequence end);
+    kind: joint | cond | reach (module docstring)."""
+    if kind not in LOSSES:
+        raise ValueError(f"corrector loss kind {kind!r} is not valid; choose one of: {', '.join(LOSSES)}")
     K = scores.shape[-1]
     P = scores.shape[-3]
     idx = label_indices(cand_ids, labels, valid)  # [*, n]
     a_star, b_star = idx[..., :-1], idx[..., 1:]  # [*, n−1]
     mask = (a_star >= 0) & (b_star >= 0)  # [*, n−1] m_p
+    if kind == "reach":
+        mask = mask & reached_rows(scores, a_star, b_star, idx[..., 0] == 0)
     if cumulative:
         mask = mask.long().cumprod(-1).bool()
-    flat = scores.float().flatten(-2)  # [*, n−1, K²] joint over the K×K transitions
-    target = (a_star.clamp(min=0) * K + b_star.clamp(min=0))[..., None]  # [*, n−1, 1]
+    if kind == "joint":
+        flat = scores.float().flatten(-2)  # [*, n−1, K²] joint over the K×K transitions
+        target = (a_star.clamp(min=0) * K + b_star.clamp(min=0))[..., None]  # [*, n−1, 1]
+    else:  # the row of a*_p only: a softmax over slot p+1's K candidates
+        flat = scores.float().gather(-2, a_star.clamp(min=0)[..., None, None].expand(
+            *a_star.shape, 1, K)).squeeze(-2)  # [*, n−1, K]
+        target = b_star.clamp(min=0)[..., None]  # [*, n−1, 1]
     ce = flat.logsumexp(-1) - flat.gather(-1, target).squeeze(-1)  # [*, n−1]
     ce = torch.where(mask, ce, torch.zeros_like(ce))
     wm = transition_weights(P, rho, scores.device) * mask.float()  # [*, n−1]  w_p m_p

@@ -7,6 +7,10 @@ chosen candidate indices [N, n]; `path_tokens` maps them to target ids.
 - greedy (the method): y_1 = argmax ℓ_1 (the drafter's top candidate); y_{p+1} = argmax_b S_p(y_p, b).
 - globalsum: Viterbi on ℓ_1(y_1) + Σ_p S_p(y_p, y_{p+1}).
 - geometric: Viterbi on ℓ_1(y_1) + Σ_p λ^p S_p(y_p, y_{p+1}) (λ = 0.75 by default).
+`oracle_path` is the headroom's yardstick: the block an ideal re-selector among the top-K would propose,
+either free at every slot (the top-K oracle) or under prefix-first greedy's constraint that slot 1
+keeps the drafter's top-1 (the reachable oracle).
+
 Slot 1 has no incoming transition (slot 0's token is known), so its only score is ℓ_1 — the
 "slot-0 → slot-1 transition" with weight λ^0 = 1. `include_first=False` drops it (then slot 1 is
 chosen by the transitions alone). Ties go to the lowest candidate index everywhere, so with
@@ -80,3 +84,16 @@ def path_score(scores: Tensor, first: Tensor | None, idx: Tensor, lam: float = 1
     for p in range(P):
         total = total + (lam ** (p + 1)) * scores[rows, p, idx[:, p], idx[:, p + 1]]
     return total
+
+
+def oracle_path(cand_ids: Tensor, targets: Tensor, reachable: bool = False) -> Tensor:
+    """The block an ideal re-selector would propose: the verifier's token wherever it is among the K
+    candidates, else the drafter's top-1 (then wrong). reachable=True: slot 1 keeps the drafter's top-1,
+    as prefix-first greedy requires (SPEC §2.2), so only slots 2..n can be re-selected. Under the greedy
+    verification rule its accepted prefix is the longest over every path of the grid (that keeps slot 1's
+    top-1 when reachable). cand_ids [..., n, K] target ids, best first; targets [..., n] -> [..., n]."""
+    hit = (cand_ids == targets[..., None]).any(-1)  # [..., n]
+    out = torch.where(hit, targets, cand_ids[..., 0])  # [..., n]
+    if reachable:
+        out = torch.cat([cand_ids[..., :1, 0], out[..., 1:]], -1)
+    return out

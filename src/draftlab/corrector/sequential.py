@@ -97,11 +97,14 @@ class SequentialCorrector(Corrector):
         return Correction(self.walk(block.hidden, block.full_logits(), block.slot0, block.vocab))
 
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
-             cumulative_mask: bool = False) -> CorrectionLoss:
+             cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
         """Decay-weighted CE of the teacher-forced corrected logits ℓ_p + δ_p (draft vocabulary) against
         the target's greedy tokens, w_p = exp(−(p−1)/ρ); teacher forcing: slot p's previous token is the
         label of slot p−1, slot 1's is the block's slot-0 token. Labels outside the draft vocabulary and
-        invalid slots get weight 0. block.hidden [B, A, n, H], block.logits [B, A, n, Vd], block.slot0 [B, A]."""
+        invalid slots get weight 0. block.hidden [B, A, n, H], block.logits [B, A, n, Vd], block.slot0 [B, A].
+        One loss only: `kind` must be `joint`."""
+        if kind != "joint":
+            raise DraftlabError(f"the sequential correctors have one loss; loss kind {kind!r} needs the dcoco family")
         corrected = block.full_logits() + self(block.hidden, teacher_tokens(block.slot0, labels))  # [B, A, n, Vd]
         didx = draft_index[labels]  # [B, A, n] draft index, -1 outside the draft vocabulary
         mask = valid & (didx >= 0)  # [B, A, n]

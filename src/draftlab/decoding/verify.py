@@ -50,6 +50,21 @@ def greedy_accept_length(proposals: Tensor, target_tokens: Tensor, valid: Tensor
     return match.long().cumprod(-1).sum(-1)
 
 
+def sampling_accept_length(p_tok: Tensor, q_tok: Tensor | None, u: Tensor, valid: Tensor | None = None) -> Tensor:
+    """The accepted prefix length under the min(1, p/q) rule with given uniforms: slot j is accepted iff
+    u_j < p_j(ŷ_j) / q_j(ŷ_j) (q_tok None: a point mass, u_j < p_j(ŷ_j)); a token q gives no mass counts as
+    accepted by the ratio. p_tok, q_tok, u [..., n] (the target's and the proposal's probability of each
+    proposed token; u in [0, 1)); valid [..., n] bool (False slots count as rejections). Returns [...] long."""
+    if q_tok is None:
+        ratio = p_tok  # point mass: accept with p(ŷ)
+    else:
+        ratio = torch.where(q_tok > 0, p_tok / q_tok.clamp_min(1e-30), torch.ones_like(p_tok))
+    ok = u < ratio
+    if valid is not None:
+        ok = ok & valid
+    return ok.long().cumprod(-1).sum(-1)
+
+
 def process_logits(logits: Tensor, sp: SamplingParams) -> Tensor:
     """Logits [..., V] -> probabilities [..., V] fp32 after temperature, top-k and top-p.
     At temperature 0 the result is the one-hot of the argmax (the limit of the sampling rule)."""
@@ -94,13 +109,9 @@ def speculative_accept(
     n = n1 - 1
     rows = torch.arange(B, device=p.device)
     p_tok = p[:, :n].gather(-1, proposals[..., None]).squeeze(-1)  # [B, n]
-    if q is None:
-        ratio = p_tok  # point mass: accept with p(ŷ)
-    else:
-        q_tok = _q_at(q, proposals, q_vocab)  # [B, n]
-        ratio = torch.where(q_tok > 0, p_tok / q_tok.clamp_min(1e-30), torch.ones_like(p_tok))
+    q_tok = None if q is None else proposal_prob(q, proposals, q_vocab)  # [B, n]
     u = _uniform((B, n), p.device, generator)  # [B, n]
-    accepted = (u < ratio).long().cumprod(-1).sum(-1)  # [B]
+    accepted = sampling_accept_length(p_tok, q_tok, u)  # [B]
     # distribution of the next token: residual at the first rejected slot, or p after the last slot
     p_next = p[rows, accepted]  # [B, V]
     rejected = accepted < n  # [B]
@@ -120,8 +131,8 @@ def speculative_accept(
     return accepted, sample(dist, generator)
 
 
-def _q_at(q: Tensor, tokens: Tensor, q_vocab: Tensor | None) -> Tensor:
-    """q [B, n, Vq] evaluated at target ids tokens [B, n] (0 where the token is outside q's vocab)."""
+def proposal_prob(q: Tensor, tokens: Tensor, q_vocab: Tensor | None) -> Tensor:
+    """q [..., Vq] evaluated at target ids tokens [...] (0 where the token is outside q's vocab)."""
     if q_vocab is None:
         return q.gather(-1, tokens[..., None]).squeeze(-1)
     inv = torch.full((int(q_vocab.max()) + 2,), -1, dtype=torch.long, device=q.device)

@@ -1,15 +1,19 @@
 """Recipe of the corrector stage: every variant of `corrector.variants` co-trained from its base drafter,
 then the `dflash-long` control (the base drafter alone, as many steps as the main co-training run).
 
-Per variant (`draftlab.corrector.variants`: family, ablation, base drafter, frozen or not): build the
-corrector, co-train it with the drafter (`draftlab.training.cotrain.train_corrector`, resumable under
-`runs/<key>`), evaluate every path rule on the held-out set (`draftlab.training.corrector_eval`),
-and measure the corrector's share of a real speculative round (`draftlab.bench.share`). The report
-holds corrected vs uncorrected vs oracle simulated τ per variant, per slot and per rule.
+Per variant (`draftlab.corrector.variants`: family, ablation, base drafter, frozen or not, how the
+corrector loss reaches the drafter, loss kind): measure the base drafter's own held-out τ (once per
+base), build the corrector, co-train it with the drafter (`draftlab.training.cotrain.train_corrector`,
+resumable under `runs/<key>`; every validation scores every path rule), and measure the corrector's
+share of a real speculative round (`draftlab.bench.share`, once per corrector architecture: the weights
+do not change its cost). The report holds, per variant: the drafter's own τ before / after, the
+corrected τ, the top-K and the reachable oracle with the headroom closed against each, per slot, per
+rule; variants on a shorter budget also get dcoco's corrected and drafter τ at the same minutes.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import json
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -18,8 +22,8 @@ from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.corrector.base import Corrector
 from draftlab.corrector.families import build_corrector
 from draftlab.corrector.proposal import CorrectorProposal
-from draftlab.corrector.variants import RULES, TABLE
-from draftlab.drafter.checkpoint import load_drafter
+from draftlab.corrector.variants import RULES, TABLE, Variant
+from draftlab.drafter.checkpoint import load_drafter, read_arch
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
 from draftlab.pipeline.common import file_digest, history_at, open_features, run_key
@@ -52,19 +56,20 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
                             logger_for: Callable[[str], object] | None = None, log: Callable[[str], None] = print,
                             share_prompts: int = 2, share_max_new_tokens: int = 32) -> CoTrainOutcome:
     """references -> every variant of `ccfg.variants` co-trained from its base drafter
-    (`base_drafters`: 'pretrained' and, for specopd-dcoco, 'specopd' -> checkpoint folder), then the
-    dflash-long control. `logger_for(name)` gives a Lightning logger per run (or None)."""
+    (`base_drafters`: 'pretrained', 'specopd' (SpecOPD's best greedy state), 'specopd-t1' (its best T=1
+    state) -> checkpoint folder), then the dflash-long control. `logger_for(name)` gives a Lightning
+    logger per run (or None)."""
     work_root = Path(work_root)
     if not ccfg.variants:
-        raise DraftlabError("corrector.variants is empty; name at least one of dcoco, nopair, nocand, frozen, "
-                            "dspark, domino")
+        raise DraftlabError("corrector.variants is empty; name at least one of: " + ", ".join(TABLE))
     seqs = SequenceSet.from_dataframe(df)
     if not seqs.indices("train"):
         raise DraftlabError("the references have no split=='train' sequences to co-train on")
     base_of = lambda v: base_drafters[TABLE[v].base]  # noqa: E731
     for v in ccfg.variants:
-        if not (Path(base_of(v)) / "config.json").exists():
-            raise DraftlabError(f"base drafter {base_of(v)} of variant {v} not found; run the stage that writes it first")
+        if TABLE[v].base not in base_drafters or not (Path(base_of(v)) / "config.json").exists():
+            raise DraftlabError(f"base drafter {base_drafters.get(TABLE[v].base, TABLE[v].base)} of variant {v} not "
+                                f"found; run the stage that writes it first")
     probe = load_drafter(base_of(ccfg.variants[0]), target)
     taps = probe.target_layer_ids
     store, fstats = None, {}
@@ -79,48 +84,73 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
                                                                 "specopd_drafter")}
     seq_keys = ("seq_rank", "seq_gate")  # only in the sequential variants' run keys (DCOCO's stay as they were)
     main = "dcoco" if "dcoco" in ccfg.variants else ccfg.variants[0]
+    backend = None if ccfg.kernels == "auto" else ccfg.kernels
+    before: dict[str, dict] = {}  # base -> the base drafter's own held-out τ before co-training
+    shares: dict[str, dict] = {}  # corrector architecture -> the engine share measurement (weights do not change it)
     for v in ccfg.variants:
+        row = TABLE[v].resolve(ccfg.grad_hidden, ccfg.grad_logits, ccfg.frozen_warmup)
         # the sequential baselines get DCOCO's own budget (their comparison is the paper's, SPEC §2.4)
-        sequential = TABLE[v].sequential
+        sequential = row.sequential
         full = v == main or sequential or not ccfg.variant_max_minutes
         minutes = ccfg.max_minutes if full else ccfg.variant_max_minutes
         drafter = load_drafter(base_of(v), target).train()
         k = min(ccfg.k, drafter.arch.draft_vocab_size or drafter.arch.target_vocab_size)
         view = ccfg.run_settings(pcfg, minutes, k=k)
-        frozen = TABLE[v].frozen or ccfg.frozen_backbone
+        if v != main:  # only the main run validates on the way (dcoco at its ablations' budget); the rest at their end
+            view = replace(view, val_every=0)
+        frozen = row.frozen or ccfg.frozen_backbone
         corrector = build_corrector(ccfg, drafter, v).train()
-        backend = None if ccfg.kernels == "auto" else ccfg.kernels
         rule = "greedy" if sequential else ccfg.path_rule  # a sequential walk has no other path rule
         rules = (rule,) if sequential else (rule, *[r for r in RULES if r != rule])
-        if v == main:  # the base drafter before co-training (the fresh corrector reproduces its argmax)
-            ev0 = evaluate_rules(drafter, corrector, seqs, view, k, ccfg.lam, "heldout", store, on_fly, ("greedy",), backend)
-            out.report["sim_tau_base_drafter"] = ev0.get("sim_tau_uncorrected")
+        if row.base not in before:  # the base drafter before co-training (the fresh corrector reproduces its argmax)
+            same = next((b for b in before if base_drafters[b] == base_of(v)), None)  # one folder, one evaluation
+            if same is None:
+                ev0 = evaluate_rules(drafter, corrector, seqs, view, k, ccfg.lam, "heldout", store, on_fly, ("greedy",),
+                                     backend)
+            before[row.base] = dict(before[same]) if same else {
+                "sim_tau": ev0.get("sim_tau_uncorrected"), "se": ev0.get("sim_tau_se_uncorrected"), **base_state(base_of(v))}
         vkeys = ckeys if sequential else {kk: vv for kk, vv in ckeys.items() if kk not in seq_keys}
-        key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), v, frozen, vkeys, minutes,
-                      {kk: vv for kk, vv in asdict(view).items() if kk not in ("resume", "checkpoint_every")})
-        log(f"corrector: {v} ({'frozen backbone' if frozen else 'co-training'}, {minutes:g} min / "
-            f"{view.max_steps or '-'} steps, K={k}, corrector {corrector.num_parameters():,} parameters)")
+        # the key names what is trained, not the row's name: two rows that train the same thing share one run
+        key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), frozen, vkeys, minutes,
+                      {kk: vv for kk, vv in asdict(view).items() if kk not in ("resume", "checkpoint_every")},
+                      {kk: vv for kk, vv in asdict(row).items() if kk not in ("name", "base")})
+        log(f"corrector: {v} ({mode_text(row, frozen)}, {minutes:g} min / {view.max_steps or '-'} steps, K={k}, "
+            f"corrector {corrector.num_parameters():,} parameters)")
         res = train_corrector(drafter, corrector, seqs, view, ccfg, work_root / "runs" / key, store, on_fly, frozen,
-                              rule, logger_for(v) if logger_for else None, log=log)
+                              rule, logger_for(v) if logger_for else None, log=log, val_rules=rules, variant=row)
         drafter.eval(), corrector.eval()
-        ev = evaluate_rules(drafter, corrector, seqs, view, k, ccfg.lam, "heldout", store, on_fly, rules, backend)
-        share = proposal_share(target, drafter, CorrectorProposal(corrector, rule, ccfg.lam, backend), share_set,
-                               share_max_new_tokens) if share_set else {}
+        arch = json.dumps({kk: vv for kk, vv in corrector.arch.to_dict().items() if kk != "variant"}, sort_keys=True)
+        if arch not in shares and share_set:
+            shares[arch] = {**proposal_share(target, drafter, CorrectorProposal(corrector, rule, ccfg.lam, backend),
+                                             share_set, share_max_new_tokens), "measured_with": v}
+        share = shares.get(arch, {})
         best = res.best_metrics
         primary = "heldout" if "heldout" in best else next(iter(best))
         p = best[primary]
+        b0 = before[row.base]
         rep = {
-            "variant": v, "base_drafter": str(base_of(v)), "frozen_backbone": frozen, "path_rule": rule, "k": k,
+            "variant": v, "base": row.base, "base_drafter": str(base_of(v)), **{f"base_{kk}": vv for kk, vv in b0.items()
+                                                                               if kk not in ("sim_tau", "se")},
+            "frozen_backbone": frozen, "grad_hidden": row.grad_hidden, "grad_logits": row.grad_logits,
+            "frozen_warmup": 0.0 if frozen else row.frozen_warmup, "loss": row.loss, "path_rule": rule, "k": k,
+            # the drafter's own held-out τ before / after co-training, beside the corrected τ and both oracles
+            "drafter_tau_before": b0["sim_tau"], "drafter_tau_after": p["sim_tau_uncorrected"],
+            "drafter_tau_change": (p["sim_tau_uncorrected"] - b0["sim_tau"]) if b0["sim_tau"] is not None else None,
+            "sim_tau_se": p["sim_tau_se_uncorrected"],
             "sim_tau": p["sim_tau"], "sim_tau_uncorrected": p["sim_tau_uncorrected"], "sim_tau_oracle": p["sim_tau_oracle"],
+            "sim_tau_oracle_reachable": p["sim_tau_oracle_reachable"],
             "sim_tau_gain": p["sim_tau"] - p["sim_tau_uncorrected"], "headroom_closed": p["headroom_closed"],
+            "headroom_closed_reachable": p["headroom_closed_reachable"],
             "sim_tau_split": primary, "sim_tau_per_slot": p["sim_tau_per_slot"],
             "sim_tau_per_slot_uncorrected": p["sim_tau_per_slot_uncorrected"],
             "sim_tau_per_slot_oracle": p["sim_tau_per_slot_oracle"],
+            "sim_tau_per_slot_oracle_reachable": p["sim_tau_per_slot_oracle_reachable"],
             "slot_acc_uncorrected": p["slot_acc"], "slot_acc_corrected": p["slot_acc_corrected"],
             f"top{k}_cov": p[f"top{k}_cov"],
-            "rules": {r: ev.get(f"sim_tau_{r}") for r in rules} if ev else {},
+            "rules": {r: p.get(f"sim_tau_{r}") for r in rules},
             "per_set": {name: {"sim_tau": r["sim_tau"], "sim_tau_uncorrected": r["sim_tau_uncorrected"],
-                               "sim_tau_oracle": r["sim_tau_oracle"], "blocks": r["blocks"]} for name, r in best.items()},
+                               "sim_tau_oracle": r["sim_tau_oracle"], "sim_tau_oracle_reachable": r["sim_tau_oracle_reachable"],
+                               "blocks": r["blocks"]} for name, r in best.items()},
             "params_corrector": corrector.num_parameters(), "params_corrector_breakdown": corrector.parameter_breakdown(),
             "params_drafter_trained": 0 if frozen else drafter.num_trainable_parameters(),
             "steps": res.steps, "best_step": res.best_step, "train_minutes": res.train_seconds / 60.0,
@@ -131,14 +161,17 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
             "history": res.history,
         }
         out.variants[v] = VariantOutcome(v, drafter, corrector, res, rep)
-        log(f"corrector: {v} held-out sim τ {p['sim_tau']:.3f} corrected vs {p['sim_tau_uncorrected']:.3f} uncorrected "
-            f"(oracle {p['sim_tau_oracle']:.3f}), {res.steps} steps in {res.train_seconds / 60:.1f} min")
-    # ablations trained on a shorter schedule are also compared with dcoco at the same training minutes
+        log(f"corrector: {v} held-out sim τ {p['sim_tau']:.3f} corrected; drafter {b0['sim_tau'] or float('nan'):.3f} -> "
+            f"{p['sim_tau_uncorrected']:.3f}; oracles {p['sim_tau_oracle']:.3f} / reachable "
+            f"{p['sim_tau_oracle_reachable']:.3f}; {res.steps} steps in {res.train_seconds / 60:.1f} min")
+    # variants trained on a shorter schedule are also compared with dcoco at the same training minutes
     if main in out.variants:
         hist = out.variants[main].result.history
         for v, o in out.variants.items():
             if v != main:
                 o.report["main_sim_tau_at_same_minutes"] = history_at(hist, o.report["train_minutes"])
+                o.report["main_drafter_tau_at_same_minutes"] = history_at(hist, o.report["train_minutes"],
+                                                                          "heldout_uncorrected")
     if ccfg.control and main in out.variants:
         steps = max(out.variants[main].result.steps, 1)
         drafter = load_drafter(base_drafters["pretrained"], target).train()
@@ -153,16 +186,53 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         primary = "heldout" if "heldout" in best else next(iter(best))
         out.control, out.control_result = drafter, res
         out.report["dflash-long"] = {"sim_tau": best[primary]["sim_tau"], "sim_tau_split": primary,
+                                     "sim_tau_se": best[primary].get("sim_tau_se"),
                                      "sim_tau_per_slot": best[primary]["sim_tau_per_slot"], "steps": res.steps,
                                      "best_step": res.best_step, "train_minutes": res.train_seconds / 60.0,
                                      "wall_s": res.wall_s}
-    out.report.update({"variants": {v: o.report for v, o in out.variants.items()}, **fstats})
+    out.report.update({"variants": {v: o.report for v, o in out.variants.items()}, "base_drafters": before, **fstats})
+    out.report["sim_tau_base_drafter"] = before.get("pretrained", {}).get("sim_tau")
     base = out.variants[main].report if main in out.variants else None
     if base is not None:
         out.report["summary"] = {
-            "main": main, "sim_tau_dcoco": base["sim_tau"], "sim_tau_base_drafter": out.report.get("sim_tau_base_drafter"),
+            "main": main, "sim_tau_dcoco": base["sim_tau"], "sim_tau_base_drafter": out.report["sim_tau_base_drafter"],
             "sim_tau_uncorrected": base["sim_tau_uncorrected"], "sim_tau_oracle": base["sim_tau_oracle"],
+            "sim_tau_oracle_reachable": base["sim_tau_oracle_reachable"],
+            "headroom_closed": base["headroom_closed"], "headroom_closed_reachable": base["headroom_closed_reachable"],
             "sim_tau_ratio": base["sim_tau"] / base["sim_tau_uncorrected"] if base["sim_tau_uncorrected"] else None,
             "sim_tau_dflash_long": out.report.get("dflash-long", {}).get("sim_tau"),
         }
     return out
+
+
+def specopd_bases(folder: str | Path) -> tuple[dict[str, str], dict]:
+    """The base drafters of the composed variants from the specopd stage's folder: 'specopd-t1' = its t1/
+    state (best T=1 surrogate); 'specopd' = its t0/ state (best greedy τ) when SpecOPD changed it, else the
+    t1/ state, so that specopd-dcoco always builds on a drafter SpecOPD changed (when one exists). Also
+    returns what was chosen and why (for the metrics)."""
+    t0, t1 = Path(folder) / "t0", Path(folder) / "t1"
+    bases = {"specopd": str(t0), "specopd-t1": str(t1)}
+    note = {"specopd": "t0"}
+    if (t0 / "config.json").exists() and base_state(t0).get("is_initialisation") and (t1 / "config.json").exists():
+        bases["specopd"] = str(t1)
+        note = {"specopd": "t1", "reason": "SpecOPD's best greedy-τ state (t0) is its initialisation; specopd-dcoco "
+                                           "builds on its best T=1 state (t1) instead"}
+    return bases, note
+
+
+def base_state(folder: str | Path) -> dict:
+    """What the base drafter's checkpoint says about itself: for SpecOPD's states, which metric selected it,
+    at which step, and whether that is SpecOPD's initialisation (then SpecOPD did not change it)."""
+    _, info = read_arch(folder)
+    if "selected_by" not in info:  # not one of SpecOPD's kept states
+        return {}
+    return {k: info[k] for k in ("selected_by", "best_step", "is_initialisation") if k in info}
+
+
+def mode_text(row: Variant, frozen: bool) -> str:
+    """How a variant trains, in words (the stage log)."""
+    if frozen:
+        return f"frozen backbone, {row.loss} loss"
+    return (f"co-training, corrector gradient into the drafter x{row.grad_hidden:g} via hidden states / "
+            f"x{row.grad_logits:g} via logits" + (f", drafter frozen for the first {row.frozen_warmup:.0%}"
+                                                  if row.frozen_warmup else "") + f", {row.loss} loss")

@@ -3,7 +3,10 @@
 Every objective trains from the same pretrained drafter on the same references for the same number of
 updates (`draftlab.training.specopd.train_objective`, resumable under `runs/<key>/<objective>`); the
 report compares greedy simulated τ before/after, the held-out T=1 acceptance (the E2E-TV surrogate),
-supervised positions/s vs the sequential Draft-OPD loop, and packed vs independent scoring cost.
+supervised positions/s and per branch vs the sequential Draft-OPD loop and the first-rejection ablation,
+and packed vs independent scoring cost. SpecOPD keeps two states, selected by the metric each deployment
+uses (`selected`): t0 by greedy simulated τ, t1 by the T=1 surrogate (each says whether it is the
+initialisation).
 """
 from __future__ import annotations
 
@@ -23,10 +26,16 @@ from draftlab.training.specopd import ObjectiveResult, heldout_tv, train_objecti
 
 @dataclass
 class SpecOPDOutcome:
-    drafter: DFlashDrafter  # the SpecOPD objective's best state
+    drafter: DFlashDrafter  # the SpecOPD objective's best state by greedy simulated τ (the T=0 arms' drafter)
     report: dict
     curve: list[dict]  # (step, train_minutes, sim τ per set) of the SpecOPD objective
     objectives: dict[str, ObjectiveResult]
+    drafter_t1: DFlashDrafter | None = None  # its best state by the T=1 surrogate (the T=1 arms' drafter)
+
+    def states(self) -> dict[str, tuple[DFlashDrafter, dict]]:
+        """{'t0': (drafter, selection), 't1': ...}: the kept states and how each was selected."""
+        sel = self.report["selected"]
+        return {k: (d, sel[k]) for k, d in (("t0", self.drafter), ("t1", self.drafter_t1)) if d is not None}
 
 
 def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str | Path, work_root: str | Path,
@@ -48,20 +57,27 @@ def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str |
                                                                      "cost_anchors", "cost_sequences", "tv_eval_seqs")}
     key = run_key(seqs.fingerprint(), file_digest(Path(base_drafter)), train_keys)
     objectives = ["specopd"] + [a for a in scfg.baselines if a != "specopd"]
-    tv_before = heldout_tv(d0, target, seqs, scfg, W)  # the shared initialisation at T=1
     results: dict[str, ObjectiveResult] = {}
     best_drafter = None
     for obj in objectives:
         d = load_drafter(base_drafter, target).train()
         steps = scfg.max_steps if obj == "specopd" else (scfg.baseline_max_steps or scfg.max_steps)
         results[obj] = train_objective(d, seqs, scfg, obj, work_root / "runs" / key / obj, target, store, steps,
-                                 scfg.max_minutes, validate_first=obj == "specopd",
-                                 logger=logger if obj == "specopd" else None, log=log)
+                                       scfg.max_minutes, validate_first=obj == "specopd",
+                                       logger=logger if obj == "specopd" else None, log=log,
+                                       select_t1=obj == "specopd")
         if obj == "specopd":
             best_drafter = d
         else:
             del d
     main = results["specopd"]
+    # the shared initialisation at T=1: SpecOPD's step-0 evaluation (it validates first), else measured here
+    first = main.tv_history[0] if main.tv_history and main.tv_history[0]["step"] == 0 else None
+    tv_before = {k: v for k, v in first.items() if k != "step"} if first else heldout_tv(d0, target, seqs, scfg, W)
+    drafter_t1 = None
+    if main.t1_state is not None:
+        drafter_t1 = load_drafter(base_drafter, target)
+        drafter_t1.load_state_dict(main.t1_state)
     primary = "heldout" if "heldout" in main.final else next(iter(main.final))
     before = main.before or {}
     tau = lambda res, name: (res or {}).get(name, {}).get("sim_tau")  # noqa: E731
@@ -70,7 +86,8 @@ def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str |
                     "supervised_positions": r.supervised_positions, "supervised_per_s": r.supervised_per_s,
                     "train_minutes": r.train_seconds / 60.0, "last_loss": r.last_terms.get("loss"),
                     "last_mean_alpha": r.last_terms.get("mean_alpha"), "resumed_from_step": r.resumed_from_step,
-                    "tv_final": r.tv_final, "tau_t1_surrogate_final": r.tv_final.get("tau_t1_surrogate")}
+                    "tv_final": r.tv_final, "tau_t1_surrogate_final": r.tv_final.get("tau_t1_surrogate"),
+                    "supervised_per_branch": r.supervised_per_branch}
                 for a, r in results.items()}
     seq_rate = results["sequential"].supervised_per_s if "sequential" in results else None
     cost = {}
@@ -94,6 +111,7 @@ def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str |
         "supervised_per_s_ratio_vs_sequential": (main.supervised_per_s / seq_rate) if seq_rate else None,
         "tv_before": tv_before, "tau_t1_surrogate_before": tv_before.get("tau_t1_surrogate"),
         "tau_t1_surrogate_final": main.tv_final.get("tau_t1_surrogate"),
+        "selected": selected_states(main, primary),
         "scoring_cost": cost,
         "scoring_cost_paper_example": paper_cost_model(),
         "branch_width": W, "anchors_per_seq": scfg.anchors_per_seq, "batch_size": scfg.batch_size,
@@ -103,4 +121,21 @@ def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str |
         report["sim_tau_gain_pct"] = 100.0 * (report["sim_tau_after"] / report["sim_tau_before"] - 1.0)
     names = sorted({k for row in main.history for k in row} - {"step", "train_minutes"})
     curve = [{"step": r["step"], "train_minutes": r["train_minutes"], **{n: r.get(n) for n in names}} for r in main.history]
-    return SpecOPDOutcome(best_drafter, report, curve, results)
+    return SpecOPDOutcome(best_drafter, report, curve, results, drafter_t1)
+
+
+def selected_states(main: ObjectiveResult, primary: str) -> dict:
+    """The two kept states of the SpecOPD objective: t0 = best by held-out greedy simulated τ (what T=0
+    decoding uses), t1 = best by the held-out T=1 surrogate (what T=1 decoding uses); each with its step,
+    both figures and whether it is SpecOPD's initialisation (step 0: SpecOPD did not change it)."""
+    tv_at = {r["step"]: r.get("tau_t1_surrogate") for r in main.tv_history}
+    sim_at = {r["step"]: r.get(primary) for r in main.history}
+    out = {"t0": {"selected_by": "greedy simulated τ (held-out)", "best_step": main.best_step,
+                  "sim_tau": main.best.get(primary, {}).get("sim_tau"), "tau_t1_surrogate": tv_at.get(main.best_step)}}
+    if main.best_t1 is not None:
+        s1 = main.best_t1["step"]
+        out["t1"] = {"selected_by": "T=1 surrogate τ (held-out)", "best_step": s1,
+                     "sim_tau": main.best_t1.get("sim_tau", sim_at.get(s1)), "tau_t1_surrogate": main.best_t1["tau_t1_surrogate"]}
+    for st in out.values():
+        st["is_initialisation"] = st["best_step"] == 0
+    return out

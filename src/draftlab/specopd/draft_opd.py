@@ -7,9 +7,11 @@ then `rounds` dependent rounds of the engine's own `draftlab.decoding.round.spec
     propose W tokens sampled from q slot by slot (per-round generator streams, as in
             `tree.branch_uniforms`): the `BranchSampler` proposal step;
     verify  one target pass over [slot 0, y_1..y_W] -> p for every drafted token (row i scores y_{i+1});
-    commit  the greedy verification rule decides the accepted prefix; slot 0 and the accepted tokens
-            join the context (their taps come from the verify pass), the target's bonus token becomes
-            the next slot 0 — so the accepted prefix decides where the next round starts.
+    commit  the verification rule matching the drafting temperature T decides the accepted prefix (T > 0:
+            speculative sampling, min(1, p^T/q^T) with the q the tokens were drawn from and a seeded
+            generator per update; T = 0: greedy); slot 0 and the accepted tokens join the context (their
+            taps come from the verify pass), the target's bonus / replacement token becomes the next
+            slot 0 — so the accepted prefix decides where the next round starts.
 Collection runs without gradients; the update then recomputes q for every round in one
 `forward_train` over the committed sequence (anchors = the rounds' slot-0 positions, context = the
 committed tokens before them — exactly what the drafter saw while drafting) and applies E2E-TV.
@@ -23,8 +25,8 @@ from torch import Tensor
 
 from draftlab.decoding.api import Proposal
 from draftlab.decoding.round import speculative_round, tap_ids, valid_positions
-from draftlab.decoding.verify import SamplingParams
-from draftlab.specopd.tree import branch_uniforms, sample_branches
+from draftlab.decoding.verify import SamplingParams, process_logits
+from draftlab.specopd.tree import ACCEPT_STREAM, branch_seed, branch_uniforms, sample_branches
 from draftlab.verifier.streams import StreamCache
 
 
@@ -42,14 +44,18 @@ class Rollout:
 
 class BranchSampler:
     """Proposal step of the rollout: W tokens sampled from the draft's q at slots 1..W with the given
-    uniforms u [b, 1, W] (`tree.sample_branches`: the same sampling as SpecOPD's branches)."""
+    uniforms u [b, 1, W] (`tree.sample_branches`: the same sampling as SpecOPD's branches), handed to the
+    verifier with the q they were drawn from (q [b, W, Vd] over the draft vocabulary; none at T=0)."""
 
     def __init__(self, u: Tensor, W: int, temperature: float):
         self.u, self.W, self.temperature = u, W, temperature
 
     def __call__(self, draft, sp=None, generator=None) -> Proposal:
-        y = sample_branches(draft.logits[:, None, 1:self.W + 1], self.u, self.temperature, draft.vocab)[:, 0]  # [b, W]
-        return Proposal(y)
+        logits = draft.logits[:, 1:self.W + 1]  # [b, W, Vd]
+        y = sample_branches(logits[:, None], self.u, self.temperature, draft.vocab)[:, 0]  # [b, W]
+        if self.temperature <= 0:
+            return Proposal(y)
+        return Proposal(y, process_logits(logits, SamplingParams(self.temperature)), draft.vocab)
 
 
 @torch.no_grad()
@@ -71,12 +77,13 @@ def draft_opd_rollout(target, drafter, prefixes: list[list[int]], rounds: int, W
     last = torch.tensor([p[-1] for p in prefixes], device=dev)  # [B] slot 0
     alive = torch.ones(B, dtype=torch.bool)
     eos = set(int(e) for e in eos_ids)
-    greedy = SamplingParams()  # the greedy rule decides the accepted prefix
+    sp = SamplingParams(max(temperature, 0.0))  # the rule matching the drafting temperature decides the prefix
+    gen = torch.Generator(device=dev).manual_seed(branch_seed(seed, step, -1, -1, ACCEPT_STREAM))
     rec_anchor, rec_valid, rec_branch, rec_p, rec_acc = [], [], [], [], []
     for _ in range(rounds):
         pos0 = sc.next_pos[:, None]  # [B, 1] slot 0's logical position
         u = branch_uniforms(seed, step, torch.tensor(seq_ids), pos0.cpu(), W)  # [B, 1, W]
-        r = speculative_round(sc, drafter, state, BranchSampler(u, W, temperature), last, ctx, greedy)
+        r = speculative_round(sc, drafter, state, BranchSampler(u, W, temperature), last, ctx, sp, gen)
         y, v, acc = r.proposal.tokens, r.verified, r.result.accepted  # [B, W], logits [B, W+1, V], [B]
         rec_anchor.append(r.positions[:, 0].cpu())
         rec_valid.append(alive.clone())

@@ -53,20 +53,25 @@ def prefix_mask(lengths: Tensor, W: int) -> Tensor:
 # ---- sampling -------------------------------------------------------------------------------------------
 
 
-def branch_seed(seed: int, step: int, seq_id: int, anchor: int) -> int:
-    """A 63-bit key of one branch's sampling stream (deterministic across processes)."""
+SAMPLE_STREAM, ACCEPT_STREAM = 0, 1  # a branch's draws of its tokens / of its acceptance tests
+
+
+def branch_seed(seed: int, step: int, seq_id: int, anchor: int, stream: int = SAMPLE_STREAM) -> int:
+    """A 63-bit key of one branch's random stream (deterministic across processes); `stream` separates
+    the uniforms that sample its tokens from those of its acceptance tests."""
     h = (seed * 0x9E3779B97F4A7C15) ^ (step * 0xBF58476D1CE4E5B9) ^ (seq_id * 0x94D049BB133111EB) ^ (anchor * 0xD6E8FEB86659FD93)
+    h ^= stream * 0xA0761D6478BD642F
     h ^= h >> 31
     return (h * 0x2545F4914F6CDD1D) & ((1 << 63) - 1)
 
 
-def branch_uniforms(seed: int, step: int, seq_ids: Tensor, anchors: Tensor, W: int) -> Tensor:
+def branch_uniforms(seed: int, step: int, seq_ids: Tensor, anchors: Tensor, W: int, stream: int = SAMPLE_STREAM) -> Tensor:
     """u [B, A, W] in [0, 1): W draws from each branch's own generator stream."""
     B, A = anchors.shape
     u = torch.empty(B, A, W, dtype=torch.float64)
     for b, s in enumerate(seq_ids.tolist()):
         for a, pos in enumerate(anchors[b].tolist()):
-            g = torch.Generator().manual_seed(branch_seed(seed, step, int(s), int(pos)))
+            g = torch.Generator().manual_seed(branch_seed(seed, step, int(s), int(pos), stream))
             u[b, a] = torch.rand(W, generator=g, dtype=torch.float64)
     return u
 

@@ -1,6 +1,8 @@
 """Validation of co-trained correctors (any family, through the `Corrector` interface): simulated τ of
-the corrected block (per path rule) vs the uncorrected one (the drafter's argmax) vs the top-K oracle
-(the verifier's token whenever it is in the top-K), all through `greedy_accept_length`.
+the corrected block (per path rule) vs the uncorrected one (the drafter's argmax) vs two oracles — the
+top-K oracle (the verifier's token whenever it is in the top-K) and the reachable oracle (the same with
+slot 1 fixed to the drafter's top-1, the only blocks prefix-first greedy can propose) — all through
+`greedy_accept_length`.
 
 `eval_batch` is one validation batch (the co-training module's validation and `evaluate_rules` both
 use it); `evaluate_rules` scores a whole validation set for several path rules at once.
@@ -12,6 +14,7 @@ from torch import Tensor
 
 from draftlab.config import PretrainConfig
 from draftlab.corrector.base import Corrector, DraftBlock, draft_candidates
+from draftlab.corrector.paths import oracle_path
 from draftlab.corrector.variants import RULES
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.training.data import DrafterDataModule
@@ -45,26 +48,25 @@ def corrected_paths(corrector: Corrector, block: DraftBlock, rules: tuple[str, .
     return {r: torch.cat(v) for r, v in out.items()}
 
 
-def oracle_block(cand_ids: Tensor, targets: Tensor) -> Tensor:
-    """The ideal re-selector: the verifier's token wherever it is among the K candidates, else the
-    drafter's top-1 (which is then wrong). cand_ids [..., n, K], targets [..., n] -> [..., n]."""
-    hit = (cand_ids == targets[..., None]).any(-1)  # [..., n]
-    return torch.where(hit, targets, cand_ids[..., 0])
+ORACLES = {"oracle": False, "oracle_reachable": True}  # name -> reachable (`draftlab.corrector.paths.oracle_path`)
 
 
 class SetStats:
-    """Validation counters of one set: uncorrected (top-K coverage too), corrected per rule, oracle."""
+    """Validation counters of one set: uncorrected (top-K coverage too), corrected per rule, and the two
+    oracles: the top-K oracle (any candidate at every slot) and the reachable one (slot 1 fixed to the
+    drafter's top-1, as prefix-first greedy keeps it)."""
 
     def __init__(self, n: int, k: int, rules: tuple[str, ...]):
         self.k = k
         self.unc = BlockStats(n, k)
-        self.oracle = BlockStats(n, 1)
+        self.oracles = {name: BlockStats(n, 1) for name in ORACLES}
         self.corr = {r: BlockStats(n, 1) for r in rules}
 
     def update(self, cand_ids: Tensor, targets: Tensor, valid: Tensor, paths: dict[str, Tensor]) -> None:
         """cand_ids [N, n, K], targets / valid [N, n], paths {rule: [N, n]}."""
         self.unc.update(cand_ids, targets, valid)
-        self.oracle.update(oracle_block(cand_ids, targets)[..., None], targets, valid)
+        for name, reachable in ORACLES.items():
+            self.oracles[name].update(oracle_path(cand_ids, targets, reachable)[..., None], targets, valid)
         for r, toks in paths.items():
             self.corr[r].update(toks[..., None], targets, valid)
 
@@ -73,21 +75,30 @@ class SetStats:
         return self.unc.blocks
 
     def summary(self, main_rule: str) -> dict:
-        """The uncorrected BlockStats summary (coverage, slot accuracy) with `sim_tau` = corrected τ."""
-        u, o = self.unc.summary(), self.oracle.summary()
+        """The uncorrected BlockStats summary (coverage, slot accuracy) with `sim_tau` = corrected τ,
+        `sim_tau_<oracle>` and `headroom_closed` / `headroom_closed_reachable` against each oracle."""
+        u = self.unc.summary()
         res = {**u, "sim_tau_uncorrected": u["sim_tau"], "sim_tau_per_slot_uncorrected": u["sim_tau_per_slot"],
-               "sim_tau_oracle": o["sim_tau"], "sim_tau_per_slot_oracle": o["sim_tau_per_slot"]}
+               "sim_tau_se_uncorrected": u["sim_tau_se"]}
         for r, st in self.corr.items():
             c = st.summary()
             res[f"sim_tau_{r}"] = c["sim_tau"]
             res[f"sim_tau_per_slot_{r}"] = c["sim_tau_per_slot"]
             res[f"slot_acc_{r}"] = c["slot_acc"]
         main = self.corr[main_rule].summary()
-        res["sim_tau"], res["sim_tau_per_slot"], res["slot_acc_corrected"] = (
-            main["sim_tau"], main["sim_tau_per_slot"], main["slot_acc"])
-        gap = o["sim_tau"] - u["sim_tau"]
-        res["headroom_closed"] = (main["sim_tau"] - u["sim_tau"]) / gap if gap > 1e-9 else None
+        res["sim_tau"], res["sim_tau_per_slot"], res["slot_acc_corrected"], res["sim_tau_se"] = (
+            main["sim_tau"], main["sim_tau_per_slot"], main["slot_acc"], main["sim_tau_se"])
+        for name, st in self.oracles.items():
+            o = st.summary()
+            res[f"sim_tau_{name}"], res[f"sim_tau_per_slot_{name}"] = o["sim_tau"], o["sim_tau_per_slot"]
+            res["headroom_closed" + name[len("oracle"):]] = closed(main["sim_tau"], u["sim_tau"], o["sim_tau"])
         return res
+
+
+def closed(tau: float, base: float, oracle: float) -> float | None:
+    """(τ − τ_base) / (τ_oracle − τ_base): the share of an oracle's headroom closed (None without headroom)."""
+    gap = oracle - base
+    return (tau - base) / gap if gap > 1e-9 else None
 
 
 def eval_batch(drafter: DFlashDrafter, corrector: Corrector, batch: dict, features: tuple[Tensor, Tensor | None],

@@ -2,13 +2,19 @@
 
 `CoTrainModule(DrafterModule)`: L = L_drafter + λ·L_corr, where L_corr is the corrector's own loss
 (`Corrector.loss`: DCOCO's masked joint-K² softmax CE over the top-K candidates of every proposed slot
-of every anchor's block; the sequential correctors' decay-weighted CE of the teacher-forced corrected
-logits), on the hidden states and draft logits of the same multi-anchor drafter pass, labels = the
-target's greedy tokens under teacher forcing (the feature store's `greedy`, or the target on the fly).
-Both losses divide a numerator by a denominator summed over ranks (distributed-safe). `frozen=True`
-(the frozen-backbone ablation) runs the drafter without gradients and trains only the corrector.
-Validation: `draftlab.training.corrector_eval` (corrected vs uncorrected vs oracle simulated τ); the
-best state (drafter + corrector) is the one with the highest corrected held-out τ.
+of every anchor's block, or a within-row ablation; the sequential correctors' decay-weighted CE of the
+teacher-forced corrected logits), on the hidden states and draft logits of the same multi-anchor drafter
+pass, labels = the target's greedy tokens under teacher forcing (the feature store's `greedy`, or the
+target on the fly). Both losses divide a numerator by a denominator summed over ranks (distributed-safe).
+
+How L_corr reaches the drafter is the variant's (`draftlab.corrector.variants.Variant`, defaults from the
+config): `grad_hidden` / `grad_logits` weight its gradient through the hidden-state path and through the
+logit path (`scale_grad`: 1 = the paper's joint training, 0 = stop-gradient); `frozen_warmup` freezes the
+drafter for the first fraction of the budget (the corrector alone trains), after which the drafter joins
+with its own learning-rate warm-up and decay over the rest of the budget; `frozen=True` (the
+frozen-backbone ablation) runs the drafter without gradients throughout and trains only the corrector.
+Validation: `draftlab.training.corrector_eval` (corrected vs uncorrected vs both oracles, every path
+rule asked for); the best state (drafter + corrector) is the one with the highest corrected held-out τ.
 `train_corrector(...)`: one variant's run, resumable, through the shared fit driver.
 """
 from __future__ import annotations
@@ -23,14 +29,15 @@ import torch
 from torch import Tensor
 
 from draftlab.config import CorrectorConfig, PretrainConfig
-from draftlab.corrector.base import Corrector, DraftBlock
+from draftlab.corrector.base import Corrector, DraftBlock, scale_grad
+from draftlab.corrector.variants import Variant
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
 from draftlab.training.corrector_eval import SetStats, eval_batch
 from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.fit import TrainResult, budget_steps, train
-from draftlab.training.module import DrafterModule, block_targets, cpu_state, global_ratio
+from draftlab.training.module import DrafterModule, block_targets, cpu_state, global_ratio, lr_factor
 
 
 class CoTrainModule(DrafterModule):
@@ -38,10 +45,13 @@ class CoTrainModule(DrafterModule):
 
     def __init__(self, drafter: DFlashDrafter, corrector: Corrector, cfg: PretrainConfig, ccfg: CorrectorConfig,
                  frozen: bool = False, total_steps: int = 0, val_names: list[str] | None = None, target=None,
-                 rule: str = "greedy", val_rules: tuple[str, ...] | None = None):
+                 rule: str = "greedy", val_rules: tuple[str, ...] | None = None, variant: Variant | None = None):
         super().__init__(drafter, cfg, total_steps, val_names, target, "greedy")
         self.corrector, self.ccfg, self.frozen, self.rule = corrector, ccfg, frozen, rule
         self.val_rules = tuple(val_rules or (rule,))
+        v = (variant or Variant("", "dcoco")).resolve(ccfg.grad_hidden, ccfg.grad_logits, ccfg.frozen_warmup)
+        self.grad_hidden, self.grad_logits, self.loss_kind = v.grad_hidden, v.grad_logits, v.loss
+        self.frozen_warmup = 0.0 if frozen else v.frozen_warmup
         self.k = min(ccfg.k, drafter.arch.draft_vocab_size or drafter.arch.target_vocab_size)
         if self.cfg.topk != self.k:  # coverage is reported at the corrector's K
             self.cfg = replace(self.cfg, topk=self.k)
@@ -53,30 +63,48 @@ class CoTrainModule(DrafterModule):
 
     # ---- optimisation --------------------------------------------------------------------------------------
     def param_groups(self) -> list[dict]:
-        def split(mod, lr, wd):
+        def split(mod, lr, wd, drafter):
             ps = [p for p in mod.parameters() if p.requires_grad]
-            return [{"params": [p for p in ps if p.ndim >= 2], "weight_decay": wd, "lr": lr},
-                    {"params": [p for p in ps if p.ndim < 2], "weight_decay": 0.0, "lr": lr}]
+            return [{"params": [p for p in ps if p.ndim >= 2], "weight_decay": wd, "lr": lr, "drafter": drafter},
+                    {"params": [p for p in ps if p.ndim < 2], "weight_decay": 0.0, "lr": lr, "drafter": drafter}]
 
-        groups = split(self.corrector, self.ccfg.lr, self.ccfg.weight_decay)
+        groups = split(self.corrector, self.ccfg.lr, self.ccfg.weight_decay, False)
         if not self.frozen:
-            groups += split(self.drafter, self.cfg.lr, self.cfg.weight_decay)
+            groups += split(self.drafter, self.cfg.lr, self.cfg.weight_decay, True)
         return [g for g in groups if g["params"]]
+
+    def warming_up(self) -> bool:
+        """True while the drafter is still frozen by the corrector's warm-up."""
+        return self.frozen_warmup > 0 and self.progress() < self.frozen_warmup
+
+    def configure_optimizers(self):
+        out = super().configure_optimizers()
+        if self.frozen_warmup > 0:  # the drafter's schedule starts when it joins (warm-up + decay over the rest)
+            c, w, opt = self.cfg, self.frozen_warmup, out["optimizer"]
+            corr = lambda _s: lr_factor(self.progress(), c.warmup, c.schedule, c.min_lr_ratio)  # noqa: E731
+            late = lambda _s: lr_factor((self.progress() - w) / (1.0 - w), c.warmup, c.schedule, c.min_lr_ratio)  # noqa: E731
+            out["lr_scheduler"]["scheduler"] = torch.optim.lr_scheduler.LambdaLR(
+                opt, [late if g.get("drafter") else corr for g in opt.param_groups])
+        return out
 
     # ---- losses ----------------------------------------------------------------------------------------------
     def compute_losses(self, batch: dict) -> dict:
         """Both losses on one batch: {'loss', 'drafter', 'corrector', 'den_corr', 'mask', 'pair_valid'}."""
-        with torch.no_grad() if self.frozen else nullcontext():
+        frozen = self.frozen or self.warming_up()
+        with torch.no_grad() if frozen else nullcontext():
             d = self.drafter_step(batch, greedy=True)
         hidden, logits = d["hidden"][:, :, 1:], d["logits"]  # [B, A, n, H], [B, A, n, Vd]
-        if self.frozen:  # no gradient into the drafter (already so under no_grad; explicit)
+        if frozen:  # no gradient into the drafter (already so under no_grad; explicit)
             hidden, logits = hidden.detach(), logits.detach()
+        else:  # the corrector loss's gradient into the drafter, weighted per path
+            hidden, logits = scale_grad(hidden, self.grad_hidden), scale_grad(logits, self.grad_logits)
         labels, valid = block_targets(batch, d["greedy"], self.drafter.block_size)  # [B, A, n]
         slot0 = batch["ids"].gather(1, batch["anchors"])  # [B, A] the blocks' slot-0 tokens
         block = DraftBlock(hidden, slot0, self.drafter.draft_vocab, logits)
-        cl = self.corrector.loss(block, labels, valid, self.t2d, self.ccfg.rho, self.ccfg.cumulative_mask)
+        cl = self.corrector.loss(block, labels, valid, self.t2d, self.ccfg.rho, self.ccfg.cumulative_mask,
+                                 self.loss_kind)
         l_corr = global_ratio(cl.num, cl.den)
-        loss = self.ccfg.lambda_corr * l_corr if self.frozen else d["loss"] + self.ccfg.lambda_corr * l_corr
+        loss = self.ccfg.lambda_corr * l_corr if frozen else d["loss"] + self.ccfg.lambda_corr * l_corr
         return {"loss": loss, "drafter": d["loss"], "corrector": l_corr, "den_corr": cl.den, "mask": cl.mask,
                 "pair_valid": cl.valid}
 
@@ -103,6 +131,13 @@ class CoTrainModule(DrafterModule):
     def val_results(self) -> dict:
         return {name: st.summary(self.rule) for name, st in self._stats.items() if st.blocks}
 
+    def on_validation_epoch_end(self) -> None:
+        super().on_validation_epoch_end()
+        row = self.history[-1] if self.history else None
+        if row is not None and row["step"] == int(self.global_step) and self.primary in self.last_val:
+            # the budget curve also carries the drafter's own τ (the corrector's effect on the drafter over time)
+            row[f"{self.primary}_uncorrected"] = self.last_val[self.primary]["sim_tau_uncorrected"]
+
     def snapshot(self) -> dict:
         return {"drafter": cpu_state(self.drafter), "corrector": cpu_state(self.corrector)}
 
@@ -112,7 +147,8 @@ class CoTrainModule(DrafterModule):
 
     def result_extras(self) -> dict:
         return {"supervised_transition_frac": self.transitions_supervised / max(self.transitions_total, 1),
-                "frozen": self.frozen}
+                "frozen": self.frozen, "grad_hidden": self.grad_hidden, "grad_logits": self.grad_logits,
+                "frozen_warmup": self.frozen_warmup, "loss": self.loss_kind}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
@@ -129,13 +165,16 @@ class CoTrainModule(DrafterModule):
 def train_corrector(drafter: DFlashDrafter, corrector: Corrector, seqs: SequenceSet, cfg: PretrainConfig,
                     ccfg: CorrectorConfig, workdir: str | Path, store: FeatureStore | None = None, target=None,
                     frozen: bool = False, rule: str | None = None, logger=None, callbacks: list | None = None,
-                    log: Callable[[str], None] = print, train_sample: int = 16) -> TrainResult:
+                    log: Callable[[str], None] = print, train_sample: int = 16, val_rules: tuple[str, ...] | None = None,
+                    variant: Variant | None = None) -> TrainResult:
     """Co-train in place (drafter and corrector end holding the best validation state) and report.
-    `cfg` is the run settings (`CorrectorConfig.run_settings`): budget, batches, drafter lr, schedule."""
+    `cfg` is the run settings (`CorrectorConfig.run_settings`): budget, batches, drafter lr, schedule;
+    `val_rules`: the path rules every validation scores (default: `rule` alone); `variant`: how the corrector
+    loss reaches the drafter and which loss kind (default: the config's settings, the joint loss)."""
     if store is None and target is None:
         raise DraftlabError("train_corrector needs a FeatureStore or the target (features on the fly)")
     L.seed_everything(cfg.seed, workers=False, verbose=False)
     dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample)
     module = CoTrainModule(drafter, corrector, cfg, ccfg, frozen, budget_steps(cfg, dm), dm.val_names, target,
-                           rule or ccfg.path_rule)
+                           rule or ccfg.path_rule, val_rules, variant)
     return train(module, dm, cfg, workdir, logger, callbacks, log, "corrector")

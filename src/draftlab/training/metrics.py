@@ -5,6 +5,8 @@ the target's own text, so the token greedy verification would accept at slot k i
 greedy token for position a+k. Per block:
 - accepted prefix = `greedy_accept_length(top1, target_greedy)` (the one verification rule);
 - simulated τ = mean over blocks of 1 + accepted prefix (the bonus token included, SPEC §0);
+  `sim_tau_se` its standard error over blocks (the run's noise: two independent estimates differ by
+  about √2 of it);
 - `sim_tau_per_slot[k-1]` = share of blocks whose accepted prefix reaches slot k, so
   `sim_tau = 1 + sum(sim_tau_per_slot)`;
 - `slot_acc[k-1]` = top-1 accuracy at slot k (unconditional), `topk_cov[k-1]` = share of slots
@@ -25,6 +27,7 @@ class BlockStats:
         self.n, self.k = n_slots, k
         self.blocks = 0
         self.accept_sum = 0
+        self.accept_sq = 0  # Σ acc² (the standard error)
         self.reach = torch.zeros(n_slots, dtype=torch.long)  # blocks whose prefix reaches slot k
         self.top1 = torch.zeros(n_slots, dtype=torch.long)
         self.topk = torch.zeros(n_slots, dtype=torch.long)
@@ -42,6 +45,7 @@ class BlockStats:
         blocks = valid.any(-1)  # a block counts when it has at least one scored slot
         self.blocks += int(blocks.sum())
         self.accept_sum += int(acc[blocks].sum())
+        self.accept_sq += int((acc[blocks] ** 2).sum())
         self.reach += (acc[blocks, None] >= torch.arange(1, self.n + 1)[None, :]).long().sum(0)
         hit1 = (top_ids[..., 0] == target_tokens) & valid
         hitk = (top_ids[..., : self.k] == target_tokens[..., None]).any(-1) & valid
@@ -49,12 +53,21 @@ class BlockStats:
         self.topk += hitk.long().sum(0)
         self.count += valid.long().sum(0)
 
+    def standard_error(self) -> float:
+        """Standard error of the simulated τ over blocks (NaN below two blocks)."""
+        if self.blocks < 2:
+            return float("nan")
+        mean = self.accept_sum / self.blocks
+        var = max(self.accept_sq / self.blocks - mean * mean, 0.0) * self.blocks / (self.blocks - 1)
+        return (var / self.blocks) ** 0.5
+
     def summary(self) -> dict:
         b = max(self.blocks, 1)
         c = self.count.clamp(min=1).double()
         return {
             "blocks": self.blocks,
             "sim_tau": 1.0 + self.accept_sum / b if self.blocks else float("nan"),
+            "sim_tau_se": self.standard_error(),
             "sim_tau_per_slot": (self.reach.double() / b).tolist(),
             "slot_acc": (self.top1.double() / c).tolist(),
             f"top{self.k}_cov": (self.topk.double() / c).tolist(),

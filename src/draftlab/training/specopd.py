@@ -79,7 +79,8 @@ def distributed_loss(module: L.LightningModule, numerator: Tensor, count: Tensor
 class SpecOPDModule(DrafterModule):
     def __init__(self, drafter: DFlashDrafter, cfg: PretrainConfig, total_steps: int, val_names: list[str], target,
                  objective: str = "specopd", branch_width: int = 0, temperature: float = 1.0, rounds: int = 8,
-                 eos_ids: list[int] = (), kernels: str = "auto", sample_seed: int = 0):
+                 eos_ids: list[int] = (), kernels: str = "auto", sample_seed: int = 0,
+                 tv_eval: Callable[[], dict] | None = None):
         super().__init__(drafter, cfg, total_steps, val_names, target, val_labels="greedy")
         if objective not in OBJECTIVES:
             raise DraftlabError(f"unknown SpecOPD objective {objective!r}; choose one of: {', '.join(OBJECTIVES)}")
@@ -88,6 +89,35 @@ class SpecOPDModule(DrafterModule):
         self.backend = None if kernels == "auto" else kernels
         self.sample_seed = sample_seed
         self.last_terms: dict = {}
+        self.branches_seen = 0  # branches (or rounds) supervised: positions per branch = slot_predictions / this
+        self.tv_eval = tv_eval  # () -> the held-out T=1 evaluation of the current drafter (None: not selected on)
+        self.best_t1: dict | None = None  # the best state by the T=1 surrogate: step, figures, state
+        self.tv_history: list[dict] = []  # (step, the T=1 evaluation) at every validation
+
+    # ---- selection by the T=1 surrogate, beside the base class's selection by greedy simulated τ -----------------
+    def on_validation_epoch_end(self) -> None:
+        super().on_validation_epoch_end()
+        if self.tv_eval is None or self.trainer.sanity_checking or not self.last_val:
+            return
+        step = int(self.global_step)
+        if self.tv_history and self.tv_history[-1]["step"] == step:
+            return
+        tv = self.tv_eval()
+        self.tv_history.append({"step": step, **tv})
+        tau = tv.get("tau_t1_surrogate")
+        if tau is not None and (self.best_t1 is None or tau > self.best_t1["tau_t1_surrogate"]):
+            self.best_t1 = {"step": step, "tau_t1_surrogate": tau, "tv": tv,
+                            "sim_tau": self.last_val.get(self.primary, {}).get("sim_tau"), "state": self.snapshot()}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["draftlab"].update(best_t1=self.best_t1, tv_history=self.tv_history, branches_seen=self.branches_seen)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        st = checkpoint.get("draftlab", {})
+        self.best_t1, self.tv_history = st.get("best_t1"), list(st.get("tv_history", []))
+        self.branches_seen = int(st.get("branches_seen", 0))
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
         if self.objective == "offpolicy_ce":
@@ -97,12 +127,13 @@ class SpecOPDModule(DrafterModule):
             t: Terms = specopd_terms(target, d, batch, self.W, self.temperature, self.sample_seed, step,
                                      first_rejection=self.objective == "first_rejection", backend=self.backend)
         elif self.objective == "offpolicy_tv":
-            t = offpolicy_tv_terms(target, d, batch, self.W, self.backend)
+            t = offpolicy_tv_terms(target, d, batch, self.W, self.backend, self.temperature)
         else:
             t = draft_opd_terms(target, d, batch, self.W, self.rounds, self.temperature, self.sample_seed, step,
                                  self.eos_ids, self.backend)
         loss, value = distributed_loss(self, t.numerator, t.count)
         self.slot_predictions += t.positions  # supervised draft positions
+        self.branches_seen += int(t.count)
         self.last_terms = {"loss": float(value), "mean_alpha": t.mean_alpha, "accept_prefix": t.accept_prefix,
                            "branches": int(t.count)}
         bs = batch["ids"].shape[0]
@@ -130,16 +161,21 @@ class ObjectiveResult:
     last_terms: dict = field(default_factory=dict)
     resumed_from_step: int | None = None
     tv_final: dict = field(default_factory=dict)  # held-out T=1 acceptance of the final state (`heldout_tv`)
+    supervised_per_branch: float | None = None  # supervised positions per branch (None: no branches, the CE arm)
+    best_t1: dict | None = None  # the best state by the T=1 surrogate (when selected on): step, figures (no weights)
+    t1_state: dict | None = None  # ... its weights
+    tv_history: list[dict] = field(default_factory=list)  # the T=1 evaluation at every validation (when selected on)
 
 
 @torch.no_grad()
 def heldout_tv(drafter: DFlashDrafter, target, seqs: SequenceSet, scfg, W: int, split: str = "heldout") -> dict:
     """What E2E-TV optimises, measured on held-out references: fresh on-policy branches (the same
-    sampling, packed scoring and overlaps as training, seeded so every drafter sees the same anchors and
-    random streams) -> mean overlap α, the branch-mean of (1/W_b) Σ_i Π_{j≤i} α_j, and the T=1
-    acceptance length it implies, τ_T1 ≈ 1 + W·that (SPEC §3.3: a surrogate, not an unbiased
-    estimate). Greedy simulated τ cannot see a drafter that moved toward the target's T=1
-    distribution; this can. {} when `scfg.tv_eval_seqs` is 0 or the split is empty."""
+    sampling, packed scoring and overlaps at the sampling temperature as training, seeded so every drafter
+    sees the same anchors and random streams) -> mean overlap α, the branch-mean of (1/W_b) Σ_i Π_{j≤i} α_j
+    and the acceptance length the products imply, τ_T1 ≈ 1 + mean_b Σ_{i≤W_b} Π_{j≤i} α_j (each branch
+    over its own W_b positions; SPEC §3.3: a surrogate, not an unbiased estimate). Greedy simulated τ
+    cannot see a drafter that moved toward the target's T=1 distribution; this can. {} when
+    `scfg.tv_eval_seqs` is 0 or the split is empty."""
     idx = seqs.indices(split)[: scfg.tv_eval_seqs]
     if not idx:
         return {}
@@ -148,44 +184,60 @@ def heldout_tv(drafter: DFlashDrafter, target, seqs: SequenceSet, scfg, W: int, 
     g = torch.Generator().manual_seed(scfg.seed + 7919)
     collate, dev = Collate(seqs, None), drafter.device
     backend = None if scfg.kernels == "auto" else scfg.kernels
-    num = cnt = alpha_sum = 0.0
+    num = cnt = alpha_sum = accept = 0.0
     pos = 0
     for c in range(0, len(idx), scfg.batch_size):
         items = [(i, sample_branch_anchors(int(seqs.lengths[i]), int(seqs.prompt_len[i]), scfg.anchors_per_seq, g))
                  for i in idx[c:c + scfg.batch_size]]
         batch = {k: v.to(dev) for k, v in collate(items).items()}
         t = specopd_terms(target, drafter, batch, W, scfg.temperature, scfg.seed + 7919, c, backend=backend)
-        num, cnt = num + float(t.numerator), cnt + float(t.count)
+        num, cnt, accept = num + float(t.numerator), cnt + float(t.count), accept + t.expected_accept
         alpha_sum, pos = alpha_sum + t.mean_alpha * t.positions, pos + t.positions
     drafter.train(was)
-    frac = 1.0 - num / max(cnt, 1.0)
-    return {"mean_alpha": alpha_sum / max(pos, 1), "prefix_accept_frac": frac, "tau_t1_surrogate": 1.0 + W * frac,
-            "branches": int(cnt), "sequences": len(idx)}
+    return {"mean_alpha": alpha_sum / max(pos, 1), "prefix_accept_frac": 1.0 - num / max(cnt, 1.0),
+            "tau_t1_surrogate": 1.0 + accept / max(cnt, 1.0), "branches": int(cnt), "sequences": len(idx)}
 
 
 def train_objective(drafter: DFlashDrafter, seqs: SequenceSet, scfg, objective: str, workdir: str | Path, target,
                     store: FeatureStore | None, steps: int, max_minutes: float = 0.0, validate_first: bool = False,
-                    logger=None, callbacks: list | None = None, log: Callable[[str], None] = print) -> ObjectiveResult:
-    """Train `drafter` in place with one objective for `steps` updates (it ends holding its best state)."""
+                    logger=None, callbacks: list | None = None, log: Callable[[str], None] = print,
+                    select_t1: bool = False) -> ObjectiveResult:
+    """Train `drafter` in place with one objective for `steps` updates (it ends holding its best state by
+    greedy simulated τ). select_t1: also evaluate the T=1 surrogate at every validation and keep the best
+    state by it (`ObjectiveResult.best_t1` / `t1_state`; the final state's evaluation is then the last one)."""
     view = scfg.run_settings(steps, max_minutes)
     L.seed_everything(scfg.seed, workers=False, verbose=False)
     dm = BranchDataModule(seqs, view, drafter.block_size, store, scfg.val_sets, train_feats=objective == "offpolicy_ce")
+    W = scfg.branch_width or drafter.block_size - 1
+    tv_eval = (lambda: heldout_tv(drafter, target, seqs, scfg, W)) if select_t1 else None
     module = SpecOPDModule(drafter, view, steps, dm.val_names, target, objective, scfg.branch_width, scfg.temperature,
-                           scfg.seq_rounds, target.eos_token_ids, scfg.kernels, scfg.seed)
+                           scfg.seq_rounds, target.eos_token_ids, scfg.kernels, scfg.seed, tv_eval)
     tv_final: dict = {}
+
+    def final_tv() -> None:  # the final state's T=1 acceptance, before the best state replaces it
+        last = module.tv_history[-1] if module.tv_history else None
+        if last is not None and last["step"] == module.global_step:
+            tv_final.update({k: v for k, v in last.items() if k != "step"})
+        else:
+            tv_final.update(heldout_tv(drafter, target, seqs, scfg, module.W))
+
     t0 = time.time()
     res = train(module, dm, view, workdir, logger, callbacks, log, f"specopd[{objective}]", validate_first,
-                log_every_n_steps=1,  # the final state's T=1 acceptance, before the best state replaces it
-                before_restore=lambda: tv_final.update(heldout_tv(drafter, target, seqs, scfg, module.W)))
+                log_every_n_steps=1, before_restore=final_tv)
     before = res.before
     if before is None and module.history and module.history[0]["step"] == 0:
         before = {k: {"sim_tau": v} for k, v in module.history[0].items() if k not in ("step", "train_minutes")}
     log(f"specopd[{objective}]: {res.steps} steps in {time.time() - t0:.0f}s, held-out sim τ "
         f"{module.last_val.get(module.primary, {}).get('sim_tau', float('nan')):.3f} (best {res.best_sim_tau:.3f} "
         f"at step {res.best_step}), {module.slot_predictions / max(module.train_seconds, 1e-9):.0f} supervised/s")
+    t1 = module.best_t1
     return ObjectiveResult(objective=objective, steps=res.steps, train_seconds=module.train_seconds,
                            supervised_positions=module.slot_predictions,
                            supervised_per_s=module.slot_predictions / max(module.train_seconds, 1e-9),
                            final=module.last_val, best=res.best_metrics, best_step=res.best_step,
                            best_sim_tau=res.best_sim_tau, history=res.history, before=before,
-                           last_terms=module.last_terms, tv_final=tv_final, resumed_from_step=res.resumed_from_step)
+                           last_terms=module.last_terms, tv_final=tv_final, resumed_from_step=res.resumed_from_step,
+                           supervised_per_branch=(module.slot_predictions / module.branches_seen
+                                                  if module.branches_seen else None),
+                           best_t1=None if t1 is None else {k: v for k, v in t1.items() if k != "state"},
+                           t1_state=None if t1 is None else t1["state"], tv_history=list(module.tv_history))
