@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -135,6 +136,20 @@ def missing(m: L.Missing) -> None:
     (st.warning if m.kind == "corrupt" else st.info)(m.message, icon="⚠️" if m.kind == "corrupt" else "ℹ️")
 
 
-def fmt_na(df: pd.DataFrame, digits: int = 3):
-    """A styled table with n/a for missing numbers (e.g. AR's round overhead, which has no meaning)."""
-    return df.style.format(precision=digits, na_rep="n/a", thousands=",")
+def fmt_na(df: pd.DataFrame, digits: int = 3, percent: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A copy for display in which every numeric column with a missing value is text: the number with `digits`
+    decimals (or a percentage for the `percent` columns) and "n/a" where there is none (e.g. AR's round
+    overhead, which has no meaning). Streamlit shows a missing number as "None" whatever a Styler says, so the
+    text is made here; columns without a gap stay numbers (sortable)."""
+    out = df.copy()
+    for c in out.columns:
+        col = out[c]
+        if not col.isna().any():
+            continue
+        known = col.dropna()
+        if len(known) and known.map(lambda v: isinstance(v, (bool, np.bool_))).all():  # yes / no / n/a
+            out[c] = col.map(lambda v: "n/a" if v is None or pd.isna(v) else ("yes" if v else "no"))
+        elif pd.api.types.is_numeric_dtype(col) or known.map(lambda v: isinstance(v, (int, float))).all():
+            form = "{:.1%}" if c in percent else f"{{:.{digits}f}}"
+            out[c] = col.map(lambda v: "n/a" if v is None or pd.isna(v) else form.format(v))
+    return out

@@ -291,7 +291,10 @@ def headroom(sel: pd.DataFrame, spec: pd.DataFrame, oracles: list[str]) -> None:
     st.caption("(τ_arm − τ_base) / (oracle τ_base − τ_base) against each oracle: 1 = as good as an ideal "
                "re-selector among the baseline's top-K (the top-K oracle), or the best a prefix-first greedy "
                "corrector can do, slot 1 being the drafter's top-1 (the reachable oracle).")
-    st.dataframe(hc.style.format(fmt, na_rep="n/a"), hide_index=True, width="stretch")
+    pct = tuple(c for c in hc.columns if c.startswith("headroom closed"))
+    shown = fmt_na(hc, percent=pct)
+    st.dataframe(shown.style.format({k: v for k, v in fmt.items() if shown[k].dtype.kind == "f"}), hide_index=True,
+                 width="stretch")
 
 
 # ---------------------------------------------------------------- Speed

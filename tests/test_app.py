@@ -591,7 +591,7 @@ def test_axes_line_styles_and_na(fixture_root):
     at = app(fixture_root, "Speed")
     table = next(d.value for d in at.dataframe if "round_overhead_ms" in d.value.columns)
     by = table.set_index("arm")["round_overhead_ms"]
-    assert by.loc["ar"].isna().all() and (by.loc["dcoco"] == 0.5).all()  # AR's −5 from an older file: n/a
+    assert (by.loc["ar"] == "n/a").all() and (by.loc["dcoco"] == "0.500").all()  # AR's −5 from an older file: n/a
 
 
 def test_deep_link_opens_a_page_with_widgets(fixture_root):
@@ -618,3 +618,13 @@ def test_headroom_lists_every_oracle(tmp_path):
     assert {"headroom closed (top-K oracle)", "headroom closed (reachable oracle)",
             "headroom closed (oracle_tau_other)"} <= set(hc.columns)
     assert hc.set_index("arm").loc["dcoco", "headroom closed (oracle_tau_other)"].tolist() == pytest.approx([0.8, 0.8])
+
+
+def test_fmt_na_text():
+    from cached import fmt_na
+
+    df = pd.DataFrame({"arm": ["ar", "dcoco"], "ms": [None, 0.5], "x": [1.0, 2.0], "ok": [None, True],
+                       "share": [0.25, float("nan")]})
+    out = fmt_na(df, digits=2, percent=("share",))
+    assert out["ms"].tolist() == ["n/a", "0.50"] and out["ok"].tolist() == ["n/a", "yes"]
+    assert out["share"].tolist() == ["25.0%", "n/a"] and out["x"].dtype.kind == "f"  # no gap: stays a number
