@@ -32,6 +32,7 @@ PLOTS = {
     "coverage": "plots/benchmark_coverage.csv",
     "speedup": "plots/benchmark_speedup.csv",
     "concurrency": "plots/benchmark_concurrency.csv",
+    "peers": "plots/benchmark_peers.csv",
 }
 BENCH_FILES = (BENCH_JSON, ROUNDS, *PLOTS.values())
 REPRO_BENCH = "run `dvc repro benchmark`"

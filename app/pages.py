@@ -14,6 +14,7 @@ import cached as C
 import compare
 import grid as G
 import loaders as L
+import peers as R
 import plots as P
 from cached import fmt_na, missing
 from colours import arm_order
@@ -261,6 +262,7 @@ def acceptance(root: Path) -> None:
         headroom(sel, spec, oracles)
     else:
         st.info("No oracle τ yet (needs recorded top-K candidates): run `dvc repro benchmark`.")
+    R.sources_section(detail, temp)
 
 
 def headroom(sel: pd.DataFrame, spec: pd.DataFrame, oracles: list[str]) -> None:
@@ -321,6 +323,8 @@ def speed(root: Path) -> None:
         st.dataframe(fmt_na(summ), width="stretch")
         st.markdown("**Differences between arms (tokens/s ratio)**")
         pairs_table(detail, temp, ["tokens/s ratio (a ÷ b)", "ratio lo", "ratio hi", "speed beyond noise"])
+
+    R.peers_section(detail, temp)
 
     st.subheader("Round time split")
     split = [{"suite": r["suite"], "temperature": r["temperature"], "arm": r["arm"], "phase": ph, "ms": ms,

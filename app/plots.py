@@ -88,9 +88,10 @@ def coverage_chart(df: pd.DataFrame, slots: list[int] | None = None, columns: in
     return wrap(ch, d, columns=columns)
 
 
-def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3):
+def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3, rule: float | None = None):
     """Any suite × arm frame at one temperature: y per arm (fixed arm colours), one panel per suite; whiskers
-    from `<y>_lo` to `<y>_hi` (the confidence interval over prompts) when the frame has them."""
+    from `<y>_lo` to `<y>_hi` (the confidence interval over prompts) when the frame has them; a grey dashed
+    line at y = `rule` when given (e.g. 1.0 on a ratio to AR)."""
     arms = arm_order(df["arm"])
     x = alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS)
     tip = ["suite", "temperature", "arm", alt.Tooltip(f"{y}:Q", format=".3f")]
@@ -100,6 +101,8 @@ def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3):
     bars = alt.Chart().mark_bar().encode(x=x, y=alt.Y(f"{y}:Q", title=y), color=arm_color(arms, legend=None),
                                          tooltip=tip)
     layers = [bars] + ([error_bars(y, f"{y}_lo", f"{y}_hi").encode(x=x)] if has_ci else [])
+    if rule is not None:
+        layers.append(alt.Chart().mark_rule(color="gray", strokeDash=[4, 3]).encode(y=alt.datum(rule)))
     ch = alt.layer(*layers, data=df).properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
     ch = wrap(ch, df, columns=columns)
     return ch.properties(title=title + (" — whiskers: 95% CI over prompts" if has_ci else ""))

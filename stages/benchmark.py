@@ -44,10 +44,11 @@ def run(params) -> None:
 
         return tick
 
-    with stage_run("benchmark", {k: p[k] for k in ("target", "data", "benchmark", "profile")}, params.tracking,
+    with stage_run("benchmark", {k: p[k] for k in ("target", "data", "benchmark", "profile", "pld")}, params.tracking,
                    {"target": t.name, "profile": params.profile.name}) as mlrun:
         detail, runs = run_benchmark(target, cfg, params.data, checkpoints,
-                                     {"target": t.name, "profile": params.profile.name}, progress)
+                                     {"target": t.name, "profile": params.profile.name}, progress,
+                                     params.pld, params.drafter.block_size)
         if bar is not None:
             bar.close()
         detail["config"] = to_dict(params.benchmark)

@@ -69,8 +69,19 @@ def _detail() -> dict:
                               "round_total_ms": 50.0 + c, "propose_ms": None if a == "ar" else 0.5,
                               "round_overhead_ms": -5.0 if a == "ar" else 0.5}  # an older file's AR overhead
                          for c in (1, 2, 4)} for a, g in gain.items()} for tk in ("t0", "t1")}
-    summary = {}
-    for arm in ("ar", "dflash", "dcoco"):
+    src = {"lookup": {"rounds": 6, "share": 0.6, "accepted_per_round": 2.5, "accepted_tokens": 15},
+           "drafter": {"rounds": 4, "share": 0.4, "accepted_per_round": 0.25, "accepted_tokens": 1}}
+    summary = {"ar": {"tau_t0": 1.0, "tokens_per_s_t0": 10.0, "speedup_t0": 1.0, "tokens_equal_ar_t0": True,
+                      "tau_t1": 1.0, "tokens_per_s_t1": 10.0, "speedup_t1": 1.0},
+               "pld": {"tau_t0": 2.1, "tokens_per_s_t0": 14.0, "speedup_t0": 1.4, "tokens_equal_ar_t0": True,
+                       "sources_t0": {"lookup": src["lookup"]}, "tau_t1": 1.7, "tokens_per_s_t1": 12.0,
+                       "speedup_t1": 1.2, "sources_t1": {"lookup": src["lookup"]}},
+               "dflash-pld": {"tau_t0": 2.3, "tokens_per_s_t0": 13.0, "speedup_t0": 1.3, "tokens_equal_ar_t0": True,
+                              "sources_t0": src, "tau_t1": 1.9, "tokens_per_s_t1": 11.0, "speedup_t1": 1.1,
+                              "sources_t1": src},
+               "hf-generate": {"tau_t0": 1.0, "tokens_per_s_t0": 9.5, "speedup_t0": 0.95, "tokens_equal_ar_t0": True,
+                               "tau_t1": None}}
+    for arm in ("ar", "dflash", "dcoco"):  # the arms with per-suite rows: means over suites with intervals
         e = summary.setdefault(arm, {})
         for tk in ("t0", "t1"):
             for m in ("tau", "speedup", "tokens_per_s"):
@@ -251,7 +262,7 @@ def test_acceptance_and_speed_widgets(fixture_root):
     n0 = len(at.dataframe[0].value.columns)
     at.multiselect(key="acc_suites").unselect("humaneval").run()
     assert len(at.dataframe[0].value.columns) == n0 - 1
-    hc = at.dataframe[-1].value
+    hc = next(d.value for d in at.dataframe if any(str(c).startswith("headroom closed") for c in d.value.columns))
     assert set(hc["arm"]) == {"dcoco"}  # one headroom-closed column per oracle
     assert {"headroom closed (top-K oracle)", "headroom closed (reachable oracle)"} <= set(hc.columns)
     assert hc["headroom closed (reachable oracle)"].iloc[0] == pytest.approx((2.2 - 1.8) / (2.1 - 1.8))
@@ -264,6 +275,29 @@ def test_acceptance_and_speed_widgets(fixture_root):
     before = at.get("vega_lite_chart")[-1].proto.spec
     at.selectbox(key="speed_conc_y").select("decode_tokens_per_s").run()
     assert at.get("vega_lite_chart")[-1].proto.spec != before
+
+
+def test_peers_on_acceptance_and_speed_pages(fixture_root, tmp_path):
+    """The lookup arms' proposal sources (Acceptance) and the peers table with the hf-generate reference
+    row, its ratio to AR and the tokens-equal flag (Speed); the reference row is absent at T=1."""
+    at = app(fixture_root, "Acceptance")
+    assert any("Proposal sources" in s.value for s in at.subheader)
+    src = next(d.value for d in at.dataframe if "source" in d.value.columns)
+    assert set(src["arm"]) == {"pld", "dflash-pld"} and set(src["source"]) == {"lookup", "drafter"}
+    at = app(fixture_root, "Speed")
+    peers = next(d.value for d in at.dataframe if "greedy tokens = AR" in d.value.columns)
+    row = peers.set_index("arm").loc["hf-generate"]
+    assert row["kind"].startswith("reference row") and abs(row["ratio to AR"] - 0.95) < 1e-9
+    assert bool(row["greedy tokens = AR"])
+    at.selectbox(key="speed_temp").select("t1").run()
+    peers = next(d.value for d in at.dataframe if "greedy tokens = AR" in d.value.columns)
+    assert "hf-generate" not in set(peers["arm"]) and "pld" in set(peers["arm"])
+    empty = write_fixture(tmp_path / "nosrc", mlflow_runs=False)
+    d = json.loads((empty / L.BENCH_JSON).read_text())
+    d["summary"] = {}
+    (empty / L.BENCH_JSON).write_text(json.dumps(d))
+    at = app(empty, "Acceptance")
+    assert any("pld" in i.value and "dvc repro benchmark" in i.value for i in at.info)
 
 
 def test_runs_filter_and_params_diff(fixture_root):
@@ -464,8 +498,9 @@ def test_compare_two_folders(tmp_path):
     assert not at.exception
     t = at.dataframe[0].value
     assert list(t.columns[:3]) == ["A: a", "A: a CI low", "A: a CI high"] and "B: b − A: a" in t.columns
-    assert t.loc["dcoco", "B: b − A: a"] == pytest.approx(0.5) and t.loc["dcoco", "intervals disjoint"] == True  # noqa: E712
-    assert t.loc["dflash", "B: b − A: a"] == pytest.approx(0.0) and t.loc["dflash", "intervals disjoint"] == False  # noqa: E712
+    assert t.loc["dcoco", "B: b − A: a"] == pytest.approx(0.5) and t.loc["dcoco", "intervals disjoint"] == "yes"
+    assert t.loc["dflash", "B: b − A: a"] == pytest.approx(0.0) and t.loc["dflash", "intervals disjoint"] == "no"
+    assert t.loc["pld", "intervals disjoint"] == "n/a"  # a summary-only arm: no interval to compare
     spec = at.get("vega_lite_chart")[0].proto.spec
     assert json.loads(spec)["facet"]["column"]["field"] == "source"  # the same chart for both, side by side
     diff = at.dataframe[-1].value
@@ -614,7 +649,7 @@ def test_headroom_lists_every_oracle(tmp_path):
                 by[arm]["oracle_tau_other"] = by[arm]["oracle_tau"] - 0.3  # an oracle the explorer has no label for
     f.write_text(json.dumps(d))
     at = app(root, "Acceptance")
-    hc = at.dataframe[-1].value
+    hc = next(d.value for d in at.dataframe if any(str(c).startswith("headroom closed") for c in d.value.columns))
     assert {"headroom closed (top-K oracle)", "headroom closed (reachable oracle)",
             "headroom closed (oracle_tau_other)"} <= set(hc.columns)
     assert hc.set_index("arm").loc["dcoco", "headroom closed (oracle_tau_other)"].tolist() == pytest.approx([0.8, 0.8])

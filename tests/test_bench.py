@@ -183,28 +183,34 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     t = llama_target
     cfg = BenchmarkConfig(suites=["mt-bench", "humaneval"], max_new_tokens=10, temperatures=[0.0, 1.0],
                           concurrency=[1, 2, 4], concurrency_prompts=2, concurrency_max_new_tokens=8, topk=4,
-                          concurrency_temperatures=[0.0, 1.0], arms=["ar", "dflash", "dflash2"],
-                          concurrency_arms=["ar", "dflash"])
+                          concurrency_temperatures=[0.0, 1.0],
+                          arms=["ar", "dflash", "dflash-b", "pld", "dflash-pld", "hf-generate"],
+                          concurrency_arms=["ar", "dflash", "pld", "dflash-pld"])
     d = _real_drafter(t, S=4, vocab_size=40)
-    ctx = ArmContext(t, cfg, NO_CHECKPOINTS, load_drafter=lambda path: d)
+    from draftlab.config import PLDConfig
+
+    ctx = ArmContext(t, cfg, NO_CHECKPOINTS, load_drafter=lambda path: d, pld=PLDConfig(num_tokens=3, min_match=1),
+                     block_size=4)
     arms = {name: build_arm(name, ctx) for name in ("ar", "dflash")}
-    arms["dflash2"] = SpeculativeArm("dflash2", t, d)  # not in the sweep (concurrency_arms)
+    arms["dflash-b"] = SpeculativeArm("dflash-b", t, d)  # not in the sweep (concurrency_arms)
+    arms.update({name: build_arm(name, ctx) for name in ("pld", "dflash-pld", "hf-generate")})
     suites = {s: [PromptItem(f"{s}/{i}", s, p) for i, p in enumerate(_prompts(t, (5, 8, 6), seed=i + 4))]
               for i, s in enumerate(cfg.suites)}
     ticks = []
     runs = run_benchmark(arms, suites, cfg, [], t.device, tick=ticks.append)
     from draftlab.bench.runner import plan_size
 
-    assert len(ticks) == plan_size(cfg, suites, 3) == len(runs.runs)
-    assert {r.arm for r in runs.runs if r.sweep} == {"ar", "dflash"}
+    assert len(ticks) == plan_size(cfg, suites, arms) == len(runs.runs)
+    assert {r.arm for r in runs.runs if r.sweep} == {"ar", "dflash", "pld", "dflash-pld"}
+    assert {r.temperature for r in runs.runs if r.arm == "hf-generate"} == {0.0}  # a greedy reference row
     assert {r.temperature for r in runs.runs if r.sweep} == {0.0, 1.0}
     detail = compute(runs.runs, runs.arms)
     detail["simulated"] = {"dflash": simulated_tau(t, d, [(p.ids, r) for p, r in zip(suites["mt-bench"], runs.runs[1].result.tokens)])}
-    add_intervals(detail, runs.runs, n_boot=200, pairs=[["dflash2", "dflash"], ["best", "ar"], ["nosuch", "dflash"]])
+    add_intervals(detail, runs.runs, n_boot=200, pairs=[["dflash-b", "dflash"], ["best", "ar"], ["nosuch", "dflash"]])
     written = write_outputs(detail, runs.runs, root=tmp_path)
     js = json.loads((tmp_path / "results/benchmark.json").read_text())
     head = {f.stem: json.loads(f.read_text()) for f in (tmp_path / "metrics/benchmark").glob("*.json")}
-    assert set(head) == {"ar", "dflash", "dflash2"}  # one small DVC metrics row per arm
+    assert set(head) == set(cfg.arms)  # one small DVC metrics row per arm
     assert set(head["dflash"]) == {f"{m}_{t}{pm}" for m in ("tau", "speedup") for t in ("t0", "t1") for pm in ("", "_pm")}
     ci = js["summary"]["dflash"]["tau_t0_ci"]
     assert head["dflash"]["tau_t0"] == js["summary"]["dflash"]["tau_t0"] and ci[0] <= head["dflash"]["tau_t0"] <= ci[1]
@@ -212,18 +218,27 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     assert js["summary"]["ar"]["speedup_t0_ci"] == [1.0, 1.0]  # AR against itself, on every resample
     pp = js["suites"]["mt-bench"]["t0"]["dflash"]["per_prompt"]
     assert len(pp["tau"]) == 3 and abs(sum(pp["tau"]) / 3 - js["suites"]["mt-bench"]["t0"]["dflash"]["tau"]) < 1e-5
-    assert sorted(p["pair"] for p in js["pairs"]) == ["best vs ar"] * 2 + ["dflash2 vs dflash"] * 2  # unknown arm: skipped
+    assert sorted(p["pair"] for p in js["pairs"]) == ["best vs ar"] * 2 + ["dflash-b vs dflash"] * 2  # unknown: skipped
+    assert set(head["hf-generate"]) == {"tau_t0", "tau_t0_pm", "speedup_t0", "speedup_t0_pm"}  # greedy-only row
     for p in js["pairs"]:  # `best`: the highest mean speedup at that temperature
         if p["pair"] == "best vs ar":
             tk = p["temperature"]
-            assert p["a"] == max(("dflash", "dflash2"), key=lambda a: js["summary"][a][f"speedup_{tk}"])
+            cands = [a for a in cfg.arms if a != "ar" and js["summary"][a].get(f"speedup_{tk}") is not None]
+            assert p["a"] == max(cands, key=lambda a: js["summary"][a][f"speedup_{tk}"])
     assert all(p["tau_diff"] == 0.0 and p["tau_diff_ci"] == [0.0, 0.0] and p["tau_exceeds_noise"] is False
                for p in js["pairs"] if p["b"] == "dflash")  # the same drafter under two names: no difference
     for key in ("tau_t0", "tau_t1", "speedup_t0", "speedup_t1", "tokens_per_s_t0", "tokens_per_s_t1", "oracle_tau_t0", "concurrency"):
         assert key in js["summary"]["dflash"], key
     assert set(js["summary"]["dflash"]["concurrency"]) == {"t0", "t1"}
     assert set(js["summary"]["dflash"]["concurrency"]["t0"]) == {"1", "2", "4"}
-    assert "concurrency" not in js["summary"]["dflash2"]
+    assert "concurrency" not in js["summary"]["dflash-b"]
+    summ = js["summary"]
+    for arm in ("dflash", "pld", "dflash-pld", "hf-generate"):  # greedy outputs are AR's
+        assert summ[arm]["tokens_equal_ar_t0"] is True, arm
+    assert summ["hf-generate"]["tokens_per_s_t0"] > 0 and summ["hf-generate"]["speedup_t0"] > 0
+    assert summ["hf-generate"]["tau_t1"] is None and summ["hf-generate"].get("break_even_tau_t0") is None and set(summ["pld"]["concurrency"]) == {"t0", "t1"}
+    src = summ["dflash-pld"]["sources_t0"]
+    assert src["lookup"]["rounds"] + src["drafter"]["rounds"] > 0 and "sources_t0" in summ["pld"]
     for c, m in js["concurrency"]["t0"]["dflash"].items():  # the base arm is 1.0 of itself
         assert m["tau_ratio"] == 1.0 and m["tokens_per_s_ratio"] == 1.0 and m["round_overhead_ms"] == 0.0
     ar1 = js["concurrency"]["t1"]["ar"]["1"]
@@ -233,7 +248,10 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
         df = pd.read_csv(written[name])
         assert len(df) > 0, name
     rounds = pd.read_parquet(written["rounds"])
-    assert set(rounds["arm"]) == {"dflash", "dflash2"} and len(rounds) > 0
+    assert set(rounds["arm"]) == {"dflash", "dflash-b", "pld", "dflash-pld"} and len(rounds) > 0
+    assert rounds[rounds.arm == "pld"]["topk_ids"].isna().all()  # no drafter: nothing ranked
+    assert (rounds[rounds.arm == "dflash-pld"]["lookup_len"] >= 0).all()
+    rounds = rounds[rounds.arm.isin(["dflash", "dflash-b"])]
     assert rounds["accepted"].between(0, 3).all() and len(rounds["topk_ids"].iloc[0]) == 3
     # per-round records reproduce the engine's τ
     t0 = rounds[(rounds.suite == "mt-bench") & (rounds.temperature == 0.0)]

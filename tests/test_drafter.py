@@ -27,8 +27,8 @@ TAPS = [0, 2, 3]
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py (which also gives the tiny llama `target`)
 
 
-def make_drafter(target, vocab=None, layers=2, seed=0, std=0.2):
-    spec = arch_from_target(target, S, layers, TAPS, MASK, 0 if vocab is None else len(vocab))
+def make_drafter(target, vocab=None, layers=2, seed=0, std=0.2, tap_norm=False):
+    spec = arch_from_target(target, S, layers, TAPS, MASK, 0 if vocab is None else len(vocab), tap_norm=tap_norm)
     torch.manual_seed(seed)
     d = DFlashDrafter.from_target(spec, target, vocab)
     with torch.no_grad():  # larger weights than the 0.02 init, so any leak shows in the logits
@@ -155,8 +155,9 @@ def test_split_attention_equals_dense_masked_attention(target, monkeypatch):
 # ---- inference path == training path --------------------------------------------------------------------
 
 
-def test_incremental_api_matches_training_forward(target):
-    d = make_drafter(target)
+@pytest.mark.parametrize("tap_norm", [False, True])
+def test_incremental_api_matches_training_forward(target, tap_norm):
+    d = make_drafter(target, tap_norm=tap_norm)
     ids, feats = batch(target, B=2, L=24, seed=2)
     valid = torch.ones(2, 24, dtype=torch.bool)
     anchors = torch.tensor([[15], [11]])  # ragged: stream 0 has 15 context positions, stream 1 has 11
@@ -292,3 +293,53 @@ def test_trainable_vs_frozen_parameters(target):
     assert all(p.requires_grad for p in d.parameters())
     assert not any(p is target.embed_tokens.weight for p in d.parameters())
     assert np.isclose(d.num_trainable_parameters(), sum(p.numel() for p in d.state_dict().values() if p.is_floating_point()))
+
+
+def test_tap_norm_and_output_norm_init(target, tmp_path):
+    """Per-tap RMSNorm makes the context blind to each tap's scale; out_norm_init sets the final
+    norm; both survive a save/load round trip (they are part of the architecture)."""
+    arch = arch_from_target(target, S, 1, TAPS, MASK, tap_norm=True, out_norm_init=0.25)
+    d = DFlashDrafter.from_target(arch, target).eval()
+    assert torch.allclose(d.norm.weight, torch.full_like(d.norm.weight, 0.25)) and len(d.tap_norms) == len(TAPS)
+    ids, feats = batch(target, B=1, L=10)
+    H = target.hidden_size
+    scaled = feats.clone()
+    scaled[..., :H] *= 1000.0  # one tap 1000x louder: no effect after its own RMSNorm
+    pos = torch.arange(10)[None]
+    with torch.no_grad():
+        k1, _ = d.project_context(feats, pos)
+        k2, _ = d.project_context(scaled, pos)
+    assert (k1[0] - k2[0]).abs().max() < 5e-3  # only the RMSNorm eps differs
+    save_drafter(d, tmp_path / "d")
+    d2 = load_drafter(tmp_path / "d", target)
+    assert d2.arch.tap_norm and d2.arch.out_norm_init == 0.25
+    with torch.no_grad():
+        assert torch.equal(d2.project_context(feats, pos)[0][0], k1[0])
+
+
+def test_greedy_block_labels_match_brute_force():
+    """Slot k's label is the target's greedy token at a+k, valid only while the text agrees with the
+    target's greedy tokens at a+1..a+k-1 (checked against a direct loop)."""
+    from draftlab.drafter.masks import greedy_block_labels
+
+    g = torch.Generator().manual_seed(0)
+    B, T, S5 = 3, 30, 5
+    ids = torch.randint(0, 4, (B, T), generator=g)
+    greedy = torch.where(torch.rand(B, T, generator=g) < 0.7, ids, torch.randint(0, 4, (B, T), generator=g))
+    greedy[:, 0] = -1
+    anchors = torch.tensor([[1, 7, 20], [3, 24, 25], [0, 12, 26]])
+    seq_len = torch.tensor([30, 27, 29])
+    lab, valid = greedy_block_labels(ids, greedy, anchors, S5, seq_len)
+    for b in range(B):
+        for i, a in enumerate(anchors[b].tolist()):
+            for k in range(S5):
+                p = a + k
+                ok = k >= 1 and p < seq_len[b] and greedy[b, p] >= 0 and all(
+                    ids[b, a + j] == greedy[b, a + j] for j in range(1, k))
+                assert bool(valid[b, i, k]) == ok, (b, a, k)
+                if ok:
+                    assert lab[b, i, k] == greedy[b, p]
+    # on the target's own greedy text the labels are the reference labels
+    same, ok_same = greedy_block_labels(ids, torch.cat([torch.full((B, 1), -1), ids[:, 1:]], 1), anchors, S5, seq_len)
+    ref, in_range = block_labels(ids, anchors, S5, seq_len)
+    assert torch.equal(ok_same, in_range) and torch.equal(same[ok_same], ref[in_range])

@@ -22,6 +22,7 @@ LAYERS = [
     ["data", "training", "tracking"],
     ["bench"],
     ["pipeline"],
+    ["cli"],
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
 PLAIN = ("errors", "io", "kernels", "verifier", "drafter", "decoding", "corrector", "specopd", "data")

@@ -174,3 +174,47 @@ def test_trained_drafter_drives_the_engine_losslessly(target, tmp_path):
     assert sum(a + 1 for a in rounds) / len(rounds) > 1.5
     sim = simulated_tau(target, d, list(zip(prompts, refs)), stride=2)
     assert sim["train"] > 1.5 and abs(sim["train"] - sim["infer"]) < 1e-6
+
+
+def test_tap_teacher_reproduces_the_target_distribution(target):
+    """The teacher's p (final norm + head over the cached last-layer tap) equals the target's own
+    next-token distribution at the block's positions; KL(p||p) = 0; a tap list without the last
+    layer is refused with one line."""
+    from draftlab.errors import DraftlabError
+    from draftlab.training.distill import make_teacher
+
+    S4 = 4
+    taps = [0, 2, target.num_layers - 1]
+    d = DFlashDrafter.from_target(arch_from_target(target, S4, 1, taps, 1), target)
+    ids = torch.randint(3, target.vocab_size, (2, 20), generator=torch.Generator().manual_seed(1))
+    out = target(ids, taps=taps)
+    teacher = make_teacher(target, taps)
+    anchors = torch.tensor([[4, 9], [2, 13]])
+    lp = teacher.log_probs(d, out.taps.float(), anchors)  # [B, A, n, V]
+    ref = out.logits.log_softmax(-1)
+    for b in range(2):
+        for i, a in enumerate(anchors[b].tolist()):
+            for k in range(1, S4):
+                assert (lp[b, i, k - 1] - ref[b, a + k - 1]).abs().max() < 1e-4
+    assert teacher.kl(d, out.taps.float(), anchors, lp).abs().max() < 1e-5
+    with pytest.raises(DraftlabError, match="last layer"):
+        make_teacher(target, [0, 1])
+
+
+@pytest.mark.parametrize("recipe", [
+    {"kd_weight": 1.0},
+    {"labels": "greedy", "anchor_region": "all", "max_slot": 2},
+])
+def test_recipe_options_train_end_to_end(target, tmp_path, recipe):
+    """Distillation, greedy-prefix labels, prompt anchors and a slot cut-off all run through the
+    driver on cached features and still produce a validated drafter."""
+    from draftlab.training.distill import make_teacher
+
+    assert TAPS[-1] == target.num_layers - 1
+    prompts, resps, split = random_refs()
+    seqs = SequenceSet.from_lists(prompts, resps, split)
+    store, _ = FeatureStore.open_or_build(tmp_path / "f", target, seqs, TAPS, log=lambda m: None)
+    c = cfg(max_steps=3, **recipe)
+    teacher = make_teacher(target, TAPS) if c.kd_weight else None
+    res = train_drafter(drafter_for(target), seqs, c, tmp_path / "run", store=store, log=lambda m: None, teacher=teacher)
+    assert res.steps == 3 and res.best_sim_tau >= 1.0 and res.slot_predictions > 0

@@ -74,6 +74,8 @@ def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, sch
     except OmegaConfBaseException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
     _walk_check(obj, "")
+    if hasattr(obj, "check_across"):
+        obj.check_across()
     return obj
 
 

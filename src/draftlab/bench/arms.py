@@ -17,9 +17,14 @@ docs/architecture.md). A speculative arm is a drafter (or None) plus a proposal 
 | `dcoco` (+ `-globalsum`, `-geometric`) | the dcoco variant's co-trained drafter | DCOCO, that path rule |
 | `dcoco-nopair` / `-nocand` / `-frozen` | that variant's drafter | DCOCO, greedy |
 | `specopd-dcoco` | the specopd-dcoco variant at T=0, specopd-dcoco-t1 at T>0 | DCOCO, greedy |
-| `dspark`, `domino` | that variant's drafter | the sequential walk |
-Corrector proposals are deterministic, so at T>0 the verifier applies the point-mass rule. Arms built on
+| `dspark`, `domino`, `dflash2` | that variant's drafter | the sequential walk / DFlash-2's candidate selector |
+| `pld` | — (none: no drafter pass, no taps) | prompt lookup (n-gram) |
+| `dflash-pld` (`-switch`, `-splice`) | pretrained drafter | lookup where an n-gram of ≥ `pld.min_match` matched, else the drafter |
+| `dflash-ref` | pretrained drafter, run by the authors' `dflash_generate` (batch 1, greedy) | theirs |
+| `hf-generate`, `hf-generate-pld` | — (Hugging Face `generate`, batch 1, greedy; plain / `prompt_lookup_num_tokens`) | — |
+Corrector and lookup proposals are deterministic, so at T>0 the verifier applies the point-mass rule. Arms built on
 SpecOPD decode each temperature with the state selected by that temperature's metric (`ByTemperature`).
+The reference rows (`dflash-ref`, `hf-generate*`) are greedy only: the runner skips them at T>0.
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ from draftlab.corrector.families import load_corrector, read_corrector_info
 from draftlab.corrector.proposal import CorrectorProposal
 from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep
 from draftlab.decoding.ar import generate_ar
+from draftlab.decoding.lookup import LookupHybrid, PromptLookup
 from draftlab.decoding.common import GenerationResult
 from draftlab.decoding.speculative import SpeculativeEngine
 from draftlab.decoding.verify import SamplingParams
@@ -67,6 +73,8 @@ class ArmContext:
     pad_id: int = 0
     load_drafter: Callable[[str], Drafter] | None = None  # folder -> drafter (the stage caches loads)
     kernels: str | None = None  # overrides the kernel backend the correctors were saved with (auto | torch | triton)
+    pld: Any = None  # prompt-lookup settings (a PLDConfig: max_ngram, num_tokens, min_match, hybrid)
+    block_size: int = 8  # S of the drafter-less `pld` arm (the drafter's block size, for a same-width comparison)
 
     def drafter(self, folder: str) -> Drafter:
         if self.load_drafter is None:
@@ -161,6 +169,44 @@ def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
     return build
 
 
+def _pld(ctx: ArmContext):
+    if ctx.pld is None:
+        from draftlab.config import PLDConfig  # the defaults
+
+        return PLDConfig()
+    return ctx.pld
+
+
+def pld_arm(name: str, ctx: ArmContext) -> Arm:
+    """Prompt lookup without a drafter: the engine runs no drafter pass and requests no taps."""
+    p = _pld(ctx)
+    return SpeculativeArm(name, ctx.target, None, PromptLookup(ctx.block_size, p.max_ngram, p.num_tokens),
+                          ctx.pad_id, ctx.cfg.compact_threshold)
+
+
+def hybrid_arm(mode: str | None = None) -> ArmFactory:
+    """The pretrained drafter + prompt lookup (`LookupHybrid`); mode None = `pld.hybrid`."""
+    def build(name: str, ctx: ArmContext) -> Arm:
+        p, drafter = _pld(ctx), ctx.drafter(ctx.checkpoints.drafter)
+        look = PromptLookup(drafter.block_size, p.max_ngram, min(p.num_tokens, drafter.block_size - 1))
+        step = LookupHybrid(look, ctx.target.vocab_size, DrafterProposal(), mode or p.hybrid, p.min_match)
+        return SpeculativeArm(name, ctx.target, drafter, step, ctx.pad_id, ctx.cfg.compact_threshold)
+
+    return build
+
+
+def reference_arm(kind: str) -> ArmFactory:
+    """The peers run by other code: the authors' `dflash_generate` and Hugging Face `generate`."""
+    def build(name: str, ctx: ArmContext) -> Arm:
+        from draftlab.bench.peers import DFlashRefArm, HFGenerateArm
+
+        if kind == "dflash-ref":
+            return DFlashRefArm(name, ctx.target, ctx.drafter(ctx.checkpoints.drafter))
+        return HFGenerateArm(name, ctx.target, _pld(ctx).num_tokens if kind == "hf-pld" else 0, ctx.pad_id)
+
+    return build
+
+
 ARM_TABLE: dict[str, ArmFactory] = {
     "ar": ar_arm,
     "dflash": drafter_arm(lambda c: c.drafter),
@@ -176,6 +222,14 @@ ARM_TABLE: dict[str, ArmFactory] = {
     "specopd-dcoco": by_temperature(corrector_arm("specopd-dcoco"), corrector_arm("specopd-dcoco-t1")),
     "dspark": corrector_arm("dspark"),
     "domino": corrector_arm("domino"),
+    "dflash2": corrector_arm("dflash2"),
+    "pld": pld_arm,
+    "dflash-pld": hybrid_arm(),
+    "dflash-pld-switch": hybrid_arm("switch"),
+    "dflash-pld-splice": hybrid_arm("splice"),
+    "dflash-ref": reference_arm("dflash-ref"),
+    "hf-generate": reference_arm("hf"),
+    "hf-generate-pld": reference_arm("hf-pld"),
 }
 
 

@@ -19,6 +19,11 @@
   plain DFlash) and `headroom_closed_t0` = (τ_arm − τ_dflash) / (τ_oracle − τ_dflash) at T=0, with
   τ_oracle the oracle τ of the `dflash` arm's drafter (the share of its top-K headroom an arm closes);
   `headroom_closed_reachable_t0` the same against its reachable oracle τ.
+- sources (arms whose proposal step records `lookup_len`: `pld`, `dflash-pld`): per source (lookup /
+  drafter) the share of (stream, round) pairs it proposed, accepted proposals per such round, and the
+  accepted tokens it contributed (in a spliced block the lookup's slots come first).
+- tokens_equal_ar (T=0): every output of the arm equals the AR arm's output for the same prompt (the
+  exactness flag; reference rows such as `hf-generate` included).
 - concurrency sweep, per temperature, arm and level: tokens/s, τ, speedup over AR, and relative to the
   base arm (`dflash`) at the same level `tau_ratio`, `tokens_per_s_ratio`, `round_overhead_ms` (speculative
   arms only; None for AR).
@@ -90,7 +95,31 @@ def group_metrics(runs: list[BatchRun]) -> dict:
     n = max(r.block_size for r in res) - 1
     m["accept_curve"] = [(flat >= j).float().mean().item() for j in range(1, n + 1)]
     m.update(coverage_metrics(runs))
+    sources = source_metrics(runs)
+    if sources:
+        m["sources"] = sources
     return m
+
+
+def source_metrics(runs: list[BatchRun]) -> dict:
+    """Lookup vs drafter from the rounds' `lookup_len` / `lookup_slots` records (empty without them)."""
+    slots, acc = [], []
+    for run in runs:
+        for rec in run.result.records:
+            if "lookup_len" in rec.extras:
+                slots.append(rec.extras.get("lookup_slots", rec.extras["lookup_len"]).long())
+                acc.append(rec.accepted.long())
+    if not slots:
+        return {}
+    L, a = torch.cat(slots), torch.cat(acc)  # [rounds·streams]
+    from_lookup = (L > 0)
+    acc_lookup = torch.minimum(a, L)  # accepted tokens that the lookup proposed
+    out = {}
+    for name, sel, tok in (("lookup", from_lookup, acc_lookup), ("drafter", ~from_lookup, a - acc_lookup)):
+        k = int(sel.sum())
+        out[name] = {"rounds": k, "share": k / len(L), "accepted_per_round": float(a[sel].float().mean()) if k else None,
+                     "accepted_tokens": int(tok.sum())}
+    return out
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -144,7 +173,14 @@ def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar", base_arm:
     suites: dict = defaultdict(lambda: defaultdict(dict))
     for (arm, suite, temp, _c), group in _groups(runs, sweep=False).items():
         suites[suite][tkey(temp)][arm] = group_metrics(group)
+    outputs = {(r.suite, r.arm, pid): toks for r in runs if r.temperature == 0 and not r.sweep
+               for pid, toks in zip(r.prompt_ids, r.result.tokens)}
     for suite, temps in suites.items():
+        for arm, m in temps.get(tkey(0.0), {}).items():
+            mine = {pid: toks for (s, a, pid), toks in outputs.items() if s == suite and a == arm}
+            ref = [outputs.get((suite, ar_arm, pid)) for pid in mine]
+            m["tokens_equal_ar"] = None if not mine or any(x is None for x in ref) else all(
+                toks == outputs[(suite, ar_arm, pid)] for pid, toks in mine.items())
         for tk, by_arm in temps.items():
             base = by_arm.get(ar_arm)
             for arm, m in by_arm.items():
@@ -199,6 +235,13 @@ def summary(suites: dict, conc: dict, arms: list[str], base_arm: str = "dflash")
                     e[f"{name}_{tk}"] = _mean([m.get(name) for m in ms])
             if any(m.get("break_even_tau") for m in ms):
                 e[f"break_even_tau_{tk}"] = _mean([m.get("break_even_tau") for m in ms])
+        eq = [s[tkey(0.0)][arm].get("tokens_equal_ar") for s in suites.values() if arm in s.get(tkey(0.0), {})]
+        if any(x is not None for x in eq):
+            e["tokens_equal_ar_t0"] = all(x for x in eq if x is not None)
+        for tk in temps:
+            src = [s[tk][arm]["sources"] for s in suites.values() if "sources" in s.get(tk, {}).get(arm, {})]
+            if src:
+                e[f"sources_{tk}"] = merge_sources(src)
         shares = [m.get("round_share", {}).get("propose") for s in suites.values() for by_arm in s.values()
                   for a, m in by_arm.items() if a == arm]
         e["proposal_share_of_round"] = _mean(shares)
@@ -215,6 +258,19 @@ def summary(suites: dict, conc: dict, arms: list[str], base_arm: str = "dflash")
         for name in ORACLES:  # headroom_closed_t0 (top-K oracle), headroom_closed_reachable_t0
             e["headroom_closed" + name[len("oracle_tau"):] + "_t0"] = None if f"{name}_t0" not in e else headroom_closed(
                 e.get("tau_t0"), base.get("tau_t0"), base.get(f"{name}_t0"))
+    return out
+
+
+def merge_sources(parts: list[dict]) -> dict:
+    """Source metrics summed over suites (shares and per-round means re-weighted by rounds)."""
+    out = {}
+    total = sum(p[k]["rounds"] for p in parts for k in p)
+    for k in parts[0]:
+        rounds = sum(p[k]["rounds"] for p in parts)
+        acc = sum((p[k]["accepted_per_round"] or 0.0) * p[k]["rounds"] for p in parts)
+        out[k] = {"rounds": rounds, "share": rounds / total if total else None,
+                  "accepted_per_round": acc / rounds if rounds else None,
+                  "accepted_tokens": sum(p[k]["accepted_tokens"] for p in parts)}
     return out
 
 

@@ -2,7 +2,8 @@
 their confidence intervals and per-prompt values, the concurrency sweep, the per-arm `summary`, the paired
 arm differences), the headline `metrics/benchmark/<arm>.json` (one small DVC metrics file per arm: τ and
 speedup per temperature with the half-width of their interval, so `dvc metrics show` prints one row per
-arm), plot CSVs (τ per slot, coverage, speedup per suite, throughput vs concurrency) and the per-round
+arm), plot CSVs (τ per slot, coverage, speedup per suite, throughput vs concurrency, and per arm the peers
+table: τ, tokens/s, ratio to AR, the tokens-equal-AR flag and the proposal sources) and the per-round
 Parquet file for the explorer. Every file is written atomically (draftlab.io)."""
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ PLOTS = {
     "coverage": "plots/benchmark_coverage.csv",
     "speedup": "plots/benchmark_speedup.csv",
     "concurrency": "plots/benchmark_concurrency.csv",
+    "peers": "plots/benchmark_peers.csv",
 }
 CONC_COLS = ("tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream", "tau", "tau_ratio", "tokens_per_s_ratio",
              "round_total_ms", "propose_ms", "round_overhead_ms")
@@ -47,13 +49,37 @@ def plot_frames(detail: dict) -> dict[str, pd.DataFrame]:
             for c, m in levels.items():
                 conc_rows.append({"temperature": tk, "arm": arm, "streams": int(c), **{k: m.get(k) for k in CONC_COLS}})
     cols = {
+        "peers": list(PEER_COLS),
         "tau_per_slot": ["suite", "temperature", "arm", "slot", "accept_rate"],
         "coverage": ["suite", "temperature", "arm", "slot", "k", "coverage"],
         "speedup": ["suite", "temperature", "arm", "speedup", "tau", "tokens_per_s", "break_even_tau", "proposal_share"],
         "concurrency": ["temperature", "arm", "streams", *CONC_COLS],
     }
-    rows = {"tau_per_slot": slot_rows, "coverage": cov_rows, "speedup": sp_rows, "concurrency": conc_rows}
+    rows = {"peers": peer_rows(detail.get("summary", {})), "tau_per_slot": slot_rows, "coverage": cov_rows, "speedup": sp_rows, "concurrency": conc_rows}
     return {k: pd.DataFrame(rows[k], columns=cols[k]) for k in cols}
+
+
+PEER_COLS = ("arm", "temperature", "tau", "tokens_per_s", "speedup", "tokens_equal_ar", "lookup_share",
+             "lookup_accepted_per_round", "drafter_accepted_per_round", "lookup_accepted_tokens", "drafter_accepted_tokens")
+
+
+def peer_rows(summary: dict) -> list[dict]:
+    """One row per (arm, temperature) of the summary: the training-free peers beside the trained arms."""
+    rows = []
+    for arm, e in summary.items():
+        for tk in sorted({k.split("_")[1] for k in e if k.startswith("tau_t")}):  # tau_t0, tau_t0_ci -> t0
+            if e.get(f"tau_{tk}") is None:
+                continue  # a greedy-only reference row at T>0
+            src = e.get(f"sources_{tk}") or {}
+            look, draft = src.get("lookup", {}), src.get("drafter", {})
+            rows.append({"arm": arm, "temperature": tk, "tau": e.get(f"tau_{tk}"),
+                         "tokens_per_s": e.get(f"tokens_per_s_{tk}"), "speedup": e.get(f"speedup_{tk}"),
+                         "tokens_equal_ar": e.get("tokens_equal_ar_t0") if tk == "t0" else None,
+                         "lookup_share": look.get("share"), "lookup_accepted_per_round": look.get("accepted_per_round"),
+                         "drafter_accepted_per_round": draft.get("accepted_per_round"),
+                         "lookup_accepted_tokens": look.get("accepted_tokens"),
+                         "drafter_accepted_tokens": draft.get("accepted_tokens")})
+    return rows
 
 
 def round_frame(runs: list[BatchRun]) -> pd.DataFrame:

@@ -2,7 +2,8 @@
 
 Arms run the *same* prompt batches interleaved (batch i: every arm in turn, starting arm rotated per
 batch so no arm always runs first), so every speedup is a same-run ratio. Each (arm, batch) gets a
-generator seeded from (seed, batch index), identical across arms.
+generator seeded from (seed, batch index), identical across arms. Arms that declare `greedy_only`
+(the reference rows: Hugging Face `generate`, the authors' `dflash_generate`) are skipped at T>0.
 """
 from __future__ import annotations
 
@@ -50,12 +51,16 @@ def _seeded(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def plan_size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]], n_arms: int) -> int:
-    """Number of (arm, batch) generations the run will do (for the progress bar)."""
-    main = sum(len(_chunks(p, cfg.batch_size)) for p in suites.values()) * len(cfg.temperatures)
+def plan_size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]], arms: dict) -> int:
+    """Number of (arm, batch) generations the run will do (for the progress bar); arms: name -> Arm."""
+    def runs_per_batch(names: list[str], temps: list[float]) -> int:
+        return sum(1 for t in temps for a in names if not (t > 0 and getattr(arms[a], "greedy_only", False)))
+
+    names = list(arms)
+    main = sum(len(_chunks(p, cfg.batch_size)) for p in suites.values())
     sweep = sum(len(_chunks(list(range(max(c, cfg.concurrency_prompts))), c)) for c in cfg.concurrency)
-    sweep_arms = len(cfg.concurrency_arms) if cfg.concurrency_arms else n_arms
-    return main * n_arms + sweep * len(cfg.concurrency_temperatures) * sweep_arms
+    sweep_arms = [a for a in names if a in cfg.concurrency_arms] if cfg.concurrency_arms else names
+    return main * runs_per_batch(names, cfg.temperatures) + sweep * runs_per_batch(sweep_arms, cfg.concurrency_temperatures)
 
 
 def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: BenchmarkConfig, eos_ids: list[int],
@@ -76,6 +81,8 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
         sp = SamplingParams(temp, cfg.top_p, cfg.top_k)
         order = which[bi % len(which):] + which[: bi % len(which)]  # rotate: no arm always runs first
         for name in order:
+            if temp > 0 and getattr(arms[name], "greedy_only", False):
+                continue
             res = arms[name].generate([p.ids for p in batch], max_new, sp, eos_ids, _seeded(device, cfg.seed * 100003 + bi),
                                       record_topk=0 if sweep else cfg.topk)
             out.runs.append(BatchRun(name, suite, temp, conc, sweep, [p.id for p in batch], [p.ids for p in batch], res))

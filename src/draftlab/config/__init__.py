@@ -10,7 +10,7 @@ Name lists belong to the packages that define them (`draftlab.corrector.variants
 `draftlab.specopd.objectives`, `draftlab.data.suites.SUITES`): a new variant needs no edit here.
 """
 from draftlab.config.sections import (  # noqa: F401
-    BenchmarkConfig, DataConfig, DrafterConfig, Params, ProfileConfig, RandomModelConfig, ReferenceConfig,
+    BenchmarkConfig, DataConfig, DrafterConfig, Params, PLDConfig, ProfileConfig, RandomModelConfig, ReferenceConfig,
     TargetConfig, TrackingConfig,
 )
 from draftlab.config.training import (  # noqa: F401

@@ -159,8 +159,11 @@ class DrafterConfig:
     intermediate_size: int = 0  # SwiGLU width; 0 = the target's
     num_heads: int = 0  # 0 = the target's
     num_kv_heads: int = 0  # 0 = the target's
+    tap_norm: bool = False  # RMSNorm each tap (own weight) before the feature projection
+    out_norm_init: float = 1.0  # initial weight of the drafter's final norm (sets the initial logit scale)
 
     def check(self, p: str) -> None:
+        _positive(f"{p}.out_norm_init", self.out_norm_init)
         if self.block_size < 2:
             raise ConfigError(f"{p}.block_size={self.block_size} must be >= 2 (slot 0 + at least one proposal)")
         _positive(f"{p}.num_layers", self.num_layers)
@@ -245,6 +248,26 @@ class BenchmarkConfig:
 
 
 @dataclass
+class PLDConfig:
+    """Prompt lookup (n-gram proposals): the `pld` arm and the `dflash-pld` hybrid (draftlab.decoding.lookup).
+    The verified block has the drafter's size S (drafter.block_size), so num_tokens lies in 1..S-1."""
+
+    max_ngram: int = 3  # the longest suffix n-gram looked up (then shorter ones, down to 1)
+    num_tokens: int = 7  # tokens proposed after a match (<= S-1)
+    min_match: int = 1  # `dflash-pld`: the lookup replaces the drafter only with a match this long (`pld`: any)
+    hybrid: str = "switch"  # dflash-pld: switch (whole block from the lookup) | splice (lookup, then drafter)
+
+    def check(self, p: str) -> None:
+        if self.max_ngram < 1:
+            raise ConfigError(f"{p}.max_ngram={self.max_ngram} must be >= 1 (the longest n-gram looked up)")
+        if self.num_tokens < 1:
+            raise ConfigError(f"{p}.num_tokens={self.num_tokens} must lie in 1..S-1 (S = drafter.block_size)")
+        if not 1 <= self.min_match <= self.max_ngram:
+            raise ConfigError(f"{p}.min_match={self.min_match} must lie in 1..{p}.max_ngram={self.max_ngram}")
+        _choice(f"{p}.hybrid", self.hybrid, ("switch", "splice"))
+
+
+@dataclass
 class Params:
     """The whole params.yaml. Later stages add their sections here."""
 
@@ -258,3 +281,11 @@ class Params:
     specopd: SpecOPDConfig = field(default_factory=SpecOPDConfig)
     corrector: CorrectorConfig = field(default_factory=CorrectorConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    pld: PLDConfig = field(default_factory=PLDConfig)
+
+    def check_across(self) -> None:
+        """Checks that involve two sections (each section's own `check` has run)."""
+        S = self.drafter.block_size
+        if not 1 <= self.pld.num_tokens <= S - 1:
+            raise ConfigError(f"pld.num_tokens={self.pld.num_tokens} must lie in 1..{S - 1} (1..S-1, S = "
+                              f"drafter.block_size={S}); lower it or raise drafter.block_size")

@@ -16,6 +16,9 @@ from draftlab.corrector.variants import RULES, VARIANTS
 from draftlab.errors import ConfigError
 from draftlab.specopd.objectives import BASELINES
 
+LABELS = ("reference", "greedy")  # pretraining labels: the reference token, or the target's greedy token (see PretrainConfig)
+ANCHOR_REGIONS = ("response", "all")  # where pretraining anchors may lie
+
 
 # ----------------------------------------------------------------------------------------------
 # parts shared by the training sections (flat in params.yaml: each section inherits the fields)
@@ -124,6 +127,15 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
     gamma: float = 0.0  # loss decay exp(-(k-1)/gamma); 0 = auto: 7 / 5 / 4 for S = 16 / 10 / 8
     cache_features: bool = True  # cache target tap features (fp16) on disk; False = compute on the fly
     feature_batch_tokens: int = 2048  # padded tokens per target forward when computing features
+    # distillation from the target's own distribution over the draft vocabulary, rebuilt from the
+    # cached last-layer tap (final norm + head): loss += kd_weight * KL(p_target || q_drafter) per slot
+    kd_weight: float = 0.0
+    # labels: reference = the reference token at a+k; greedy = the target's greedy token at a+k given
+    # the text before it, valid while the text agrees with the target's greedy tokens (exact for
+    # human-written text too, so prompt positions can be anchors)
+    labels: str = "reference"
+    anchor_region: str = "response"  # response | all (prompt positions too; needs labels=greedy)
+    max_slot: int = 0  # supervise (and run the head on) slots 1..max_slot only; 0 = every proposed slot
 
     def check(self, p: str) -> None:
         self.check_budget(p)
@@ -133,6 +145,12 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
         self.check_run(p)
         _positive(f"{p}.gamma", self.gamma, allow_zero=True)
         _positive(f"{p}.feature_batch_tokens", self.feature_batch_tokens)
+        _positive(f"{p}.kd_weight", self.kd_weight, allow_zero=True)
+        _positive(f"{p}.max_slot", self.max_slot, allow_zero=True)
+        _choice(f"{p}.labels", self.labels, LABELS)
+        _choice(f"{p}.anchor_region", self.anchor_region, ANCHOR_REGIONS)
+        if self.anchor_region == "all" and self.labels != "greedy":
+            raise ConfigError(f"{p}.anchor_region=all needs {p}.labels=greedy (prompt text is not the target's own output)")
 
 
 @dataclass

@@ -14,7 +14,8 @@ import torch
 from draftlab.corrector.base import Corrector
 from draftlab.corrector.dcoco import DCOCOArch, DCOCOCorrector, arch_from_config
 from draftlab.corrector.sequential import FORMAT as SEQUENTIAL_FORMAT
-from draftlab.corrector.sequential import SequentialArch, build_sequential, sequential_arch
+from draftlab.corrector.selector import CandidateSelector
+from draftlab.corrector.sequential import SequentialArch, SequentialCorrector, build_sequential, sequential_arch
 from draftlab.corrector.variants import TABLE
 from draftlab.errors import DraftlabError
 from draftlab.io import read_folder_config, read_folder_tensors
@@ -29,9 +30,15 @@ def build_corrector(cfg, drafter, variant: str, seed: int | None = None) -> Corr
     v = TABLE[variant]
     torch.manual_seed(cfg.seed if seed is None else seed)
     if v.sequential:
-        return build_sequential(sequential_arch(v.family, drafter, cfg.seq_rank, cfg.seq_gate), drafter).to(drafter.device)
+        arch = sequential_arch(v.family, drafter, cfg.seq_rank, cfg.seq_gate, top_k=cfg.k)
+        return build_walk(arch, drafter).to(drafter.device)
     arch = replace(arch_from_config(cfg, drafter.arch.hidden_size, drafter.embed_tokens, v.ablation), variant=variant)
     return DCOCOCorrector(arch, drafter.embed_tokens).to(drafter.device)
+
+
+def build_walk(arch: SequentialArch, drafter) -> SequentialCorrector:
+    """A slot-by-slot corrector of `arch.kind`: DSpark, Domino or DFlash-2's candidate selector."""
+    return CandidateSelector(arch) if arch.kind == "dflash2" else build_sequential(arch, drafter)
 
 
 def read_corrector_info(folder: str | Path) -> tuple[object, dict]:
@@ -55,12 +62,12 @@ def load_corrector(folder: str | Path, drafter) -> Corrector:
                                 f"this target's is {shape}")
         model: Corrector = DCOCOCorrector(arch, drafter.embed_tokens)
     else:
-        want = sequential_arch(arch.kind, drafter, arch.rank, arch.gate, arch.variant)
+        want = sequential_arch(arch.kind, drafter, arch.rank, arch.gate, arch.variant, arch.top_k)
         if want != arch:
             raise DraftlabError(f"sequential corrector {folder} was trained for a drafter with (H, V, Vd, De) = "
                                 f"{(arch.hidden_size, arch.vocab_size, arch.draft_vocab_size, arch.embed_dim)}; this one "
                                 f"has {(want.hidden_size, want.vocab_size, want.draft_vocab_size, want.embed_dim)}")
-        model = build_sequential(arch, drafter)
+        model = build_walk(arch, drafter)
     try:
         model.load_state_dict(read_folder_tensors(folder, "corrector"), strict=True)
     except RuntimeError as e:

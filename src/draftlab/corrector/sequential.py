@@ -1,4 +1,5 @@
-"""Sequential correctors, the baselines DCOCO is compared with (SPEC §2.4): DSpark and Domino.
+"""Sequential correctors, the baselines DCOCO is compared with (SPEC §2.4): DSpark and Domino (and the
+shared base / architecture of DFlash-2's candidate selector, `draftlab.corrector.selector`).
 
 Both turn the drafter's parallel block into a slot-by-slot walk. Slot p (p = 1..n) is chosen from
 the corrected draft logits ℓ_p + δ_p (draft vocabulary), where δ_p depends on the tokens chosen
@@ -46,6 +47,7 @@ class SequentialArch(ArchDict):
     embed_dim: int  # De: the frozen target embedding (Domino's input)
     rank: int = 64  # r
     gate: bool = True  # DSpark: σ(G h_p) on the bias
+    top_k: int = 0  # dflash2 (draftlab.corrector.selector): K candidates per slot
     variant: str = ""  # informational: which trained variant this is
     format: str = FORMAT
 
@@ -53,7 +55,9 @@ class SequentialArch(ArchDict):
 def count_parameters(arch: SequentialArch) -> dict[str, int]:
     """Trainable parameters per block (analytic; equals the module's count)."""
     r, H = arch.rank, arch.hidden_size
-    if arch.kind == "dspark":
+    if arch.kind == "dflash2":
+        n = {"predecessor": arch.vocab_size * r, "successor": arch.vocab_size * r, "hidden": H * r}
+    elif arch.kind == "dspark":
         n = {"table": arch.vocab_size * r, "out": r * arch.draft_vocab_size + arch.draft_vocab_size}
         if arch.gate:
             n["gate"] = H * r + r
@@ -183,14 +187,16 @@ class DominoCorrector(SequentialCorrector):
 
 
 def build_sequential(arch: SequentialArch, drafter) -> SequentialCorrector:
-    if arch.kind not in SEQUENTIAL:
+    """DSpark or Domino (dflash2 is built by draftlab.corrector.families)."""
+    if arch.kind not in ("dspark", "domino"):
         raise DraftlabError(f"sequential corrector {arch.kind!r} is not valid; choose one of: {', '.join(SEQUENTIAL)}")
     return DSparkCorrector(arch) if arch.kind == "dspark" else DominoCorrector(arch, drafter)
 
 
-def sequential_arch(kind: str, drafter, rank: int = 64, gate: bool = True, variant: str = "") -> SequentialArch:
-    """The architecture of a sequential corrector on top of `drafter`."""
+def sequential_arch(kind: str, drafter, rank: int = 64, gate: bool = True, variant: str = "",
+                    top_k: int = 0) -> SequentialArch:
+    """The architecture of a sequential corrector on top of `drafter` (top_k: dflash2's K)."""
     V, De = drafter.embed_tokens.weight.shape
     return SequentialArch(kind=kind, hidden_size=drafter.arch.hidden_size, vocab_size=V,
                           draft_vocab_size=head_weight(drafter).shape[0], embed_dim=De, rank=rank, gate=gate,
-                          variant=variant or kind)
+                          top_k=top_k if kind == "dflash2" else 0, variant=variant or kind)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 RULES = ("greedy", "globalsum", "geometric")  # DCOCO's path rules (draftlab.corrector.paths)
-SEQUENTIAL = ("dspark", "domino")  # the sequential correctors of SPEC §2.4 (slot-by-slot walks)
+SEQUENTIAL = ("dspark", "domino", "dflash2")  # slot-by-slot walks: SPEC §2.4's baselines, DFlash-2's selector
 LOSSES = ("joint", "cond", "reach")  # DCOCO's loss kinds (draftlab.corrector.loss)
 BASES = ("pretrained", "specopd", "specopd-t1")  # base drafters: pretraining's, SpecOPD's greedy / T=1 state
 
@@ -31,7 +31,7 @@ class Variant:
     """One trained corrector variant of the corrector stage."""
 
     name: str
-    family: str  # dcoco | dspark | domino: which corrector class
+    family: str  # dcoco | dspark | domino | dflash2: which corrector class
     ablation: str = ""  # DCOCO's architecture switch: dcoco | nopair | nocand | frozen ("" for the others)
     base: str = "pretrained"  # the drafter it starts from (BASES)
     frozen: bool = False  # the drafter is not trained (the frozen-backbone ablation)
@@ -74,6 +74,7 @@ TABLE: dict[str, Variant] = {v.name: v for v in (
     Variant("specopd-dcoco-t1", "dcoco", "dcoco", base="specopd-t1"),  # on its best-T=1 state (T=1 arm)
     Variant("dspark", "dspark"),
     Variant("domino", "domino"),
+    Variant("dflash2", "dflash2"),  # DFlash-2's candidate selector (draftlab.corrector.selector)
     # issue 17: co-training options (how the corrector loss reaches the drafter)
     Variant("dcoco-sg", "dcoco", "dcoco", grad_hidden=0.0, grad_logits=1.0),  # stop-gradient on the hidden path
     Variant("dcoco-lam0.3", "dcoco", "dcoco", grad_hidden=0.3, grad_logits=0.3),  # λ on both paths

@@ -28,7 +28,7 @@ class SpeculativeEngine:
         self.target, self.drafter = target, drafter
         self.proposer = proposer or DrafterProposal()
         self.block_size = drafter.block_size if drafter is not None else proposer.block_size
-        self.record_topk = record_topk if drafter is not None else 0  # no draft distribution to rank
+        self.record_topk = record_topk  # without a drafter: records without top-K (nothing to rank)
         self.pad_id, self.compact_threshold = pad_id, compact_threshold
 
     @torch.no_grad()
@@ -59,7 +59,7 @@ class SpeculativeEngine:
             r = speculative_round(sc, drafter, state, self.proposer, last, ctx, sp, generator, clock, S)
             acc, res, prop = r.result.accepted, r.result, r.proposal
             ctx = r.context
-            new = torch.cat([prop.tokens, prop.tokens[:, :1]], 1).scatter(1, acc[:, None], res.next_token[:, None])  # [b, W+1]
+            new = torch.cat([prop.tokens, res.next_token[:, None]], 1).scatter(1, acc[:, None], res.next_token[:, None])  # [b, W+1]
             offsets = [len(outputs.tokens[i]) - 1 for i in rows]
             done = outputs.emit(rows, new, acc + 1, clock())
             for t in trackers:
@@ -87,11 +87,12 @@ class SpeculativeEngine:
         )
 
     def _record(self, r: RoundResult, rows: list[int], offsets: list[int]) -> RoundRecord:
-        ids, logits = r.draft.topk(self.record_topk)  # [b, S, K]
+        ids, logits = r.draft.topk(self.record_topk) if self.drafter is not None else (None, None)  # [b, S, K]
         res, prop = r.result, r.proposal
         return RoundRecord(
             stream=torch.tensor(rows), offset=torch.tensor(offsets), accepted=res.accepted.cpu(),
-            proposals=prop.tokens.cpu(), topk_ids=ids[:, 1:].cpu(), topk_logits=logits[:, 1:].float().cpu(),
+            proposals=prop.tokens.cpu(), topk_ids=None if ids is None else ids[:, 1:].cpu(),
+            topk_logits=None if logits is None else logits[:, 1:].float().cpu(),
             target_tokens=None if res.target_tokens is None else res.target_tokens.cpu(),
             extras={k: v.float().cpu() if v.is_floating_point() else v.cpu() for k, v in (prop.extras or {}).items()},
         )

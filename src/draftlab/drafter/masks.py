@@ -108,3 +108,24 @@ def dense_block_mask(anchors: Tensor, ctx_valid: Tensor, block_size: int) -> Ten
     blk = blk[:, None, :, None].expand(A, S, A, S).reshape(A * S, A * S)
     return torch.cat([ctx, blk[None].expand(B, -1, -1)], dim=-1)
 
+
+
+def greedy_block_labels(ids: Tensor, greedy: Tensor, anchors: Tensor, block_size: int,
+                        seq_len: Tensor) -> tuple[Tensor, Tensor]:
+    """Labels from the target's greedy tokens under teacher forcing, exact for any text.
+    ids, greedy [B, T] (greedy[t] = the target's argmax given ids[<t], -1 unknown), anchors [B, A] ->
+    (labels [B, A, S], valid [B, A, S]): slot k's label is greedy[a+k]; it is what greedy decoding
+    would produce only while the text agrees with the target's tokens at a+1..a+k-1, so later slots
+    are valid only under that agreement. Slot 0 carries no loss. On the target's own greedy
+    references this equals `block_labels`; on human text (prompts) it keeps only the exact labels."""
+    B, T = ids.shape
+    pos = block_positions(anchors, block_size)  # [B, A, S]
+    flat = pos.clamp(max=T - 1).reshape(B, -1)
+    lab = greedy.gather(1, flat).view_as(pos)
+    agree = ids.gather(1, flat).view_as(pos) == lab  # [B, A, S]
+    agree[..., 0] = True
+    prefix_ok = torch.ones_like(agree)
+    prefix_ok[..., 1:] = agree[..., :-1].cumprod(-1).bool()  # slot k: agreement at slots 1..k-1
+    valid = (pos < seq_len[:, None, None]) & (lab >= 0) & prefix_ok
+    valid[..., 0] = False
+    return lab.clamp(min=0), valid

@@ -57,6 +57,10 @@ class DrafterArch:
     initializer_range: float = 0.02
     target_name: str = ""
     format: str = FORMAT
+    # RMSNorm each tap before `fc` (own weight per tap): the taps differ in scale by orders of
+    # magnitude (late layers carry ~96% of the concatenated energy), so `fc` otherwise sees mostly them
+    tap_norm: bool = False
+    out_norm_init: float = 1.0  # initial weight of the drafter's final norm (in front of the shared head)
 
     @property
     def n_taps(self) -> int:
@@ -75,7 +79,7 @@ def _rope_theta(cfg) -> float:
 
 def arch_from_target(target, block_size: int, num_layers: int, target_layer_ids: list[int], mask_token_id: int,
                      draft_vocab_size: int = 0, intermediate_size: int = 0, num_heads: int = 0,
-                     num_kv_heads: int = 0) -> DrafterArch:
+                     num_kv_heads: int = 0, tap_norm: bool = False, out_norm_init: float = 1.0) -> DrafterArch:
     """A drafter arch built from the target's config (width, heads, eps, rotary base)."""
     cfg = target.config
     H = target.hidden_size
@@ -95,7 +99,8 @@ def arch_from_target(target, block_size: int, num_layers: int, target_layer_ids:
         rms_norm_eps=float(getattr(cfg, "rms_norm_eps", 1e-6)), rope_theta=_rope_theta(cfg),
         target_layer_ids=taps, mask_token_id=int(mask_token_id), target_vocab_size=target.vocab_size,
         target_num_layers=target.num_layers, draft_vocab_size=int(draft_vocab_size),
-        initializer_range=float(getattr(cfg, "initializer_range", 0.02)), target_name=getattr(target, "name", ""))
+        initializer_range=float(getattr(cfg, "initializer_range", 0.02)), target_name=getattr(target, "name", ""),
+        tap_norm=bool(tap_norm), out_norm_init=float(out_norm_init))
 
 
 # ---- inference state and outputs -------------------------------------------------------------------
@@ -153,6 +158,7 @@ class DFlashDrafter(nn.Module):
         # shared, frozen, not registered (not trained, not saved, not moved by .to())
         self.__dict__["_shared"] = (embed_tokens, lm_head)
         H = arch.hidden_size
+        self.tap_norms = nn.ModuleList(RMSNorm(H, arch.rms_norm_eps) for _ in range(arch.n_taps)) if arch.tap_norm else None
         self.fc = nn.Linear(arch.n_taps * H, H, bias=False)
         self.hidden_norm = RMSNorm(H, arch.rms_norm_eps)
         self.layers = nn.ModuleList(DrafterLayer(arch) for _ in range(arch.num_layers))
@@ -183,6 +189,7 @@ class DFlashDrafter(nn.Module):
                 nn.init.normal_(m.weight, std=self.arch.initializer_range)
             elif isinstance(m, RMSNorm):
                 nn.init.ones_(m.weight)
+        nn.init.constant_(self.norm.weight, self.arch.out_norm_init)
 
     # ---- facts -------------------------------------------------------------------------------------
     @property
@@ -232,7 +239,11 @@ class DFlashDrafter(nn.Module):
     # ---- shared pieces of both paths --------------------------------------------------------------
     def project_context(self, feats: Tensor, positions: Tensor) -> tuple[list[Tensor], list[Tensor]]:
         """feats [B, T, n_taps*H] (target taps), positions [B, T] -> per-layer k, v [B, hk, T, d]."""
-        ctx = self.hidden_norm(self.fc(feats.to(self.dtype)))  # [B, T, H]
+        feats = feats.to(self.dtype)
+        if self.tap_norms is not None:  # per-tap RMSNorm: [B, T, n_taps, H] -> [B, T, n_taps*H]
+            parts = feats.unflatten(-1, (self.arch.n_taps, self.arch.hidden_size)).unbind(-2)
+            feats = torch.cat([norm(x) for norm, x in zip(self.tap_norms, parts)], dim=-1)
+        ctx = self.hidden_norm(self.fc(feats))  # [B, T, H]
         cos, sin = self.rotary(positions)  # [B, T, d]
         kv = [layer.project_context(ctx, cos, sin) for layer in self.layers]
         return [k for k, _ in kv], [v for _, v in kv]

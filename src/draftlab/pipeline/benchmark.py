@@ -35,8 +35,9 @@ def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int) -> tu
     return suites, [enc(p) for p in pool[:need_pool]]
 
 
-def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int) -> dict:
-    """name -> Arm for every arm of `cfg.arms` (drafters loaded once per folder)."""
+def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int, pld=None, block_size: int = 8) -> dict:
+    """name -> Arm for every arm of `cfg.arms` (drafters loaded once per folder); pld: the PLDConfig,
+    block_size: S of the drafter-less `pld` arm."""
     drafters: dict = {}
 
     def load(folder: str):
@@ -44,19 +45,21 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
             drafters[folder] = load_drafter(folder, target)
         return drafters[folder]
 
-    ctx = ArmContext(target, cfg, checkpoints, pad_id, load)
+    ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size)
     return {name: build_arm(name, ctx) for name in cfg.arms}
 
 
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
-        progress: Callable[[int], Callable[[str], None]] | None = None) -> tuple[dict, BenchRuns]:
-    """-> (the metrics/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback."""
+        progress: Callable[[int], Callable[[str], None]] | None = None, pld=None,
+        block_size: int = 8) -> tuple[dict, BenchRuns]:
+    """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
+    pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms."""
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     window = int(getattr(target.config, "max_position_embeddings", 4096))
     suites, pool = select(cfg, data, tok, window)
-    arms = build_arms(target, cfg, checkpoints, pad)
-    tick = progress(plan_size(cfg, suites, len(arms))) if progress else None
+    arms = build_arms(target, cfg, checkpoints, pad, pld, block_size)
+    tick = progress(plan_size(cfg, suites, arms)) if progress else None
     with torch.no_grad():
         runs = run_benchmark(arms, suites, cfg, target.eos_token_ids, target.device, tick, pool)
     detail = compute(runs.runs, runs.arms, base_arm=cfg.concurrency_base)
@@ -78,6 +81,7 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
 def simulated(arms, runs, suites, detail, cfg, target) -> dict:
     """Teacher-forced τ of each speculative arm's drafter over that arm's own T=0 outputs, beside engine τ."""
     out: dict = {}
+    done: dict = {}  # (drafter, suite, outputs) -> result: arms sharing a drafter (dflash-pld, dflash-ref) reuse it
     for name, arm in arms.items():
         if not arm.speculative or arm.drafter is None:
             continue
@@ -88,7 +92,10 @@ def simulated(arms, runs, suites, detail, cfg, target) -> dict:
                     for pr, tk in zip(r.prompts, r.result.tokens)]
             if not seqs:
                 continue
-            sim = simulated_tau(target, arm.drafter, seqs, cfg.simulated_anchor_stride, paths)
+            key = (id(arm.drafter), suite, str(seqs))
+            if key not in done:
+                done[key] = simulated_tau(target, arm.drafter, seqs, cfg.simulated_anchor_stride, paths)
+            sim = dict(done[key])
             sim["engine_tau_t0"] = detail["suites"].get(suite, {}).get("t0", {}).get(name, {}).get("tau")
             per_suite[suite] = sim
         out[name] = per_suite

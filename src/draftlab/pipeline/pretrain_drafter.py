@@ -22,6 +22,7 @@ from draftlab.errors import DraftlabError
 from draftlab.pipeline.common import run_key
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.fit import TrainResult
+from draftlab.training.distill import make_teacher
 from draftlab.training.pretrain import train_drafter
 
 
@@ -60,7 +61,8 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
     if dcfg.draft_vocab_size and dcfg.draft_vocab_size < V:
         vocab = build_draft_vocab(counts_all, dcfg.draft_vocab_size, always=target.eos_token_ids)
     arch = arch_from_target(target, dcfg.block_size, dcfg.num_layers, dcfg.target_layer_ids, mask_id,
-                            0 if vocab is None else len(vocab), dcfg.intermediate_size, dcfg.num_heads, dcfg.num_kv_heads)
+                            0 if vocab is None else len(vocab), dcfg.intermediate_size, dcfg.num_heads, dcfg.num_kv_heads,
+                            dcfg.tap_norm, dcfg.out_norm_init)
     torch.manual_seed(pcfg.seed)
     drafter = DFlashDrafter.from_target(arch, target, vocab)
     log(f"pretrain: drafter {parameter_summary(drafter)}, taps {arch.target_layer_ids}, MASK {mask_id}, "
@@ -75,8 +77,13 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
     train_keys = {k: v for k, v in asdict(pcfg).items() if k not in ("resume", "cache_features", "feature_batch_tokens",
                                                                      "checkpoint_every")}
     key = run_key(seqs.fingerprint(), arch.to_dict(), train_keys, None if vocab is None else vocab.tolist()[:64])
+    teacher = make_teacher(target, arch.target_layer_ids) if pcfg.kd_weight > 0 else None
+    if (teacher is not None or pcfg.labels == "greedy") and store is None:
+        raise DraftlabError("pretrain.kd_weight > 0 and pretrain.labels=greedy read the feature cache; "
+                            "set pretrain.cache_features=true")
     result = train_drafter(drafter, seqs, pcfg, work_root / "runs" / key, store=store,
-                           target=None if store is not None else target, logger=logger, log=log, callbacks=callbacks)
+                           target=None if store is not None else target, logger=logger, log=log, callbacks=callbacks,
+                           teacher=teacher)
     best = result.best_metrics
     primary = "heldout" if "heldout" in best else next(iter(best))
     p = best[primary]

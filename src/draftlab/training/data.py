@@ -49,17 +49,19 @@ class BucketBatchSampler(Sampler):
 
 
 class TrainBlocks(Dataset):
-    """Item = (sequence index, random anchors [<=A]); indexed by sequence index."""
+    """Item = (sequence index, random anchors [<=A]); indexed by sequence index. Anchors lie in the
+    response (region "response") or anywhere after the first token (region "all")."""
 
-    def __init__(self, seqs: SequenceSet, block_size: int, anchors_per_seq: int):
-        self.seqs, self.S, self.A = seqs, block_size, anchors_per_seq
+    def __init__(self, seqs: SequenceSet, block_size: int, anchors_per_seq: int, region: str = "response"):
+        self.seqs, self.S, self.A, self.region = seqs, block_size, anchors_per_seq, region
 
     def __len__(self) -> int:
         return len(self.seqs)
 
     def __getitem__(self, i: int):
         n = int(self.seqs.lengths[i])
-        return i, sample_anchors(n, int(self.seqs.prompt_len[i]), self.S, self.A)
+        start = int(self.seqs.prompt_len[i]) if self.region == "response" else 1
+        return i, sample_anchors(n, start, self.S, self.A)
 
 
 class ValBlocks(Dataset):
@@ -81,11 +83,12 @@ class ValBlocks(Dataset):
 class Collate:
     """Pads a list of (sequence, anchors) into a batch dict:
     ids [B, T], seq_len [B], anchors [B, A] (+ anchor_valid), ctx_valid [B, Lc] (Lc = largest
-    anchor: blocks never see position >= their anchor), and from the store feats [B, Lc, F] fp32
+    anchor + `extra`: blocks never see position >= their anchor; distillation reads the target's
+    features at the block's own positions, extra = S-1), and from the store feats [B, Lc, F] fp32
     and greedy [B, T] (target greedy token per position, -1 unknown)."""
 
-    def __init__(self, seqs: SequenceSet, store: FeatureStore | None):
-        self.seqs, self.store = seqs, store
+    def __init__(self, seqs: SequenceSet, store: FeatureStore | None, extra: int = 0):
+        self.seqs, self.store, self.extra = seqs, store, extra
 
     def __call__(self, items) -> dict:
         B = len(items)
@@ -98,7 +101,7 @@ class Collate:
             ids[r, :lens[r]] = torch.from_numpy(self.seqs.seq(i).astype(np.int64))
             anchors[r, :len(a)] = a
             anchor_valid[r, :len(a)] = True
-        Lc = max(int(anchors.max()), 1)
+        Lc = min(max(int(anchors.max()), 1) + self.extra, T)
         seq_len = torch.tensor(lens)
         batch = {"seq": torch.tensor([i for i, _ in items]), "ids": ids, "seq_len": seq_len, "anchors": anchors,
                  "anchor_valid": anchor_valid, "ctx_valid": torch.arange(Lc)[None, :] < seq_len[:, None]}
@@ -130,7 +133,8 @@ class DrafterDataModule(L.LightningDataModule):
             step = max(len(self.train_idx) // train_sample, 1)
             self.val_sets["train_sample"] = self.train_idx[::step][:train_sample]
         self.collate = Collate(seqs, store)
-        self.train_collate = self.collate
+        # distillation (kd_weight > 0) reads the target's last-layer tap at the block's positions a..a+S-2
+        self.train_collate = Collate(seqs, store, extra=block_size - 1) if getattr(cfg, "kd_weight", 0) else self.collate
 
     @property
     def val_names(self) -> list[str]:
@@ -143,7 +147,10 @@ class DrafterDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         sampler = BucketBatchSampler(self.train_idx, self.seqs.lengths, self.cfg.batch_size, self.cfg.seed)
-        items = (self.train_items or TrainBlocks)(self.seqs, self.S, self.cfg.anchors_per_seq)
+        if self.train_items is None:
+            items = TrainBlocks(self.seqs, self.S, self.cfg.anchors_per_seq, self.cfg.anchor_region)
+        else:
+            items = self.train_items(self.seqs, self.S, self.cfg.anchors_per_seq)
         return DataLoader(items, batch_sampler=sampler, collate_fn=self.train_collate, num_workers=0)
 
     def val_dataloader(self) -> list[DataLoader]:

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from draftlab.config import PretrainConfig
-from draftlab.drafter.masks import block_labels, default_gamma, slot_weights
+from draftlab.drafter.masks import block_labels, default_gamma, greedy_block_labels, slot_weights
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.drafter.vocab import target_to_draft
 from draftlab.errors import DraftlabError
@@ -81,9 +81,10 @@ class DrafterModule(L.LightningModule):
     `result_extras` hooks where they train or validate more than the drafter)."""
 
     def __init__(self, drafter: DFlashDrafter, cfg: PretrainConfig, total_steps: int = 0,
-                 val_names: list[str] | None = None, target=None, val_labels: str = "greedy"):
+                 val_names: list[str] | None = None, target=None, val_labels: str = "greedy", teacher=None):
         super().__init__()
         self.drafter, self.cfg, self.total_steps = drafter, cfg, total_steps
+        self.teacher = teacher  # training.distill.TapTeacher when cfg.kd_weight > 0
         self.val_labels = val_labels  # greedy: the target's greedy token; reference: the reference token
         self.__dict__["_target"] = target  # frozen target for on-the-fly features (not a sub-module)
         S = drafter.block_size
@@ -140,21 +141,31 @@ class DrafterModule(L.LightningModule):
         return feats[:, :Lc], g
 
     def drafter_step(self, batch: dict, greedy: bool = False) -> dict:
-        """The drafter's forward and its decay-weighted CE on one batch (counters updated).
+        """The drafter's forward and its decay-weighted CE (+ distillation) on one batch (counters updated).
         Returns loss (num/den, den summed over ranks), num, den, hidden [B, A, S, H],
-        logits [B, A, n, Vd] (slots 1..n) and greedy [B, T] (the target's greedy tokens, when asked)."""
-        feats, g = self._features(batch, greedy=greedy)
+        logits [B, A, m, Vd] (slots 1..m; m = n unless cfg.max_slot) and greedy [B, T] (the target's
+        greedy tokens, when asked)."""
+        labels_greedy = getattr(self.cfg, "labels", "reference") == "greedy"
+        feats, g = self._features(batch, greedy=greedy or labels_greedy)
         hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"])  # [B, A, S, H]
         S = self.drafter.block_size
-        labels, in_range = block_labels(batch["ids"], batch["anchors"], S, batch["seq_len"])  # [B, A, S]
-        w = self.slot_w[None, None, :] * (batch["anchor_valid"][..., None] & in_range)  # [B, A, S]
-        didx = self.t2d[labels]  # [B, A, S], -1 outside the draft vocabulary
+        if labels_greedy:  # the target's greedy tokens, valid while the text agrees with them
+            labels, in_range = greedy_block_labels(batch["ids"], g, batch["anchors"], S, batch["seq_len"])  # [B, A, S]
+        else:
+            labels, in_range = block_labels(batch["ids"], batch["anchors"], S, batch["seq_len"])  # [B, A, S]
+        m = min(getattr(self.cfg, "max_slot", 0) or S - 1, S - 1)  # supervised slots 1..m
+        w = self.slot_w[None, None, :m + 1] * (batch["anchor_valid"][..., None] & in_range[..., :m + 1])  # [B, A, m+1]
+        didx = self.t2d[labels[..., :m + 1]]  # [B, A, m+1], -1 outside the draft vocabulary
         supervised = w > 0
-        wv = (w * (didx >= 0))[:, :, 1:]  # [B, A, n]: slot 0 never reaches the head
-        logits = self.drafter.logits(hidden[:, :, 1:])  # [B, A, n, Vd]
+        wv = (w * (didx >= 0))[:, :, 1:]  # [B, A, m]: slot 0 never reaches the head
+        logits = self.drafter.logits(hidden[:, :, 1:m + 1])  # [B, A, m, Vd]
         ce = F.cross_entropy(logits.flatten(0, 2), didx[:, :, 1:].clamp(min=0).flatten(), reduction="none")
         num, den = (ce.view_as(wv) * wv).sum(), wv.sum()
         loss = global_ratio(num, den)
+        if self.teacher is not None and getattr(self.cfg, "kd_weight", 0.0) > 0:
+            kl = self.teacher.kl(self.drafter, feats, batch["anchors"], logits)  # [B, A, m]
+            wk = w[:, :, 1:]  # every supervised slot, in the draft vocabulary or not
+            loss = loss + self.cfg.kd_weight * global_ratio((kl * wk).sum(), wk.sum())
         self.slot_predictions += int((wv > 0).sum())
         self.labels_seen += int(supervised.sum())
         self.uncovered += int((supervised & (didx < 0)).sum())

@@ -24,13 +24,15 @@ from draftlab.training.module import DrafterModule
 
 def train_drafter(drafter: DFlashDrafter, seqs: SequenceSet, cfg: PretrainConfig, workdir: str | Path,
                   store: FeatureStore | None = None, target=None, logger=None, callbacks: list | None = None,
-                  log: Callable[[str], None] = print, train_sample: int = 16, val_labels: str = "greedy") -> TrainResult:
+                  log: Callable[[str], None] = print, train_sample: int = 16, val_labels: str = "greedy",
+                  teacher=None) -> TrainResult:
     """Train `drafter` in place (it ends holding the best validation state) and report.
     val_labels: score validation blocks against the target's greedy tokens ("greedy", the real
-    acceptance rule) or against the reference tokens ("reference"; the same for greedy references)."""
+    acceptance rule) or against the reference tokens ("reference"; the same for greedy references).
+    teacher: a `training.distill.TapTeacher` for the distillation term (cfg.kd_weight > 0)."""
     if store is None and target is None:
         raise DraftlabError("train_drafter needs a FeatureStore or the target (features on the fly)")
     L.seed_everything(cfg.seed, workers=False, verbose=False)
     dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample)
-    module = DrafterModule(drafter, cfg, budget_steps(cfg, dm), dm.val_names, target, val_labels)
+    module = DrafterModule(drafter, cfg, budget_steps(cfg, dm), dm.val_names, target, val_labels, teacher)
     return train(module, dm, cfg, workdir, logger, callbacks, log, "pretrain")

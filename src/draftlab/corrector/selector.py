@@ -1,0 +1,76 @@
+"""DFlash-2's candidate selector as a co-trained corrector (`dflash2`), the project's own implementation
+of the reference `dflash.model.CandidateSelector` (z-lab's `dflash` 0.1.0; same parameter names, so the
+reference class loads these weights as they are; tests/test_selector.py checks the two agree).
+
+Per slot p = 1..n, over the drafter's top-K candidates c_{p,k} (target ids) with draft logits ℓ_p(k):
+
+    score_p(k) = ℓ_p(k) + < P[prev_p] ⊙ (W h_p), U[c_{p,k}] >
+
+P (predecessor codebook) and U (successor codebook) are rank-r tables over target ids, W: H → r the
+hidden projection; prev_1 = the block's slot-0 token, prev_{p+1} = the candidate chosen at p — a
+sequential walk, like DSpark / Domino, that re-selects among the top-K like DCOCO. The successor
+codebook is zero-initialised here, so the untrained selector returns the drafter's argmax block.
+
+Differences from the reference, both deliberate: the proposal is the argmax path at every temperature
+(like the other correctors, verified with the point-mass rule at T>0; the reference samples from
+softmax(score/T) over the K candidates and reports that q), and candidates come from the drafter's draft
+vocabulary when it has one. Training (the reference's recipe is not in the package): decay-weighted
+cross-entropy over the K candidates of each slot under teacher forcing (prev = the previous label),
+supervised where the target's token is among the top-K; the gradient reaches the drafter through ℓ.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from draftlab.corrector.base import CorrectionLoss, draft_candidates
+from draftlab.corrector.loss import transition_weights
+from draftlab.corrector.sequential import SequentialArch, SequentialCorrector, teacher_tokens
+
+
+class CandidateSelector(SequentialCorrector):
+    def __init__(self, arch: SequentialArch):
+        super().__init__()
+        self.arch, r = arch, arch.rank
+        self.predecessor_codebook = nn.Embedding(arch.vocab_size, r)  # P
+        self.successor_codebook = nn.Embedding(arch.vocab_size, r)  # U, zero-initialised
+        self.hidden_projection = nn.Linear(arch.hidden_size, r, bias=False)  # W
+        nn.init.zeros_(self.successor_codebook.weight)
+
+    @property
+    def top_k(self) -> int:
+        return self.arch.top_k
+
+    def scores(self, hidden: Tensor, unary: Tensor, cand: Tensor, prev: Tensor) -> Tensor:
+        """hidden [*, H], unary [*, K] (draft logits of the candidates), cand [*, K] target ids, prev [*]
+        -> score [*, K] fp32."""
+        g = self.predecessor_codebook(prev.to(self.device)) * self.hidden_projection(hidden.to(self.dtype))  # [*, r]
+        bias = (self.successor_codebook(cand.to(self.device)) * g[..., None, :]).sum(-1)  # [*, K]
+        return unary.float() + bias.float()
+
+    @torch.no_grad()
+    def walk(self, hidden: Tensor, logits: Tensor, slot0: Tensor, vocab: Tensor | None = None) -> Tensor:
+        """hidden [*, n, H], logits [*, n, Vd], slot0 [*] -> tokens [*, n] target ids (the argmax path)."""
+        lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
+        cand, unary = draft_candidates(logits.reshape(-1, n, logits.shape[-1]), self.top_k, vocab)  # [N, n, K]
+        h = hidden.reshape(-1, n, H)
+        prev, out = slot0.reshape(-1), []
+        for p in range(n):
+            idx = self.scores(h[:, p], unary[:, p], cand[:, p], prev).argmax(-1)  # [N]
+            prev = cand[:, p].gather(-1, idx[:, None])[:, 0]
+            out.append(prev)
+        return torch.stack(out, -1).reshape(*lead, n)
+
+    def loss(self, block, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
+             cumulative_mask: bool = False) -> CorrectionLoss:
+        """CE over each slot's K candidates (teacher-forced prev), w_p = exp(−(p−1)/ρ); a slot counts when
+        its label is among the candidates. block.hidden [B, A, n, H], block.logits [B, A, n, Vd]."""
+        cand, unary = draft_candidates(block.full_logits(), self.top_k, block.vocab)  # [B, A, n, K]
+        prev = teacher_tokens(block.slot0, labels)  # [B, A, n]
+        s = self.scores(block.hidden, unary, cand, prev)  # [B, A, n, K]
+        hit = cand == labels[..., None]  # [B, A, n, K]
+        mask = valid & hit.any(-1)  # [B, A, n]
+        w = transition_weights(labels.shape[-1], rho, labels.device) * mask
+        ce = F.cross_entropy(s.flatten(0, 2), hit.long().argmax(-1).flatten(), reduction="none").view_as(w)
+        return CorrectionLoss((ce * w).sum(), w.sum(), mask, valid)
