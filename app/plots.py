@@ -311,6 +311,9 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
         enc["color"] = arm_color(df["arm"])
         if not line:
             enc["xOffset"] = alt.XOffset("arm:N", sort=arm_order(df["arm"]))
+    elif x == "arm":  # one bar per arm: its colour, its name on the axis (no legend needed)
+        enc["color"] = arm_color(df["arm"], legend=None)
+        enc["x"] = alt.X("arm:N", sort=arm_order(df["arm"]), axis=ARM_AXIS)
     ch = alt.Chart(df, title=title)
     ch = (ch.mark_line(point=True) if line else ch.mark_bar()).encode(**enc).properties(width=PANEL_W, height=PANEL_H)
     if x == "suite" or "suite" not in df.columns:
