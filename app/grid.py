@@ -75,6 +75,7 @@ class RoundGrid:
     greedy: bool
     scores: np.ndarray | None  # [n−1, K, K]
     missing: list[str]
+    path_ranks: dict[str, list[int]] = field(default_factory=dict)  # rule -> candidate rank per slot [n]
 
     @property
     def tau(self) -> int:
@@ -169,6 +170,10 @@ def build(row) -> RoundGrid:
     cpaths, scores, miss = corrected_paths(row, cand_ids, cand_logits) if cand_ids else ({}, None, [])
     missing += miss
     for rule, idx in cpaths.items():
+        if any(i >= len(cand_ids[j]) for j, i in enumerate(idx)):
+            missing.append(f"the `{rule}` path uses candidates beyond the recorded top-{K} (benchmark.topk is smaller "
+                           f"than the corrector's K)")
+            continue
         raw[f"corrected: {rule}"] = [cand_ids[j][i] for j, i in enumerate(idx)]
     can_replay = greedy and committed is not None
     accs = replay(raw, committed) if can_replay else {}
@@ -185,7 +190,9 @@ def build(row) -> RoundGrid:
         paths.append(Path(name, toks, a, statuses(toks, argmax, a), note))
     if not greedy:
         missing.append("replaying other paths needs T=0 rounds (at T>0 acceptance is random)")
-    return RoundGrid(n, K, cand_ids, cand_logits, argmax, paths, target, label, committed, acc, greedy, scores, missing)
+    ranks = {rule: [int(i) for i in idx] for rule, idx in cpaths.items() if f"corrected: {rule}" in raw}
+    return RoundGrid(n, K, cand_ids, cand_logits, argmax, paths, target, label, committed, acc, greedy, scores, missing,
+                     ranks)
 
 
 def cell_status(g: RoundGrid, j: int, k: int) -> str:
@@ -207,6 +214,41 @@ def transition_table(g: RoundGrid, slot: int, pred_rank: int, tok) -> "object":
     df = pd.DataFrame({"rank": range(1, g.K + 1), "token": [tok(i) for i in ids], "draft logit": logits,
                        "S_p(a, b)": s, "Δθ": np.asarray(s) - np.asarray(logits)})
     return df.sort_values("S_p(a, b)", ascending=False)
+
+
+def heatmap_frame(g: RoundGrid, tok) -> "object":
+    """Long frame of every transition score of the round, for the K×K heatmaps: one row per (slot pair p → p+1,
+    predecessor rank a, successor rank b) with S = S_p(a, b), logit = ℓ_{p+1}(b), dtheta = Δθ = S − ℓ, the
+    cell of the drafter's argmax path (rank 1 → rank 1) and the path rules through it; then one marker row per
+    (rule, pair) at the cell that rule walked through (`rule` non-empty)."""
+    import pandas as pd
+
+    if g.scores is None:
+        return pd.DataFrame()
+    P, Kc = g.scores.shape[0], g.scores.shape[1]  # [n−1, Kc, Kc]
+
+    def label(j: int, k: int) -> str:
+        known = g.cand_ids is not None and k < len(g.cand_ids[j])
+        return f"{k + 1}·{tok(g.cand_ids[j][k])}" if known else f"{k + 1}·#"
+
+    through: dict[tuple[int, int, int], list[str]] = {}
+    for rule, ranks in g.path_ranks.items():
+        for p in range(P):
+            through.setdefault((p, ranks[p], ranks[p + 1]), []).append(rule)
+    rows = []
+    for p in range(P):
+        pair = f"slot {p + 1} → {p + 2}"
+        for a in range(Kc):
+            for b in range(Kc):
+                S = float(g.scores[p, a, b])
+                logit = g.cand_logits[p + 1][b] if g.cand_logits and b < len(g.cand_logits[p + 1]) else float("nan")
+                rows.append({"pair": pair, "p": p + 1, "a": a, "b": b, "a_label": label(p, a), "b_label": label(p + 1, b),
+                             "S": S, "logit": logit, "dtheta": S - logit, "argmax_cell": a == 0 and b == 0,
+                             "on_paths": ", ".join(through.get((p, a, b), [])) or "–", "rule": ""})
+    df = pd.DataFrame(rows)
+    marks = [{**df[(df.p == p + 1) & (df.a == ranks[p]) & (df.b == ranks[p + 1]) & (df.rule == "")].iloc[0].to_dict(),
+              "rule": rule} for rule, ranks in g.path_ranks.items() for p in range(P)]
+    return pd.concat([df, pd.DataFrame(marks)], ignore_index=True) if marks else df
 
 
 # ---- HTML rendering of a grid (no Streamlit: the Candidate grid page shows it) -----------------------------

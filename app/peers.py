@@ -1,6 +1,7 @@
 """The explorer's view of the training-free peers and reference rows (issue 13), used by the Acceptance
 and Speed pages: where each proposal came from (`pld`, `dflash-pld`: lookup vs drafter), and the peers
-table (τ, tokens/s, ratio to AR, whether the greedy tokens equal AR's) from `metrics/benchmark.json`."""
+table (τ, tokens/s, ratio to AR, whether the greedy tokens equal AR's) from the benchmark detail
+(`results/benchmark.json`)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -58,7 +59,7 @@ def peers_section(detail: dict, tk: str) -> None:
     st.subheader("Training-free peers and reference rows")
     df = peers_frame(detail, tk)
     if df.empty:
-        st.info("No summary in `metrics/benchmark.json`: run `dvc repro benchmark`.")
+        st.info("No summary in the benchmark detail (`results/benchmark.json`): run `dvc repro benchmark`.")
         return
     st.dataframe(df.style.format({"tau": "{:.3f}", "tokens_per_s": "{:.2f}", "ratio to AR": "{:.3f}"}, na_rep="–"),
                  hide_index=True, width="stretch")

@@ -18,82 +18,210 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from colours import arm_color, arm_order
+
 alt.data_transformers.disable_max_rows()
 
 
+# ---------------------------------------------------------------- shared pieces
+PANEL_W, PANEL_H = 260, 220  # one small multiple
+ARM_AXIS = alt.Axis(labelAngle=-45, labelLimit=0, labelOverlap=False)  # every arm's name, in full
+# a line-style legend draws line samples (solid, dashed), not the point symbol of the marks
+DASH_LEGEND = alt.Legend(symbolType="stroke", symbolStrokeColor="black", symbolStrokeWidth=2, symbolSize=300,
+                         labelLimit=0)
+
+
+def int_axis(title: str | None = None, values: list[int] | None = None) -> alt.Axis:
+    """An axis of whole numbers (streams, slots, k): no fractional ticks."""
+    kw = {"values": values} if values is not None else {"tickMinStep": 1}
+    return alt.Axis(title=title, format="d", **kw)
+
+
+def wrap(chart, df: pd.DataFrame, field: str = "suite", columns: int = 3):
+    """Small multiples of `chart` per value of `field`, wrapped after `columns` panels (one panel: the chart)."""
+    if field not in df.columns or df[field].nunique() <= 1:
+        return chart
+    return chart.facet(facet=alt.Facet(f"{field}:N", title=None, header=alt.Header(labelFontWeight="bold")),
+                       columns=min(columns, int(df[field].nunique())))
+
+
+def temperature_dash(df: pd.DataFrame) -> dict:
+    """strokeDash by temperature, with its legend, only when a frame still mixes temperatures."""
+    if "temperature" not in df.columns or df["temperature"].nunique() <= 1:
+        return {}
+    return {"strokeDash": alt.StrokeDash("temperature:N", title="temperature (line style)", legend=DASH_LEGEND)}
+
+
+def error_bars(y: str, lo: str, hi: str, x: str = "arm", **enc) -> alt.Chart:
+    """Whiskers from `lo` to `hi` (the confidence interval) for each x (a layer; data comes from the layer)."""
+    return alt.Chart().mark_rule(color="black", strokeWidth=1.5).encode(x=f"{x}:N", y=alt.Y(f"{lo}:Q"), y2=f"{hi}:Q", **enc)
+
+
 # ---------------------------------------------------------------- benchmark CSVs -> Altair
-def accept_curve_chart(df: pd.DataFrame) -> alt.Chart:
-    """plots/benchmark_tau_per_slot.csv: share of rounds with acc >= slot, per arm."""
-    return alt.Chart(df, title="Per-slot acceptance (share of rounds with acc ≥ slot)").mark_line(point=True).encode(
-        x=alt.X("slot:O", title="slot j"), y=alt.Y("accept_rate:Q", title="P(acc ≥ j)", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("arm:N"), strokeDash=alt.StrokeDash("temperature:N"),
-        tooltip=["suite", "temperature", "arm", "slot", alt.Tooltip("accept_rate:Q", format=".3f")])
+def accept_curve_chart(df: pd.DataFrame, columns: int = 3):
+    """plots/benchmark_tau_per_slot.csv: share of rounds with acc >= slot, per arm; one panel per suite."""
+    ch = alt.Chart(df, title="Per-slot acceptance (share of rounds with acc ≥ slot)").mark_line(point=True).encode(
+        x=alt.X("slot:O", title="slot j", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("accept_rate:Q", title="P(acc ≥ j)", scale=alt.Scale(domain=[0, 1])),
+        color=arm_color(df["arm"]), detail="temperature:N", **temperature_dash(df),
+        tooltip=["suite", "temperature", "arm", "slot", alt.Tooltip("accept_rate:Q", format=".3f")],
+    ).properties(width=PANEL_W, height=PANEL_H)
+    return wrap(ch, df, columns=columns)
 
 
-def coverage_chart(df: pd.DataFrame, slots: list[int] | None = None) -> alt.Chart:
-    """plots/benchmark_coverage.csv: top-k coverage vs k; one line per (arm, slot), or the mean over slots."""
+def coverage_chart(df: pd.DataFrame, slots: list[int] | None = None, columns: int = 3):
+    """plots/benchmark_coverage.csv: top-k coverage vs k per arm (colour); the chosen slots as line styles, or
+    the mean over slots."""
     if slots:
         d = df[df["slot"].isin(slots)].copy()
-        d["series"] = d["arm"] + " · slot " + d["slot"].astype(str)
+        dash = {"strokeDash": alt.StrokeDash("slot:O", title="slot (line style)", legend=DASH_LEGEND)}
+        what = "slots " + ", ".join(str(s) for s in slots)
     else:
         d = df.groupby(["suite", "temperature", "arm", "k"], as_index=False)["coverage"].mean()
-        d["series"] = d["arm"] + " · mean over slots"
-    return alt.Chart(d, title="Top-k coverage (committed token among the drafter's top-k)").mark_line(point=True).encode(
-        x=alt.X("k:O", title="k"), y=alt.Y("coverage:Q", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("series:N", title="arm · slot"), strokeDash=alt.StrokeDash("temperature:N"),
-        tooltip=["suite", "temperature", "series", "k", alt.Tooltip("coverage:Q", format=".3f")])
+        dash, what = temperature_dash(d), "mean over slots"
+    ch = alt.Chart(d, title=f"Top-k coverage (committed token among the drafter's top-k; {what})").mark_line(point=True).encode(
+        x=alt.X("k:O", title="k", axis=alt.Axis(labelAngle=0)), y=alt.Y("coverage:Q", scale=alt.Scale(domain=[0, 1])),
+        color=arm_color(d["arm"]), detail=alt.Detail(["temperature:N", *(["slot:O"] if slots else [])]), **dash,
+        tooltip=["suite", "temperature", "arm", *(["slot"] if slots else []), "k",
+                 alt.Tooltip("coverage:Q", format=".3f")],
+    ).properties(width=PANEL_W, height=PANEL_H)
+    return wrap(ch, d, columns=columns)
 
 
-def bar_chart(df: pd.DataFrame, y: str, title: str, rule: float | None = None) -> alt.Chart | alt.LayerChart:
-    """plots/benchmark_speedup.csv (or any suite × arm frame): y per arm, grouped by suite."""
-    base = alt.Chart(df, title=title).mark_bar().encode(
-        x=alt.X("arm:N", title=None), y=alt.Y(f"{y}:Q"), color=alt.Color("arm:N"),
-        column=alt.Column("suite:N", title=None),
-        tooltip=["suite", "temperature", "arm", alt.Tooltip(f"{y}:Q", format=".3f")])
-    return base
+def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3, rule: float | None = None):
+    """Any suite × arm frame at one temperature: y per arm (fixed arm colours), one panel per suite; whiskers
+    from `<y>_lo` to `<y>_hi` (the confidence interval over prompts) when the frame has them; a grey dashed
+    line at y = `rule` when given (e.g. 1.0 on a ratio to AR)."""
+    arms = arm_order(df["arm"])
+    x = alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS)
+    tip = ["suite", "temperature", "arm", alt.Tooltip(f"{y}:Q", format=".3f")]
+    has_ci = {f"{y}_lo", f"{y}_hi"} <= set(df.columns) and df[f"{y}_lo"].notna().any()
+    if has_ci:
+        tip += [alt.Tooltip(f"{y}_lo:Q", format=".3f", title="CI low"), alt.Tooltip(f"{y}_hi:Q", format=".3f", title="CI high")]
+    bars = alt.Chart().mark_bar().encode(x=x, y=alt.Y(f"{y}:Q", title=y), color=arm_color(arms, legend=None),
+                                         tooltip=tip)
+    layers = [bars] + ([error_bars(y, f"{y}_lo", f"{y}_hi").encode(x=x)] if has_ci else [])
+    if rule is not None:
+        layers.append(alt.Chart().mark_rule(color="gray", strokeDash=[4, 3]).encode(y=alt.datum(rule)))
+    ch = alt.layer(*layers, data=df).properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
+    ch = wrap(ch, df, columns=columns)
+    return ch.properties(title=title + (" — whiskers: 95% CI over prompts" if has_ci else ""))
+
+
+def ci_chart(df: pd.DataFrame, title: str, column: str | None = None):
+    """Long frame (arm, value, lo, hi[, column]): the estimate per arm with its confidence interval, fixed arm
+    colours; one panel per value of `column` (e.g. the compared result folders)."""
+    arms = arm_order(df["arm"])
+    x = alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS)
+    tip = ["arm", alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f", title="CI low"),
+           alt.Tooltip("hi:Q", format=".3f", title="CI high"), *([column] if column else [])]
+    pts = alt.Chart().mark_point(filled=True, size=70).encode(x=x, y=alt.Y("value:Q", title=None,
+                                                                         scale=alt.Scale(zero=False)),
+                                                               color=arm_color(arms, legend=None), tooltip=tip)
+    ch = alt.layer(pts, error_bars("value", "lo", "hi").encode(x=x, color=arm_color(arms, legend=None)), data=df)
+    ch = ch.properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
+    if column:
+        ch = ch.facet(column=alt.Column(f"{column}:N", title=None, header=alt.Header(labelFontWeight="bold")))
+    return ch.properties(title=title)
+
+
+def streams_axis(df: pd.DataFrame, title: str = "concurrent streams") -> alt.X:
+    levels = sorted(int(v) for v in pd.unique(df["streams"]))
+    return alt.X("streams:Q", scale=alt.Scale(type="log", base=2), axis=int_axis(title, levels))
 
 
 def concurrency_chart(df: pd.DataFrame, y: str = "tokens_per_s") -> alt.Chart:
-    """plots/benchmark_concurrency.csv: throughput vs concurrent streams per arm."""
+    """plots/benchmark_concurrency.csv at one temperature: throughput vs concurrent streams per arm."""
     return alt.Chart(df, title=f"{y} vs concurrent streams").mark_line(point=True).encode(
-        x=alt.X("streams:Q", scale=alt.Scale(type="log", base=2), title="streams"), y=alt.Y(f"{y}:Q"),
-        color="arm:N", tooltip=["arm", "streams", alt.Tooltip(f"{y}:Q", format=".3f"), alt.Tooltip("tau:Q", format=".3f")])
+        x=streams_axis(df), y=alt.Y(f"{y}:Q"), color=arm_color(df["arm"]), detail="temperature:N", **temperature_dash(df),
+        tooltip=["arm", "streams", alt.Tooltip(f"{y}:Q", format=".3f"), alt.Tooltip("tau:Q", format=".3f")])
+
+
+RATIO_STYLE = {"τ ratio": [1, 0], "tokens/s ratio": [5, 4]}  # solid, dashed
 
 
 def concurrency_ratio_chart(df: pd.DataFrame, base: str = "dflash") -> alt.LayerChart:
-    """The concurrency claim (SPEC §2.4, the paper's Fig. 3): per arm, τ and aggregate tokens/s as ratios
-    to the base arm at the same number of streams — τ solid, throughput dashed, the gap between them
-    shaded (τ gained but not turned into speed, or the reverse)."""
+    """The concurrency claim (SPEC §2.4, the paper's Fig. 3) at one temperature: per arm (colour), τ and
+    aggregate tokens/s as ratios to the base arm at the same number of streams — τ solid, tokens/s dashed
+    (the legend says so), the gap between them shaded (τ gained but not turned into speed, or the reverse)."""
     d = df[df["arm"] != base].dropna(subset=["tau_ratio", "tokens_per_s_ratio"])
-    x = alt.X("streams:Q", scale=alt.Scale(type="log", base=2), title="concurrent streams")
-    base_chart = alt.Chart(d, title=f"Ratio to {base} at the same concurrency")
-    gap = base_chart.mark_area(opacity=0.15).encode(x=x, y=alt.Y("tau_ratio:Q", title=f"ratio to {base}",
-                                                                 scale=alt.Scale(zero=False)),
-                                                    y2="tokens_per_s_ratio:Q", color="arm:N")
-    tip = ["arm", "streams", alt.Tooltip("tau_ratio:Q", format=".3f"), alt.Tooltip("tokens_per_s_ratio:Q", format=".3f"),
-           alt.Tooltip("round_overhead_ms:Q", format=".2f")]
-    tau = base_chart.mark_line(point=True).encode(x=x, y="tau_ratio:Q", color="arm:N", tooltip=tip)
-    tps = base_chart.mark_line(point=True, strokeDash=[5, 4]).encode(x=x, y="tokens_per_s_ratio:Q", color="arm:N",
-                                                                     tooltip=tip)
+    x = streams_axis(d)
+    colour = arm_color(d["arm"])
+    gap = alt.Chart(d).mark_area(opacity=0.12).encode(
+        x=x, y=alt.Y("tau_ratio:Q", title=f"ratio to {base}", scale=alt.Scale(zero=False)), y2="tokens_per_s_ratio:Q",
+        color=arm_color(d["arm"], legend=None))
+    long = d.melt(id_vars=["arm", "streams"], value_vars=["tau_ratio", "tokens_per_s_ratio"], var_name="measure",
+                  value_name="ratio")
+    long["measure"] = long["measure"].map({"tau_ratio": "τ ratio", "tokens_per_s_ratio": "tokens/s ratio"})
+    if "round_overhead_ms" in d.columns:
+        long = long.merge(d[["arm", "streams", "round_overhead_ms"]], on=["arm", "streams"], how="left")
+    tip = ["arm", "streams", "measure", alt.Tooltip("ratio:Q", format=".3f")] + \
+        ([alt.Tooltip("round_overhead_ms:Q", format=".2f", title="round overhead (ms)")] if "round_overhead_ms" in long else [])
+    lines = alt.Chart(long).mark_line(point=True).encode(
+        x=x, y=alt.Y("ratio:Q", scale=alt.Scale(zero=False)), color=colour,
+        strokeDash=alt.StrokeDash("measure:N", title="line style", legend=DASH_LEGEND,
+                                  scale=alt.Scale(domain=list(RATIO_STYLE), range=list(RATIO_STYLE.values()))),
+        tooltip=tip)
     one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="gray").encode(y="y:Q")
-    return alt.layer(gap, tau, tps, one)
+    return alt.layer(gap, lines, one, title=f"Ratio to {base} at the same concurrency (solid: τ, dashed: tokens/s)")
 
 
-def round_split_chart(df: pd.DataFrame) -> alt.Chart:
-    """Long frame (suite, temperature, arm, phase, ms): stacked mean round time per phase."""
-    return alt.Chart(df, title="Mean round time split (ms)").mark_bar().encode(
-        x=alt.X("arm:N", title=None), y=alt.Y("ms:Q", stack="zero", title="ms per round"), color="phase:N",
-        column=alt.Column("suite:N", title=None),
-        tooltip=["suite", "temperature", "arm", "phase", alt.Tooltip("ms:Q", format=".2f"), alt.Tooltip("share:Q", format=".1%")])
+def round_split_chart(df: pd.DataFrame, columns: int = 3):
+    """Long frame (suite, temperature, arm, phase, ms) at one temperature: stacked mean round time per phase."""
+    arms = arm_order(df["arm"])
+    ch = alt.Chart(df, title="Mean round time split (ms)").mark_bar().encode(
+        x=alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS),
+        y=alt.Y("ms:Q", stack="zero", title="ms per round"), color=alt.Color("phase:N", legend=alt.Legend(labelLimit=0)),
+        tooltip=["suite", "temperature", "arm", "phase", alt.Tooltip("ms:Q", format=".2f"), alt.Tooltip("share:Q", format=".1%")],
+    ).properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
+    return wrap(ch, df, columns=columns)
 
 
 def line_chart(df: pd.DataFrame, x: str, y: str | list[str], title: str = "") -> alt.Chart:
     """A generic DVC-style x/y plot; several y columns are folded into one coloured line each."""
     ys = [y] if isinstance(y, str) else list(y)
     d = df.melt(id_vars=[x], value_vars=ys, var_name="series", value_name="value")
+    integer = pd.api.types.is_integer_dtype(df[x])
     return alt.Chart(d, title=title).mark_line(point=True).encode(
-        x=alt.X(f"{x}:Q" if pd.api.types.is_numeric_dtype(df[x]) else f"{x}:N"), y=alt.Y("value:Q", scale=alt.Scale(zero=False)),
-        color="series:N", tooltip=[x, "series", alt.Tooltip("value:Q", format=".4g")])
+        x=alt.X(f"{x}:Q", axis=int_axis(x) if integer else alt.Axis(title=x)) if pd.api.types.is_numeric_dtype(df[x])
+        else alt.X(f"{x}:N"), y=alt.Y("value:Q", scale=alt.Scale(zero=False)),
+        color=alt.Color("series:N", legend=alt.Legend(labelLimit=0)), tooltip=[x, "series", alt.Tooltip("value:Q", format=".4g")])
+
+
+# ---------------------------------------------------------------- the K×K transition scores (DCOCO)
+PATH_SHAPES = {"greedy": "square", "globalsum": "triangle-up", "geometric": "diamond"}
+
+
+def heatmap_chart(frame: pd.DataFrame, value: str = "S", columns: int = 4):
+    """frame (draftlab grid.heatmap_frame): one panel per slot pair p → p+1, rows = predecessor candidates a at
+    slot p, columns = candidates b at slot p+1, colour = `value` (S = S_p(a, b); dtheta = Δθ; logit = ℓ_{p+1}(b));
+    the cells each path rule walked through are marked (shape per rule), the drafter's argmax cell outlined."""
+    title = {"S": "S_p(a, b) = ℓ_{p+1}(b) + Δθ", "dtheta": "Δθ(z_{p,a}, z_{p+1,b}, s_p)", "logit": "ℓ_{p+1}(b)"}[value]
+    lim = float(frame[value].abs().max() or 1.0)
+    scale = (alt.Scale(scheme="redblue", domain=[-lim, lim], reverse=True) if value == "dtheta"
+             else alt.Scale(scheme="viridis"))
+    x = alt.X("b_label:O", title="candidate b at slot p+1", sort=alt.EncodingSortField("b", order="ascending"),
+              axis=alt.Axis(labelAngle=-60, labelLimit=90, labelOverlap=False))
+    y = alt.Y("a_label:O", title="predecessor a at slot p", sort=alt.EncodingSortField("a", order="ascending"),
+              axis=alt.Axis(labelLimit=90))
+    tip = ["pair", "a_label", "b_label", alt.Tooltip("S:Q", format=".3f", title="S_p(a,b)"),
+           alt.Tooltip("logit:Q", format=".3f", title="ℓ_{p+1}(b)"), alt.Tooltip("dtheta:Q", format=".3f", title="Δθ"),
+           "on_paths"]
+    rect = alt.Chart().mark_rect().encode(x=x, y=y, color=alt.Color(f"{value}:Q", title=title, scale=scale),
+                                          tooltip=tip).transform_filter("datum.rule == ''")
+    argmax = alt.Chart().mark_rect(fill=None, stroke="white", strokeWidth=2, strokeDash=[3, 2]).encode(
+        x=x, y=y).transform_filter("datum.rule == '' && datum.argmax_cell")
+    marks = alt.Chart().mark_point(filled=False, size=90, strokeWidth=2, color="black").encode(
+        x=x, y=y, shape=alt.Shape("rule:N", title="path rule (marker)",
+                                   scale=alt.Scale(domain=list(PATH_SHAPES), range=list(PATH_SHAPES.values())),
+                                   legend=alt.Legend(labelLimit=0)),
+        tooltip=["rule", "pair", "a_label", "b_label"]).transform_filter("datum.rule != ''")
+    k = int(frame["b"].nunique())
+    ch = alt.layer(rect, argmax, marks, data=frame).properties(width=max(120, 30 * k), height=max(90, 24 * k))
+    n = frame["pair"].nunique()
+    return ch.facet(facet=alt.Facet("pair:N", title=None, sort=alt.EncodingSortField("p", order="ascending"),
+                                    header=alt.Header(labelFontWeight="bold")),
+                    columns=min(columns, n)).resolve_scale(x="independent", y="independent")
 
 
 # ---------------------------------------------------------------- dvc.yaml plot definitions
@@ -123,43 +251,74 @@ def dvc_plot_defs(dvc_yaml: str | Path) -> list[dict]:
     return out
 
 
-def chart_for_def(root: Path, d: dict) -> alt.Chart | None:
-    """Altair chart of one dvc.yaml plot (None when its CSV is missing or empty). Curves whose file has
-    only numeric columns fold every numeric column in (e.g. each suite's τ over training time); files with
-    an `arm` column are coloured by arm, with suite / temperature in the tooltip."""
-    f = Path(root) / d["path"]
-    if not f.exists() or f.suffix != ".csv":
-        return None
-    try:
-        df = pd.read_csv(f)
-    except (OSError, ValueError, pd.errors.EmptyDataError):
-        return None
-    if df.empty:
-        return None
+DIMENSIONS = ("suite", "temperature", "arm")  # kept apart in every chart, never summed
+
+
+def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: list[str] | None = None):
+    """Altair chart of one dvc.yaml plot, or a `Missing` (absent, corrupt or empty CSV, naming the stage that
+    writes it). Rows are never summed across temperatures, suites or slots: the chart shows the rows at
+    `temperature` (default: the file's first) and of `suites`, one panel per suite, one colour per arm, and
+    averages any remaining whole-number dimension that is neither x nor y (e.g. the slot of the coverage file,
+    said in the title). Files with only numeric columns (training curves) fold every numeric column in."""
+    import loaders as L
+
+    stage = L.producer(root, d["path"], d.get("stage") or "benchmark")
+    if Path(d["path"]).suffix != ".csv":
+        return L.Missing(f"`{d['path']}` is not a CSV plot; `dvc plots show --json` renders it (below).")
+    df = L.read_csv(root, d["path"], stage)
+    if isinstance(df, L.Missing):
+        return df
     num = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c])]
     x = d.get("x") or df.columns[0]
     y = d.get("y") or next((c for c in num if c != x), None)
     if y is None or x not in df.columns:
-        return None
+        return L.corrupt(d["path"], ValueError(f"no column {x!r} / numeric y"), stage)
     ys = [y] if isinstance(y, str) else list(y)
+    if missing_cols := [c for c in ys if c not in df.columns]:
+        return L.corrupt(d["path"], ValueError(f"no column(s) {missing_cols}"), stage)
+    title = d["path"]
+    if "temperature" in df.columns:
+        temps = sorted(pd.unique(df["temperature"]).tolist(), key=str)
+        t = temperature if temperature in temps else temps[0]
+        df, title = df[df["temperature"] == t], f"{title} ({t})"
+    if suites is not None and "suite" in df.columns and x != "suite":
+        df = df[df["suite"].isin(suites)]
+    if df.empty:
+        return L.Missing(f"`{d['path']}` has no rows for these suites / temperature.")
     if set(ys) == {"tau_ratio", "tokens_per_s_ratio"} and "arm" in df.columns:  # the concurrency claim
-        first = df["temperature"].iloc[0] if "temperature" in df.columns else None
-        return concurrency_ratio_chart(df if first is None else df[df["temperature"] == first]).properties(
-            title=f"{d['path']}: ratio to dflash" + ("" if first is None else f" ({first})"))
+        return concurrency_ratio_chart(df).properties(title=f"{title}: ratio to dflash (solid τ, dashed tokens/s)")
     if len(num) == len(df.columns) and x in num:
         extra = [c for c in num if c not in (x, *ys) and c != "step"]
         return line_chart(df, x, [*ys, *extra], d["path"])
     if len(ys) > 1:
         return line_chart(df, x, ys, d["path"])
-    x_enc = alt.X(f"{x}:Q") if x in num else alt.X(f"{x}:N")
-    ch = alt.Chart(df, title=d["path"])
-    ch = ch.mark_line(point=True) if x in num else ch.mark_bar()
-    enc = {"x": x_enc, "y": alt.Y(f"{ys[0]}:Q"), "tooltip": list(df.columns)}
+    y = ys[0]
+    dims = [c for c in df.columns if c in DIMENSIONS and c != x]
+    rest = [c for c in df.columns if c not in (x, y, *DIMENSIONS) and pd.api.types.is_integer_dtype(df[c])]
+    if rest:  # e.g. slot in the coverage file: mean over it, said in the title
+        df = df.groupby([c for c in (*dims, x) if c in df.columns], as_index=False)[y].mean()
+        title += f" (mean over {', '.join(rest)})"
+    integer_x = x in num and pd.api.types.is_integer_dtype(df[x])
+    if x == "streams":
+        x_enc = streams_axis(df, "streams")
+    elif integer_x:
+        x_enc = alt.X(f"{x}:O", axis=alt.Axis(labelAngle=0))
+    else:
+        x_enc = alt.X(f"{x}:Q") if x in num else alt.X(f"{x}:N", axis=ARM_AXIS)
+    line = x in num
+    enc: dict = {"x": x_enc, "y": alt.Y(f"{y}:Q"), "tooltip": [c for c in df.columns]}
     if "arm" in df.columns and x != "arm":
-        enc["color"] = "arm:N"
-        if x not in num:
-            enc["xOffset"] = "arm:N"
-    return ch.encode(**enc)
+        enc["color"] = arm_color(df["arm"])
+        if not line:
+            enc["xOffset"] = alt.XOffset("arm:N", sort=arm_order(df["arm"]))
+    elif x == "arm":  # one bar per arm: its colour, its name on the axis (no legend needed)
+        enc["color"] = arm_color(df["arm"], legend=None)
+        enc["x"] = alt.X("arm:N", sort=arm_order(df["arm"]), axis=ARM_AXIS)
+    ch = alt.Chart(df, title=title)
+    ch = (ch.mark_line(point=True) if line else ch.mark_bar()).encode(**enc).properties(width=PANEL_W, height=PANEL_H)
+    if x == "suite" or "suite" not in df.columns:
+        return ch.properties(width=max(PANEL_W, 14 * len(df)))
+    return wrap(ch, df)
 
 
 # ---------------------------------------------------------------- `dvc plots show --json`

@@ -1,12 +1,15 @@
 """Shared CLI glue for stage scripts: parse `key=value` overrides, load and validate params.yaml (arm
 names against the arm table), set threads and seeds, and turn a `DraftlabError` into one line on
-stderr (exit 2); for an unreadable input file that line also names the stage that rebuilds it."""
+stderr (exit 2); for an unreadable input file that line also names the stage that rebuilds it. And
+each stage's two report files: the full detail `results/<stage>.json` (a DVC out, `cache: false`) and
+the few headline numbers `metrics/<stage>.json` (a DVC metric, so `dvc metrics show` stays one screen)."""
 from __future__ import annotations
 
 import os
 import sys
 import time
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 PARAMS = "params.yaml"
 
@@ -14,6 +17,43 @@ PARAMS = "params.yaml"
 # training step ~10x slower and reference generation 7x slower (23 vs 170 tok/s measured); it must
 # be set before torch is imported, which every stage does after importing this module.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+RESULTS = Path("results")  # full detail of every stage (not DVC metrics)
+METRICS = Path("metrics")  # headline numbers (DVC metrics)
+# headline key -> dotted key of the stage's report; the benchmark (one row per arm) and the corrector (one row
+# per variant) build their rows themselves and pass them to `write_report` as {row name: {key: value}}
+# per arm / variant. prepare_target and reference have no headline: they prepare, they measure no method.
+HEADLINES: dict[str, dict[str, str]] = {
+    "pretrain_drafter": {"sim_tau": "sim_tau"},  # held-out simulated τ of the kept checkpoint
+    "specopd": {"sim_tau": "sim_tau_after", "sim_tau_t1": "tau_t1_surrogate_final"},  # T=1: the E2E-TV surrogate
+}
+
+
+def pick(report: dict, keys: dict[str, str]) -> dict[str, Any]:
+    """{headline key: value} of the numeric values found at the dotted keys of `report` (missing ones left out)."""
+    out = {}
+    for name, dotted in keys.items():
+        v: Any = report
+        for part in dotted.split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[name] = v
+    return out
+
+
+def write_report(stage: str, report: dict, rows: dict[str, dict] | None = None) -> tuple[Path, ...]:
+    """Write results/<stage>.json (the whole report) and the headline: metrics/<stage>.json picked by
+    HEADLINES[stage], or, when `rows` is given, metrics/<stage>/<row>.json (one DVC metrics row each);
+    none for a stage without a headline. Returns the paths written."""
+    from draftlab.io import write_json, write_json_folder
+
+    detail = write_json(RESULTS / f"{stage}.json", report)
+    if rows is not None:
+        return detail, write_json_folder(METRICS / stage, rows)
+    if stage in HEADLINES:
+        return detail, write_json(METRICS / f"{stage}.json", pick(report, HEADLINES[stage]))
+    return (detail,)
 
 
 def stage_main(name: str, run: Callable, argv: list[str] | None = None) -> int:

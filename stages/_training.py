@@ -53,12 +53,14 @@ def numeric(d: dict, prefix: str = "") -> dict:
 
 def publish(mlrun, report: dict, metrics: Path, curve: Path, write_curve: Callable[[Path], None],
             extra_metrics: dict | None = None) -> None:
-    """Write the stage's metrics JSON and budget-curve CSV (atomically), log the report's numbers as
-    `final/...` (+ `extra_metrics`) and both files as artifacts of the stage's MLflow run."""
-    from draftlab.io import atomic_write, write_json
+    """Write the stage's report — the headline `metrics` (metrics/<stage>.json) and the full detail
+    results/<stage>.json — and budget-curve CSV (atomically), log the report's numbers as `final/...`
+    (+ `extra_metrics`) and the files as artifacts of the stage's MLflow run."""
+    from _common import write_report
+    from draftlab.io import atomic_write
 
-    write_json(metrics, report)
+    paths = write_report(Path(metrics).stem, report)
     atomic_write(curve, write_curve)
     mlrun.log_metrics({**numeric(report, "final/"), **(extra_metrics or {})})
-    mlrun.log_artifact(metrics)
-    mlrun.log_artifact(curve)
+    for p in (*paths, curve):
+        mlrun.log_artifact(p)

@@ -1,5 +1,6 @@
 """Stage benchmark: AR vs speculative arms on the eval suites at T=0 / T=1 and a concurrency sweep
-(metrics/benchmark.json with a per-arm `summary`, plots/benchmark_*.csv, data/benchmark_rounds.parquet).
+(the detail results/benchmark.json, the headline metrics/benchmark/<arm>.json, plots/benchmark_*.csv,
+data/benchmark_rounds.parquet).
 The recipe is draftlab.pipeline.benchmark; this script passes the checkpoint folders the earlier
 stages wrote, then writes the outputs and the MLflow run."""
 from __future__ import annotations
@@ -8,7 +9,8 @@ from pathlib import Path
 
 from _common import stage_main
 
-METRICS = Path("metrics/benchmark.json")
+DETAIL = Path("results/benchmark.json")  # everything, with confidence intervals (an out, not a DVC metric)
+HEADLINE = Path("metrics/benchmark")  # one small DVC metrics file per arm
 ROUNDS = Path("data/benchmark_rounds.parquet")
 
 
@@ -46,12 +48,15 @@ def run(params) -> None:
         if bar is not None:
             bar.close()
         detail["config"] = to_dict(params.benchmark)
-        written = write_outputs(detail, runs.runs, METRICS, ROUNDS if cfg.record_rounds else None)
+        written = write_outputs(detail, runs.runs, DETAIL, HEADLINE, ROUNDS if cfg.record_rounds else None)
         mlrun.log_metrics({"summary": detail["summary"], "suites": detail["suites"]})
-        for path in written.values():  # metrics JSON, plot CSVs, per-round Parquet
+        for path in written.values():  # the detail JSON, the headline folder, plot CSVs, per-round Parquet
             mlrun.log_artifact(path)
         for arm, e in detail["summary"].items():
             print(f"[benchmark] {arm}: " + ", ".join(f"{k}={v:.3g}" for k, v in e.items() if isinstance(v, float)))
+        for r in detail.get("pairs", []):
+            print(f"[benchmark] {r['pair']} ({r['a']} vs {r['b']}, {r['temperature']}): Δτ {r['tau_diff']:+.3f} "
+                  f"{r['tau_diff_ci']}, tokens/s ratio {r['tokens_per_s_ratio']:.3f} {r['tokens_per_s_ratio_ci']}")
 
 
 if __name__ == "__main__":

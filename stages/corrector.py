@@ -8,9 +8,10 @@ arm), specopd-dcoco from its t0/ state (best greedy τ, the T=0 arm) — or from
 initialisation, so that it builds on a drafter SpecOPD changed; the two runs are then one). Writes, per variant of `corrector.variants`,
 models/corrector/<variant>/drafter/ and models/corrector/<variant>/corrector/ (each config.json +
 model.safetensors, self-describing), the control models/drafter/long/ (when `corrector.control`),
-metrics/corrector.json (per variant: the drafter's own held-out τ before / after, the corrected τ, the
+results/corrector.json (per variant: the drafter's own held-out τ before / after, the corrected τ, the
 top-K and the reachable oracle and the headroom closed against each, per slot, per path rule, parameter
-counts, training time, the corrector's share of a real round) and one MLflow run. The feature cache is
+counts, training time, the corrector's share of a real round), the headline metrics/corrector/<variant>.json
+(simulated τ corrected / uncorrected / top-K oracle) and one MLflow run. The feature cache is
 shared with pretrain_drafter when it matches; resumable runs live under checkpoints/corrector/.
 The recipe is draftlab.pipeline.corrector; this script only loads, wires and writes.
 """
@@ -21,12 +22,13 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
 
-from _common import stage_main  # noqa: E402
+from _common import pick, stage_main, write_report  # noqa: E402
 from _training import load_inputs, require_references, stage_log, training_run  # noqa: E402
 
 OUT = Path("models/corrector")
 CONTROL = Path("models/drafter/long")
-METRICS = Path("metrics/corrector.json")
+# the report: results/corrector.json; headline: metrics/corrector/<variant>.json (one DVC metrics row each)
+CORRECTOR_HEADLINE = {"sim_tau": "sim_tau", "sim_tau_uncorrected": "sim_tau_uncorrected", "sim_tau_oracle": "sim_tau_oracle"}
 WORK = Path("checkpoints/corrector")
 PRETRAIN_FEATURES = Path("checkpoints/pretrain_drafter/features")  # reused when it matches
 
@@ -36,7 +38,6 @@ _log = stage_log("corrector")
 
 def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
-    from draftlab.io import write_json
     from draftlab.tracking import lightning_logger
     from draftlab.pipeline.corrector import cotrain_from_references, specopd_bases
 
@@ -63,12 +64,17 @@ def run(params) -> None:
         if out.control is not None:
             save_drafter(out.control, CONTROL, info={**info, "variant": "dflash-long",
                                                      "sim_tau": out.report["dflash-long"]["sim_tau"]})
-        write_json(METRICS, {**out.report, "target": t.name, "profile": params.profile.name})
+        report = {**out.report, "target": t.name, "profile": params.profile.name}
+        rows = {v: pick(r, CORRECTOR_HEADLINE) for v, r in out.report["variants"].items()}
+        if "dflash-long" in out.report:
+            rows["dflash-long"] = pick(out.report["dflash-long"], CORRECTOR_HEADLINE)
+        paths = write_report("corrector", report, rows)
         flat = {f"{v}/{k}": x for v, r in out.report["variants"].items() for k, x in r.items()
                 if isinstance(x, (int, float)) and not isinstance(x, bool)}
         mlrun.log_metrics({**flat, **{f"summary/{k}": x for k, x in out.report.get("summary", {}).items()
                                       if isinstance(x, (int, float)) and not isinstance(x, bool)}})
-        mlrun.log_artifact(METRICS)
+        for p in paths:
+            mlrun.log_artifact(p)
         for v, r in out.report["variants"].items():
             share = r.get("proposal_share_of_round")
             before = r["drafter_tau_before"]

@@ -8,14 +8,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from _common import stage_main
+from _common import stage_main, write_report
 
 OUT = Path("models/target")
 
 
 def run(params) -> None:
     from draftlab.params import to_dict
-    from draftlab.io import write_json
     from draftlab.verifier.load import convert_gguf, load_target, packaged_gguf, save_random, write_pointer
     from draftlab.tracking import stage_run
 
@@ -33,7 +32,7 @@ def run(params) -> None:
                    "layers": target.num_layers, "hidden_size": target.hidden_size, "vocab_size": target.vocab_size,
                    "parameters": sum(p.numel() for p in target.parameters()), "wall_s": time.time() - t0,
                    **{k: v for k, v in info.items() if k in ("gguf_sha256", "dtype", "note")}}
-        write_json("metrics/prepare_target.json", metrics)
+        write_report("prepare_target", metrics)
         mlrun.log_metrics({k: v for k, v in metrics.items() if k in ("parameters", "wall_s", "layers")})
 
 

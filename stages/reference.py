@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _common import stage_main
+from _common import stage_main, write_report
 
 TARGET = Path("models/target")
 OUT = Path("data/references.parquet")
@@ -15,7 +15,7 @@ def run(params) -> None:
 
     from draftlab.params import to_dict
     from draftlab.data.references import generate_references, select_prompts
-    from draftlab.io import write_json, write_parquet
+    from draftlab.io import write_parquet
     from draftlab.verifier.load import load_target
     from draftlab.tracking import stage_run
 
@@ -33,7 +33,7 @@ def run(params) -> None:
         per_split = {s: {"sequences": int((df.split == s).sum()),
                          "tokens": int(df[df.split == s].response_ids.map(len).sum())} for s in ("train", "heldout", "eval")}
         metrics = {**stats, "per_split": per_split, "selection": sel, "target": t.name, "profile": params.profile.name}
-        write_json("metrics/reference.json", metrics)
+        write_report("reference", metrics)
         mlrun.log_metrics(metrics)
 
 

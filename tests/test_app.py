@@ -3,6 +3,8 @@ every page renders, widgets change what is shown, empty roots give messages nami
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,7 +66,8 @@ def _detail() -> dict:
     conc = {tk: {a: {str(c): {"tokens_per_s": 10.0 * c ** 0.5 * g, "decode_tokens_per_s": 11.0 * c,
                               "tokens_per_s_stream": 10.0, "tau": 1.0 if a == "ar" else 1.8 * g / 1.2,
                               "tau_ratio": g / 1.2, "tokens_per_s_ratio": g / 1.2 - 0.02 * c,
-                              "round_total_ms": 50.0 + c, "propose_ms": 0.5, "round_overhead_ms": 0.5}
+                              "round_total_ms": 50.0 + c, "propose_ms": None if a == "ar" else 0.5,
+                              "round_overhead_ms": -5.0 if a == "ar" else 0.5}  # an older file's AR overhead
                          for c in (1, 2, 4)} for a, g in gain.items()} for tk in ("t0", "t1")}
     src = {"lookup": {"rounds": 6, "share": 0.6, "accepted_per_round": 2.5, "accepted_tokens": 15},
            "drafter": {"rounds": 4, "share": 0.4, "accepted_per_round": 0.25, "accepted_tokens": 1}}
@@ -78,7 +81,21 @@ def _detail() -> dict:
                               "sources_t1": src},
                "hf-generate": {"tau_t0": 1.0, "tokens_per_s_t0": 9.5, "speedup_t0": 0.95, "tokens_equal_ar_t0": True,
                                "tau_t1": None}}
-    return {"suites": suites, "concurrency": conc, "summary": summary, "setup": {"target": "tiny"},
+    for arm in ("ar", "dflash", "dcoco"):  # the arms with per-suite rows: means over suites with intervals
+        e = summary.setdefault(arm, {})
+        for tk in ("t0", "t1"):
+            for m in ("tau", "speedup", "tokens_per_s"):
+                vals = [suites[s][tk][arm][m] for s in suites]
+                e[f"{m}_{tk}"] = sum(vals) / len(vals)
+                e[f"{m}_{tk}_ci"] = [e[f"{m}_{tk}"], e[f"{m}_{tk}"]] if arm == "ar" and m != "tokens_per_s" else \
+                    [e[f"{m}_{tk}"] - 0.1, e[f"{m}_{tk}"] + 0.1]
+                for s in suites:  # per-suite intervals, as draftlab.bench.uncertainty writes them
+                    v = suites[s][tk][arm][m]
+                    suites[s][tk][arm].setdefault("ci", {})[m] = [v - 0.15, v + 0.15] if arm != "ar" else [v, v]
+    pairs = [{"pair": "dcoco vs dflash", "a": "dcoco", "b": "dflash", "temperature": tk, "tau_diff": 0.4,
+              "tau_diff_ci": [0.25, 0.55], "tau_exceeds_noise": True, "tokens_per_s_ratio": 1.125,
+              "tokens_per_s_ratio_ci": [0.98, 1.3], "speed_exceeds_noise": False} for tk in ("t0", "t1")]
+    return {"suites": suites, "concurrency": conc, "summary": summary, "pairs": pairs, "setup": {"target": "tiny"},
             "config": {"concurrency_temperatures": [0.0, 1.0], "concurrency_max_new_tokens": 8,
                        "concurrency_base": "dflash"}}
 
@@ -119,8 +136,8 @@ def write_fixture(root: Path, mlflow_runs: bool = True) -> Path:
 
     root.mkdir(parents=True, exist_ok=True)
     detail = _detail()
-    (root / "metrics").mkdir(exist_ok=True)
-    (root / "metrics/benchmark.json").write_text(json.dumps(detail))
+    (root / "results").mkdir(exist_ok=True)
+    (root / L.BENCH_JSON).write_text(json.dumps(detail))
     (root / "plots").mkdir(exist_ok=True)
     for name, df in plot_frames(detail).items():
         df.to_csv(root / L.PLOTS[name], index=False)
@@ -189,7 +206,7 @@ def test_every_page_renders(fixture_root):
     assert any("headroom" in s.value.lower() for s in at.subheader)
 
 
-L_PAGES = ["Candidate grid", "Acceptance", "Speed", "Runs", "Pipeline plots"]
+L_PAGES = ["Candidate grid", "Acceptance", "Speed", "Runs", "Pipeline plots", "Compare"]
 
 
 def test_grid_cells_tokens_and_rounds(fixture_root):
@@ -276,9 +293,9 @@ def test_peers_on_acceptance_and_speed_pages(fixture_root, tmp_path):
     peers = next(d.value for d in at.dataframe if "greedy tokens = AR" in d.value.columns)
     assert "hf-generate" not in set(peers["arm"]) and "pld" in set(peers["arm"])
     empty = write_fixture(tmp_path / "nosrc", mlflow_runs=False)
-    d = json.loads((empty / "metrics/benchmark.json").read_text())
+    d = json.loads((empty / L.BENCH_JSON).read_text())
     d["summary"] = {}
-    (empty / "metrics/benchmark.json").write_text(json.dumps(d))
+    (empty / L.BENCH_JSON).write_text(json.dumps(d))
     at = app(empty, "Acceptance")
     assert any("pld" in i.value and "dvc repro benchmark" in i.value for i in at.info)
 
@@ -353,3 +370,296 @@ def test_plots_from_dvc_json_and_csv(fixture_root, tmp_path):
     assert n == len(defs)
     at.text_input(key="plots_json").input(str(tmp_path / "show.json")).run()
     assert len(at.get("vega_lite_chart")) == n + 1
+
+
+# ---------------------------------------------------------------- freshness: stamp-keyed caches, reload, corrupt files
+def _best(at: AppTest) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("Highest mean τ"))
+
+
+def _set_tau(f: Path, arm: str, value: float, keep_stamp: bool = False) -> None:
+    st = f.stat()
+    d = json.loads(f.read_text())
+    d["summary"][arm]["tau_t0"] = value
+    f.write_text(json.dumps(d))
+    if keep_stamp:
+        os.truncate(f, st.st_size) if f.stat().st_size > st.st_size else f.write_text(f.read_text().ljust(st.st_size))
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_cache_follows_the_file_and_corrupt_then_fixed(tmp_path):
+    root = write_fixture(tmp_path, mlflow_runs=False)
+    f = root / L.BENCH_JSON
+    assert "dcoco** 2.200 (95% interval 2.100–2.300)" in _best(app(root, "Acceptance"))
+    _set_tau(f, "dcoco", 2.5)  # a new run rewrote the file: a new session sees it (the stamp is in the cache key)
+    assert "dcoco** 2.500" in _best(app(root, "Acceptance"))
+    good = f.read_text()
+    f.write_text(good[: len(good) // 2])  # corrupt: named as such, with the stage that rebuilds it
+    at = app(root, "Acceptance")
+    warn = " ".join(w.value for w in at.warning)
+    assert "`results/benchmark.json` is corrupt or unreadable" in warn and "`dvc repro benchmark`" in warn
+    assert "not written yet" not in warn and not at.exception
+    f.write_text(good)  # fixed: the error is gone in the next session
+    at = app(root, "Acceptance")
+    assert not at.warning and "dcoco** 2.500" in _best(at)
+
+
+def test_reload_button_rereads_unchanged_stamps(tmp_path):
+    root = write_fixture(tmp_path, mlflow_runs=False)
+    f = root / L.BENCH_JSON
+    at = app(root, "Acceptance")
+    assert "dcoco** 2.200" in _best(at)
+    _set_tau(f, "dcoco", 2.9, keep_stamp=True)  # same mtime and size: the cache cannot tell
+    at = app(root, "Acceptance")
+    assert "dcoco** 2.200" in _best(at)
+    at.sidebar.button(key="reload").click().run()
+    assert "dcoco** 2.900" in _best(at) and any("reloaded" in c.value for c in at.sidebar.caption)
+
+
+def test_pages_say_data_age_and_revision(tmp_path):
+    root = write_fixture(tmp_path, mlflow_runs=False)
+    at = app(root, "Speed")
+    line = next(c.value for c in at.caption if c.value.startswith("data written"))
+    assert "results/benchmark.json" in line or "plots/" in line
+    assert "not a git repository" in line
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    _git_commit(root, "outputs")
+    p = L.provenance(root, (L.BENCH_JSON,))
+    assert p["git"]["head"] and p["git"]["last_commit"] and not p["git"]["modified"]
+    _set_tau(root / L.BENCH_JSON, "dcoco", 2.4)
+    assert L.provenance(root, (L.BENCH_JSON,))["git"]["modified"]
+    assert "differ from that commit" in L.provenance_text(L.provenance(root, (L.BENCH_JSON,)))
+
+
+def _git_commit(root: Path, msg: str) -> None:
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", msg], cwd=root, check=True)
+
+
+# ---------------------------------------------------------------- the K×K transition-score heatmap
+def test_heatmap_frame_and_page(fixture_root):
+    row = _rounds().query("arm == 'dcoco' and temperature == 0 and round == 0").iloc[0]
+    g = G.build(row)
+    frame = G.heatmap_frame(g, L.load_tokenizer(fixture_root))
+    cells, marks = frame[frame.rule == ""], frame[frame.rule != ""]
+    assert len(cells) == (N - 1) * K * K and set(marks["rule"]) == {"greedy", "globalsum", "geometric"}
+    greedy = marks[marks.rule == "greedy"].sort_values("p")
+    assert list(zip(greedy.a, greedy.b)) == [(0, 1), (1, 1), (1, 0)]  # These → keys → are → missing
+    top = cells.loc[cells["dtheta"].idxmax()]
+    assert top["dtheta"] == pytest.approx(1.0) and (top.a_label, top.b_label) in {("1·These", "2·␣keys"),
+                                                                                 ("2·␣keys", "2·␣are")}
+    assert cells[(cells.p == 1) & (cells.a == 0) & (cells.b == 1)]["on_paths"].iloc[0].startswith("greedy")
+    at = app(fixture_root, "Candidate grid")
+    at.selectbox(key="grid_arm").select("dcoco").run()
+    assert not at.exception
+    assert any("every slot pair" in s.value for s in at.subheader)
+    assert any("Δθ" in m.value and "zero" in m.value for m in at.markdown)  # Δθ explained
+    spec = json.loads(at.get("vega_lite_chart")[-1].proto.spec)
+    text = json.dumps(spec)
+    assert spec["facet"]["field"] == "pair" and '"rect"' in text and "viridis" in text  # one panel per slot pair
+    at.radio(key="grid_heat_value").set_value("dtheta").run()
+    assert "redblue" in at.get("vega_lite_chart")[-1].proto.spec
+    at.selectbox(key="grid_arm").select("dflash").run()  # no scores recorded: no heatmap
+    assert not any("every slot pair" in s.value for s in at.subheader)
+
+
+def test_accepted_length_visible_when_every_round_rejects(tmp_path):
+    root = write_fixture(tmp_path, mlflow_runs=False)
+    df = _rounds()
+    df["accepted"] = 0
+    df.to_parquet(root / L.ROUNDS)
+    at = app(root, "Candidate grid")
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["bar", "point"]  # dots mark the zeros
+    assert spec["layer"][0]["encoding"]["y"]["scale"]["domain"] == [0, N]
+    assert any("accepted 0 proposals" in c.value for c in at.caption)
+
+
+# ---------------------------------------------------------------- comparison of two results
+def _variant(root: Path, delta: float) -> None:
+    f = root / L.BENCH_JSON
+    d = json.loads(f.read_text())
+    for k in ("tau_t0", "tau_t1"):
+        d["summary"]["dcoco"][k] += delta
+        d["summary"]["dcoco"][k + "_ci"] = [v + delta for v in d["summary"]["dcoco"][k + "_ci"]]
+    d["config"]["max_new_tokens"] = 99
+    f.write_text(json.dumps(d))
+
+
+def test_compare_two_folders(tmp_path):
+    a = write_fixture(tmp_path / "a", mlflow_runs=False)
+    b = write_fixture(tmp_path / "b", mlflow_runs=False)
+    _variant(b, 0.5)
+    at = AppTest.from_file(str(APP / "explorer.py"), default_timeout=60)
+    at.session_state["root"] = str(a)
+    at.session_state["page"] = "Compare"
+    at.session_state["cmp_B_folder"] = str(b)
+    at.run()
+    assert not at.exception
+    t = at.dataframe[0].value
+    assert list(t.columns[:3]) == ["A: a", "A: a CI low", "A: a CI high"] and "B: b − A: a" in t.columns
+    assert t.loc["dcoco", "B: b − A: a"] == pytest.approx(0.5) and t.loc["dcoco", "intervals disjoint"] == "yes"
+    assert t.loc["dflash", "B: b − A: a"] == pytest.approx(0.0) and t.loc["dflash", "intervals disjoint"] == "no"
+    assert t.loc["pld", "intervals disjoint"] == "n/a"  # a summary-only arm: no interval to compare
+    spec = at.get("vega_lite_chart")[0].proto.spec
+    assert json.loads(spec)["facet"]["column"]["field"] == "source"  # the same chart for both, side by side
+    diff = at.dataframe[-1].value
+    assert list(diff["setting"]) == ["config.max_new_tokens"]
+    at.selectbox(key="cmp_metric").select("speedup").run()
+    assert at.dataframe[0].value.loc["dcoco", "B: b − A: a"] == pytest.approx(0.0)
+
+
+def test_compare_git_revisions_and_experiments(tmp_path):
+    root = write_fixture(tmp_path, mlflow_runs=False)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    _git_commit(root, "base run")
+    _variant(root, -0.25)
+    _git_commit(root, "second run")
+    at = AppTest.from_file(str(APP / "explorer.py"), default_timeout=60)
+    for k, v in dict(root=str(root), page="Compare", cmp_A_kind=KIND_REV, cmp_A_rev="HEAD~1", cmp_B_kind=KIND_REV,
+                     cmp_B_rev="HEAD").items():
+        at.session_state[k] = v
+    at.run()
+    assert not at.exception
+    t = at.dataframe[0].value
+    assert t.loc["dcoco", "B: HEAD − A: HEAD~1"] == pytest.approx(-0.25)
+    # the experiment list: `dvc exp show --json` rows (this layout is DVC 3's), else git's refs/exps
+    sha = L.git(root, "rev-parse", "HEAD").strip()
+    shown = [{"rev": "workspace", "name": None, "experiments": None},
+             {"rev": sha, "name": "main", "experiments": [{"name": "exp-lr", "revs": [{"rev": "f" * 40, "name": "exp-lr"}]}]}]
+
+    class Ran:
+        returncode, stdout = 0, json.dumps(shown).encode()
+
+    rows = L.experiments(root, run=lambda *a, **k: Ran())
+    assert [(r["name"], r["kind"]) for r in rows] == [("main", "commit"), ("exp-lr", "experiment")]
+    subprocess.run(["git", "update-ref", f"refs/exps/{sha[:2]}/{sha[2:]}/exp-b", sha], cwd=root, check=True)
+
+    def no_dvc(*a, **k):
+        raise OSError("no dvc")
+
+    rows = L.experiments(root, run=no_dvc)
+    assert rows == [{"name": "exp-b", "rev": sha, "baseline": sha, "kind": "experiment"}]
+    assert isinstance(L.load_benchmark_at(root, "exp-nope"), L.Missing)
+    assert L.load_benchmark_at(root, sha)["summary"]["dcoco"]["tau_t0"] == pytest.approx(1.95)
+
+
+KIND_REV = "git revision / DVC experiment"
+
+
+# ---------------------------------------------------------------- chart correctness
+def _data(spec: dict) -> list[dict]:
+    return [row for rows in (spec.get("datasets") or {}).values() for row in rows]
+
+
+def test_pipeline_plots_filter_never_sum(fixture_root):
+    defs = {d["path"]: d for d in P.dvc_plot_defs(fixture_root / "dvc.yaml")}
+    sp = P.chart_for_def(fixture_root, defs["plots/benchmark_speedup.csv"], "t1").to_dict()
+    rows = _data(sp)
+    assert {r["temperature"] for r in rows} == {"t1"} and len(rows) == 2 * 3  # one bar per suite and arm
+    assert {(r["arm"], r["speedup"]) for r in rows if r["suite"] == "mt-bench"} == {("ar", 1.0), ("dflash", 1.2),
+                                                                                    ("dcoco", 1.35)}
+    curve = P.chart_for_def(fixture_root, defs["plots/benchmark_tau_per_slot.csv"], "t0", ["mt-bench"]).to_dict()
+    assert {(r["temperature"], r["suite"]) for r in _data(curve)} == {("t0", "mt-bench")}  # one line per arm
+    both = P.chart_for_def(fixture_root, defs["plots/benchmark_tau_per_slot.csv"], "t0").to_dict()
+    assert both["facet"]["field"] == "suite" and both["columns"] == 2  # wrapped small multiples
+    claim = P.chart_for_def(fixture_root, next(d for d in defs.values() if d["stage"] == "concurrency_claim"), "t1")
+    rows = _data(claim.to_dict())
+    assert {r["streams"] for r in rows if "streams" in r} == {1, 2, 4}
+    assert {r["temperature"] for r in rows if "temperature" in r} == {"t1"}
+
+
+def test_corrupt_plot_csv_is_named_with_its_stage(tmp_path):
+    root = write_fixture(tmp_path, mlflow_runs=False)
+    (root / L.PLOTS["speedup"]).write_bytes(b"\x00\x01\x02 garbage without columns")
+    (root / L.PLOTS["tau_per_slot"]).unlink()
+    at = app(root, "Pipeline plots")
+    assert not at.exception
+    warn = " ".join(w.value for w in at.warning)
+    assert "`plots/benchmark_speedup.csv` is corrupt or unreadable" in warn and "dvc repro benchmark" in warn
+    caps = " ".join(c.value for c in at.caption)
+    assert "plots/benchmark_tau_per_slot.csv" in caps and "No `plots/benchmark_tau_per_slot.csv`" in caps
+    assert "not written yet" not in warn
+    bad = L.read_csv(root, L.PLOTS["speedup"], "benchmark")
+    assert bad.kind == "corrupt"
+
+
+def test_one_colour_per_arm_everywhere(fixture_root):
+    from colours import ARM_COLOURS, arm_colour
+
+    seen: dict[str, set] = {}
+    for page in ("Acceptance", "Speed", "Pipeline plots", "Compare"):
+        at = app(fixture_root, page)
+        for ch in at.get("vega_lite_chart"):
+            for scale in _colour_scales(json.loads(ch.proto.spec)):
+                for arm, colour in zip(scale["domain"], scale["range"]):
+                    seen.setdefault(arm, set()).add(colour)
+    assert set(seen) >= {"ar", "dflash", "dcoco"}
+    assert all(len(c) == 1 for c in seen.values()), seen  # the same colour in every chart
+    assert {a: c.pop() for a, c in seen.items()} == {a: ARM_COLOURS[a] for a in seen}
+    assert len(set(ARM_COLOURS.values())) == len(ARM_COLOURS)  # distinct (more arms than a 10-colour palette)
+    new = arm_colour("brand-new-arm")
+    assert new == arm_colour("brand-new-arm") and new not in ARM_COLOURS.values() and new.startswith("#")
+
+
+def _colour_scales(spec):
+    if isinstance(spec, dict):
+        enc = spec.get("encoding", {})
+        c = enc.get("color") if isinstance(enc, dict) else None
+        if isinstance(c, dict) and c.get("field") == "arm" and isinstance(c.get("scale"), dict):
+            yield c["scale"]
+        for v in spec.values():
+            yield from _colour_scales(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            yield from _colour_scales(v)
+
+
+def test_axes_line_styles_and_na(fixture_root):
+    conc = pd.read_csv(fixture_root / L.PLOTS["concurrency"])
+    spec = P.concurrency_ratio_chart(conc[conc.temperature == "t0"]).to_dict()
+    text = json.dumps(spec)
+    assert '"format": "d"' in text and '"values": [1, 2, 4]' in text  # whole numbers of streams only
+    assert "solid: \\u03c4, dashed: tokens/s" in text and '"title": "line style"' in text  # styles explained
+    cov = P.coverage_chart(pd.read_csv(fixture_root / L.PLOTS["coverage"]).query("temperature == 't0'"), [1, 2])
+    assert '"title": "slot (line style)"' in json.dumps(cov.to_dict())
+    at = app(fixture_root, "Speed")
+    table = next(d.value for d in at.dataframe if "round_overhead_ms" in d.value.columns)
+    by = table.set_index("arm")["round_overhead_ms"]
+    assert (by.loc["ar"] == "n/a").all() and (by.loc["dcoco"] == "0.500").all()  # AR's −5 from an older file: n/a
+
+
+def test_deep_link_opens_a_page_with_widgets(fixture_root):
+    at = AppTest.from_file(str(APP / "explorer.py"), default_timeout=60)
+    at.session_state["root"] = str(fixture_root)
+    at.query_params.update(page="Candidate grid", grid_arm="dcoco", grid_temp="1")
+    at.run()
+    assert not at.exception
+    assert at.header[0].value == "Candidate grid" and at.selectbox(key="grid_arm").value == "dcoco"
+    assert at.selectbox(key="grid_temp").value == 1.0
+
+
+def test_headroom_lists_every_oracle(tmp_path):
+    root = write_fixture(tmp_path, mlflow_runs=False)
+    f = root / L.BENCH_JSON
+    d = json.loads(f.read_text())
+    for temps in d["suites"].values():
+        for by in temps.values():
+            for arm in ("dflash", "dcoco"):
+                by[arm]["oracle_tau_other"] = by[arm]["oracle_tau"] - 0.3  # an oracle the explorer has no label for
+    f.write_text(json.dumps(d))
+    at = app(root, "Acceptance")
+    hc = next(d.value for d in at.dataframe if any(str(c).startswith("headroom closed") for c in d.value.columns))
+    assert {"headroom closed (top-K oracle)", "headroom closed (reachable oracle)",
+            "headroom closed (oracle_tau_other)"} <= set(hc.columns)
+    assert hc.set_index("arm").loc["dcoco", "headroom closed (oracle_tau_other)"].tolist() == pytest.approx([0.8, 0.8])
+
+
+def test_fmt_na_text():
+    from cached import fmt_na
+
+    df = pd.DataFrame({"arm": ["ar", "dcoco"], "ms": [None, 0.5], "x": [1.0, 2.0], "ok": [None, True],
+                       "share": [0.25, float("nan")]})
+    out = fmt_na(df, digits=2, percent=("share",))
+    assert out["ms"].tolist() == ["n/a", "0.50"] and out["ok"].tolist() == ["n/a", "yes"]
+    assert out["share"].tolist() == ["25.0%", "n/a"] and out["x"].dtype.kind == "f"  # no gap: stays a number

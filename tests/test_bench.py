@@ -12,6 +12,7 @@ import torch
 from draftlab.bench import ArmContext, Checkpoints, PromptItem, SpeculativeArm, build_arm, compute, run_benchmark, write_outputs
 from draftlab.bench.arms import ARM_TABLE
 from draftlab.bench.simulate import _train_path, simulated_tau
+from draftlab.bench.uncertainty import add_intervals
 from draftlab.config import BenchmarkConfig
 from draftlab.errors import DraftlabError
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
@@ -205,8 +206,27 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     assert {r.temperature for r in runs.runs if r.sweep} == {0.0, 1.0}
     detail = compute(runs.runs, runs.arms)
     detail["simulated"] = {"dflash": simulated_tau(t, d, [(p.ids, r) for p, r in zip(suites["mt-bench"], runs.runs[1].result.tokens)])}
+    add_intervals(detail, runs.runs, n_boot=200, pairs=[["dflash-b", "dflash"], ["best", "ar"], ["nosuch", "dflash"]])
     written = write_outputs(detail, runs.runs, root=tmp_path)
-    js = json.loads((tmp_path / "metrics/benchmark.json").read_text())
+    js = json.loads((tmp_path / "results/benchmark.json").read_text())
+    head = {f.stem: json.loads(f.read_text()) for f in (tmp_path / "metrics/benchmark").glob("*.json")}
+    assert set(head) == set(cfg.arms)  # one small DVC metrics row per arm
+    assert set(head["dflash"]) == {f"{m}_{t}{pm}" for m in ("tau", "speedup") for t in ("t0", "t1") for pm in ("", "_pm")}
+    ci = js["summary"]["dflash"]["tau_t0_ci"]
+    assert head["dflash"]["tau_t0"] == js["summary"]["dflash"]["tau_t0"] and ci[0] <= head["dflash"]["tau_t0"] <= ci[1]
+    assert abs(head["dflash"]["tau_t0_pm"] - (ci[1] - ci[0]) / 2) < 1e-6
+    assert js["summary"]["ar"]["speedup_t0_ci"] == [1.0, 1.0]  # AR against itself, on every resample
+    pp = js["suites"]["mt-bench"]["t0"]["dflash"]["per_prompt"]
+    assert len(pp["tau"]) == 3 and abs(sum(pp["tau"]) / 3 - js["suites"]["mt-bench"]["t0"]["dflash"]["tau"]) < 1e-5
+    assert sorted(p["pair"] for p in js["pairs"]) == ["best vs ar"] * 2 + ["dflash-b vs dflash"] * 2  # unknown: skipped
+    assert set(head["hf-generate"]) == {"tau_t0", "tau_t0_pm", "speedup_t0", "speedup_t0_pm"}  # greedy-only row
+    for p in js["pairs"]:  # `best`: the highest mean speedup at that temperature
+        if p["pair"] == "best vs ar":
+            tk = p["temperature"]
+            cands = [a for a in cfg.arms if a != "ar" and js["summary"][a].get(f"speedup_{tk}") is not None]
+            assert p["a"] == max(cands, key=lambda a: js["summary"][a][f"speedup_{tk}"])
+    assert all(p["tau_diff"] == 0.0 and p["tau_diff_ci"] == [0.0, 0.0] and p["tau_exceeds_noise"] is False
+               for p in js["pairs"] if p["b"] == "dflash")  # the same drafter under two names: no difference
     for key in ("tau_t0", "tau_t1", "speedup_t0", "speedup_t1", "tokens_per_s_t0", "tokens_per_s_t1", "oracle_tau_t0", "concurrency"):
         assert key in js["summary"]["dflash"], key
     assert set(js["summary"]["dflash"]["concurrency"]) == {"t0", "t1"}
@@ -222,7 +242,7 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     for c, m in js["concurrency"]["t0"]["dflash"].items():  # the base arm is 1.0 of itself
         assert m["tau_ratio"] == 1.0 and m["tokens_per_s_ratio"] == 1.0 and m["round_overhead_ms"] == 0.0
     ar1 = js["concurrency"]["t1"]["ar"]["1"]
-    assert ar1["tau"] == 1.0 and ar1["tau_ratio"] < 1.0 + 1e-9
+    assert ar1["tau"] == 1.0 and ar1["tau_ratio"] < 1.0 + 1e-9 and ar1["round_overhead_ms"] is None  # n/a for AR
     assert js["summary"]["ar"]["tau_t0"] == 1.0
     for name in ("tau_per_slot", "coverage", "speedup", "concurrency"):
         df = pd.read_csv(written[name])

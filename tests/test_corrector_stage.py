@@ -371,8 +371,14 @@ def test_stage_end_to_end(root, workdir):
     r = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=workdir,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
-    m = json.loads((workdir / "metrics" / "corrector.json").read_text())
-    assert set(m["variants"]) == {"dcoco", "nopair", "nocand", "frozen", "dcoco-sg", "frozen-reach"}
+    m = json.loads((workdir / "results" / "corrector.json").read_text())
+    variants = {"dcoco", "nopair", "nocand", "frozen", "dcoco-sg", "frozen-reach"}
+    assert set(m["variants"]) == variants
+    # the headline: one small DVC metrics file per variant (+ the control), numbers equal to the report's
+    rows = {f.stem: json.loads(f.read_text()) for f in (workdir / "metrics" / "corrector").glob("*.json")}
+    assert set(rows) == variants | {"dflash-long"}
+    assert rows["dcoco"] == {k: m["variants"]["dcoco"][k] for k in ("sim_tau", "sim_tau_uncorrected", "sim_tau_oracle")}
+    assert rows["dflash-long"] == {"sim_tau": m["dflash-long"]["sim_tau"]}
     for v, rep in m["variants"].items():
         for k in ("sim_tau", "sim_tau_uncorrected", "sim_tau_oracle", "sim_tau_oracle_reachable", "sim_tau_per_slot",
                   "sim_tau_per_slot_uncorrected", "params_corrector", "train_minutes", "proposal_share_of_round",

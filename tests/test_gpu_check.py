@@ -119,7 +119,7 @@ def test_dry_mode_runs_every_section(dry_run):
         for a in lvl["arms"].values():
             assert set(a["round_ms"]) == {"draft", "propose", "verify", "commit"} and a["break_even_tau"] > 0
         assert lvl["ar"]["step_ms"] > 0
-    if (ROOT / "metrics" / "benchmark.json").exists():
+    if (ROOT / "results" / "benchmark.json").exists():
         assert "projected_tokens_per_s_ratio" in conc["levels"]["1"]["arms"]["dcoco"]
     arms = s["specopd"]["arms"]
     assert arms["branch_parallel"]["positions"] > 0 and arms["sequential_b1"]["branch_parallel_ratio"] > 0

@@ -37,7 +37,7 @@ def test_reference_stage_end_to_end(root, workdir):
     assert set(df[df.split == "eval"].suite) == {"mt-bench", "humaneval", "math500"}
     assert df.response_ids.map(len).between(1, 8).all()
     assert set(df.finish_reason) <= {"eos", "length"}
-    m = json.loads((workdir / "metrics" / "reference.json").read_text())
+    m = json.loads((workdir / "results" / "reference.json").read_text())
     assert m["sequences"] == 11 and m["tokens"] == int(df.response_ids.map(len).sum()) and m["tokens_per_s"] > 0
     assert not list((workdir / "data").glob("*.tmp"))
     # greedy references are reproducible: row == target's own greedy continuation

@@ -4,7 +4,7 @@ The copy gets params.yaml composed with profile=smoke, its own DVC cache and MLf
 committed metrics/ and dvc.lock are never touched. Re-running is incremental (DVC skips stages
 whose inputs did not change). Extra arguments are Hydra overrides, e.g. `target=tiny-random`.
 The run also benchmarks the example local suite (examples/my_prompts.jsonl as `my-prompts`) and
-checks that it reached metrics/benchmark.json; MLflow runs are tagged with this repository's commit.
+checks that it reached results/benchmark.json; MLflow runs are tagged with this repository's commit.
 Open the result in the explorer with `draftlab explore --root .smoke`.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ def git(*args: str) -> str:
 
 def tracked_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return [f for f in out.stdout.splitlines() if f and not f.startswith((".smoke/", "metrics/", "plots/")) and f != "dvc.lock"]
+    return [f for f in out.stdout.splitlines() if f and not f.startswith((".smoke/", "metrics/", "results/", "plots/")) and f != "dvc.lock"]
 
 
 def main(argv: list[str]) -> int:
@@ -58,20 +58,22 @@ def main(argv: list[str]) -> int:
         print(f"smoke pipeline failed (dvc repro exit {rc}); outputs in {SCRATCH}", file=sys.stderr)
         return rc
     bad = []
-    for m in sorted((SCRATCH / "metrics").glob("*.json")):
+    written = sorted([*(SCRATCH / "results").glob("*.json"), *(SCRATCH / "metrics").rglob("*.json")])
+    for m in written:
         try:
             json.loads(m.read_text())
         except json.JSONDecodeError:
-            bad.append(m.name)
+            bad.append(str(m.relative_to(SCRATCH)))
     if bad:
-        print(f"smoke pipeline wrote unreadable metrics: {bad}", file=sys.stderr)
+        print(f"smoke pipeline wrote unreadable reports or metrics: {bad}", file=sys.stderr)
         return 1
-    suites = json.loads((SCRATCH / "metrics" / "benchmark.json").read_text()).get("suites", {})
+    suites = json.loads((SCRATCH / "results" / "benchmark.json").read_text()).get("suites", {})
     if "my-prompts" not in suites and not any(a.startswith("benchmark.suites") for a in argv):
-        print(f"the example local suite is missing from .smoke/metrics/benchmark.json (suites: {list(suites)})",
+        print(f"the example local suite is missing from .smoke/results/benchmark.json (suites: {list(suites)})",
               file=sys.stderr)
         return 1
-    print(f"smoke pipeline ok: {', '.join(m.name for m in sorted((SCRATCH / 'metrics').glob('*.json')))}")
+    print(f"smoke pipeline ok: {len(written)} reports and headline metrics files "
+          f"({', '.join(m.name for m in sorted((SCRATCH / 'results').glob('*.json')))})")
     return 0
 
 

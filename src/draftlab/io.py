@@ -46,6 +46,28 @@ def write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
 
 
+def write_json_folder(folder: str | Path, files: dict[str, Any]) -> Path:
+    """Replace `folder` by one JSON file per entry (`name.json`), all at once: the files are written into a
+    temporary sibling folder that is then renamed onto `folder` (the old folder is removed after the swap)."""
+    import shutil
+
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    old = folder.parent / f".{folder.name}.old"
+    try:
+        for name, obj in files.items():
+            (tmp / f"{name}.json").write_text(json.dumps(_clean(obj), indent=2) + "\n", encoding="utf-8")
+        shutil.rmtree(old, ignore_errors=True)
+        if folder.exists():
+            os.replace(folder, old)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
 def write_parquet(path: str | Path, df) -> Path:
     return atomic_write(path, lambda p: df.to_parquet(p, index=False))
 

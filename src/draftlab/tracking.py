@@ -70,7 +70,9 @@ class StageRun:
             self._m.log_metrics(clean, step=step)
 
     def log_artifact(self, path: str | Path) -> None:
-        if self._m is not None and Path(path).exists():
+        if self._m is not None and Path(path).is_dir():  # a folder of files (e.g. metrics/benchmark/)
+            self._m.log_artifacts(str(path), artifact_path=Path(path).name)
+        elif self._m is not None and Path(path).exists():
             self._m.log_artifact(str(path))
 
     def set_tags(self, tags: dict[str, Any]) -> None:

@@ -25,7 +25,9 @@
 - tokens_equal_ar (T=0): every output of the arm equals the AR arm's output for the same prompt (the
   exactness flag; reference rows such as `hf-generate` included).
 - concurrency sweep, per temperature, arm and level: tokens/s, τ, speedup over AR, and relative to the
-  base arm (`dflash`) at the same level `tau_ratio`, `tokens_per_s_ratio`, `round_overhead_ms`.
+  base arm (`dflash`) at the same level `tau_ratio`, `tokens_per_s_ratio`, `round_overhead_ms` (speculative
+  arms only; None for AR).
+- confidence intervals over prompts and paired arm differences: draftlab.bench.uncertainty.
 """
 from __future__ import annotations
 
@@ -208,8 +210,9 @@ def sweep_ratios(m: dict, base: dict | None) -> None:
     m["tau_ratio"] = _ratio_of(m, base, "tau")
     m["tokens_per_s_ratio"] = _ratio_of(m, base, "tokens_per_s")
     m["propose_ms"] = (m.get("round_ms") or {}).get("propose")
+    speculative = "accept_curve" in m  # AR has no rounds to compare: its overhead is n/a, not a negative number
     m["round_overhead_ms"] = (m["round_total_ms"] - base["round_total_ms"]
-                              if base and base.get("rounds") and m.get("rounds") else None)
+                              if speculative and base and base.get("rounds") and m.get("rounds") else None)
 
 
 def _mean(xs):

@@ -1,7 +1,10 @@
-"""Benchmark outputs: `metrics/benchmark.json` (full detail + per-arm `summary`), plot CSVs
-(τ per slot, coverage, speedup per suite, throughput vs concurrency, and per arm the peers table: τ,
-tokens/s, ratio to AR, the tokens-equal-AR flag and the proposal sources) and the per-round Parquet file
-for the explorer. Every file is written atomically (draftlab.io)."""
+"""Benchmark outputs: the full detail `results/benchmark.json` (per suite / temperature / arm metrics with
+their confidence intervals and per-prompt values, the concurrency sweep, the per-arm `summary`, the paired
+arm differences), the headline `metrics/benchmark/<arm>.json` (one small DVC metrics file per arm: τ and
+speedup per temperature with the half-width of their interval, so `dvc metrics show` prints one row per
+arm), plot CSVs (τ per slot, coverage, speedup per suite, throughput vs concurrency, and per arm the peers
+table: τ, tokens/s, ratio to AR, the tokens-equal-AR flag and the proposal sources) and the per-round
+Parquet file for the explorer. Every file is written atomically (draftlab.io)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +13,11 @@ import pandas as pd
 
 from draftlab.bench.metrics import round_hits
 from draftlab.bench.runner import BatchRun
-from draftlab.io import atomic_write, write_json, write_parquet
+from draftlab.io import atomic_write, write_json, write_json_folder, write_parquet
+
+DETAIL = "results/benchmark.json"
+HEADLINE = "metrics/benchmark"
+HEADLINE_METRICS = ("tau", "speedup")  # per temperature, each with `_pm` (half the interval's width)
 
 PLOTS = {
     "tau_per_slot": "plots/benchmark_tau_per_slot.csv",
@@ -60,7 +67,7 @@ def peer_rows(summary: dict) -> list[dict]:
     """One row per (arm, temperature) of the summary: the training-free peers beside the trained arms."""
     rows = []
     for arm, e in summary.items():
-        for tk in sorted({k.rsplit("_", 1)[1] for k in e if k.startswith("tau_t")}):
+        for tk in sorted({k.split("_")[1] for k in e if k.startswith("tau_t")}):  # tau_t0, tau_t0_ci -> t0
             if e.get(f"tau_{tk}") is None:
                 continue  # a greedy-only reference row at T>0
             src = e.get(f"sources_{tk}") or {}
@@ -102,10 +109,32 @@ def round_frame(runs: list[BatchRun]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols + extra)
 
 
-def write_outputs(detail: dict, runs: list[BatchRun], metrics_path: str | Path = "metrics/benchmark.json",
-                  rounds_path: str | Path | None = "data/benchmark_rounds.parquet", root: str | Path = ".") -> dict[str, Path]:
+def headline(detail: dict) -> dict[str, dict]:
+    """{arm: {tau_t0, tau_t0_pm, speedup_t0, speedup_t0_pm, tau_t1, ...}} from the detail's summary: the
+    numbers `dvc metrics show` prints, one row per arm. `_pm` is half the width of the confidence interval
+    (the exact [lo, hi] is in the detail's `summary.<arm>.<metric>_<t>_ci`)."""
+    temps = sorted({tk for temps in detail.get("suites", {}).values() for tk in temps})
+    out = {}
+    for arm, e in detail.get("summary", {}).items():
+        row = {}
+        for tk in temps:
+            for m in HEADLINE_METRICS:
+                if e.get(f"{m}_{tk}") is None:
+                    continue
+                row[f"{m}_{tk}"] = e[f"{m}_{tk}"]
+                ci = e.get(f"{m}_{tk}_ci")
+                if ci and None not in ci:
+                    row[f"{m}_{tk}_pm"] = (ci[1] - ci[0]) / 2
+        out[arm] = row
+    return out
+
+
+def write_outputs(detail: dict, runs: list[BatchRun], detail_path: str | Path = DETAIL,
+                  headline_dir: str | Path = HEADLINE, rounds_path: str | Path | None = "data/benchmark_rounds.parquet",
+                  root: str | Path = ".") -> dict[str, Path]:
     root = Path(root)
-    written = {"metrics": write_json(root / metrics_path, detail)}
+    written = {"detail": write_json(root / detail_path, detail),
+               "headline": write_json_folder(root / headline_dir, headline(detail))}
     for name, df in plot_frames(detail).items():
         written[name] = atomic_write(root / PLOTS[name], lambda p, df=df: df.to_csv(p, index=False))
     if rounds_path is not None:

@@ -220,6 +220,14 @@ class BenchmarkConfig:
     warmup: bool = True  # one untimed short generation per arm first
     record_rounds: bool = True  # per-round Parquet for the explorer
     seed: int = 0
+    # confidence intervals over prompts (draftlab.bench.uncertainty): percentile bootstrap, paired across arms
+    bootstrap: int = 2000  # resamples; 0 = no intervals
+    ci_level: float = 0.95
+    # arm pairs reported as paired differences (Δτ, tokens/s ratio) with their own interval; `best` = the arm
+    # of highest mean speedup at that temperature; pairs with an arm that did not run are skipped
+    pairs: list[list[str]] = field(default_factory=lambda: [
+        ["dcoco", "dflash"], ["dflash-specopd", "dflash"], ["specopd-dcoco", "dflash"], ["dcoco", "dflash-long"],
+        ["dcoco", "dspark"], ["dcoco", "domino"], ["best", "pld"], ["best", "dflash"]])
 
     def check(self, p: str) -> None:
         if not self.suites:
@@ -242,15 +250,23 @@ class BenchmarkConfig:
         for a in set(self.arms):
             if self.arms.count(a) > 1:
                 raise ConfigError(f"{p}.arms names '{a}' {self.arms.count(a)} times; list each arm once")
+        _positive(f"{p}.bootstrap", self.bootstrap, allow_zero=True)
+        if not 0 < self.ci_level < 1:
+            raise ConfigError(f"{p}.ci_level={self.ci_level} must be between 0 and 1 (e.g. 0.95)")
+        for pair in self.pairs:
+            if len(pair) != 2 or pair[0] == pair[1]:
+                raise ConfigError(f"{p}.pairs: {pair} must name two different arms, e.g. [dcoco, dflash]")
         if self.concurrency and not self.concurrency_temperatures:
             raise ConfigError(f"{p}.concurrency_temperatures is empty; give at least one (e.g. [0.0]) or set "
                               f"{p}.concurrency: []")
 
     def check_arms(self, p: str, known: Collection[str]) -> None:
-        """Arm names against the arm table's (`known`, in table order): arms, the sweep's arms and its base.
+        """Arm names against the arm table's (`known`, in table order): arms, the sweep's arms and its base,
+        the reported pairs (`best` allowed there).
         `concurrency_arms` may name arms that are not in `arms`: the sweep runs those that are."""
         for key, names in (("arms", self.arms), ("concurrency_arms", self.concurrency_arms),
-                           ("concurrency_base", [self.concurrency_base])):
+                           ("concurrency_base", [self.concurrency_base]),
+                           ("pairs", [a for pair in self.pairs for a in pair if a != "best"])):
             for a in names:
                 if a not in known:
                     near = difflib.get_close_matches(a, list(known), n=1)

@@ -4,6 +4,7 @@ and the run's setup. Measurement lives in draftlab.bench; this module wires it.
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import torch
@@ -12,6 +13,7 @@ from draftlab.bench.arms import ArmContext, Checkpoints, build_arm
 from draftlab.bench.metrics import compute
 from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, run_benchmark
 from draftlab.bench.simulate import simulated_tau
+from draftlab.bench.uncertainty import add_intervals
 from draftlab.config import BenchmarkConfig, DataConfig
 from draftlab.data.suites import dedupe, load_suite, rank
 from draftlab.data.templates import encode_prompt
@@ -52,7 +54,7 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
         progress: Callable[[int], Callable[[str], None]] | None = None, pld=None,
         block_size: int = 8) -> tuple[dict, BenchRuns]:
-    """-> (the metrics/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
+    """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
     pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms."""
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
@@ -63,11 +65,17 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
     with torch.no_grad():
         runs = run_benchmark(arms, suites, cfg, target.eos_token_ids, target.device, tick, pool)
     detail = compute(runs.runs, runs.arms, base_arm=cfg.concurrency_base)
+    add_intervals(detail, runs.runs, cfg.bootstrap, cfg.ci_level, cfg.seed, cfg.pairs)
+    t_sim = time.perf_counter()
     if cfg.simulated:
         detail["simulated"] = simulated(arms, runs.runs, suites, detail, cfg, target)
+    t_sim = time.perf_counter() - t_sim
     detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
                        "threads": torch.get_num_threads(), "prompts": {s: len(v) for s, v in suites.items()},
                        "sweep_pool": len(pool),
+                       # where the stage's time went (the sizing rule's cost per prompt: tools/size_benchmark.py)
+                       "timing_s": {"suites": sum(r.result.wall_s for r in runs.runs if not r.sweep),
+                                    "sweep": sum(r.result.wall_s for r in runs.runs if r.sweep), "simulated": t_sim},
                        "drafters": {a.name: drafter_info(a.drafter) for a in arms.values() if a.drafter is not None}}
     return detail, runs
 

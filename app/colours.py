@@ -1,0 +1,71 @@
+"""One fixed colour per benchmark arm, the same in every chart of the explorer.
+
+A colour depends only on the arm's name, never on which arms a chart happens to show: the arms of the
+arm table (and the ones announced for it) have a hand-picked colour — families share a hue family
+(DFlash blues/greens, DCOCO reds/oranges, sequential correctors olive/grey, drafter-free baselines
+light tones) — and any other name gets a colour derived from a hash of the name (md5, so it is the
+same in every process), placed on a hue circle away from the grey of AR.
+"""
+from __future__ import annotations
+
+import colorsys
+import hashlib
+
+import altair as alt
+
+ARM_COLOURS: dict[str, str] = {
+    "ar": "#4d4d4d",
+    "hf-generate": "#a6a6a6",
+    "dflash": "#1f77b4",
+    "dflash2": "#393b79",
+    "dflash-specopd": "#2ca02c",
+    "dflash-long": "#17becf",
+    "dflash-ref": "#6baed6",
+    "dflash-pld": "#98df8a",
+    "pld": "#c49c94",
+    "dcoco": "#d62728",
+    "dcoco-globalsum": "#ff9896",
+    "dcoco-geometric": "#e377c2",
+    "dcoco-nopair": "#ff7f0e",
+    "dcoco-nocand": "#ffbb78",
+    "dcoco-frozen": "#8c564b",
+    "specopd-dcoco": "#9467bd",
+    "dspark": "#bcbd22",
+    "domino": "#7f7f7f",
+}
+
+
+def arm_colour(name: str) -> str:
+    """The arm's colour: the table's, else one derived from the name's md5."""
+    if name in ARM_COLOURS:
+        return ARM_COLOURS[name]
+    h = hashlib.md5(name.encode("utf-8")).digest()
+    hue = h[0] / 255.0
+    light = 0.38 + 0.2 * (h[1] / 255.0)
+    sat = 0.55 + 0.35 * (h[2] / 255.0)
+    r, g, b = colorsys.hls_to_rgb(hue, light, sat)
+    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+
+
+def arm_order(arms) -> list[str]:
+    """Arms in a stable order: the table's order first, then the others alphabetically."""
+    known = list(ARM_COLOURS)
+    arms = list(dict.fromkeys(str(a) for a in arms))
+    return sorted(arms, key=lambda a: (known.index(a) if a in known else len(known), a))
+
+
+def arm_legend(columns: int = 1, title: str | None = "arm") -> alt.Legend:
+    """A legend that shows every arm in full (no truncated labels, no '…N entries')."""
+    return alt.Legend(title=title, labelLimit=0, symbolLimit=0, columns=columns)
+
+
+def arm_scale(arms) -> alt.Scale:
+    """A colour scale with the fixed colours of exactly the arms in `arms`."""
+    order = arm_order(arms)
+    return alt.Scale(domain=order, range=[arm_colour(a) for a in order])
+
+
+def arm_color(arms, field: str = "arm", legend: alt.Legend | None | bool = True, **kw) -> alt.Color:
+    """The colour encoding of an arm field with the fixed colours (legend=None hides the legend)."""
+    return alt.Color(f"{field}:N", scale=arm_scale(arms), sort=arm_order(arms),
+                     legend=arm_legend() if legend is True else legend, **kw)

@@ -1,0 +1,143 @@
+"""Confidence intervals over prompts (draftlab.bench.uncertainty) on synthetic runs: intervals cover the point
+estimate and shrink with more prompts, pairing cancels shared prompt difficulty, AR is exact, pairs resolve
+`best`, and the sizing rule meets its target half-width."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from draftlab.bench.metrics import compute
+from draftlab.bench.runner import BatchRun
+from draftlab.bench.uncertainty import (add_intervals, collect_units, halfwidth_for, prompts_for_halfwidth,
+                                        replicates, resolve_pair)
+from draftlab.decoding import GenerationResult
+
+
+def _result(accepted: list[int] | None, tokens: int, wall: float) -> GenerationResult:
+    R = len(accepted) if accepted else tokens
+    return GenerationResult(tokens=[[1] * tokens], finish_reason=["length"], t_done=[wall], prefill_s=0.01, wall_s=wall,
+                            phases=("verify", "commit"), round_times=torch.full((R, 2), wall / R / 2),
+                            round_streams=torch.ones(R), accepted=[accepted] if accepted else [[]],
+                            block_size=4 if accepted else 1)
+
+
+def _runs(n_prompts: int, seed: int = 0, suites=("a", "b"), temps=(0.0,)) -> list[BatchRun]:
+    """AR and two speculative arms on the same prompts. Prompt difficulty d (shared by the arms) sets the
+    acceptance; `good` accepts one more token than `base` every 4th round; walls scale with rounds."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for s in suites:
+        for t in temps:
+            for i in range(n_prompts):
+                d = rng.uniform(0, 2)  # shared difficulty
+                base = [int(x) for x in np.clip(rng.poisson(d, 20), 0, 3)]
+                good = [min(3, a + (j % 4 == 0)) for j, a in enumerate(base)]
+                for arm, acc in (("ar", None), ("base", base), ("good", good)):
+                    tokens = 40 if acc is None else sum(a + 1 for a in acc)
+                    wall = 0.05 * (40 if acc is None else 1.6 * len(acc)) * (1 + 0.3 * d)
+                    runs.append(BatchRun(arm, s, t, 1, False, [f"{s}/{i}"], [[1, 2]], _result(acc, tokens, wall)))
+    return runs
+
+
+def test_intervals_cover_estimates_and_shrink():
+    widths = []
+    for n in (8, 64):
+        runs = _runs(n)
+        detail = compute(runs, ["ar", "base", "good"], base_arm="base")
+        add_intervals(detail, runs, n_boot=500, pairs=[["good", "base"]])
+        s = detail["summary"]
+        for arm in ("base", "good"):
+            for m in ("tau", "tokens_per_s", "speedup"):
+                lo, hi = s[arm][f"{m}_t0_ci"]
+                assert lo <= s[arm][f"{m}_t0"] <= hi, (n, arm, m)
+        assert s["ar"]["tau_t0_ci"] == [1.0, 1.0] and s["ar"]["speedup_t0_ci"] == [1.0, 1.0]
+        per = detail["suites"]["a"]["t0"]["good"]
+        assert per["ci"]["tau"][0] <= per["tau"] <= per["ci"]["tau"][1] and len(per["per_prompt"]["tau"]) == n
+        widths.append(s["good"]["tau_t0_ci"][1] - s["good"]["tau_t0_ci"][0])
+    assert widths[1] < widths[0] / 2  # ~1/sqrt(8) narrower with 8x the prompts
+
+
+def test_pairing_cancels_shared_difficulty():
+    runs = _runs(16, seed=1)
+    detail = compute(runs, ["ar", "base", "good"], base_arm="base")
+    add_intervals(detail, runs, n_boot=1000, pairs=[["good", "base"]])
+    pair = detail["pairs"][0]
+    assert pair["a"] == "good" and pair["b"] == "base"
+    s = detail["summary"]
+    assert abs(pair["tau_diff"] - (s["good"]["tau_t0"] - s["base"]["tau_t0"])) < 1e-6
+    paired = pair["tau_diff_ci"][1] - pair["tau_diff_ci"][0]
+    unpaired = np.hypot(*(s[a]["tau_t0_ci"][1] - s[a]["tau_t0_ci"][0] for a in ("good", "base")))
+    assert paired < unpaired / 2  # the prompts' shared difficulty cancels in the paired difference
+    assert pair["tau_exceeds_noise"] is True and pair["tau_diff_ci"][0] > 0
+
+
+def test_units_replicates_and_best():
+    runs = _runs(5)
+    units = collect_units(runs)
+    assert set(units) == {(s, "t0", a) for s in ("a", "b") for a in ("ar", "base", "good")}
+    rep = replicates(units, n_boot=50)
+    point = compute(runs, ["ar", "base", "good"])["summary"]
+    for arm in ("base", "good"):  # row 0 of the replicates is the point estimate
+        assert abs(rep["summary"][("t0", arm)]["tau"][0] - point[arm]["tau_t0"]) < 1e-9
+        assert abs(rep["summary"][("t0", arm)]["speedup"][0] - point[arm]["speedup_t0"]) < 1e-9
+    best = max(("base", "good"), key=lambda a: point[a]["speedup_t0"])
+    assert resolve_pair(["best", "ar"], "t0", rep["summary"]) == (best, "ar")
+    assert resolve_pair(["best", "good"], "t0", rep["summary"]) == ("base", "good")  # never the pair's other arm
+    assert resolve_pair(["pld", "good"], "t0", rep["summary"]) is None  # an arm that did not run
+
+
+def test_no_resamples_keeps_per_prompt_values():
+    runs = _runs(3)
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=0, pairs=[["good", "base"]])
+    assert detail["pairs"] == [] and "tau_t0_ci" not in detail["summary"]["good"]
+    assert len(detail["suites"]["a"]["t0"]["good"]["per_prompt"]["wall_s"]) == 3
+
+
+def test_sizing_rule_meets_its_target():
+    sd = {"mt-bench": 0.12, "humaneval": 0.2, "math500": 0.09}
+    n = prompts_for_halfwidth(sd, 0.03)
+    assert halfwidth_for(sd, n) <= 0.03 < halfwidth_for(sd, n - 1)
+    assert prompts_for_halfwidth({"a": 0.01}, 0.03) == 2  # never fewer than 2 (a standard deviation needs two)
+    with pytest.raises(ValueError):
+        prompts_for_halfwidth({}, 0.03)
+    # the rule agrees with the bootstrap on synthetic prompts: the realised half-width is near the target
+    runs = _runs(60, seed=3, suites=("a", "b", "c"))
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=2000)
+    sds = {s: float(np.std(detail["suites"][s]["t0"]["good"]["per_prompt"]["tau"], ddof=1)) for s in ("a", "b", "c")}
+    lo, hi = detail["summary"]["good"]["tau_t0_ci"]
+    assert abs((hi - lo) / 2 - halfwidth_for(sds, 60)) < 0.25 * halfwidth_for(sds, 60)
+
+
+def test_one_prompt_per_suite_has_no_interval():
+    runs = _runs(1)
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=100, pairs=[["good", "base"]])
+    assert detail["summary"]["good"]["tau_t0_ci"] is None and detail["suites"]["a"]["t0"]["good"]["ci"]["tau"] is None
+    assert detail["pairs"][0]["tau_diff_ci"] is None and detail["pairs"][0]["tau_exceeds_noise"] is None
+    assert detail["summary"]["good"]["tau_t0"] is not None  # the estimate stays
+
+
+def test_sizing_plan_from_a_pilot():
+    from draftlab.bench.uncertainty import sizing_plan
+
+    runs = _runs(12, seed=5, suites=("a", "b", "c"), temps=(0.0, 1.0))
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=200, pairs=[["good", "base"]])
+    detail["setup"] = {"prompts": {"a": 12, "b": 12, "c": 12}, "timing_s": {"simulated": 36.0, "sweep": 120.0}}
+    plan = sizing_plan(detail, halfwidth=0.05)
+    sds = plan["per_arm"]["good"]["t0"]["sd_by_suite"]
+    assert plan["per_arm"]["good"]["t0"]["prompts_per_suite"] == prompts_for_halfwidth(sds, 0.05)
+    assert "t0" not in plan["per_arm"]["ar"]  # AR has nothing to size
+    assert plan["prompts_per_suite"] == max(plan["per_arm"][a][t]["prompts_per_suite"]
+                                            for a in ("base", "good") for t in ("t0", "t1"))
+    # cost: seconds per prompt from the walls (both temperatures), + the teacher-forced pass per prompt
+    sec = sum(m["wall_s"] for s in ("a", "b", "c") for m in [detail["suites"][s]["t0"]["good"]]) / 36
+    assert plan["per_arm"]["good"]["seconds_per_prompt"]["t0"] == pytest.approx(sec)
+    assert plan["simulated_minutes_per_prompt"] == pytest.approx(36.0 / 36 / 60) and plan["sweep_minutes"] == 2.0
+    assert plan["minutes"] == pytest.approx(plan["prompts_per_suite"] * 3 * plan["minutes_per_prompt_all_arms"])
+    pair = plan["pairs"]["good vs base (t0)"]
+    assert pair["prompts_per_suite"] < plan["per_arm"]["good"]["t0"]["prompts_per_suite"]  # pairing needs fewer
+    assert sizing_plan(detail, 0.05, sd=0.2)["per_arm"]["good"]["t0"]["sd_by_suite"] == {"a": 0.2, "b": 0.2, "c": 0.2}

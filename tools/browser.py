@@ -1,0 +1,206 @@
+"""The explorer in a real, headless browser: start `streamlit run app/explorer.py` on a free 127.0.0.1 port,
+start Debian's Chromium with its DevTools protocol on, and drive the page over that protocol (evaluate
+JavaScript, click, wait for the charts, take screenshots). Used by tests/test_app_browser.py and
+tools/screenshots.py; nothing here downloads anything, and both servers bind 127.0.0.1.
+
+Waiting for a page means: Streamlit says its script run has finished (`data-test-script-state` of the app
+element), the page's header is there, every vega chart has drawn its svg, and the number of charts has
+not changed for a while (a one-shot `chromium --screenshot` can capture the loading skeleton;
+ENVIRONMENT.md).
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--remote-allow-origins=*", "--hide-scrollbars"]
+# Streamlit marks its root element with the script's state; "notRunning" after a finished run
+APP_IDLE = ("(() => { const a = document.querySelector('[data-testid=\"stApp\"]'); return a !== null && "
+            "a.getAttribute('data-test-script-state') === 'notRunning' && "
+            "a.getAttribute('data-test-connection-state') === 'CONNECTED'; })()")
+# the script has finished, a page header is there, no loading skeleton, and every vega chart has drawn its
+# svg/canvas; the value (element, chart counts) must then stay the same for a while (charts load lazily)
+SETTLED = ("(() => { const charts = document.querySelectorAll('.vega-embed').length;"
+           " const drawn = document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length;"
+           " const elements = document.querySelectorAll('[data-testid=\"stElementContainer\"]').length;"
+           f" return {APP_IDLE} && document.querySelector('h2') !== null && drawn >= charts"
+           " && !document.querySelector('[data-testid=\"stSkeleton\"]') ? `${elements}/${charts}` : ''; })()")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float) -> bool:
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+class CDP:
+    """A minimal DevTools-protocol client over one page's websocket."""
+
+    def __init__(self, ws_url: str):
+        from websockets.sync.client import connect
+
+        self.ws = connect(ws_url, max_size=64 * 2**20, open_timeout=20)
+        self.i = 0
+
+    def call(self, method: str, **params):
+        self.i += 1
+        self.ws.send(json.dumps({"id": self.i, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv(timeout=60))
+            if msg.get("id") == self.i:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    def js(self, expr: str):
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
+        return r.get("result", {}).get("value")
+
+    def wait(self, expr: str, timeout: float = 60.0):
+        end = time.time() + timeout
+        while time.time() < end:
+            v = self.js(expr)
+            if v:
+                return v
+            time.sleep(0.1)
+        return None
+
+    def settle(self, timeout: float = 90.0, quiet: float = 2.0) -> bool:
+        """Wait until the page is drawn and has stayed so (same number of charts) for `quiet` seconds."""
+        end, last, since = time.time() + timeout, None, time.time()
+        while time.time() < end:
+            v = self.js(SETTLED)
+            if v and v == last:
+                if time.time() - since >= quiet:
+                    return True
+            else:
+                last, since = v, time.time()
+            time.sleep(0.2)
+        return False
+
+    def goto(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+
+    def click(self, x: float, y: float) -> None:
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def click_text(self, selector: str, text: str) -> bool:
+        """Click the first element matching `selector` whose text is `text` (e.g. a button or a radio label)."""
+        box = self.js(f"(() => {{ const el = [...document.querySelectorAll({json.dumps(selector)})]"
+                      f".find(e => e.innerText.trim() === {json.dumps(text)}); if (!el) return null;"
+                      f" el.scrollIntoView(); const r = el.getBoundingClientRect();"
+                      f" return [r.left + r.width / 2, r.top + r.height / 2]; }})()")
+        if not box:
+            return False
+        self.click(*box)
+        return True
+
+    def screenshot(self, path: Path, width: int | None = None) -> Path:
+        """The whole page, not only what fits the window: Streamlit scrolls inside its own container, so the
+        picture is clipped to that content's height when the window is tall enough (start the browser with a
+        tall window, as tools/screenshots.py does), else the window is stretched to it for the capture."""
+        # the bottom of the lowest element (the containers themselves are at least as tall as the window)
+        # (a collapsed expander's body and empty containers can be taller than anything shown: skipped)
+        h = int(self.js("Math.max(...[...document.querySelectorAll('[data-testid=\"stElementContainer\"], "
+                        "[data-testid=\"stSidebarUserContent\"], [data-testid=\"stExpander\"]')]"
+                        ".filter(e => !e.closest('details:not([open])') && ((e.innerText || '').trim() || "
+                        "e.querySelector('svg, canvas, img, table')))"
+                        ".map(e => e.getBoundingClientRect().bottom + window.scrollY))") or 1860) + 60
+        w = int(width or self.js("window.innerWidth") or 1500)
+        inner = int(self.js("window.innerHeight") or 0)
+        if h <= inner:
+            r = self.call("Page.captureScreenshot", format="png", clip={"x": 0, "y": 0, "width": w, "height": h, "scale": 1})
+        else:
+            self.call("Emulation.setDeviceMetricsOverride", width=w, height=h, deviceScaleFactor=1, mobile=False)
+            time.sleep(1.5)  # vega re-lays out and the sidebar finishes its transition at the new size
+            self.settle(timeout=30, quiet=1.0)
+            r = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+            self.call("Emulation.clearDeviceMetricsOverride")
+        Path(path).write_bytes(base64.b64decode(r["data"]))
+        return Path(path)
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    for p in reversed(procs):
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+@contextlib.contextmanager
+def explorer(root: Path, workdir: Path, chromium: str = CHROMIUM, width: int = 1500, height: int = 1900,
+             query: str = "", ready_s: float = 60.0) -> Iterator[dict]:
+    """Serve the explorer on `root` and open it in headless Chromium; yields {cdp, url, port, t0, server_s}.
+    Both processes are stopped on exit; Chromium's profile lives under `workdir`."""
+    port = free_port()
+    env = {**os.environ, "DRAFTLAB_ROOT": str(root), "OMP_NUM_THREADS": "1"}
+    st_bin = Path(sys.executable).parent / "streamlit"
+    t0 = time.time()
+    procs = [subprocess.Popen([str(st_bin), "run", str(ROOT / "app/explorer.py"), "--server.headless", "true",
+                               "--server.address", "127.0.0.1", "--server.port", str(port),
+                               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                              env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)]
+    try:
+        if not wait_http(f"http://127.0.0.1:{port}/_stcore/health", ready_s):
+            raise RuntimeError("streamlit did not come up")
+        server_s = time.time() - t0
+        url = f"http://127.0.0.1:{port}/{query}"
+        chrome = subprocess.Popen([chromium, *FLAGS, f"--window-size={width},{height}",
+                                   f"--user-data-dir={Path(workdir) / 'chromium-profile'}", "--remote-debugging-port=0",
+                                   url], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        procs.append(chrome)
+        ws, end = None, time.time() + ready_s
+        for line in chrome.stderr:
+            m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
+            if m or time.time() > end:
+                ws = m and int(m.group(1))
+                break
+        if not ws:
+            raise RuntimeError("chromium did not open its DevTools port")
+        pages: list = []
+        while time.time() < end and not pages:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ws}/json/list", timeout=5) as r:
+                pages = [p for p in json.load(r) if p.get("type") == "page"]
+            time.sleep(0.1)
+        cdp = CDP(pages[0]["webSocketDebuggerUrl"])
+        try:
+            yield {"cdp": cdp, "url": f"http://127.0.0.1:{port}/", "port": port, "t0": t0, "server_s": server_s}
+        finally:
+            cdp.close()
+    finally:
+        stop(procs)
+        import shutil
+
+        shutil.rmtree(Path(workdir) / "chromium-profile", ignore_errors=True)

@@ -1,0 +1,105 @@
+"""Screenshots of every explorer page, for docs/explorer.md.
+
+    .venv/bin/python tools/screenshots.py --root . --out docs/img/explorer          # after the `cpu` run
+    .venv/bin/python tools/screenshots.py --root .smoke --out /tmp/shots            # the smoke outputs
+    .venv/bin/python tools/screenshots.py --root . --out DIR --compare HEAD~1       # Compare: B = a revision / folder
+
+It serves the explorer on `--root` and drives one headless Debian Chromium over the DevTools protocol
+(tools/browser.py, the same code as tests/test_app_browser.py). For each view it opens the view's deep
+link (`?page=...&<widget key>=<value>`), waits until Streamlit has finished, every chart has drawn and the
+page has stayed still for a moment, then captures the whole page (not just the window). Views: each page;
+the candidate grid a second time on an arm that records DCOCO transition scores (the K×K heatmap); the
+Compare page against `--compare` (a folder, or a git revision / DVC experiment of the root) when given.
+Writes <out>/explorer_<view>.png and <out>/screenshots.json (view -> file, address, seconds, problems).
+Exit status 1 when a page showed a Python exception or never settled.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from browser import CHROMIUM, explorer  # noqa: E402
+
+PAGES = {"grid": "Candidate grid", "acceptance": "Acceptance", "speed": "Speed", "runs": "Runs",
+         "pipeline-plots": "Pipeline plots", "compare": "Compare"}
+EXCEPTION = "[...document.querySelectorAll('[data-testid=\"stException\"]')].map(e => e.innerText.slice(0, 300))"
+
+
+def scored_arm(root: Path) -> str | None:
+    """An arm whose recorded rounds carry DCOCO transition scores (dcoco preferred), for the heatmap view."""
+    import pandas as pd
+
+    f = root / "data" / "benchmark_rounds.parquet"
+    try:
+        df = pd.read_parquet(f, columns=["arm", "transition_scores"])
+    except Exception:  # noqa: BLE001 - no rounds, or no arm records scores: no heatmap view
+        return None
+    arms = sorted(set(df.loc[df["transition_scores"].notna(), "arm"]))
+    return "dcoco" if "dcoco" in arms else (arms[0] if arms else None)
+
+
+def views(root: Path, compare: str | None) -> list[tuple[str, dict]]:
+    out = [(name, {"page": page}) for name, page in PAGES.items() if name != "compare"]
+    arm = scored_arm(root)
+    if arm:
+        out.insert(1, (f"grid-{arm}", {"page": PAGES["grid"], "grid_arm": arm, "grid_temp": "0"}))
+    cmp: dict = {"page": PAGES["compare"]}
+    if compare:
+        folder = Path(compare).expanduser()
+        if folder.is_dir():
+            cmp["cmp_B_folder"] = str(folder.resolve())
+        else:
+            cmp.update(cmp_B_kind="git revision / DVC experiment", cmp_B_rev=compare)
+    out.append(("compare", cmp))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", default=".", help="the outputs to show (a checkout, or .smoke)")
+    ap.add_argument("--out", required=True, help="folder for the PNG files and screenshots.json")
+    ap.add_argument("--compare", default=None, help="Compare page: side B is this folder or git revision")
+    ap.add_argument("--width", type=int, default=1500, help="browser window width in pixels")
+    ap.add_argument("--height", type=int, default=6000, help="browser window height: taller than any page, so a "
+                                                             "page is captured as it is laid out (then clipped)")
+    ap.add_argument("--only", default="", help="comma-separated view names (default: all)")
+    ap.add_argument("--chromium", default=CHROMIUM)
+    a = ap.parse_args(argv)
+    root, out = Path(a.root).resolve(), Path(a.out)
+    if not Path(a.chromium).exists():
+        print(f"error: no Chromium at {a.chromium} (Debian: apt-get install -y chromium)", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = [v for v in a.only.split(",") if v]
+    report, bad = {}, 0
+    with tempfile.TemporaryDirectory(prefix="draftlab-shots-") as work, \
+            explorer(root, Path(work), a.chromium, width=a.width, height=a.height) as ex:
+        cdp = ex["cdp"]
+        for name, params in views(root, a.compare):
+            if wanted and name not in wanted:
+                continue
+            url = ex["url"] + "?" + urllib.parse.urlencode(params)
+            t = time.time()
+            cdp.goto(url)
+            time.sleep(0.5)
+            settled = cdp.settle(timeout=120)
+            errors = cdp.js(EXCEPTION) or []
+            f = cdp.screenshot(out / f"explorer_{name}.png", a.width)
+            title = cdp.js("(document.querySelector('h2') || {}).innerText || ''")
+            report[name] = {"file": f.name, "url": url.replace(ex["url"], "/"), "seconds": round(time.time() - t, 1),
+                            "header": title, "settled": settled, "exceptions": errors}
+            bad += (not settled) or bool(errors)
+            print(f"{name}: {f} ({report[name]['seconds']} s){'' if settled else ' NOT SETTLED'}"
+                  f"{' EXCEPTION: ' + errors[0] if errors else ''}")
+    (out / "screenshots.json").write_text(json.dumps({"root": str(root), "views": report}, indent=2) + "\n")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
