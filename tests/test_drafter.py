@@ -343,3 +343,31 @@ def test_greedy_block_labels_match_brute_force():
     same, ok_same = greedy_block_labels(ids, torch.cat([torch.full((B, 1), -1), ids[:, 1:]], 1), anchors, S5, seq_len)
     ref, in_range = block_labels(ids, anchors, S5, seq_len)
     assert torch.equal(ok_same, in_range) and torch.equal(same[ok_same], ref[in_range])
+
+
+def test_block_heads_init_points_first_layer_heads_at_the_block(target):
+    """init_block_heads: the projected context is orthogonal to the embeddings' mean direction m,
+    so the chosen kv head's context keys are zero (score 0), while token keys and MASK queries lie
+    on the lowest-frequency rotary pair (score ±sqrt(d), position-independent); other heads keep
+    their random init."""
+    torch.manual_seed(0)
+    d0 = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
+    torch.manual_seed(0)
+    d = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK, init_block_heads=1), target)
+    a, layer = d.arch, d.layers[0]
+    hd, lo = a.head_dim, a.head_dim // 2 - 1
+    E = target.embed_tokens.weight.detach()
+    m = (E / E.pow(2).mean(-1, keepdim=True).add(a.rms_norm_eps).sqrt()).mean(0)
+    m = m / m.norm()
+    assert (m @ d.fc.weight).abs().max() < 1e-5  # ctx ⊥ m
+    ids, feats = batch(target, B=1, L=12)
+    with torch.no_grad():
+        ctx = d.hidden_norm(d.fc(feats))
+        k_ctx = layer.k_proj(ctx)[..., :hd]  # kv head 0, before its norm
+        assert k_ctx.abs().max() < 1e-5
+        k_tok = layer.k_proj(layer.input_layernorm(d.embed_tokens(ids)))[..., :hd]
+        assert (k_tok[..., :lo].abs().max() < 1e-6) and (k_tok[..., lo + 1:].abs().max() < 1e-6)
+    G = a.num_heads // a.num_kv_heads
+    q_rows = layer.q_proj.weight[: G * hd].view(G, hd, -1)
+    assert torch.equal(q_rows[:, lo], m.expand(G, -1)) and q_rows[:, :lo].abs().max() == 0
+    assert torch.equal(layer.k_proj.weight[hd:], d0.layers[0].k_proj.weight[hd:])  # the other kv heads: untouched

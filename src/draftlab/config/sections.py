@@ -177,9 +177,11 @@ class DrafterConfig:
     num_kv_heads: int = 0  # 0 = the target's
     tap_norm: bool = False  # RMSNorm each tap (own weight) before the feature projection
     out_norm_init: float = 1.0  # initial weight of the drafter's final norm (sets the initial logit scale)
+    init_block_heads: int = 0  # kv heads of the first layer that start attending to the block's own slots
 
     def check(self, p: str) -> None:
         _positive(f"{p}.out_norm_init", self.out_norm_init)
+        _positive(f"{p}.init_block_heads", self.init_block_heads, allow_zero=True)
         if self.block_size < 2:
             raise ConfigError(f"{p}.block_size={self.block_size} must be >= 2 (slot 0 + at least one proposal)")
         _positive(f"{p}.num_layers", self.num_layers)

@@ -61,6 +61,9 @@ class DrafterArch:
     # magnitude (late layers carry ~96% of the concatenated energy), so `fc` otherwise sees mostly them
     tap_norm: bool = False
     out_norm_init: float = 1.0  # initial weight of the drafter's final norm (in front of the shared head)
+    # kv heads of the first layer initialised to attend to the block's own slots (slot 0 = the token the
+    # block continues) rather than spread over hundreds of context positions (see `init_block_heads`)
+    init_block_heads: int = 0
 
     @property
     def n_taps(self) -> int:
@@ -79,7 +82,8 @@ def _rope_theta(cfg) -> float:
 
 def arch_from_target(target, block_size: int, num_layers: int, target_layer_ids: list[int], mask_token_id: int,
                      draft_vocab_size: int = 0, intermediate_size: int = 0, num_heads: int = 0,
-                     num_kv_heads: int = 0, tap_norm: bool = False, out_norm_init: float = 1.0) -> DrafterArch:
+                     num_kv_heads: int = 0, tap_norm: bool = False, out_norm_init: float = 1.0,
+                     init_block_heads: int = 0) -> DrafterArch:
     """A drafter arch built from the target's config (width, heads, eps, rotary base)."""
     cfg = target.config
     H = target.hidden_size
@@ -100,7 +104,7 @@ def arch_from_target(target, block_size: int, num_layers: int, target_layer_ids:
         target_layer_ids=taps, mask_token_id=int(mask_token_id), target_vocab_size=target.vocab_size,
         target_num_layers=target.num_layers, draft_vocab_size=int(draft_vocab_size),
         initializer_range=float(getattr(cfg, "initializer_range", 0.02)), target_name=getattr(target, "name", ""),
-        tap_norm=bool(tap_norm), out_norm_init=float(out_norm_init))
+        tap_norm=bool(tap_norm), out_norm_init=float(out_norm_init), init_block_heads=int(init_block_heads))
 
 
 # ---- inference state and outputs -------------------------------------------------------------------
@@ -165,7 +169,6 @@ class DFlashDrafter(nn.Module):
         self.norm = RMSNorm(H, arch.rms_norm_eps)
         self.rotary = Rotary(arch.head_dim, arch.rope_theta)
         self.attention = "auto"  # auto (split on CPU, dense SDPA on CUDA) | split | dense; a runtime choice
-        self.reset_parameters()
         if vocab is not None:
             vocab = vocab.to(device=lm_head.weight.device, dtype=torch.long)
             if vocab.numel() != arch.draft_vocab_size:
@@ -178,6 +181,7 @@ class DFlashDrafter(nn.Module):
             if arch.draft_vocab_size:
                 raise ValueError("arch has a draft vocabulary but none was given")
             self.draft_vocab = None
+        self.reset_parameters()
 
     @classmethod
     def from_target(cls, arch: DrafterArch, target, vocab: Tensor | None = None) -> "DFlashDrafter":
@@ -190,6 +194,35 @@ class DFlashDrafter(nn.Module):
             elif isinstance(m, RMSNorm):
                 nn.init.ones_(m.weight)
         nn.init.constant_(self.norm.weight, self.arch.out_norm_init)
+        if self.arch.init_block_heads:
+            self.init_block_heads(self.arch.init_block_heads)
+
+    @torch.no_grad()
+    def init_block_heads(self, n_kv: int) -> None:
+        """Start `n_kv` kv heads of the first layer (and the query heads they serve) attending to the
+        block's own slots. At random init a MASK slot's attention is spread evenly over hundreds of
+        context positions and the 8 block slots, so the one slot that carries the last token (slot 0)
+        gets ~1/300 of it and the gradient that would teach the drafter to read it is as diluted.
+        Token embeddings share a common direction m (the mean of the RMS-normalised embedding rows):
+        these heads' keys read only m along their lowest-frequency rotary pair (so the score does not
+        depend on position), their queries point the same way, and `fc` is made orthogonal to m so
+        context keys score 0. Every block slot then scores +8 (QK-norm, head_dim d: sqrt(d)*sqrt(d)/sqrt(d))
+        against 0 for the context: ~99% of these heads' attention lies on the block at init."""
+        a = self.arch
+        G, d = a.num_heads // a.num_kv_heads, a.head_dim
+        n_kv = min(n_kv, a.num_kv_heads)
+        E = self.embed_tokens.weight.detach().float()
+        rows = E if self.draft_vocab is None else E[self.draft_vocab.to(E.device)]
+        m = (rows / rows.pow(2).mean(-1, keepdim=True).add(a.rms_norm_eps).sqrt()).mean(0)
+        m = (m / m.norm()).to(self.fc.weight)  # [H]
+        self.fc.weight -= m[:, None] * (m[None, :] @ self.fc.weight)  # ctx ⊥ m
+        layer, lo = self.layers[0], d // 2 - 1  # rotary pair (lo, d-1) has the lowest frequency
+        for g in range(n_kv):
+            layer.k_proj.weight[g * d:(g + 1) * d] = 0.0
+            layer.k_proj.weight[g * d + lo] = m
+            for qh in range(g * G, (g + 1) * G):
+                layer.q_proj.weight[qh * d:(qh + 1) * d] = 0.0
+                layer.q_proj.weight[qh * d + lo] = m
 
     # ---- facts -------------------------------------------------------------------------------------
     @property

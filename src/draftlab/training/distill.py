@@ -22,20 +22,25 @@ class TapTeacher:
         self.lo, self.hi = tap_index * hidden_size, (tap_index + 1) * hidden_size  # the tap's slice of the features
 
     @torch.no_grad()
-    def log_probs(self, drafter, feats: Tensor, anchors: Tensor, n: int = 0) -> Tensor:
-        """feats [B, L, F] (L covers a+n-1), anchors [B, A] -> log p [B, A, n, Vd] for slots 1..n
-        (n = 0: every proposed slot), over the drafter's (draft) vocabulary."""
+    def log_probs(self, drafter, feats: Tensor, anchors: Tensor, n: int = 0, rows: Tensor | None = None) -> Tensor:
+        """feats [B, L, F] (L covers a+n-1), anchors [B, A] -> log p over the drafter's (draft) vocabulary
+        for slots 1..n (n = 0: every proposed slot): [B, A, n, Vd], or [N, Vd] for the slots where the
+        bool mask rows [B, A, n] is True (the head then runs on those rows only)."""
         B, L, _ = feats.shape
         n = n or drafter.block_size - 1
         pos = (anchors[..., None] + torch.arange(n, device=anchors.device)).clamp(max=L - 1)  # [B, A, n]
         h = feats[..., self.lo:self.hi].float()  # [B, L, H]
         h = h.gather(1, pos.reshape(B, -1, 1).expand(-1, -1, h.shape[-1])).view(*pos.shape, -1)  # [B, A, n, H]
+        if rows is not None:
+            h = h[rows]  # [N, H]
         h = self.w.to(h.device) * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps))  # the target's final norm
         return drafter.logits(h).log_softmax(-1)
 
-    def kl(self, drafter, feats: Tensor, anchors: Tensor, logits: Tensor) -> Tensor:
-        """KL(p_target || q_drafter) per slot: the drafter's logits [B, A, n, Vd] -> [B, A, n]."""
-        lp = self.log_probs(drafter, feats, anchors, logits.shape[2])
+    def kl(self, drafter, feats: Tensor, anchors: Tensor, logits: Tensor, rows: Tensor | None = None) -> Tensor:
+        """KL(p_target || q_drafter) per slot: the drafter's logits [B, A, n, Vd] -> [B, A, n]; or, with
+        the bool mask rows [B, A, n], its logits of those slots [N, Vd] -> [N]."""
+        n = logits.shape[2] if rows is None else rows.shape[2]
+        lp = self.log_probs(drafter, feats, anchors, n, rows)
         return (lp.exp() * (lp - logits.log_softmax(-1))).sum(-1)
 
 

@@ -140,11 +140,12 @@ class DrafterModule(L.LightningModule):
         feats, g = target_features(target, ids, valid, self.drafter.arch.target_layer_ids, greedy=greedy)
         return feats[:, :Lc], g
 
-    def drafter_step(self, batch: dict, greedy: bool = False) -> dict:
+    def drafter_step(self, batch: dict, greedy: bool = False, dense: bool = True) -> dict:
         """The drafter's forward and its decay-weighted CE (+ distillation) on one batch (counters updated).
-        Returns loss (num/den, den summed over ranks), num, den, hidden [B, A, S, H],
-        logits [B, A, m, Vd] (slots 1..m; m = n unless cfg.max_slot) and greedy [B, T] (the target's
-        greedy tokens, when asked)."""
+        Returns loss (num/den, den summed over ranks), num, den, hidden [B, A, S, H], logits
+        [B, A, m, Vd] of slots 1..m (m = n unless cfg.max_slot; None with dense=False: the head then
+        runs only on the supervised slots, not on padding anchors or slots past the end) and greedy
+        [B, T] (the target's greedy tokens, when asked)."""
         labels_greedy = getattr(self.cfg, "labels", "reference") == "greedy"
         feats, g = self._features(batch, greedy=greedy or labels_greedy)
         hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"])  # [B, A, S, H]
@@ -157,15 +158,20 @@ class DrafterModule(L.LightningModule):
         w = self.slot_w[None, None, :m + 1] * (batch["anchor_valid"][..., None] & in_range[..., :m + 1])  # [B, A, m+1]
         didx = self.t2d[labels[..., :m + 1]]  # [B, A, m+1], -1 outside the draft vocabulary
         supervised = w > 0
-        wv = (w * (didx >= 0))[:, :, 1:]  # [B, A, m]: slot 0 never reaches the head
-        logits = self.drafter.logits(hidden[:, :, 1:m + 1])  # [B, A, m, Vd]
-        ce = F.cross_entropy(logits.flatten(0, 2), didx[:, :, 1:].clamp(min=0).flatten(), reduction="none")
-        num, den = (ce.view_as(wv) * wv).sum(), wv.sum()
+        wk = w[:, :, 1:]  # [B, A, m]: slot 0 never reaches the head
+        wv = wk * (didx[:, :, 1:] >= 0)  # [B, A, m]: and labels outside the draft vocabulary carry no CE
+        rows = wk > 0  # [B, A, m]
+        if dense:
+            logits = self.drafter.logits(hidden[:, :, 1:m + 1])  # [B, A, m, Vd]
+            lg = logits[rows]  # [N, Vd]
+        else:
+            logits, lg = None, self.drafter.logits(hidden[:, :, 1:m + 1][rows])  # [N, Vd]
+        ce = F.cross_entropy(lg, didx[:, :, 1:][rows].clamp(min=0), reduction="none")  # [N]
+        num, den = (ce * wv[rows]).sum(), wv.sum()
         loss = global_ratio(num, den)
         if self.teacher is not None and getattr(self.cfg, "kd_weight", 0.0) > 0:
-            kl = self.teacher.kl(self.drafter, feats, batch["anchors"], logits)  # [B, A, m]
-            wk = w[:, :, 1:]  # every supervised slot, in the draft vocabulary or not
-            loss = loss + self.cfg.kd_weight * global_ratio((kl * wk).sum(), wk.sum())
+            kl = self.teacher.kl(self.drafter, feats, batch["anchors"], lg, rows)  # [N]
+            loss = loss + self.cfg.kd_weight * global_ratio((kl * wk[rows]).sum(), wk.sum())
         self.slot_predictions += int((wv > 0).sum())
         self.labels_seen += int(supervised.sum())
         self.uncovered += int((supervised & (didx < 0)).sum())
@@ -179,7 +185,7 @@ class DrafterModule(L.LightningModule):
         self.log("train/minutes", self.train_seconds / 60.0, batch_size=bs)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        out = self.drafter_step(batch)
+        out = self.drafter_step(batch, dense=False)
         self.log_train(out["loss"], batch["ids"].shape[0])
         return out["loss"]
 
