@@ -1,0 +1,89 @@
+"""Drafter recipe probes: the pretrain_drafter recipe with overrides, at a fixed number of steps, on the
+pipeline's references; each probe's held-out simulated τ goes into one ablation table.
+
+    .venv/bin/python tools/pretrain_probe.py run NAME [--steps 208] [section.key=value ...]
+    .venv/bin/python tools/pretrain_probe.py table      # results/pretrain_ablation/*.json -> results/pretrain_ablation.json
+
+`run` reads params.yaml (+ the overrides), models/target and data/references.parquet, trains under
+checkpoints/probes/NAME (the tap-feature cache is shared between probes) and writes
+results/pretrain_ablation/NAME.json. Probes compare at equal *steps*: on a shared 2-core machine the
+wall-clock minutes of two probes are not comparable unless each ran alone (`train_minutes` is recorded
+for that reading). `table` lists every probe beside the one named `base` with the difference in held-out τ.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "pretrain_ablation"
+TABLE = ROOT / "results" / "pretrain_ablation.json"
+
+
+def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import pandas as pd
+
+    from draftlab.io import write_json
+    from draftlab.params import load_params
+    from draftlab.pipeline.pretrain_drafter import pretrain_from_references
+    from draftlab.verifier.load import load_target
+
+    params = load_params(ROOT / "params.yaml", [f"pretrain.max_steps={steps}", *overrides])
+    t = params.target
+    work = ROOT / "checkpoints" / "probes"
+    target = load_target(ROOT / "models" / "target", t.device, t.dtype, t.attn_implementation)
+    df = pd.read_parquet(ROOT / "data" / "references.parquet")
+    t0 = time.time()
+    out = pretrain_from_references(target, df, params.drafter, params.pretrain, work, log=lambda m: print(m, flush=True))
+    rep = out.report
+    res = {"name": name, "overrides": overrides, "steps": rep["steps"], "best_step": rep["best_step"],
+           "sim_tau": rep["sim_tau"], "per_set": rep["per_set"], "slot_acc": rep["slot_acc"],
+           "top8": rep.get("top8_cov"), "train_minutes": rep["train_minutes"],
+           "slot_preds_per_s": rep["train_tokens_per_s"], "wall_s": time.time() - t0, "curve": out.curve}
+    write_json(OUT / f"{name}.json", res)
+    return res
+
+
+def table() -> dict:
+    from draftlab.io import read_json, write_json
+
+    rows = {p.stem: read_json(p) for p in sorted(OUT.glob("*.json"))}
+    if "base" not in rows:
+        raise SystemExit(f"error: no probe named 'base' in {OUT}; run `tools/pretrain_probe.py run base` first")
+    base = rows["base"]["sim_tau"]
+    out = {"unit": "held-out simulated τ at equal steps", "base": base, "rows": [
+        {"name": n, "overrides": r["overrides"], "steps": r["steps"], "sim_tau": r["sim_tau"],
+         "delta_vs_base": r["sim_tau"] - base,
+         "train_sample_tau": r["per_set"].get("train_sample", {}).get("sim_tau"),
+         "slot1_acc": r["slot_acc"][0] if r["slot_acc"] else None, "train_minutes": r["train_minutes"]}
+        for n, r in rows.items()]}
+    write_json(TABLE, out)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("name")
+    r.add_argument("--steps", type=int, default=208)
+    r.add_argument("overrides", nargs="*")
+    sub.add_parser("table")
+    a = ap.parse_args(argv)
+    if a.cmd == "run":
+        res = run_probe(a.name, a.steps, a.overrides)
+        print(f"{a.name}: held-out sim τ {res['sim_tau']:.4f} after {res['steps']} steps")
+    else:
+        for row in table()["rows"]:
+            print(f"{row['name']:>12}  τ {row['sim_tau']:.4f}  Δ {row['delta_vs_base']:+.4f}  {' '.join(row['overrides'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    raise SystemExit(main(sys.argv[1:]))
