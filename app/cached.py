@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 import loaders as L
+import runs_data as R
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -46,12 +47,12 @@ def _tokenizer(root: str, stamp: tuple):
 
 @st.cache_data(show_spinner=False, max_entries=4, ttl=30)
 def _runs(uri: str, stamp: tuple):
-    return L.load_runs(uri)
+    return R.load_runs(uri)
 
 
 @st.cache_data(show_spinner=False, max_entries=32, ttl=30)
 def _history(uri: str, run_ids: tuple, key: str, stamp: tuple):
-    return L.metric_history(uri, list(run_ids), key)
+    return R.metric_history(uri, list(run_ids), key)
 
 
 @st.cache_data(show_spinner=False, max_entries=8, ttl=30)
@@ -92,12 +93,12 @@ def tokenizer(root: Path):
 
 
 def runs(uri: str):
-    db = L.sqlite_path(uri)
+    db = R.sqlite_path(uri)
     return _runs(uri, L.stamp(db))
 
 
 def history(uri: str, run_ids: tuple, key: str):
-    db = L.sqlite_path(uri)
+    db = R.sqlite_path(uri)
     return _history(uri, run_ids, key, L.stamp(db))
 
 

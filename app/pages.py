@@ -14,6 +14,7 @@ import cached as C
 import compare
 import grid as G
 import loaders as L
+import runs_data as M
 import peers as R
 import plots as P
 from cached import fmt_na, missing
@@ -368,8 +369,8 @@ def speed(root: Path) -> None:
 
 # ---------------------------------------------------------------- Runs
 def runs(root: Path) -> None:
-    uri = L.tracking_uri(root)
-    db = L.sqlite_path(uri)
+    uri = M.tracking_uri(root)
+    db = M.sqlite_path(uri)
     C.header(root, "Runs (MLflow)", (str(db.relative_to(root)) if db and db.is_relative_to(root) else str(db),)
              if db else ())
     st.caption(f"store: `{uri}`")
@@ -384,7 +385,7 @@ def runs(root: Path) -> None:
     f = df[df["dvc_exp"].replace("", "(workspace)").isin(pick_exp) & df["stage"].isin(pick_stage)]
     if f.empty:
         return st.info("No run matches these filters.")
-    f = f.assign(label=[L.run_label(r) for _, r in f.iterrows()])
+    f = f.assign(label=[M.run_label(r) for _, r in f.iterrows()])
     latest = f.sort_values("start", ascending=False).drop_duplicates("stage")["label"].tolist()[:4]
     chosen = st.multiselect("runs to compare", f["label"].tolist(), default=latest, key="runs_pick")
     st.dataframe(f[["label", "stage", "dvc_exp", "status", "start", "run_id"]], hide_index=True, width="stretch")
@@ -393,13 +394,13 @@ def runs(root: Path) -> None:
         return st.info("Pick at least one run to compare.")
     st.subheader("Params")
     only = st.checkbox("only params that differ", value=True, key="runs_only_diff")
-    pdiff = L.params_diff(sel, only_diff=only)
+    pdiff = M.params_diff(sel, only_diff=only)
     if pdiff.empty:
         st.caption("The selected runs have identical params." if only else "No params logged.")
     else:
         st.dataframe(pdiff, width="stretch")
     st.subheader("Metrics")
-    mt = pd.DataFrame({L.run_label(r): pd.Series(r["metrics"], dtype=float) for _, r in sel.iterrows()}).sort_index()
+    mt = pd.DataFrame({M.run_label(r): pd.Series(r["metrics"], dtype=float) for _, r in sel.iterrows()}).sort_index()
     filt = st.text_input("filter metric names", "", key="runs_metric_filter")
     if filt:
         mt = mt[mt.index.str.contains(filt, case=False, regex=False)]

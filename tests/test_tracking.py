@@ -112,9 +112,9 @@ def test_reading_the_store_read_only_leaves_no_stray_folder(root, tmp_path, monk
     db = tmp_path / "mlruns.db"
     MlflowClient(tracking_uri=f"sqlite:///{db}").create_experiment("x")
     monkeypatch.syspath_prepend(str(root / "app"))
-    loaders = importlib.import_module("loaders")
+    runs_data = importlib.import_module("runs_data")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    client = loaders.mlflow_client(f"sqlite:///{db}")
+    client = runs_data.mlflow_client(f"sqlite:///{db}")
     assert [e.name for e in client.search_experiments()] and not list(cwd.iterdir())
