@@ -4,10 +4,10 @@ can use it too). Nothing in this module writes: missing, partial or corrupt outp
 
 Files read (docs/contracts.md): results/benchmark.json (the benchmark's full detail; an older
 metrics/benchmark.json with per-suite results is read too), plots/benchmark_*.csv,
-data/benchmark_rounds.parquet, models/target/ (tokenizer only), params.yaml (tracking.uri, read by runs_data.py), the MLflow
-SQLite store it names, dvc.yaml (which stage writes which file), and — for the data's age, its git revision
-and the comparison of two revisions or DVC experiments — `git` (rev-parse, log, status, show,
-for-each-ref) and `dvc exp show --json`, both read-only.
+data/benchmark_rounds.parquet, models/target/ (tokenizer only), dvc.yaml (which stage writes which file),
+and — for the data's age, its git revision and the comparison of two revisions or DVC experiments — `git`
+(rev-parse, log, status, show, for-each-ref) and `dvc exp show --json`, both read-only. The MLflow store
+(params.yaml `tracking.uri`) is read by `runs_data`.
 """
 from __future__ import annotations
 

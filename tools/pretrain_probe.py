@@ -85,5 +85,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT / "src"))
     raise SystemExit(main(sys.argv[1:]))
