@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "draftlab"
 # lowest first; a module may import modules of its own layer or of a lower one
 LAYERS = [
     ["errors"],
-    ["io", "kernels", "data.suites", "data.templates", "corrector.variants", "specopd.objectives"],
+    ["io", "kernels", "ngram", "data.suites", "data.templates", "corrector.variants", "specopd.objectives"],
     ["verifier"],
     ["drafter"],
     ["decoding"],
@@ -25,7 +25,7 @@ LAYERS = [
     ["cli", "config.__main__"],  # the console script (`python -m draftlab.config` runs its commands)
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
-PLAIN = ("errors", "io", "kernels", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
+PLAIN = ("errors", "io", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
 NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
 ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
            "lightning": ("training", "tracking")}

@@ -11,8 +11,9 @@ proposal for that stream (the round still verifies slot 0 and emits the target's
   empty); padding is still a proposal, judged by the same rule, so it can only help.
 - The proposal is deterministic: at T>0 the verifier applies the point-mass rule (SPEC §0), which keeps
   decoding lossless; at T=0 the output is AR's, token for token.
-- The lookup is O(max_ngram) per committed token: a dict per n-gram length maps each n-gram to the
-  last start that has a following token.
+- The lookup is O(max_ngram) per committed token: `draftlab.ngram.NgramIndex` (below the drafter, which
+  seeds its blocks with the same index) keeps a dict per n-gram length from each n-gram to the last
+  start that has a following token.
 
 `LookupHybrid` (the `dflash-pld` arm) wraps another proposal step (the drafter's own choice) and, per
 stream and round, uses the lookup where an n-gram of at least `min_match` tokens matched:
@@ -31,6 +32,7 @@ from torch import Tensor
 from draftlab.decoding.api import DraftOutput, DrafterProposal, Proposal, ProposalStep
 from draftlab.decoding.verify import SamplingParams
 from draftlab.errors import DraftlabError
+from draftlab.ngram import NgramIndex  # noqa: F401  (re-exported: the index prompt lookup runs on)
 
 HYBRID_MODES = ("switch", "splice")
 
@@ -44,34 +46,6 @@ def check_lookup(max_ngram: int, num_tokens: int, block_size: int, min_match: in
                             f"{block_size}); lower it or raise drafter.block_size")
     if not 1 <= min_match <= max_ngram:
         raise DraftlabError(f"pld.min_match={min_match} must lie in 1..pld.max_ngram={max_ngram}")
-
-
-class NgramIndex:
-    """One stream's committed text and, per n-gram length m = 1..max_ngram, the last start of each
-    n-gram that has a following token."""
-
-    def __init__(self, tokens: list[int], max_ngram: int):
-        self.max_ngram = max_ngram
-        self.text: list[int] = []
-        self.last: list[dict[tuple, int]] = [dict() for _ in range(max_ngram + 1)]  # [m] n-gram -> start
-        self.extend(tokens)
-
-    def extend(self, tokens: list[int]) -> None:
-        for t in tokens:
-            j = len(self.text)  # t lands at index j: the n-grams ending at j−1 now have a follower
-            self.text.append(t)
-            for m in range(1, min(self.max_ngram, j) + 1):
-                self.last[m][tuple(self.text[j - m:j])] = j - m
-
-    def lookup(self, num_tokens: int, min_m: int = 1) -> tuple[list[int], int]:
-        """(the tokens that followed the most recent earlier occurrence of the longest matching suffix,
-        m) for m = max_ngram down to min_m; ([], 0) without a match."""
-        L = len(self.text)
-        for m in range(min(self.max_ngram, L), min_m - 1, -1):
-            i = self.last[m].get(tuple(self.text[L - m:]))
-            if i is not None:
-                return self.text[i + m:i + m + num_tokens], m
-        return [], 0
 
 
 class PromptLookup:
