@@ -34,7 +34,8 @@ class DraftOutput(Protocol):
     logits: Tensor | None  # [B, S, Vd] fp32 (slot 0 included); None when the arm has no drafter
     hidden: Tensor | None  # [B, S, H] final hidden states (a corrector's input); None when not produced
     vocab: Tensor | None  # [Vd] long: draft index -> target id; None = the full target vocabulary
-    block_ids: Tensor  # [B, S] the block's input ids: slot 0 = last committed token, then MASK
+    block_ids: Tensor  # [B, S] the block's input ids: slot 0 = last committed token, then MASK (a seeded
+    # drafter: its seeds, then MASK)
 
     def topk(self, k: int) -> tuple[Tensor, Tensor]:
         """(target ids [B, S, K], logits [B, S, K]) of the K best draft tokens per slot, best first."""
@@ -65,6 +66,18 @@ class Drafter(Protocol):
 
     def draft(self, state: DrafterState, block_ids: Tensor, positions: Tensor) -> DraftOutput:
         """One block per stream: block_ids [B, S] = [last committed token, MASK × n] at positions [B, S]."""
+        ...
+
+
+@runtime_checkable
+class BuildsBlocks(Drafter, Protocol):
+    """A drafter that builds its block's input ids itself (optional; default `[last, MASK × n]`): a seeded
+    drafter (SPEC §5) puts the lookup continuation of each stream's committed text in slots 1..m. Its
+    state then tracks the committed text: the state implements `TracksStreams`, and whoever drives the
+    rounds calls start / extend / drop_streams on it, as on a proposal step that tracks streams."""
+
+    def block_input(self, state: DrafterState, last: Tensor) -> Tensor:
+        """last [B] committed tokens (slot 0) -> the block's input ids [B, S]."""
         ...
 
 

@@ -4,7 +4,9 @@ The engine loop (`draftlab.decoding.speculative.SpeculativeEngine.generate`) and
 (`draftlab.specopd.draft_opd`) both call `speculative_round`, so the two cannot drift apart:
 
 1. draft    feed the pending context features to the drafter, then draft the block
-            [slot 0 = last committed token, MASK × n] at positions next_pos + 0..n (no drafter: skipped);
+            [slot 0 = last committed token, MASK × n] at positions next_pos + 0..n — or the drafter's own
+            `block_input(state, last)` (a seeded drafter: seeds in slots 1..m; `block_input` here)
+            (no drafter: skipped);
 2. propose  the `ProposalStep` turns the draft into W ≤ n proposed tokens (+ optionally q);
 3. verify   one target pass over [slot 0, proposals] (with the drafter's taps), then the one
             verification routine (`verify.verify_block`) gives the accepted length and the bonus token;
@@ -22,7 +24,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from draftlab.decoding.api import BlockInput, Drafter, DraftOutput, Proposal, ProposalStep
+from draftlab.decoding.api import BlockInput, BuildsBlocks, Drafter, DraftOutput, Proposal, ProposalStep
 from draftlab.decoding.verify import SamplingParams, VerifyResult, verify_block
 from draftlab.verifier.model import TargetOutput
 from draftlab.verifier.streams import StreamCache
@@ -47,6 +49,15 @@ def tap_ids(drafter: Drafter | None) -> list[int]:
     return [] if drafter is None else list(drafter.target_layer_ids)
 
 
+def block_input(drafter: Drafter, state, last: Tensor) -> Tensor:
+    """The block's input ids [b, S]: the drafter's own `block_input(state, last)` when it has one (a seeded
+    drafter: [last, seeds, MASK...] from the committed text its state tracks), else [last, MASK × n]."""
+    if isinstance(drafter, BuildsBlocks):
+        return drafter.block_input(state, last)
+    b, S = last.shape[0], drafter.block_size
+    return torch.cat([last[:, None], last.new_full((b, S - 1), drafter.mask_token_id)], 1)
+
+
 def valid_positions(valid: Tensor) -> Tensor:
     """Logical positions of slots valid [B, L] (count of valid slots before; holes get their neighbour's)."""
     return (valid.long().cumsum(-1) - 1).clamp(min=0)
@@ -68,7 +79,7 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     pos = cache.next_pos[:, None] + slots  # [b, S] slot 0 sits at the next logical position
     if drafter is not None:
         drafter.extend_context(state, *context)
-        block = torch.cat([last[:, None], last.new_full((b, S - 1), drafter.mask_token_id)], 1)  # [b, S]
+        block = block_input(drafter, state, last)  # [b, S]
         d = drafter.draft(state, block, pos)
     else:
         d = BlockInput(torch.cat([last[:, None], last.new_zeros((b, S - 1))], 1))

@@ -4,7 +4,9 @@ Prefill the target on the prompts (with the drafter's taps) -> the first token -
 `draftlab.decoding.round.speculative_round` (draft -> propose -> verify -> commit) until every stream
 stops. Around each round the engine does the per-stream bookkeeping: emit tokens, stop streams on
 EOS / max_new_tokens, drop finished streams (target cache, drafter state, a proposal step that
-tracks streams), compact the caches, record the round (top-K, proposals, the proposal step's extras).
+tracks streams), feed the committed tokens to whatever tracks them (`TracksStreams`: prompt lookup,
+a seeded drafter's state), compact the caches, record the round (top-K, proposals, the proposal
+step's extras).
 The drafter and the proposal step are anything that implements `draftlab.decoding.api`; the drafter
 may be None (the proposal step then declares `block_size`).
 """
@@ -37,11 +39,12 @@ class SpeculativeEngine:
         target, drafter = self.target, self.drafter
         dev, B, S = target.device, len(prompts), self.block_size
         eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
-        trackers = [self.proposer] if isinstance(self.proposer, TracksStreams) else []
         clock = Clock(dev)
         t_start = clock()
         sc = StreamCache(target, B)
         state = drafter.new_state(B) if drafter is not None else None
+        # what tracks the committed text: a proposal step (prompt lookup) and a drafter state (a seeded drafter)
+        trackers = [x for x in (self.proposer, state) if x is not None and isinstance(x, TracksStreams)]
         pre = sc.prefill(prompts, self.pad_id, taps=tap_ids(drafter), last_logits_only=True)
         ctx = (pre.taps, sc.valid.clone(), valid_positions(sc.valid))  # pending context for the drafter
         last = sample_next(pre.logits[:, -1], sp, generator)  # [B] slot 0 of the first block
@@ -50,7 +53,7 @@ class SpeculativeEngine:
         done = outputs.emit(rows, last[:, None], torch.ones(B, dtype=torch.long), clock())
         for t in trackers:
             t.start(prompts, last)
-        caches = [c for c in (sc, state, *trackers) if c is not None]
+        caches = [c for c in (sc, state, *(t for t in trackers if t is not state)) if c is not None]
         rows, (last, *ctx) = drop_finished(done, rows, (last, *ctx), *caches)
         t_prefill = clock()
         times, active, records = [], [], []

@@ -1,7 +1,8 @@
 """Self-describing drafter checkpoints: `config.json` + `model.safetensors`.
 
 `config.json` holds the architecture (`DrafterArch`: block size, taps, MASK id, slot convention,
-sizes, draft-vocabulary size, the target's hidden size / vocabulary / layer count) plus optional
+sizes, draft-vocabulary size, the seed mode and its lookup settings — absent in older folders: "none" —,
+the target's hidden size / vocabulary / layer count) plus optional
 free-form `info`; `model.safetensors` holds only the drafter's own trained tensors and the draft
 vocabulary (`draft_vocab`, draft index -> target id). The target's embedding and LM head are not
 stored: `load_drafter(path, target)` re-attaches them and fails with one line when the target does
@@ -16,6 +17,7 @@ import torch
 
 from draftlab.drafter.model import FORMAT, DFlashDrafter, DrafterArch
 from draftlab.errors import DraftlabError
+from draftlab.ngram import check_seed
 from draftlab.io import CONFIG, WEIGHTS, read_folder_config, read_folder_tensors, save_weights_folder
 
 
@@ -35,6 +37,10 @@ def read_arch(path: str | Path) -> tuple[DrafterArch, dict]:
         arch = DrafterArch(**{k: v for k, v in raw.items() if k in names})
     except TypeError as e:
         raise DraftlabError(f"{Path(path) / CONFIG} is incomplete ({e}); re-export the drafter") from None
+    try:
+        check_seed(arch.seed, arch.seed_max_ngram, arch.seed_min_match)
+    except DraftlabError as e:
+        raise DraftlabError(f"{Path(path) / CONFIG}: {e}") from None
     return arch, raw.get("info", {})
 
 

@@ -4,14 +4,12 @@ whose queries attend to [context K/V; the block's own K/V]. Plain torch; `draftl
 assembles them into the drafter."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from draftlab.drafter.model import DrafterArch
+from draftlab.drafter.arch import DrafterArch
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):

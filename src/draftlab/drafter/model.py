@@ -17,107 +17,50 @@ Two forward paths share every parameter and the same attention routine:
 - training: `forward_train` runs all blocks of a sequence in one pass (each block sees context
   strictly before its anchor, bidirectional inside itself, never another block);
 - inference: `new_state` / `extend_context` cache each layer's rotated context K/V (ragged batches
-  keep rejected slots as masked holes), and `draft` runs one block per stream.
+  keep rejected slots as masked holes), `block_input` builds each stream's block ids and `draft` runs
+  one block per stream.
+
+Seeded block drafting (SPEC §5, `arch.seed = "lookup"`): slots 1..n of a block carry the prompt-lookup
+continuation of x_{<=a} (`draftlab.ngram`) instead of MASK where it exists — teacher-forced in
+`forward_train` (`train_seeds`, or the batch's precomputed seeds), per stream at inference (the state
+tracks each stream's committed text). Everything else is unchanged; `seed = "none"` is the paper's block.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from draftlab.drafter.arch import FORMAT, DrafterArch, arch_from_target  # noqa: F401  (re-exported)
 from draftlab.drafter.layers import DrafterLayer, RMSNorm, Rotary
 from draftlab.drafter.masks import CONVENTION, block_input_ids, block_positions, context_mask
+from draftlab.ngram import StreamSeeds, sequence_seeds
 from draftlab.verifier.streams import RaggedSlots
-
-FORMAT = "draftlab-dflash-v1"
-
-
-# ---- architecture description (serialised as config.json) ----------------------------------------
-
-
-@dataclass
-class DrafterArch:
-    block_size: int  # S, slot 0 included
-    num_layers: int
-    hidden_size: int  # = the target's hidden size
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    rms_norm_eps: float
-    rope_theta: float
-    target_layer_ids: list[int]  # tap i = output of target layer i (HF hidden_states[i+1])
-    mask_token_id: int
-    target_vocab_size: int
-    target_num_layers: int
-    draft_vocab_size: int = 0  # 0 = the full target vocabulary
-    convention: str = CONVENTION  # slot k predicts token anchor+k; slot 0 unsupervised
-    initializer_range: float = 0.02
-    target_name: str = ""
-    format: str = FORMAT
-    # RMSNorm each tap before `fc` (own weight per tap): the taps differ in scale by orders of
-    # magnitude (late layers carry ~96% of the concatenated energy), so `fc` otherwise sees mostly them
-    tap_norm: bool = False
-    out_norm_init: float = 1.0  # initial weight of the drafter's final norm (in front of the shared head)
-    # kv heads of the first layer initialised to attend to the block's own slots (slot 0 = the token the
-    # block continues) rather than spread over hundreds of context positions (see `init_block_heads`)
-    init_block_heads: int = 0
-
-    @property
-    def n_taps(self) -> int:
-        return len(self.target_layer_ids)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _rope_theta(cfg) -> float:
-    params = getattr(cfg, "rope_parameters", None)
-    if isinstance(params, dict) and "rope_theta" in params:
-        return float(params["rope_theta"])
-    return float(getattr(cfg, "rope_theta", 10000.0) or 10000.0)
-
-
-def arch_from_target(target, block_size: int, num_layers: int, target_layer_ids: list[int], mask_token_id: int,
-                     draft_vocab_size: int = 0, intermediate_size: int = 0, num_heads: int = 0,
-                     num_kv_heads: int = 0, tap_norm: bool = False, out_norm_init: float = 1.0,
-                     init_block_heads: int = 0) -> DrafterArch:
-    """A drafter arch built from the target's config (width, heads, eps, rotary base)."""
-    cfg = target.config
-    H = target.hidden_size
-    heads = num_heads or cfg.num_attention_heads
-    kv = num_kv_heads or getattr(cfg, "num_key_value_heads", None) or heads
-    head_dim = getattr(cfg, "head_dim", None) if not num_heads else None
-    head_dim = head_dim or H // heads
-    taps = list(target_layer_ids) or target.default_taps(num_layers)
-    for i in taps:
-        if not 0 <= i < target.num_layers:
-            from draftlab.errors import DraftlabError
-
-            raise DraftlabError(f"drafter tap layer {i} does not exist; the target has layers 0..{target.num_layers - 1}")
-    return DrafterArch(
-        block_size=block_size, num_layers=num_layers, hidden_size=H, num_heads=heads, num_kv_heads=kv,
-        head_dim=head_dim, intermediate_size=intermediate_size or cfg.intermediate_size,
-        rms_norm_eps=float(getattr(cfg, "rms_norm_eps", 1e-6)), rope_theta=_rope_theta(cfg),
-        target_layer_ids=taps, mask_token_id=int(mask_token_id), target_vocab_size=target.vocab_size,
-        target_num_layers=target.num_layers, draft_vocab_size=int(draft_vocab_size),
-        initializer_range=float(getattr(cfg, "initializer_range", 0.02)), target_name=getattr(target, "name", ""),
-        tap_norm=bool(tap_norm), out_norm_init=float(out_norm_init), init_block_heads=int(init_block_heads))
-
 
 # ---- inference state and outputs -------------------------------------------------------------------
 
 
 @dataclass
 class DrafterState(RaggedSlots):
-    """Per-stream drafter context cache: each layer's context K/V (normed, rotated) + validity."""
+    """Per-stream drafter context cache: each layer's context K/V (normed, rotated) + validity, and for a
+    seeded drafter the committed text per stream (the seed index). It is a `TracksStreams`: the engine
+    calls start / extend / drop_streams on it (no-ops for the text of a plain drafter)."""
 
     keys: list[Tensor]  # per layer [B, hk, L, d]
     values: list[Tensor]  # per layer [B, hk, L, d]
     valid: Tensor  # [B, L] bool; False = padding or a rejected hole
     positions: Tensor  # [B, L] long logical positions (informational)
+    seeds: StreamSeeds | None = None  # seeded drafters: the committed text per stream (draftlab.ngram)
+
+    def start(self, prompts: list[list[int]], first: Tensor) -> None:
+        if self.seeds is not None:
+            self.seeds.start(prompts, first)
+
+    def extend(self, tokens: Tensor, counts: Tensor) -> None:
+        if self.seeds is not None:
+            self.seeds.extend(tokens, counts)
 
     def drop_streams(self, keep: Tensor) -> None:
         """Remove finished streams (keep: bool [B])."""
@@ -126,6 +69,8 @@ class DrafterState(RaggedSlots):
         self.values = [v.index_select(0, idx) for v in self.values]
         self.valid = self.valid.index_select(0, idx)
         self.positions = self.positions.index_select(0, idx)
+        if self.seeds is not None:
+            self.seeds.drop_streams(keep)
 
 
 @dataclass
@@ -303,19 +248,30 @@ class DFlashDrafter(nn.Module):
         return F.linear(flat, w, b).float().view(*hidden.shape[:-1], w.shape[0])
 
     # ---- training path ------------------------------------------------------------------------------
-    def forward_train(self, feats: Tensor, ctx_valid: Tensor, input_ids: Tensor, anchors: Tensor) -> Tensor:
+    def forward_train(self, feats: Tensor, ctx_valid: Tensor, input_ids: Tensor, anchors: Tensor,
+                      seeds: Tensor | None = None) -> Tensor:
         """All blocks of each sequence in one pass.
 
         feats [B, L, n_taps*H]: tap features of positions 0..L-1 (logical position = index);
         ctx_valid [B, L] bool (False = padding); input_ids [B, T] token ids (T > every anchor);
-        anchors [B, A] long. Returns hidden [B, A, S, H]; block i sees context j < anchors[:, i].
+        anchors [B, A] long; seeds [B, A, n] (a seeded drafter's slots 1..n, `train_seeds`; None =
+        computed here from input_ids). Returns hidden [B, A, S, H]; block i sees context j < anchors[:, i].
         """
         B, L, _ = feats.shape
         pos = torch.arange(L, device=feats.device).expand(B, L)
         keys, values = self.project_context(feats, pos)
-        ids = block_input_ids(input_ids, anchors, self.block_size, self.mask_token_id)  # [B, A, S]
+        if self.arch.seeded and seeds is None:
+            seeds = self.train_seeds(input_ids, anchors)
+        ids = block_input_ids(input_ids, anchors, self.block_size, self.mask_token_id,
+                              seeds if self.arch.seeded else None)  # [B, A, S]
         return self.run_blocks(ids, block_positions(anchors, self.block_size), keys, values,
                                context_mask(anchors, ctx_valid))
+
+    def train_seeds(self, input_ids: Tensor, anchors: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """Teacher-forced seeds [B, A, n] of every anchor (`draftlab.ngram.sequence_seeds`: from x_{<=a})."""
+        a = self.arch
+        return sequence_seeds(input_ids, anchors, a.block_size - 1, a.mask_token_id, a.seed_max_ngram,
+                              a.seed_min_match, lengths)
 
     # ---- inference path -------------------------------------------------------------------------------
     def new_state(self, batch_size: int) -> DrafterState:
@@ -323,7 +279,17 @@ class DFlashDrafter(nn.Module):
         empty = torch.zeros(batch_size, s.num_kv_heads, 0, s.head_dim, device=self.device, dtype=self.dtype)
         return DrafterState([empty] * s.num_layers, [empty] * s.num_layers,
                             torch.zeros(batch_size, 0, dtype=torch.bool, device=self.device),
-                            torch.zeros(batch_size, 0, dtype=torch.long, device=self.device))
+                            torch.zeros(batch_size, 0, dtype=torch.long, device=self.device),
+                            StreamSeeds(s.seed_max_ngram, s.seed_min_match) if s.seeded else None)
+
+    def block_input(self, state: DrafterState, last: Tensor) -> Tensor:
+        """The round's block input ids [B, S] for last [B] committed tokens: `[last, MASK, ...]`, or for a
+        seeded drafter `[last, s_1..s_m, MASK, ...]` with the seeds of each stream's committed text
+        (state.seeds, which ends with `last`)."""
+        ids = self.block_ids(last)
+        if self.arch.seeded:
+            ids[:, 1:] = state.seeds.seeds(last.shape[0], self.block_size - 1, self.mask_token_id, last.device)
+        return ids
 
     def extend_context(self, state: DrafterState, feats: Tensor, valid: Tensor, positions: Tensor) -> None:
         """Append T context slots per stream: feats [B, T, n_taps*H], valid [B, T] bool (False =
@@ -335,7 +301,7 @@ class DFlashDrafter(nn.Module):
         state.positions = torch.cat([state.positions, positions.to(self.device)], dim=1)
 
     def draft(self, state: DrafterState, block_ids: Tensor, block_positions: Tensor) -> DraftOutput:
-        """One block per stream: block_ids [B, S] (= [last committed token, MASK...]),
+        """One block per stream: block_ids [B, S] (= `block_input`: [last committed token, seeds / MASK...]),
         block_positions [B, S]. Sees every valid context slot of its stream."""
         hidden = self.run_blocks(block_ids[:, None], block_positions[:, None].to(self.device), state.keys,
                                  state.values, state.valid[:, None, :])[:, 0]  # [B, S, H]

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from draftlab.drafter.model import FORMAT, DFlashDrafter, DrafterArch
+from draftlab.drafter.arch import require_plain
 from draftlab.errors import DraftlabError
 from draftlab.io import CONFIG, WEIGHTS, atomic_write, read_folder_tensors, save_weights_folder
 
@@ -57,7 +58,9 @@ def from_reference_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tens
 
 
 def reference_config(arch: DrafterArch) -> dict:
-    """The reference config.json of a drafter architecture (a Qwen3 config + dflash_config)."""
+    """The reference config.json of a drafter architecture (a Qwen3 config + dflash_config). The authors'
+    loop builds `[last, MASK, ...]` blocks: a seeded drafter is refused (export and `dflash-ref` alike)."""
+    require_plain(arch, "the authors' DFlash format (draftlab export, the dflash-ref arm)")
     return {
         "architectures": ["DFlashDraftModel"], "model_type": "qwen3",
         "hidden_size": arch.hidden_size, "num_hidden_layers": arch.num_layers,
