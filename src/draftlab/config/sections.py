@@ -178,6 +178,11 @@ class DrafterConfig:
     tap_norm: bool = False  # RMSNorm each tap (own weight) before the feature projection
     out_norm_init: float = 1.0  # initial weight of the drafter's final norm (sets the initial logit scale)
     init_block_heads: int = 0  # kv heads of the first layer that start attending to the block's own slots
+    # seeded block drafting (SPEC §5): none = the paper's [x_a, MASK, ...]; lookup = slots 1..n start from the
+    # prompt-lookup continuation of x_{<=a}. The drafter's own lookup settings (defaults = pld.*'s):
+    seed: str = "none"
+    seed_max_ngram: int = 3  # the longest suffix n-gram looked up (then shorter ones)
+    seed_min_match: int = 1  # the shortest suffix that counts as a match
 
     def check(self, p: str) -> None:
         _positive(f"{p}.out_norm_init", self.out_norm_init)
@@ -194,6 +199,12 @@ class DrafterConfig:
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
         if self.num_heads and self.num_kv_heads and self.num_heads % self.num_kv_heads:
             raise ConfigError(f"{p}.num_heads must divide by {p}.num_kv_heads")
+        _choice(f"{p}.seed", self.seed, ("none", "lookup"))
+        if self.seed_max_ngram < 1:
+            raise ConfigError(f"{p}.seed_max_ngram={self.seed_max_ngram} must be >= 1 (the longest n-gram looked up)")
+        if not 1 <= self.seed_min_match <= self.seed_max_ngram:
+            raise ConfigError(f"{p}.seed_min_match={self.seed_min_match} must lie in 1..{p}.seed_max_ngram="
+                              f"{self.seed_max_ngram}")
 
 
 @dataclass
