@@ -2,9 +2,11 @@
 the target's greedy text), judged with the same `greedy_accept_length` as everything else.
 
 Two paths, both over every `stride`-th anchor that leaves room for a full block:
-- `train`: the drafter's training forward (`forward_train`, all blocks in one pass with block masks);
-- `infer`: the inference API (`new_state` / `extend_context` / `draft`), one stream per anchor with the
-  context after the anchor masked out.
+- `train`: the drafter's training forward (`forward_train`, all blocks in one pass with block masks;
+  a seeded drafter seeds every anchor teacher-forced, `draftlab.ngram.sequence_seeds`);
+- `infer`: the inference API (`new_state` / `extend_context` / `block_input` / `draft`), one stream per
+  anchor with the context after the anchor masked out; a seeded drafter's state is started on each
+  anchor's text x_{<=a}, so its seeds come from the engine's incremental index.
 A gap between the two points at the drafter's serving path; a gap between them and the engine's τ at
 the engine's plumbing (positions, context features, cache cropping) — or at anchor placement, since
 the engine only anchors where rounds start.
@@ -14,7 +16,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from draftlab.decoding.round import tap_ids
+from draftlab.decoding.api import TracksStreams
+from draftlab.decoding.round import block_input, tap_ids
 from draftlab.decoding.verify import greedy_accept_length
 
 
@@ -71,8 +74,11 @@ def _infer_path(drafter, feats: Tensor, ids: Tensor, anchors: Tensor) -> Tensor:
     state = drafter.new_state(A)
     pos = torch.arange(L, device=ids.device)  # [L]
     drafter.extend_context(state, feats.expand(A, -1, -1), pos[None, :] < anchors[:, None], pos.expand(A, L))
-    block = torch.full((A, S), drafter.mask_token_id, dtype=torch.long, device=ids.device)
-    block[:, 0] = ids[0, anchors]
+    last = ids[0, anchors]  # [A] slot 0
+    if isinstance(state, TracksStreams):  # e.g. a seeded drafter: the committed text x_{<a} + slot 0
+        row = ids[0].tolist()
+        state.start([row[:a] for a in anchors.tolist()], last)
+    block = block_input(drafter, state, last)  # [A, S]
     out = drafter.draft(state, block, anchors[:, None] + torch.arange(S, device=ids.device))
     idx = out.logits[:, 1:].argmax(-1)  # [A, n]
     return idx if out.vocab is None else out.vocab[idx]

@@ -105,7 +105,8 @@ def eval_batch(drafter: DFlashDrafter, corrector: Corrector, batch: dict, featur
                stats: SetStats, k: int, rules: tuple[str, ...], lam: float, backend: str | None = None) -> None:
     """One validation batch into `stats`: drafter pass, top-K, corrected paths, targets."""
     feats, greedy = features
-    hidden = drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"])  # [B, A, S, H]
+    hidden = drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"],
+                                   batch.get("seeds"))  # [B, A, S, H]
     cand_ids, cand_logits = candidates(drafter, hidden, k)  # [B, A, n, K]
     tgt, valid = block_targets(batch, greedy, drafter.block_size)  # [B, A, n]
     n = hidden.shape[2] - 1
@@ -121,7 +122,7 @@ def evaluate_rules(drafter: DFlashDrafter, corrector: Corrector, seqs: SequenceS
                    k: int, lam: float, split: str = "heldout", store: FeatureStore | None = None, target=None,
                    rules: tuple[str, ...] = RULES, backend: str | None = None) -> dict:
     """Simulated τ of every path rule (and uncorrected / oracle) on one validation set -> summary."""
-    dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=0)
+    dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=0, arch=drafter.arch)
     if split not in dm.val_sets:
         return {}
     loader = dm.val_dataloader()[dm.val_names.index(split)]

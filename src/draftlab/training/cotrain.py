@@ -174,7 +174,7 @@ def train_corrector(drafter: DFlashDrafter, corrector: Corrector, seqs: Sequence
     if store is None and target is None:
         raise DraftlabError("train_corrector needs a FeatureStore or the target (features on the fly)")
     L.seed_everything(cfg.seed, workers=False, verbose=False)
-    dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample)
+    dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample, arch=drafter.arch)
     module = CoTrainModule(drafter, corrector, cfg, ccfg, frozen, budget_steps(cfg, dm), dm.val_names, target,
                            rule or ccfg.path_rule, val_rules, variant)
     return train(module, dm, cfg, workdir, logger, callbacks, log, "corrector")

@@ -7,6 +7,9 @@ anchors (validation), length-bucketed to limit padding, with the target's tap fe
   references (`split == "heldout"`), each eval suite (`split == "eval"`) and a small sample of
   training sequences (to see memorisation), with deterministic strided anchors. Tap features come
   from a `FeatureStore` (disk cache) or, when it is None, from the frozen target inside the step.
+- A seeded drafter (SPEC §5, `arch.seed != "none"`): `SeedTable` walks each sequence once
+  (`draftlab.ngram.seed_starts`, cached per sequence) and every batch carries `seeds` [B, A, n], the
+  block inputs of slots 1..n at its anchors (the drafter's `forward_train` takes them).
 (SpecOPD's variant with branch anchors, `BranchDataModule`, lives in draftlab.training.specopd.)
 """
 from __future__ import annotations
@@ -21,6 +24,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from draftlab.config import PretrainConfig
 from draftlab.drafter.masks import sample_anchors, strided_anchors
 from draftlab.errors import DraftlabError
+from draftlab.ngram import gather_seeds, seed_starts
 from draftlab.training.features import FeatureStore, SequenceSet
 
 
@@ -80,15 +84,38 @@ class ValBlocks(Dataset):
         return self.items[k]
 
 
+class SeedTable:
+    """The seeding routine's one pass per sequence, cached: starts(i) [len] int64 (`seed_starts`)."""
+
+    def __init__(self, seqs: SequenceSet, arch):
+        self.seqs, self.n, self.mask = seqs, arch.block_size - 1, arch.mask_token_id
+        self.max_ngram, self.min_match = arch.seed_max_ngram, arch.seed_min_match
+        self.cache: dict[int, np.ndarray] = {}
+
+    def starts(self, i: int) -> np.ndarray:
+        if i not in self.cache:
+            self.cache[i] = np.asarray(seed_starts(self.seqs.seq(i).tolist(), self.max_ngram, self.min_match),
+                                       dtype=np.int64)
+        return self.cache[i]
+
+    def batch_seeds(self, items, ids, anchors) -> torch.Tensor:
+        """seeds [B, A, n] of a padded batch (ids [B, T], anchors [B, A]; padding anchors get some seed)."""
+        starts = torch.full(ids.shape, -1, dtype=torch.long)
+        for r, (i, _) in enumerate(items):
+            st = self.starts(i)
+            starts[r, :len(st)] = torch.from_numpy(st)
+        return gather_seeds(ids, starts, anchors, self.n, self.mask)
+
+
 class Collate:
     """Pads a list of (sequence, anchors) into a batch dict:
     ids [B, T], seq_len [B], anchors [B, A] (+ anchor_valid), ctx_valid [B, Lc] (Lc = largest
     anchor + `extra`: blocks never see position >= their anchor; distillation reads the target's
     features at the block's own positions, extra = S-1), and from the store feats [B, Lc, F] fp32
-    and greedy [B, T] (target greedy token per position, -1 unknown)."""
+    and greedy [B, T] (target greedy token per position, -1 unknown); with a `SeedTable` seeds [B, A, n]."""
 
-    def __init__(self, seqs: SequenceSet, store: FeatureStore | None, extra: int = 0):
-        self.seqs, self.store, self.extra = seqs, store, extra
+    def __init__(self, seqs: SequenceSet, store: FeatureStore | None, extra: int = 0, seeds: SeedTable | None = None):
+        self.seqs, self.store, self.extra, self.seeds = seqs, store, extra, seeds
 
     def __call__(self, items) -> dict:
         B = len(items)
@@ -105,6 +132,8 @@ class Collate:
         seq_len = torch.tensor(lens)
         batch = {"seq": torch.tensor([i for i, _ in items]), "ids": ids, "seq_len": seq_len, "anchors": anchors,
                  "anchor_valid": anchor_valid, "ctx_valid": torch.arange(Lc)[None, :] < seq_len[:, None]}
+        if self.seeds is not None:
+            batch["seeds"] = self.seeds.batch_seeds(items, ids, anchors)
         if self.store is not None:
             feats = np.zeros((B, Lc, self.store.feats.shape[1]), dtype=np.float32)
             greedy = torch.full((B, T), -1, dtype=torch.long)
@@ -118,7 +147,8 @@ class Collate:
 
 class DrafterDataModule(L.LightningDataModule):
     def __init__(self, seqs: SequenceSet, cfg: PretrainConfig, block_size: int, store: FeatureStore | None = None,
-                 train_sample: int = 16):
+                 train_sample: int = 16, arch=None):
+        """arch: the drafter's `DrafterArch`; a seeded one makes every batch carry its seeds."""
         super().__init__()
         self.seqs, self.cfg, self.S, self.store = seqs, cfg, block_size, store
         self.train_idx = seqs.indices("train")
@@ -132,9 +162,11 @@ class DrafterDataModule(L.LightningDataModule):
         if train_sample:
             step = max(len(self.train_idx) // train_sample, 1)
             self.val_sets["train_sample"] = self.train_idx[::step][:train_sample]
-        self.collate = Collate(seqs, store)
+        seeds = SeedTable(seqs, arch) if arch is not None and arch.seeded else None
+        self.collate = Collate(seqs, store, seeds=seeds)
         # distillation (kd_weight > 0) reads the target's last-layer tap at the block's positions a..a+S-2
-        self.train_collate = Collate(seqs, store, extra=block_size - 1) if getattr(cfg, "kd_weight", 0) else self.collate
+        self.train_collate = (Collate(seqs, store, extra=block_size - 1, seeds=seeds) if getattr(cfg, "kd_weight", 0)
+                              else self.collate)
 
     @property
     def val_names(self) -> list[str]:

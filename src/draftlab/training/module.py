@@ -148,7 +148,8 @@ class DrafterModule(L.LightningModule):
         [B, T] (the target's greedy tokens, when asked)."""
         labels_greedy = getattr(self.cfg, "labels", "reference") == "greedy"
         feats, g = self._features(batch, greedy=greedy or labels_greedy)
-        hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"])  # [B, A, S, H]
+        hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"],
+                                            batch.get("seeds"))  # [B, A, S, H]
         S = self.drafter.block_size
         if labels_greedy:  # the target's greedy tokens, valid while the text agrees with them
             labels, in_range = greedy_block_labels(batch["ids"], g, batch["anchors"], S, batch["seq_len"])  # [B, A, S]
@@ -219,7 +220,8 @@ class DrafterModule(L.LightningModule):
     def validate_batch(self, batch: dict, stats) -> None:
         """One validation batch into `stats`: the drafter's top-K at every proposed slot vs the targets."""
         feats, greedy = self._features(batch, greedy=True)
-        hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"])  # [B, A, S, H]
+        hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"],
+                                            batch.get("seeds"))  # [B, A, S, H]
         S = self.drafter.block_size
         tgt, valid = block_targets(batch, greedy, S, self.val_labels == "greedy")  # [B, A, n]
         H = hidden.shape[-1]

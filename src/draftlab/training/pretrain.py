@@ -33,6 +33,6 @@ def train_drafter(drafter: DFlashDrafter, seqs: SequenceSet, cfg: PretrainConfig
     if store is None and target is None:
         raise DraftlabError("train_drafter needs a FeatureStore or the target (features on the fly)")
     L.seed_everything(cfg.seed, workers=False, verbose=False)
-    dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample)
+    dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample, arch=drafter.arch)
     module = DrafterModule(drafter, cfg, budget_steps(cfg, dm), dm.val_names, target, val_labels, teacher)
     return train(module, dm, cfg, workdir, logger, callbacks, log, "pretrain")
