@@ -13,6 +13,7 @@ docs/architecture.md). A speculative arm is a drafter (or None) plus a proposal 
 |---|---|---|
 | `ar` | — (the target alone) | — |
 | `dflash`, `dflash-long` | pretrained / long-control drafter | its own choice |
+| `dflash-seeded` | the seeded drafter (`drafter.seed=lookup`: blocks start from the lookup continuation) | its own choice |
 | `dflash-specopd` | SpecOPD's t0 state at T=0, its t1 state at T>0 | its own choice |
 | `dcoco` (+ `-globalsum`, `-geometric`) | the dcoco variant's co-trained drafter | DCOCO, that path rule |
 | `dcoco-nopair` / `-nocand` / `-frozen` | that variant's drafter | DCOCO, greedy |
@@ -63,6 +64,7 @@ class Checkpoints:
     specopd_drafter: str  # the specopd stage's folder: t0/ (greedy-τ state) and t1/ (T=1 state)
     long_drafter: str  # the dflash-long control
     correctors: str  # the corrector stage's root: <variant>/drafter and <variant>/corrector
+    seeded_drafter: str = ""  # the seeded drafter (drafter.seed=lookup, SPEC §5): the dflash-seeded arm
 
 
 @dataclass
@@ -143,6 +145,19 @@ def drafter_arm(folder: Callable[[Checkpoints], str]) -> ArmFactory:
     return build
 
 
+def seeded_arm(name: str, ctx: ArmContext) -> Arm:
+    """DFlash decoding with the seeded drafter (its blocks start from the lookup continuation, SPEC §5)."""
+    folder = ctx.checkpoints.seeded_drafter
+    if not folder:
+        raise DraftlabError(f"arm {name}: no seeded drafter folder given (Checkpoints.seeded_drafter); the benchmark "
+                            f"stage passes models/drafter/seeded")
+    drafter = ctx.drafter(folder)
+    if not drafter.arch.seeded:
+        raise DraftlabError(f"arm {name}: the drafter at {folder} is plain (drafter.seed=none); train it with "
+                            f"drafter.seed=lookup")
+    return SpeculativeArm(name, ctx.target, drafter, None, ctx.pad_id, ctx.cfg.compact_threshold)
+
+
 def by_temperature(greedy: ArmFactory, sampled: ArmFactory) -> ArmFactory:
     """An arm decoding T=0 with the arm `greedy` builds and T>0 with the arm `sampled` builds."""
     def build(name: str, ctx: ArmContext) -> Arm:
@@ -213,6 +228,7 @@ ARM_TABLE: dict[str, ArmFactory] = {
     "dflash-specopd": by_temperature(drafter_arm(lambda c: f"{c.specopd_drafter}/t0"),
                                      drafter_arm(lambda c: f"{c.specopd_drafter}/t1")),
     "dflash-long": drafter_arm(lambda c: c.long_drafter),
+    "dflash-seeded": seeded_arm,
     "dcoco": corrector_arm("dcoco"),
     "dcoco-globalsum": corrector_arm("dcoco", "globalsum"),
     "dcoco-geometric": corrector_arm("dcoco", "geometric"),

@@ -9,6 +9,7 @@ from draftlab.bench.arms import Checkpoints
 
 TARGET = "models/target"  # prepare_target
 REFERENCES = "data/references.parquet"  # reference
+SEEDED_DRAFTER = "models/drafter/seeded"  # the seeded drafter (drafter.seed=lookup): the dflash-seeded arm
 SPECOPD_DRAFTER = "models/drafter/specopd"  # specopd: t0/ (greedy τ) and t1/ (T=1) states
 LONG_DRAFTER = "models/drafter/long"  # corrector (the dflash-long control)
 CORRECTORS = "models/corrector"  # corrector: <variant>/drafter, <variant>/corrector
@@ -18,7 +19,7 @@ CHECKS = "data/checks"  # check_params: params.ok, reference_prompts.json, bench
 
 def checkpoints(drafter: str) -> Checkpoints:
     """The trained models the benchmark arms read; `drafter` is benchmark.drafter (the dflash arm's)."""
-    return Checkpoints(drafter, SPECOPD_DRAFTER, LONG_DRAFTER, CORRECTORS)
+    return Checkpoints(drafter, SPECOPD_DRAFTER, LONG_DRAFTER, CORRECTORS, SEEDED_DRAFTER)
 
 
 def producer(path: str) -> tuple[str, str, bool] | None:
