@@ -1,6 +1,7 @@
 """Prompt lookup (`pld`) and the lookup hybrid (`dflash-pld`): the n-gram index, greedy output identical to
 AR (1 and several ragged streams; prompts with no repeated n-gram and prompts of one repeated token), the
-point-mass rule at T=1 through the engine (chi-square), per-round source records, no drafter work for
+point-mass rule at T=1 through the engine (chi-square; also a seeded drafter whose seeds lie outside its
+draft vocabulary), per-round source records, no drafter work for
 `pld`, and the bad-input lines."""
 from __future__ import annotations
 
@@ -82,8 +83,9 @@ def test_hybrid_min_match_leaves_short_matches_to_the_drafter(llama_target):
 
 
 def test_point_mass_rule_at_t1_through_the_engine():
-    """T=1: the joint law of the first three committed tokens equals the target's, for `pld` (point mass)
-    and for the splice hybrid whose q mixes one-hot lookup rows with a drafter's q over a draft vocabulary."""
+    """T=1: the joint law of the first three committed tokens equals the target's, for `pld` (point mass),
+    for the splice hybrid whose q mixes one-hot lookup rows with a drafter's q over a draft vocabulary, and
+    for a seeded drafter (SPEC §5) whose block inputs hold seeds outside its draft vocabulary."""
     t = tiny_target("llama", vocab=6, layers=2, seed=3)
     V, N, sp = t.vocab_size, 6000, SamplingParams(temperature=1.0)
     prompt = [1, 2, 3, 1, 2, 3, 1, 2]  # the lookup proposes 3, 1, 2 ... at the first round
@@ -93,15 +95,20 @@ def test_point_mass_rule_at_t1_through_the_engine():
     joint = (p1[:, None, None] * p2[:, :, None] * p3.view(V, V, V)).flatten()
     vocab = torch.tensor([0, 2, 3, 5])  # the drafter's draft vocabulary
     q_logits = torch.tensor([[2.0, 0, 1, 0], [0, 3, 0, 1], [1, 0, 0, 2]])  # [n=3, Vd]
+    seeded, blocks = _seeded_drafter(t, vocab)  # a DFlash drafter seeded by the lookup (SPEC §5), q over Vd
     engines = {
         "pld": SpeculativeEngine(t, None, PromptLookup(4, 3, 3)),
         "splice": SpeculativeEngine(t, FixedDrafter(q_logits, vocab=vocab),
                                     LookupHybrid(PromptLookup(4, 3, 1), V, None, "splice", min_match=1)),
+        "seeded": SpeculativeEngine(t, seeded),
     }
     for i, (name, eng) in enumerate(engines.items()):
         res = eng.generate([prompt] * N, 3, sp, eos_ids=[], generator=torch.Generator().manual_seed(21 + i))
         toks = torch.tensor(res.tokens)
         assert sum(sum(a) for a in res.accepted) > 0, name  # proposals were accepted: the rule was exercised
+        if name == "seeded":  # seeds outside the draft vocabulary (token 1) were in the blocks: q never covers them
+            seeds = torch.cat([b[:, 1:] for b in blocks])
+            assert bool(torch.isin(seeds, torch.tensor([1])).any()) and seeds.ne(seeded.mask_token_id).any()
         counts = torch.bincount((toks[:, 0] * V + toks[:, 1]) * V + toks[:, 2], minlength=V ** 3).double()
         assert chi_square_pvalue(counts, joint.double()) > 1e-3, name
     # power: the same engine with a proposal step that lies about its q (claims a uniform q for a point mass)
@@ -117,6 +124,26 @@ def test_point_mass_rule_at_t1_through_the_engine():
     toks = torch.tensor(res.tokens)
     counts = torch.bincount((toks[:, 0] * V + toks[:, 1]) * V + toks[:, 2], minlength=V ** 3).double()
     assert chi_square_pvalue(counts, joint.double()) < 1e-6
+
+
+def _seeded_drafter(t, vocab):
+    """A seeded DFlash drafter on target t with draft vocabulary `vocab`, and the list its block inputs are
+    recorded in (one [b, S] tensor per round)."""
+    from draftlab.drafter import DFlashDrafter, arch_from_target
+
+    torch.manual_seed(2)
+    d = DFlashDrafter.from_target(arch_from_target(t, 4, 1, [0, 1], 4, len(vocab), seed="lookup"), t, vocab).eval()
+    with torch.no_grad():  # opinions: larger weights than the init
+        for p in d.parameters():
+            p.mul_(5.0)
+    blocks, draft = [], d.draft
+
+    def spy(state, block_ids, positions):
+        blocks.append(block_ids.clone())
+        return draft(state, block_ids, positions)
+
+    d.draft = spy
+    return d, blocks
 
 
 def test_pld_arm_runs_no_drafter_and_requests_no_taps(llama_target, monkeypatch):
