@@ -251,3 +251,36 @@ def test_bad_input_lines(target, root):
     with pytest.raises(DraftlabError, match="tracks the text of 0 streams") as e:
         d.block_input(d.new_state(2), torch.tensor([3, 4]))
     assert "\n" not in str(e.value)
+
+
+def test_training_batches_carry_the_seeds_and_the_recipe_trains_seeded(target, tmp_path):
+    """The data path's cached per-sequence pass gives the drafter's own teacher-forced seeds for every
+    batch (training and validation); the pretrain recipe with drafter.seed=lookup writes a seeded drafter."""
+    import pandas as pd
+
+    from draftlab.config import DrafterConfig, PretrainConfig
+    from draftlab.pipeline.pretrain_drafter import pretrain_from_references
+    from draftlab.training.data import DrafterDataModule
+    from draftlab.training.features import SequenceSet
+
+    texts = [looping_text(36, 30, s) for s in range(6)]
+    prompts, resps = [x[:6] for x in texts], [x[6:] for x in texts]
+    splits = ["train"] * 4 + ["heldout"] * 2
+    seqs = SequenceSet.from_lists(prompts, resps, splits)
+    c = PretrainConfig(max_steps=3, max_minutes=0, val_every=0, batch_size=3, anchors_per_seq=8, val_anchor_stride=1,
+                       checkpoint_every=0, topk=4)
+    d = make_seeded(target, 4)
+    dm = DrafterDataModule(seqs, c, 4, None, train_sample=2, arch=d.arch)
+    batches = [next(iter(dm.train_dataloader())), next(iter(dm.val_dataloader()[0]))]
+    for b in batches:
+        want = d.train_seeds(b["ids"], b["anchors"], b["seq_len"])
+        assert torch.equal(b["seeds"], want) and (want != d.mask_token_id).any()
+    assert "seeds" not in next(iter(DrafterDataModule(seqs, c, 4, None, arch=make_seeded(
+        target, 4, seed_mode="none").arch).train_dataloader()))  # a plain drafter's batches are as before
+    df = pd.DataFrame({"prompt_id": [str(i) for i in range(6)], "suite": ["sharegpt"] * 6, "split": splits,
+                       "prompt_ids": prompts, "response_ids": resps})
+    dcfg = DrafterConfig(block_size=4, num_layers=1, target_layer_ids=TAPS, mask_token_id=1, draft_vocab_size=0,
+                         seed="lookup", seed_max_ngram=2)
+    out = pretrain_from_references(target, df, dcfg, c, tmp_path / "work", log=lambda m: None)
+    assert out.drafter.arch.seeded and out.drafter.arch.seed_max_ngram == 2 and out.report["steps"] == 3
+    assert load_drafter(save_drafter(out.drafter, tmp_path / "seeded"), target).arch.seed == "lookup"
