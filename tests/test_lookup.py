@@ -1,7 +1,7 @@
 """Prompt lookup (`pld`) and the lookup hybrid (`dflash-pld`): the n-gram index, greedy output identical to
 AR (1 and several ragged streams; prompts with no repeated n-gram and prompts of one repeated token), the
-point-mass rule at T=1 through the engine (chi-square; also a seeded drafter whose seeds lie outside its
-draft vocabulary), per-round source records, no drafter work for
+point-mass rule at T=1 through the engine (chi-square; also seeded drafters whose seeds lie outside the
+draft vocabulary, with and without the seed column), per-round source records, no drafter work for
 `pld`, and the bad-input lines."""
 from __future__ import annotations
 
@@ -82,35 +82,43 @@ def test_hybrid_min_match_leaves_short_matches_to_the_drafter(llama_target):
     assert res.tokens == generate_ar(t, prompts, 10, eos_ids=[]).tokens
 
 
-def test_point_mass_rule_at_t1_through_the_engine():
-    """T=1: the joint law of the first three committed tokens equals the target's, for `pld` (point mass),
-    for the splice hybrid whose q mixes one-hot lookup rows with a drafter's q over a draft vocabulary, and
-    for a seeded drafter (SPEC §5) whose block inputs hold seeds outside its draft vocabulary."""
+def _t1_case():
+    """The T=1 setting of the chi-square tests: a 6-token target, a looping prompt, the exact joint law of
+    the first three committed tokens [V^3], a draft vocabulary [0, 2, 3, 5]."""
     t = tiny_target("llama", vocab=6, layers=2, seed=3)
-    V, N, sp = t.vocab_size, 6000, SamplingParams(temperature=1.0)
+    V, sp = t.vocab_size, SamplingParams(temperature=1.0)
     prompt = [1, 2, 3, 1, 2, 3, 1, 2]  # the lookup proposes 3, 1, 2 ... at the first round
     p1 = process_logits(t(torch.tensor([prompt])).logits[0, -1], sp)  # [V]
     p2 = process_logits(t(torch.tensor([prompt + [a] for a in range(V)])).logits[:, -1], sp)  # [V, V]
     p3 = process_logits(t(torch.tensor([prompt + [a, b] for a in range(V) for b in range(V)])).logits[:, -1], sp)
     joint = (p1[:, None, None] * p2[:, :, None] * p3.view(V, V, V)).flatten()
-    vocab = torch.tensor([0, 2, 3, 5])  # the drafter's draft vocabulary
+    return t, sp, prompt, joint, torch.tensor([0, 2, 3, 5])
+
+
+def _t1_pvalue(eng, prompt, sp, joint, seed: int, N: int = 6000) -> float:
+    """Chi-square p-value of the engine's first three committed tokens against `joint`; proposals must have
+    been accepted (the rule was exercised)."""
+    V = round(joint.numel() ** (1 / 3))
+    res = eng.generate([prompt] * N, 3, sp, eos_ids=[], generator=torch.Generator().manual_seed(seed))
+    toks = torch.tensor(res.tokens)
+    assert sum(sum(a) for a in res.accepted) > 0
+    counts = torch.bincount((toks[:, 0] * V + toks[:, 1]) * V + toks[:, 2], minlength=V ** 3).double()
+    return chi_square_pvalue(counts, joint.double())
+
+
+def test_point_mass_rule_at_t1_through_the_engine():
+    """T=1: the joint law of the first three committed tokens equals the target's, for `pld` (point mass)
+    and for the splice hybrid whose q mixes one-hot lookup rows with a drafter's q over a draft vocabulary."""
+    t, sp, prompt, joint, vocab = _t1_case()
+    V, N = t.vocab_size, 6000
     q_logits = torch.tensor([[2.0, 0, 1, 0], [0, 3, 0, 1], [1, 0, 0, 2]])  # [n=3, Vd]
-    seeded, blocks = _seeded_drafter(t, vocab)  # a DFlash drafter seeded by the lookup (SPEC §5), q over Vd
     engines = {
         "pld": SpeculativeEngine(t, None, PromptLookup(4, 3, 3)),
         "splice": SpeculativeEngine(t, FixedDrafter(q_logits, vocab=vocab),
                                     LookupHybrid(PromptLookup(4, 3, 1), V, None, "splice", min_match=1)),
-        "seeded": SpeculativeEngine(t, seeded),
     }
     for i, (name, eng) in enumerate(engines.items()):
-        res = eng.generate([prompt] * N, 3, sp, eos_ids=[], generator=torch.Generator().manual_seed(21 + i))
-        toks = torch.tensor(res.tokens)
-        assert sum(sum(a) for a in res.accepted) > 0, name  # proposals were accepted: the rule was exercised
-        if name == "seeded":  # seeds outside the draft vocabulary (token 1) were in the blocks: q never covers them
-            seeds = torch.cat([b[:, 1:] for b in blocks])
-            assert bool(torch.isin(seeds, torch.tensor([1])).any()) and seeds.ne(seeded.mask_token_id).any()
-        counts = torch.bincount((toks[:, 0] * V + toks[:, 1]) * V + toks[:, 2], minlength=V ** 3).double()
-        assert chi_square_pvalue(counts, joint.double()) > 1e-3, name
+        assert _t1_pvalue(eng, prompt, sp, joint, 21 + i) > 1e-3, name
     # power: the same engine with a proposal step that lies about its q (claims a uniform q for a point mass)
     from draftlab.decoding.api import Proposal
 
@@ -126,16 +134,49 @@ def test_point_mass_rule_at_t1_through_the_engine():
     assert chi_square_pvalue(counts, joint.double()) < 1e-6
 
 
-def _seeded_drafter(t, vocab):
+def test_seeded_drafter_is_lossless_at_t1():
+    """T=1 with a seeded drafter (SPEC §5) whose block inputs hold seeds outside its draft vocabulary (token
+    1): the drafter's q over the draft vocabulary never covers them; and the same drafter with the seed
+    column, whose q is over the target vocabulary with a per-row support (the seed's own logit)."""
+    t, sp, prompt, joint, vocab = _t1_case()
+    seeded, blocks = _seeded_drafter(t, vocab)
+    assert _t1_pvalue(SpeculativeEngine(t, seeded), prompt, sp, joint, 23) > 1e-3
+    seeds = torch.cat([b[:, 1:] for b in blocks])
+    assert bool(torch.isin(seeds, torch.tensor([1])).any()) and seeds.ne(seeded.mask_token_id).any()
+    column, _ = _seeded_drafter(t, vocab, seed_logit=True)
+    step = _Recording()
+    assert _t1_pvalue(SpeculativeEngine(t, column, step), prompt, sp, joint, 24) > 1e-3
+    assert bool((~torch.isin(torch.cat(step.tokens), vocab)).any())  # the column proposed seeds outside Vd
+
+
+class _Recording:
+    """The drafter's own proposal step, recording the proposed tokens of every round."""
+
+    def __init__(self):
+        from draftlab.decoding.api import DrafterProposal
+
+        self.inner, self.tokens = DrafterProposal(), []
+
+    def __call__(self, draft, sp, generator=None):
+        p = self.inner(draft, sp, generator)
+        self.tokens.append(p.tokens.flatten().cpu())
+        return p
+
+
+def _seeded_drafter(t, vocab, seed_logit=False):
     """A seeded DFlash drafter on target t with draft vocabulary `vocab`, and the list its block inputs are
-    recorded in (one [b, S] tensor per round)."""
+    recorded in (one [b, S] tensor per round). seed_logit: with the seed column (and flattened draft-vocabulary
+    logits, so the column often wins)."""
     from draftlab.drafter import DFlashDrafter, arch_from_target
 
     torch.manual_seed(2)
-    d = DFlashDrafter.from_target(arch_from_target(t, 4, 1, [0, 1], 4, len(vocab), seed="lookup"), t, vocab).eval()
+    arch = arch_from_target(t, 4, 1, [0, 1], 4, len(vocab), seed="lookup", seed_logit=seed_logit)
+    d = DFlashDrafter.from_target(arch, t, vocab).eval()
     with torch.no_grad():  # opinions: larger weights than the init
         for p in d.parameters():
             p.mul_(5.0)
+        if seed_logit:
+            d.head_weight.mul_(0.2)
     blocks, draft = [], d.draft
 
     def spy(state, block_ids, positions):

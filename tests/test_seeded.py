@@ -35,6 +35,14 @@ def brute_seed(text: list[int], a: int, n: int, max_ngram: int, min_match: int, 
     return [mask] * n
 
 
+def motif_text(L: int, vocab: int, seed: int) -> list[int]:
+    """A looping text: a random motif of 4..7 tokens repeated, each token mutated with probability 0.1."""
+    g = torch.Generator().manual_seed(seed)
+    motif = torch.randint(2, vocab, (int(torch.randint(4, 8, (), generator=g)),), generator=g).tolist()
+    out = [motif[i % len(motif)] for i in range(L)]
+    return [int(torch.randint(2, vocab, (), generator=g)) if torch.rand((), generator=g) < 0.1 else t for t in out]
+
+
 def looping_text(L: int, vocab: int, seed: int) -> list[int]:
     g = torch.Generator().manual_seed(seed)
     base = torch.randint(2, vocab, (L,), generator=g).tolist()
@@ -74,8 +82,9 @@ def test_teacher_forced_seeds_equal_incremental_and_the_definition(max_ngram, mi
     assert seed_starts([5, 5], 3, 1) == [-1, 1]  # x_1 = 5 follows the earlier 5: the seed starts at index 1
 
 
-def make_seeded(target, S=5, vocab=None, seed_mode="lookup", std=0.2, seed=0, mask=1):
-    arch = arch_from_target(target, S, 1, TAPS, mask, 0 if vocab is None else len(vocab), seed=seed_mode)
+def make_seeded(target, S=5, vocab=None, seed_mode="lookup", std=0.2, seed=0, mask=1, seed_logit=False):
+    arch = arch_from_target(target, S, 1, TAPS, mask, 0 if vocab is None else len(vocab), seed=seed_mode,
+                            seed_logit=seed_logit)
     torch.manual_seed(seed)
     d = DFlashDrafter.from_target(arch, target, vocab)
     with torch.no_grad():  # larger weights than the init, so the drafter has opinions and leaks would show
@@ -117,16 +126,19 @@ def _loop_prompts():
     return [[5, 9, 17, 5, 9, 17, 5, 9, 30], [44, 12, 44, 12], [12, 90, 4, 61, 12, 90], [3, 17, 42, 8, 61, 25, 90, 11]]
 
 
-@pytest.mark.parametrize("vocab_size", [0, 40])
-def test_engine_seeds_equal_training_seeds_and_tau_agrees(llama_target, vocab_size):
+@pytest.mark.parametrize("vocab_size,seed_logit", [(0, False), (40, False), (10, True)])
+def test_engine_seeds_equal_training_seeds_and_tau_agrees(llama_target, vocab_size, seed_logit):
     """Every round's block carries the training routine's seeds of the final text at that anchor; the
-    round's accepted length equals simulated τ's (train and infer paths) there; greedy output == AR."""
+    round's accepted length equals simulated τ's (train and infer paths) there; greedy output == AR.
+    With the seed column (a 10-token draft vocabulary) the drafter also proposes seeds outside it."""
     t = llama_target
     vocab = None
     if vocab_size:
         vocab = torch.randperm(t.vocab_size - 1, generator=torch.Generator().manual_seed(0))[:vocab_size].sort().values
     S = 5
-    d = make_seeded(t, S, vocab, std=0.3, mask=t.vocab_size - 1)
+    d = make_seeded(t, S, vocab, std=0.3, mask=t.vocab_size - 1, seed_logit=seed_logit)
+    if seed_logit:  # flatten the draft vocabulary's logits so the seed column often wins (it reads the full head)
+        d.head_weight.mul_(0.05)
     prompts = _loop_prompts()
     ref = generate_ar(t, prompts, 24, eos_ids=[]).tokens
     blocks = []
@@ -160,6 +172,9 @@ def test_engine_seeds_equal_training_seeds_and_tau_agrees(llama_target, vocab_si
                     assert int(greedy_accept_length(pred, labels)[0]) == int(rec.accepted[row])
                 checked += 1
     assert seeded > 3 and checked > 5
+    if vocab is not None:
+        outside = sum(int((~torch.isin(r.proposals, vocab)).sum()) for r in res.records)
+        assert (outside > 0) == seed_logit  # only the seed column proposes tokens outside the draft vocabulary
     sim = simulated_tau(t, d, [(p, o) for p, o in zip(prompts, res.tokens)], stride=1)
     assert abs(sim["train"] - sim["infer"]) < 1e-9
 
@@ -235,14 +250,16 @@ def test_bad_input_lines(target, root):
     for ov, key in (("drafter.seed=bogus", "drafter.seed='bogus' is not valid; choose one of: none, lookup"),
                     ("drafter.seed_max_ngram=0", "drafter.seed_max_ngram=0 must be >= 1"),
                     ("drafter.seed_min_match=4", r"drafter.seed_min_match=4 must lie in 1..drafter.seed_max_ngram=3"),
-                    ("drafter.seed_min_match=0", "drafter.seed_min_match=0")):
+                    ("drafter.seed_min_match=0", "drafter.seed_min_match=0"),
+                    ("drafter.seed_logit=true", "drafter.seed_logit=true needs seeds")):
         with pytest.raises(DraftlabError, match=key) as e:
             load_params(root / "params.yaml", [ov])
         assert "\n" not in str(e.value)
     assert load_params(root / "params.yaml", ["drafter.seed=lookup"]).drafter.seed == "lookup"
     assert load_params(root / "params.yaml").drafter.seed == "none"
     for kw, key in ((dict(seed="bogus"), "drafter.seed="), (dict(seed="lookup", seed_max_ngram=0), "seed_max_ngram"),
-                    (dict(seed="lookup", seed_min_match=5), "seed_min_match")):
+                    (dict(seed="lookup", seed_min_match=5), "seed_min_match"),
+                    (dict(seed_logit=True), "drafter.seed_logit=true needs seeds")):
         with pytest.raises(DraftlabError, match=key) as e:
             arch_from_target(target, 4, 1, TAPS, 1, **kw)
         assert "\n" not in str(e.value)
@@ -284,3 +301,33 @@ def test_training_batches_carry_the_seeds_and_the_recipe_trains_seeded(target, t
     out = pretrain_from_references(target, df, dcfg, c, tmp_path / "work", log=lambda m: None)
     assert out.drafter.arch.seeded and out.drafter.arch.seed_max_ngram == 2 and out.report["steps"] == 3
     assert load_drafter(save_drafter(out.drafter, tmp_path / "seeded"), target).arch.seed == "lookup"
+
+
+def test_seed_column_makes_seeds_outside_the_draft_vocabulary_learnable(target, tmp_path):
+    """A draft vocabulary that shares no token with the text: the seeded drafter can never be right (τ = 1
+    exactly), the same drafter with the seed column learns to copy its seeds (τ well above 1). Plain and
+    seeded drafters without the column keep Vd logits; the column's logit is the seed's full-head logit."""
+    from draftlab.config import PretrainConfig
+    from draftlab.training.features import FeatureStore, SequenceSet
+    from draftlab.training.pretrain import train_drafter
+
+    texts = [motif_text(40, 30, s) for s in range(8)]
+    seqs = SequenceSet.from_lists([x[:6] for x in texts], [x[6:] for x in texts], ["train"] * 6 + ["heldout"] * 2)
+    store, _ = FeatureStore.open_or_build(tmp_path / "f", target, seqs, TAPS, log=lambda m: None)
+    vocab = torch.arange(40, 48)  # no text token (2..29) is in it
+    c = PretrainConfig(max_steps=30, max_minutes=0, lr=3e-3, warmup=0.05, val_every=0, batch_size=3, anchors_per_seq=16,
+                       val_anchor_stride=1, checkpoint_every=0, topk=4)
+    tau = {}
+    for col in (False, True):
+        d = make_seeded(target, 4, vocab, std=0.02, seed_logit=col)
+        r = train_drafter(d, seqs, c, tmp_path / f"run{col}", store=store, val_labels="reference", log=lambda m: None)
+        tau[col] = r.best_metrics["heldout"]["sim_tau"]
+    assert tau[False] == 1.0 and tau[True] > 1.5, tau
+    d = make_seeded(target, 4, vocab, seed_logit=True)
+    h = torch.randn(3, target.hidden_size)
+    seeds = torch.tensor([5, 41, d.mask_token_id])  # outside the vocabulary, inside it, MASK
+    lg = d.logits(h, seeds)  # [3, Vd+1]
+    assert lg.shape == (3, 9) and torch.isinf(lg[1:, -1]).all()
+    assert torch.allclose(lg[0, -1], target.lm_head(h[:1].to(target.lm_head.weight.dtype))[0, 5].float(), atol=1e-4)
+    assert d.to_target(torch.tensor([8, 0]), torch.tensor([5, 5])).tolist() == [5, 40]
+    assert make_seeded(target, 4, vocab).logits(h, seeds).shape == (3, 8)  # no column without seed_logit

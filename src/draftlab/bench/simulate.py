@@ -62,6 +62,10 @@ def simulated_tau(target, drafter, seqs: list[tuple[list[int], list[int]]], stri
 def _train_path(drafter, feats: Tensor, ids: Tensor, anchors: Tensor) -> Tensor:
     """Proposals [A, n] (target ids) from the training forward."""
     valid = torch.ones(ids.shape, dtype=torch.bool, device=ids.device)  # [1, L]
+    if getattr(drafter, "seed_column", False):  # a seeded drafter whose seeds get their own logit
+        seeds = drafter.train_seeds(ids, anchors[None])  # [1, A, n]
+        hidden = drafter.forward_train(feats, valid, ids, anchors[None], seeds)  # [1, A, S, H]
+        return drafter.to_target(drafter.logits(hidden[0, :, 1:], seeds[0]).argmax(-1), seeds[0])  # [A, n]
     hidden = drafter.forward_train(feats, valid, ids, anchors[None])  # [1, A, S, H]
     idx = drafter.logits(hidden[0, :, 1:]).argmax(-1)  # [A, n]
     vocab = getattr(drafter, "draft_vocab", None)
@@ -80,5 +84,7 @@ def _infer_path(drafter, feats: Tensor, ids: Tensor, anchors: Tensor) -> Tensor:
         state.start([row[:a] for a in anchors.tolist()], last)
     block = block_input(drafter, state, last)  # [A, S]
     out = drafter.draft(state, block, anchors[:, None] + torch.arange(S, device=ids.device))
+    if hasattr(out, "argmax"):  # the DFlash draft maps its own indices (incl. a seed column) to target ids
+        return out.argmax()[:, 1:]  # [A, n]
     idx = out.logits[:, 1:].argmax(-1)  # [A, n]
     return idx if out.vocab is None else out.vocab[idx]

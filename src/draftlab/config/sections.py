@@ -183,6 +183,7 @@ class DrafterConfig:
     seed: str = "none"
     seed_max_ngram: int = 3  # the longest suffix n-gram looked up (then shorter ones)
     seed_min_match: int = 1  # the shortest suffix that counts as a match
+    seed_logit: bool = False  # a seed outside the draft vocabulary gets its own logit (its full LM-head row)
 
     def check(self, p: str) -> None:
         _positive(f"{p}.out_norm_init", self.out_norm_init)
@@ -205,6 +206,8 @@ class DrafterConfig:
         if not 1 <= self.seed_min_match <= self.seed_max_ngram:
             raise ConfigError(f"{p}.seed_min_match={self.seed_min_match} must lie in 1..{p}.seed_max_ngram="
                               f"{self.seed_max_ngram}")
+        if self.seed_logit and self.seed == "none":
+            raise ConfigError(f"{p}.seed_logit=true needs seeds: set {p}.seed=lookup (or {p}.seed_logit=false)")
 
 
 @dataclass

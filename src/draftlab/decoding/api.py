@@ -34,6 +34,8 @@ class DraftOutput(Protocol):
     logits: Tensor | None  # [B, S, Vd] fp32 (slot 0 included); None when the arm has no drafter
     hidden: Tensor | None  # [B, S, H] final hidden states (a corrector's input); None when not produced
     vocab: Tensor | None  # [Vd] long: draft index -> target id; None = the full target vocabulary
+    # optional `extra_ids` [B, S] + `target_vocab_size`: a seed column (logits [B, S, Vd+1], the last column's
+    # target id per slot, -1 = none); `DrafterProposal` then writes q over the target vocabulary
     block_ids: Tensor  # [B, S] the block's input ids: slot 0 = last committed token, then MASK (a seeded
     # drafter: its seeds, then MASK)
 
@@ -142,6 +144,22 @@ class DrafterProposal:
         else:
             q = process_logits(logits, sp)  # [B, n, Vd], same processing as the target's p
             idx = sample(q, generator)
-        tokens = idx if draft.vocab is None else draft.vocab[idx]
-        return Proposal(tokens, q, draft.vocab)
+        extra = getattr(draft, "extra_ids", None)  # [B, S] a seed column's ids (the last logit column) | None
+        if extra is None:
+            tokens = idx if draft.vocab is None else draft.vocab[idx]
+            return Proposal(tokens, q, draft.vocab)
+        return Proposal(*seed_column_proposal(idx, q, draft.vocab, extra[:, 1:], draft.target_vocab_size))
+
+
+def seed_column_proposal(idx: Tensor, q: Tensor | None, vocab: Tensor, extra: Tensor, V: int) -> tuple:
+    """A draft over [draft vocabulary (Vd); one seed column per slot] -> (tokens [B, n], q [B, n, V] | None):
+    idx [B, n] in 0..Vd (Vd = the seed column), q [B, n, Vd+1], extra [B, n] the column's target id (-1: none,
+    its probability is 0). The column's id differs per row, so q is written over the target vocabulary."""
+    Vd = vocab.numel()
+    tokens = torch.where(idx == Vd, extra, vocab[idx.clamp(max=Vd - 1)])
+    if q is None:
+        return tokens, None
+    full = q.new_zeros(*q.shape[:-1], V).index_copy_(-1, vocab, q[..., :Vd])  # [B, n, V]
+    col = torch.where(extra >= 0, q[..., Vd], torch.zeros_like(q[..., Vd]))
+    return tokens, full.scatter_add_(-1, extra.clamp(min=0)[..., None], col[..., None])
 

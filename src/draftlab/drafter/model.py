@@ -24,10 +24,10 @@ Seeded block drafting (SPEC §5, `arch.seed = "lookup"`): slots 1..n of a block 
 continuation of x_{<=a} (`draftlab.ngram`) instead of MASK where it exists — teacher-forced in
 `forward_train` (`train_seeds`, or the batch's precomputed seeds), per stream at inference (the state
 tracks each stream's committed text). Everything else is unchanged; `seed = "none"` is the paper's block.
+With `arch.seed_logit` and a draft vocabulary, a seed outside that vocabulary gets its own logit (its full
+LM-head row) as one extra column, so a right seed can always be kept (`logits(hidden, seeds)`, `to_target`).
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -36,64 +36,8 @@ from torch import Tensor, nn
 from draftlab.drafter.arch import FORMAT, DrafterArch, arch_from_target  # noqa: F401  (re-exported)
 from draftlab.drafter.layers import DrafterLayer, RMSNorm, Rotary
 from draftlab.drafter.masks import CONVENTION, block_input_ids, block_positions, context_mask
+from draftlab.drafter.state import DraftOutput, DrafterState, seed_column_ids  # noqa: F401  (re-exported)
 from draftlab.ngram import StreamSeeds, sequence_seeds
-from draftlab.verifier.streams import RaggedSlots
-
-# ---- inference state and outputs -------------------------------------------------------------------
-
-
-@dataclass
-class DrafterState(RaggedSlots):
-    """Per-stream drafter context cache: each layer's context K/V (normed, rotated) + validity, and for a
-    seeded drafter the committed text per stream (the seed index). It is a `TracksStreams`: the engine
-    calls start / extend / drop_streams on it (no-ops for the text of a plain drafter)."""
-
-    keys: list[Tensor]  # per layer [B, hk, L, d]
-    values: list[Tensor]  # per layer [B, hk, L, d]
-    valid: Tensor  # [B, L] bool; False = padding or a rejected hole
-    positions: Tensor  # [B, L] long logical positions (informational)
-    seeds: StreamSeeds | None = None  # seeded drafters: the committed text per stream (draftlab.ngram)
-
-    def start(self, prompts: list[list[int]], first: Tensor) -> None:
-        if self.seeds is not None:
-            self.seeds.start(prompts, first)
-
-    def extend(self, tokens: Tensor, counts: Tensor) -> None:
-        if self.seeds is not None:
-            self.seeds.extend(tokens, counts)
-
-    def drop_streams(self, keep: Tensor) -> None:
-        """Remove finished streams (keep: bool [B])."""
-        idx = keep.nonzero().squeeze(-1).to(self.valid.device)
-        self.keys = [k.index_select(0, idx) for k in self.keys]
-        self.values = [v.index_select(0, idx) for v in self.values]
-        self.valid = self.valid.index_select(0, idx)
-        self.positions = self.positions.index_select(0, idx)
-        if self.seeds is not None:
-            self.seeds.drop_streams(keep)
-
-
-@dataclass
-class DraftOutput:
-    """The DFlash drafter's block draft (implements `draftlab.decoding.api.DraftOutput`)."""
-
-    logits: Tensor  # [B, S, Vd] float32 over the draft vocabulary
-    hidden: Tensor  # [B, S, H] final (normed) hidden states, the corrector's input
-    vocab: Tensor | None  # [Vd] long: draft index -> target id; None = full vocabulary
-    block_ids: Tensor | None = None  # [B, S] the block's input ids (slot 0 = last committed token)
-
-    def to_target_ids(self, idx: Tensor) -> Tensor:
-        return idx if self.vocab is None else self.vocab[idx]
-
-    def argmax(self) -> Tensor:
-        """[B, S] target ids of the top-1 draft token per slot."""
-        return self.to_target_ids(self.logits.argmax(-1))
-
-    def topk(self, k: int) -> tuple[Tensor, Tensor]:
-        """(target ids [B, S, K], logits [B, S, K]), best first."""
-        vals, idx = self.logits.topk(min(k, self.logits.shape[-1]), dim=-1)
-        return self.to_target_ids(idx), vals
-
 
 # ---- the drafter ----------------------------------------------------------------------------------------
 
@@ -122,6 +66,8 @@ class DFlashDrafter(nn.Module):
             self.register_buffer("head_weight", lm_head.weight.detach()[vocab].clone(), persistent=False)
             bias = getattr(lm_head, "bias", None)
             self.register_buffer("head_bias", None if bias is None else bias.detach()[vocab].clone(), persistent=False)
+            in_draft = torch.zeros(arch.target_vocab_size, dtype=torch.bool, device=vocab.device).index_fill_(0, vocab, True)
+            self.register_buffer("in_draft", in_draft, persistent=False)  # [V] target id -> in the draft vocabulary
         else:
             if arch.draft_vocab_size:
                 raise ValueError("arch has a draft vocabulary but none was given")
@@ -238,14 +184,45 @@ class DFlashDrafter(nn.Module):
             x = layer(x, cos, sin, k, v, ctx_mask, self.attention_impl())
         return self.norm(x)
 
-    def logits(self, hidden: Tensor) -> Tensor:
-        """hidden [..., H] -> float32 logits [..., Vd] through the shared (frozen) LM head."""
+    def logits(self, hidden: Tensor, seeds: Tensor | None = None) -> Tensor:
+        """hidden [..., H] -> float32 logits [..., Vd] through the shared (frozen) LM head; with the seed
+        column (`seed_column`) and the slots' seeds [...] -> [..., Vd+1]: the last column is the seed's own
+        logit from its full LM-head row where the seed lies outside the draft vocabulary, -inf elsewhere."""
         if self.draft_vocab is None:
             w, b = self.lm_head.weight, getattr(self.lm_head, "bias", None)
         else:
             w, b = self.head_weight, self.head_bias
         flat = hidden.reshape(-1, hidden.shape[-1]).to(w.dtype)  # 2-D: a strided N-D input becomes a slow bmm
-        return F.linear(flat, w, b).float().view(*hidden.shape[:-1], w.shape[0])
+        out = F.linear(flat, w, b).float().view(*hidden.shape[:-1], w.shape[0])
+        if seeds is None or not self.seed_column:
+            return out
+        ex = self.seed_ids(seeds)  # [...]
+        rows = self.lm_head.weight[ex.clamp(min=0)]  # [..., H] the seeds' full-head rows (frozen)
+        col = (hidden.to(rows.dtype) * rows).sum(-1).float()  # [...]
+        bias = getattr(self.lm_head, "bias", None)
+        if bias is not None:
+            col = col + bias[ex.clamp(min=0)].float()
+        return torch.cat([out, col.masked_fill(ex < 0, float("-inf"))[..., None]], -1)
+
+    # ---- the seed column (arch.seed_logit): a seed outside the draft vocabulary stays expressible ---------
+    @property
+    def seed_column(self) -> bool:
+        return self.arch.seeded and self.arch.seed_logit and self.draft_vocab is not None
+
+    def seed_ids(self, seeds: Tensor) -> Tensor:
+        """seeds [...] (target ids or MASK) -> the seed column's id [...]: the seed where it is not MASK and
+        lies outside the draft vocabulary (elsewhere the draft vocabulary already expresses it), else -1."""
+        seeds = seeds.to(self.in_draft.device)
+        ok = (seeds != self.mask_token_id) & ~self.in_draft[seeds]
+        return torch.where(ok, seeds, torch.full_like(seeds, -1))
+
+    def to_target(self, idx: Tensor, seeds: Tensor | None = None) -> Tensor:
+        """Draft indices idx [...] -> target ids; index Vd (the seed column) -> the seed (seeds broadcastable)."""
+        if self.draft_vocab is None:
+            return idx
+        if seeds is None or not self.seed_column:
+            return self.draft_vocab[idx]
+        return seed_column_ids(idx, self.draft_vocab, self.seed_ids(seeds))
 
     # ---- training path ------------------------------------------------------------------------------
     def forward_train(self, feats: Tensor, ctx_valid: Tensor, input_ids: Tensor, anchors: Tensor,
@@ -305,7 +282,12 @@ class DFlashDrafter(nn.Module):
         block_positions [B, S]. Sees every valid context slot of its stream."""
         hidden = self.run_blocks(block_ids[:, None], block_positions[:, None].to(self.device), state.keys,
                                  state.values, state.valid[:, None, :])[:, 0]  # [B, S, H]
-        return DraftOutput(self.logits(hidden), hidden, self.draft_vocab, block_ids)
+        if not self.seed_column:
+            return DraftOutput(self.logits(hidden), hidden, self.draft_vocab, block_ids)
+        seeds = block_ids.clone()
+        seeds[:, 0] = self.mask_token_id  # slot 0 is the known token, not a seed
+        return DraftOutput(self.logits(hidden, seeds), hidden, self.draft_vocab, block_ids, self.seed_ids(seeds),
+                           self.arch.target_vocab_size)
 
     def block_ids(self, last_tokens: Tensor) -> Tensor:
         """[B] last committed tokens -> [B, S] block input ids [token, MASK, ..., MASK]."""

@@ -85,6 +85,9 @@ class DrafterModule(L.LightningModule):
         super().__init__()
         self.drafter, self.cfg, self.total_steps = drafter, cfg, total_steps
         self.teacher = teacher  # training.distill.TapTeacher when cfg.kd_weight > 0
+        if teacher is not None and drafter.seed_column:
+            raise DraftlabError("pretrain.kd_weight > 0 with drafter.seed_logit=true is not implemented (the teacher "
+                                "has no seed column); set one of them off")
         self.val_labels = val_labels  # greedy: the target's greedy token; reference: the reference token
         self.__dict__["_target"] = target  # frozen target for on-the-fly features (not a sub-module)
         S = drafter.block_size
@@ -148,8 +151,9 @@ class DrafterModule(L.LightningModule):
         [B, T] (the target's greedy tokens, when asked)."""
         labels_greedy = getattr(self.cfg, "labels", "reference") == "greedy"
         feats, g = self._features(batch, greedy=greedy or labels_greedy)
+        seeds = self._seeds(batch)  # [B, A, n] | None
         hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"],
-                                            batch.get("seeds"))  # [B, A, S, H]
+                                            seeds)  # [B, A, S, H]
         S = self.drafter.block_size
         if labels_greedy:  # the target's greedy tokens, valid while the text agrees with them
             labels, in_range = greedy_block_labels(batch["ids"], g, batch["anchors"], S, batch["seq_len"])  # [B, A, S]
@@ -158,15 +162,20 @@ class DrafterModule(L.LightningModule):
         m = min(getattr(self.cfg, "max_slot", 0) or S - 1, S - 1)  # supervised slots 1..m
         w = self.slot_w[None, None, :m + 1] * (batch["anchor_valid"][..., None] & in_range[..., :m + 1])  # [B, A, m+1]
         didx = self.t2d[labels[..., :m + 1]]  # [B, A, m+1], -1 outside the draft vocabulary
+        col = seeds[..., :m] if self.drafter.seed_column else None  # [B, A, m] the slots' seeds (seed column)
+        if col is not None:  # a label outside the draft vocabulary equal to its slot's seed: the seed column (Vd)
+            hit = (didx[..., 1:] < 0) & (self.drafter.seed_ids(col) == labels[..., 1:m + 1])
+            didx[..., 1:] = torch.where(hit, torch.full_like(didx[..., 1:], self.drafter.arch.draft_vocab_size),
+                                        didx[..., 1:])
         supervised = w > 0
         wk = w[:, :, 1:]  # [B, A, m]: slot 0 never reaches the head
         wv = wk * (didx[:, :, 1:] >= 0)  # [B, A, m]: and labels outside the draft vocabulary carry no CE
         rows = wk > 0  # [B, A, m]
         if dense:
-            logits = self.drafter.logits(hidden[:, :, 1:m + 1])  # [B, A, m, Vd]
+            logits = self.drafter.logits(hidden[:, :, 1:m + 1], col)  # [B, A, m, Vd (+1 with the seed column)]
             lg = logits[rows]  # [N, Vd]
         else:
-            logits, lg = None, self.drafter.logits(hidden[:, :, 1:m + 1][rows])  # [N, Vd]
+            logits, lg = None, self.drafter.logits(hidden[:, :, 1:m + 1][rows], None if col is None else col[rows])
         ce = F.cross_entropy(lg, didx[:, :, 1:][rows].clamp(min=0), reduction="none")  # [N]
         num, den = (ce * wv[rows]).sum(), wv.sum()
         loss = global_ratio(num, den)
@@ -177,6 +186,14 @@ class DrafterModule(L.LightningModule):
         self.labels_seen += int(supervised.sum())
         self.uncovered += int((supervised & (didx < 0)).sum())
         return {"loss": loss, "num": num, "den": den, "hidden": hidden, "logits": logits, "greedy": g}
+
+    def _seeds(self, batch: dict) -> Tensor | None:
+        """A seeded drafter's block seeds [B, A, n]: the batch's (training data) or computed from its ids."""
+        if not self.drafter.arch.seeded:
+            return None
+        if "seeds" in batch:
+            return batch["seeds"]
+        return self.drafter.train_seeds(batch["ids"], batch["anchors"], batch["seq_len"])
 
     def log_train(self, loss: Tensor, bs: int) -> None:
         self.log("train/loss", loss.detach(), batch_size=bs, prog_bar=True)
@@ -220,17 +237,19 @@ class DrafterModule(L.LightningModule):
     def validate_batch(self, batch: dict, stats) -> None:
         """One validation batch into `stats`: the drafter's top-K at every proposed slot vs the targets."""
         feats, greedy = self._features(batch, greedy=True)
+        seeds = self._seeds(batch)  # [B, A, n] | None
         hidden = self.drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"],
-                                            batch.get("seeds"))  # [B, A, S, H]
+                                            seeds)  # [B, A, S, H]
         S = self.drafter.block_size
         tgt, valid = block_targets(batch, greedy, S, self.val_labels == "greedy")  # [B, A, n]
         H = hidden.shape[-1]
         rows = hidden[:, :, 1:].reshape(-1, H)  # [B*A*n, H]
+        col = seeds.reshape(-1) if self.drafter.seed_column else None  # [B*A*n] the seed column's seeds
+        part = lambda c: None if col is None else col[c:c + 4096]  # noqa: E731
         K = min(self.cfg.topk, self.drafter.arch.draft_vocab_size or self.drafter.arch.target_vocab_size)
-        top = torch.cat([self.drafter.logits(rows[c:c + 4096]).topk(K, -1).indices  # [rows, K] draft indices
+        top = torch.cat([self.drafter.to_target(self.drafter.logits(rows[c:c + 4096], part(c)).topk(K, -1).indices,
+                                                None if col is None else part(c)[:, None])  # [rows, K] target ids
                          for c in range(0, rows.shape[0], 4096)])
-        if self.drafter.draft_vocab is not None:
-            top = self.drafter.draft_vocab[top]
         n = S - 1
         stats.update(top.view(-1, n, top.shape[-1]), tgt.reshape(-1, n), valid.reshape(-1, n))
 

@@ -1,0 +1,80 @@
+"""The DFlash drafter's inference state (per-stream context K/V and, when seeded, committed text) and its
+draft output (implements `draftlab.decoding.api.DraftOutput`), including the seed column's id mapping."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from draftlab.ngram import StreamSeeds
+from draftlab.verifier.streams import RaggedSlots
+
+
+def seed_column_ids(idx: Tensor, vocab: Tensor, extra: Tensor) -> Tensor:
+    """Draft indices idx [...] over [draft vocabulary; seed column] -> target ids: vocab[idx] for idx < Vd,
+    extra [...] (the seed column's id, broadcastable) for idx == Vd."""
+    Vd = vocab.numel()
+    return torch.where(idx == Vd, extra, vocab[idx.clamp(max=Vd - 1)])
+
+
+@dataclass
+class DrafterState(RaggedSlots):
+    """Per-stream drafter context cache: each layer's context K/V (normed, rotated) + validity, and for a
+    seeded drafter the committed text per stream (the seed index). It is a `TracksStreams`: the engine
+    calls start / extend / drop_streams on it (no-ops for the text of a plain drafter)."""
+
+    keys: list[Tensor]  # per layer [B, hk, L, d]
+    values: list[Tensor]  # per layer [B, hk, L, d]
+    valid: Tensor  # [B, L] bool; False = padding or a rejected hole
+    positions: Tensor  # [B, L] long logical positions (informational)
+    seeds: StreamSeeds | None = None  # seeded drafters: the committed text per stream (draftlab.ngram)
+
+    def start(self, prompts: list[list[int]], first: Tensor) -> None:
+        if self.seeds is not None:
+            self.seeds.start(prompts, first)
+
+    def extend(self, tokens: Tensor, counts: Tensor) -> None:
+        if self.seeds is not None:
+            self.seeds.extend(tokens, counts)
+
+    def drop_streams(self, keep: Tensor) -> None:
+        """Remove finished streams (keep: bool [B])."""
+        idx = keep.nonzero().squeeze(-1).to(self.valid.device)
+        self.keys = [k.index_select(0, idx) for k in self.keys]
+        self.values = [v.index_select(0, idx) for v in self.values]
+        self.valid = self.valid.index_select(0, idx)
+        self.positions = self.positions.index_select(0, idx)
+        if self.seeds is not None:
+            self.seeds.drop_streams(keep)
+
+
+@dataclass
+class DraftOutput:
+    """The DFlash drafter's block draft (implements `draftlab.decoding.api.DraftOutput`)."""
+
+    logits: Tensor  # [B, S, Vd] float32 over the draft vocabulary
+    hidden: Tensor  # [B, S, H] final (normed) hidden states, the corrector's input
+    vocab: Tensor | None  # [Vd] long: draft index -> target id; None = full vocabulary
+    block_ids: Tensor | None = None  # [B, S] the block's input ids (slot 0 = last committed token)
+    # the seed column (arch.seed_logit): logits then have Vd+1 columns, the last one the logit of extra_ids
+    extra_ids: Tensor | None = None  # [B, S] long: the seed column's target id per slot, -1 where it has none
+    target_vocab_size: int = 0  # V: the width of a proposal's q over the target vocabulary (seed column only)
+
+    def to_target_ids(self, idx: Tensor) -> Tensor:
+        """Draft indices idx [B, S] or [B, S, K] -> target ids (index Vd = the slot's seed column)."""
+        if self.vocab is None:
+            return idx
+        if self.extra_ids is None:
+            return self.vocab[idx]
+        ex = self.extra_ids if idx.dim() == self.extra_ids.dim() else self.extra_ids[..., None]
+        return seed_column_ids(idx, self.vocab, ex)
+
+    def argmax(self) -> Tensor:
+        """[B, S] target ids of the top-1 draft token per slot."""
+        return self.to_target_ids(self.logits.argmax(-1))
+
+    def topk(self, k: int) -> tuple[Tensor, Tensor]:
+        """(target ids [B, S, K], logits [B, S, K]), best first."""
+        vals, idx = self.logits.topk(min(k, self.logits.shape[-1]), dim=-1)
+        return self.to_target_ids(idx), vals
