@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from draftlab.drafter.masks import sample_anchors
+from draftlab.specopd.sampling import sample_rows_chunked
 from draftlab.verifier.model import causal_mask
 from draftlab.verifier.tree import score_tree
 
@@ -84,11 +85,17 @@ def sample_from(probs: Tensor, u: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def sample_branches(q_logits: Tensor, u: Tensor, temperature: float = 1.0, vocab: Tensor | None = None) -> Tensor:
+def sample_branches(q_logits: Tensor, u: Tensor, temperature: float = 1.0, vocab: Tensor | None = None,
+                    vocab_chunk: int = 0) -> Tensor:
     """q_logits [B, A, W, Vq] (drafter slots 1..W), u [B, A, W] -> branch tokens [B, A, W] (target ids).
-    Slot by slot: y_{b,i} ~ softmax(q_logits_{b,i} / T); T = 0 takes the argmax."""
+    Slot by slot: y_{b,i} ~ softmax(q_logits_{b,i} / T); T = 0 takes the argmax. vocab_chunk > 0: the
+    fixed-point inverse CDF over `vocab_chunk`-column chunks (`sampling.sample_rows_chunked`: the same
+    uniforms, the same tokens, no [.., Vq] float64 tensor); 0: one fp32 softmax + float64 cumsum."""
     if temperature <= 0:
         idx = q_logits.argmax(-1)
+    elif vocab_chunk > 0:
+        flat = q_logits.reshape(-1, q_logits.shape[-1])  # [N, Vq]
+        idx = sample_rows_chunked(flat, u.reshape(-1), temperature, vocab_chunk).view(q_logits.shape[:-1])
     else:
         idx = sample_from((q_logits.float() / temperature).softmax(-1), u.to(q_logits.device))
     return idx if vocab is None else vocab[idx]
