@@ -5,7 +5,8 @@ explicit boolean attention mask over [cache slots + new tokens], and returns log
 states of the chosen layers ("taps", SPEC §1: the output of layer i, i.e. HF `hidden_states[i+1]`).
 Because the mask is always explicit, the same call serves prefill, cached extension, verification
 of a block, ragged multi-stream batches (rejected slots stay in the cache as masked "holes") and
-packed tree scoring (SpecOPD rows appended to a trunk cache). Plain torch: no paths, no Lightning.
+packed tree scoring (SpecOPD rows appended to a trunk cache). `need_logits=False` (training features:
+no label reads the logits) stops the pass once the deepest tap is computed. Plain torch: no paths, no Lightning.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 
 @dataclass
 class TargetOutput:
-    logits: Tensor  # [B, T, V] float32
+    logits: Tensor | None  # [B, T, V] float32; None when the pass stopped at the deepest tap (need_logits=False)
     taps: Tensor | None  # [B, T, n_taps * H] (model dtype); None when no taps were asked for
 
 
@@ -43,6 +44,7 @@ class TargetModel(nn.Module):
         for i, layer in enumerate(self.layers):
             layer.register_forward_hook(self._make_hook(i))
         self._active_taps: tuple[int, ...] = ()
+        self._stop_at: int | None = None
         self._cache_kw = cache_keyword(model)
 
     # ---- facts about the model ------------------------------------------------------------
@@ -104,6 +106,8 @@ class TargetModel(nn.Module):
         def hook(_module, _inp, out):
             if i in self._active_taps:
                 self._tap_store[i] = out[0] if isinstance(out, tuple) else out
+                if i == self._stop_at:
+                    raise _StopForward  # the deepest tap is in: nothing above it is needed
 
         return hook
 
@@ -122,8 +126,12 @@ class TargetModel(nn.Module):
         mask: Tensor | None = None,  # [B, T, L+T] bool, True = may attend (L = cache length)
         taps: list[int] | tuple[int, ...] = (),
         logits_to_keep: int = 0,  # 0 = logits of every new token; n = only the last n (prefill: 1)
+        need_logits: bool = True,  # False: stop after the deepest tap (no later layers, no head; no cache)
     ) -> TargetOutput:
         B, T = input_ids.shape
+        if not need_logits and (cache is not None or not taps):
+            raise ValueError("need_logits=False stops the pass after the deepest tap: it needs taps and no KV cache "
+                             "(a cache would be left with only the lower layers filled)")
         past = cache.get_seq_length() if cache is not None else 0
         if position_ids is None:
             position_ids = torch.arange(past, past + T, device=input_ids.device).expand(B, T)
@@ -133,13 +141,23 @@ class TargetModel(nn.Module):
             raise ValueError(f"mask shape {tuple(mask.shape)} != {(B, T, past + T)}")
         add = additive_mask(mask, self.dtype)  # [B, 1, T, L+T]
         self._active_taps, self._tap_store = tuple(taps), {}
+        self._stop_at = None if need_logits else max(taps)
+        logits = None
         try:
-            out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add,
-                             use_cache=cache is not None, logits_to_keep=logits_to_keep, **{self._cache_kw: cache})
+            try:
+                out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add,
+                                 use_cache=cache is not None, logits_to_keep=logits_to_keep, **{self._cache_kw: cache})
+                logits = out.logits.float()
+            except _StopForward:
+                pass
             tap = torch.cat([self._tap_store[i] for i in taps], dim=-1) if taps else None
         finally:
-            self._active_taps, self._tap_store = (), {}
-        return TargetOutput(out.logits.float(), tap)
+            self._active_taps, self._tap_store, self._stop_at = (), {}, None
+        return TargetOutput(logits, tap)
+
+
+class _StopForward(Exception):
+    """Raised by the deepest tap's hook in a `need_logits=False` pass (caught by `TargetModel.forward`)."""
 
 
 def cache_keyword(model: nn.Module) -> str:
