@@ -184,7 +184,7 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
     # memory at scale (docs/gpu.md): False = the target's tap features are computed in the step (validation,
     # the off-policy CE arm); True = cached on disk (fp16) once, ~n_taps*hidden*2 bytes per reference token
     cache_features: bool = True
-    chunk_rows: int = 0  # rows (draft positions) per chunk of the q logits / overlap / sampling; 0 = all at once
+    chunk_rows: int = 0  # draft positions per chunk of the q and p logits, overlaps, sampling; 0 = all at once
     vocab_chunk: int = 0  # vocabulary columns per chunk of branch sampling; 0 = one float64 softmax + cumsum over V
 
     def check(self, p: str) -> None:

@@ -6,7 +6,8 @@ states of the chosen layers ("taps", SPEC §1: the output of layer i, i.e. HF `h
 Because the mask is always explicit, the same call serves prefill, cached extension, verification
 of a block, ragged multi-stream batches (rejected slots stay in the cache as masked "holes") and
 packed tree scoring (SpecOPD rows appended to a trunk cache). `need_logits=False` (training features:
-no label reads the logits) stops the pass once the deepest tap is computed. Plain torch: no paths, no Lightning.
+no label reads the logits) stops the pass once the deepest tap is computed; `hidden_only=True` returns the
+final-normed hidden state so a caller can apply the head (`head`) a few rows at a time. Plain torch: no paths, no Lightning.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 class TargetOutput:
     logits: Tensor | None  # [B, T, V] float32; None when the pass stopped at the deepest tap (need_logits=False)
     taps: Tensor | None  # [B, T, n_taps * H] (model dtype); None when no taps were asked for
+    hidden: Tensor | None = None  # [B, T, H] final-normed last hidden state (hidden_only=True; `head` -> logits)
 
 
 class TargetModel(nn.Module):
@@ -46,6 +48,7 @@ class TargetModel(nn.Module):
         self._active_taps: tuple[int, ...] = ()
         self._stop_at: int | None = None
         self._cache_kw = cache_keyword(model)
+        self._base_cache_kw = cache_keyword(model.model)  # the decoder without its head (hidden_only)
 
     # ---- facts about the model ------------------------------------------------------------
     @property
@@ -127,6 +130,7 @@ class TargetModel(nn.Module):
         taps: list[int] | tuple[int, ...] = (),
         logits_to_keep: int = 0,  # 0 = logits of every new token; n = only the last n (prefill: 1)
         need_logits: bool = True,  # False: stop after the deepest tap (no later layers, no head; no cache)
+        hidden_only: bool = False,  # True: the final-normed hidden state instead of logits (`head` applies later)
     ) -> TargetOutput:
         B, T = input_ids.shape
         if not need_logits and (cache is not None or not taps):
@@ -142,18 +146,29 @@ class TargetModel(nn.Module):
         add = additive_mask(mask, self.dtype)  # [B, 1, T, L+T]
         self._active_taps, self._tap_store = tuple(taps), {}
         self._stop_at = None if need_logits else max(taps)
-        logits = None
+        logits = hidden = None
         try:
             try:
-                out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add,
-                                 use_cache=cache is not None, logits_to_keep=logits_to_keep, **{self._cache_kw: cache})
-                logits = out.logits.float()
+                if hidden_only:
+                    hidden = self.model.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add,
+                                              use_cache=cache is not None,
+                                              **{self._base_cache_kw: cache}).last_hidden_state  # [B, T, H]
+                else:
+                    out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add,
+                                     use_cache=cache is not None, logits_to_keep=logits_to_keep,
+                                     **{self._cache_kw: cache})
+                    logits = out.logits.float()
             except _StopForward:
                 pass
             tap = torch.cat([self._tap_store[i] for i in taps], dim=-1) if taps else None
         finally:
             self._active_taps, self._tap_store, self._stop_at = (), {}, None
-        return TargetOutput(logits, tap)
+        return TargetOutput(logits, tap, hidden)
+
+    @torch.no_grad()
+    def head(self, hidden: Tensor) -> Tensor:
+        """Final-normed hidden states [..., H] (`hidden_only`) -> float32 logits [..., V]: the rest of the pass."""
+        return self.lm_head(hidden).float()
 
 
 class _StopForward(Exception):
