@@ -211,6 +211,14 @@ def test_chunked_terms_equal_unchunked(target, arm, T):
             assert torch.allclose(g[n], g_ref[n], rtol=1e-4, atol=1e-6), (arm, chunk, n)
 
 
+def test_chunked_terms_refuse_a_zero_temperature_like_the_unchunked_ones(target):
+    batch = _batch(target)
+    d = make_drafter(target)
+    for chunk in (0, 4):
+        with pytest.raises(ValueError, match="temperature > 0"):
+            specopd_terms(target, d, batch, W, 0.0, first_rejection=True, chunk_rows=chunk)
+
+
 def test_chunked_branches_equal_sampling_the_whole_logits(target):
     """Row chunks (and vocabulary chunks) of the drafter's q draw the tokens of one call on all rows."""
     from draftlab.specopd.tree import sample_branches, trunk_pass
