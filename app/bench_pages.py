@@ -84,6 +84,16 @@ def best_line(detail: dict, temp: str) -> str:
     return f"Highest mean τ over all suites at {temp}: **{r['arm']}** {r['value']:.3f}{ci}."
 
 
+def plot_rows(root: Path, name: str, temp: str, suites: list) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """A benchmark plot CSV (`name` of loaders.PLOTS) and its rows at `temp` of `suites`, or None after showing
+    what is missing."""
+    df = C.plot(root, name)
+    if isinstance(df, L.Missing):
+        missing(df)
+        return None
+    return df, df[(df["temperature"] == temp) & df["suite"].isin(suites)]
+
+
 def acceptance(root: Path) -> None:
     loaded = benchmark_page(root, "Acceptance")
     if loaded is None:
@@ -120,27 +130,21 @@ def acceptance(root: Path) -> None:
             st.dataframe(pd.DataFrame(s_rows), hide_index=True, width="stretch")
 
     st.subheader("Per-slot acceptance curves")
-    curve = C.plot(root, "tau_per_slot")
-    if isinstance(curve, L.Missing):
-        missing(curve)
-    else:
-        cv = curve[(curve["temperature"] == temp) & curve["suite"].isin(suites)]
-        if cv.empty:
+    curve = plot_rows(root, "tau_per_slot", temp, suites)
+    if curve is not None:
+        if curve[1].empty:
             st.info("No speculative arm at this temperature / suites: run `dvc repro benchmark` with a speculative arm.")
         else:
-            st.altair_chart(P.accept_curve_chart(cv))
+            st.altair_chart(P.accept_curve_chart(curve[1]))
 
     st.subheader("Top-k coverage and oracle τ")
-    cov = C.plot(root, "coverage")
-    if isinstance(cov, L.Missing):
-        missing(cov)
-    else:
-        cv = cov[(cov["temperature"] == temp) & cov["suite"].isin(suites)]
-        slots = st.multiselect("slots (empty = mean over slots)", options(cov["slot"]), default=[], key="acc_slots")
-        if cv.empty:
+    cov = plot_rows(root, "coverage", temp, suites)
+    if cov is not None:
+        slots = st.multiselect("slots (empty = mean over slots)", options(cov[0]["slot"]), default=[], key="acc_slots")
+        if cov[1].empty:
             st.info("No coverage at this temperature / suites: run `dvc repro benchmark` (coverage needs recorded top-K).")
         else:
-            st.altair_chart(P.coverage_chart(cv, slots))
+            st.altair_chart(P.coverage_chart(cov[1], slots))
     oracles = oracle_columns(sel)
     if oracles:
         headroom(sel, spec, oracles)
