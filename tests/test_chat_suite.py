@@ -65,15 +65,30 @@ def test_chat_suite_is_unseen_by_training_and_checkpoint_selection(cpu):
     assert (len(ids), _sha(ids)) == PINNED_CHAT  # deterministic: hashes of the text and id, no state
 
 
-def test_benchmark_draws_the_chat_suite_from_the_carving(cpu, monkeypatch):
-    from draftlab.pipeline.benchmark import select
+def test_the_benchmark_reports_the_chat_suite_per_suite(cpu, monkeypatch):
+    """The benchmark recipe draws the suite from the carving and reports it in its own per-suite rows."""
+    from conftest import tiny_target
+
+    from draftlab.bench.arms import Checkpoints
+    from draftlab.pipeline.benchmark import run
+
+    class VocabTok(Tok):  # word ids folded into the tiny target's vocabulary
+        pad_token_id = 0
+
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": [3 + i % 90 for i in super().__call__(text)["input_ids"]][:24]}
 
     params, pools, chat = cpu[0], cpu[3], cpu[4]
     monkeypatch.setattr(R, "split_pools", lambda data: pools)  # the pools of the same data section, loaded once
-    cfg = replace(params.benchmark, suites=[CHAT_SUITE], prompts_per_suite=5, concurrency=[])
-    suites, _ = select(cfg, params.data, Tok(), 4096, params.reference)
-    got = suites[CHAT_SUITE]
-    assert len(got) == 5 and {p.id for p in got} <= {p.id for p in chat} and {p.suite for p in got} == {CHAT_SUITE}
+    target = tiny_target("llama")
+    target.tokenizer = VocabTok()
+    cfg = replace(params.benchmark, arms=["ar"], suites=["mt-bench", CHAT_SUITE], prompts_per_suite=2,
+                  max_new_tokens=2, temperatures=[0.0], concurrency=[], warmup=False, bootstrap=0, simulated=False,
+                  pairs=[])
+    detail, runs = run(target, cfg, params.data, Checkpoints("", "", "", ""), {}, reference=params.reference)
+    assert set(detail["suites"]) == {"mt-bench", CHAT_SUITE} and detail["setup"]["prompts"][CHAT_SUITE] == 2
+    drawn = {i for r in runs.runs if r.suite == CHAT_SUITE for i in r.prompt_ids}
+    assert len(drawn) == 2 and drawn <= {p.id for p in chat}
 
 
 def test_local_training_prompts_share_the_held_out_pool(cpu, tmp_path, monkeypatch):
