@@ -168,3 +168,40 @@ def test_cli_export(target, target_folder, tmp_path, capsys):
     assert main(["export", str(tmp_path / "small"), str(tmp_path / "x"), "--for", "vllm",
                  "--target", str(tmp_path / "none")]) == 2
     assert "--target" in capsys.readouterr().err
+
+
+def test_serve_bench_dry_exports_validates_and_prints_the_commands(target, target_folder, tmp_path, capsys):
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("serve_bench", ROOT / "tools" / "serve_bench.py")
+    sb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sb)
+    save_drafter(_drafter(target), tmp_path / "full")
+    save_drafter(_drafter(target, _vocab(target)), tmp_path / "small")
+    args = ["--target", str(target_folder), "--dry", "--port", "8411"]
+    capsys.readouterr()
+    assert sb.main(["--drafter", str(tmp_path / "full"), "--out", str(tmp_path / "o1"), *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cmd = {tuple(ln.split(": ", 1)[0].split()): ln.split(": ", 1)[1] for ln in lines if ln.split(":")[0].count(" ") == 1}
+    draft = str((tmp_path / "o1" / "export-vllm").resolve())
+    spec_cfg = json.dumps({"method": "dflash", "model": draft, "num_speculative_tokens": S - 1})
+    assert cmd[("vllm", "dflash")].startswith(f"vllm serve {target_folder.resolve()} --port 8411")
+    assert cmd[("vllm", "dflash")].endswith(f"--speculative-config '{spec_cfg}'")
+    assert "--speculative" not in cmd[("vllm", "ar")] and "--speculative" not in cmd[("sglang", "ar")]
+    assert cmd[("sglang", "dflash")].endswith(f"--speculative-algorithm DFLASH --speculative-draft-model-path "
+                                              f"{(tmp_path / 'o1' / 'export-sglang').resolve()} "
+                                              f"--speculative-num-draft-tokens {S}")
+    for engine in ("vllm", "sglang"):
+        assert check_export(tmp_path / "o1" / f"export-{engine}", engine)["block_size"] == S
+    # a reduced draft vocabulary: vLLM via d2t, SGLang skipped in one line
+    assert sb.main(["--drafter", str(tmp_path / "small"), "--out", str(tmp_path / "o2"), *args]) == 0
+    out = capsys.readouterr().out
+    assert "draft vocabulary 40 via d2t" in out and "sglang: skipped: " in out and "drafter.draft_vocab_size=0" in out
+    assert not (tmp_path / "o2" / "export-sglang").exists()
+    save_drafter(_drafter(target, tap_norm=True), tmp_path / "tapnorm")
+    assert sb.main(["--drafter", str(tmp_path / "tapnorm"), "--out", str(tmp_path / "o3"), *args]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(ln.startswith(f"{e}: skipped: ") and "drafter.tap_norm=true" in ln
+                                   for ln, e in zip(lines, ("vllm", "sglang")))

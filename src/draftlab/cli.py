@@ -256,23 +256,9 @@ def cmd_explore(a: argparse.Namespace) -> int:
 
 
 def _export(a: argparse.Namespace) -> str:
-    from torch import nn
+    from draftlab.drafter.serving import export_folder
 
-    from draftlab.drafter.checkpoint import read_arch
-    from draftlab.drafter.model import DFlashDrafter
-    from draftlab.drafter.serving import check_exportable, export_for, facts_from_folder
-    from draftlab.io import read_folder_tensors
-
-    arch, _ = read_arch(a.src)
-    check_exportable(arch, a.engine)  # before the target is read: an unsupported drafter is one line at once
-    facts = facts_from_folder(a.target)
-    tensors = read_folder_tensors(a.src, "drafter")
-    # the target's embedding and head are not needed (the export reads the head rows from --target): stand-ins
-    # of the head's row count, so the drafter can index its draft vocabulary
-    head = nn.Linear(1, arch.target_vocab_size, bias=False)
-    drafter = DFlashDrafter(arch, nn.Embedding(1, 1), head, tensors.get("draft_vocab"))
-    drafter.load_state_dict(tensors, strict=True)
-    return str(export_for(drafter, a.dst, a.engine, facts, a.dtype))
+    return str(export_folder(a.src, a.dst, a.engine, a.target, a.dtype))
 
 
 def _import(src: str, dst: str) -> str:

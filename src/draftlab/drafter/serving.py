@@ -296,3 +296,26 @@ def export_for(drafter: DFlashDrafter, folder: str | Path, engine: str, facts: T
     if bad:
         raise DraftlabError(f"cannot export for {engine}: {bad[0]}")
     return write_reference_folder(folder, cfg, state)
+
+
+def export_folder(src: str | Path, dst: str | Path, engine: str, target: str | Path, dtype: str = "bfloat16") -> Path:
+    """`draftlab export`: our drafter folder `src` -> the DFlash folder `dst` for `engine`, reading the target
+    folder's facts. An unsupported drafter is refused before the target is read."""
+    from torch import nn
+
+    from draftlab.drafter.checkpoint import read_arch
+    from draftlab.io import read_folder_tensors
+
+    arch, _ = read_arch(src)
+    check_exportable(arch, engine)
+    facts = facts_from_folder(target)
+    tensors = read_folder_tensors(src, "drafter")
+    # the target's embedding and head are not needed (the head rows come from `facts`): stand-ins, the head
+    # one of the target's row count so the drafter can index its draft vocabulary
+    head = nn.Linear(1, arch.target_vocab_size, bias=False)
+    drafter = DFlashDrafter(arch, nn.Embedding(1, 1), head, tensors.get("draft_vocab"))
+    try:
+        drafter.load_state_dict(tensors, strict=True)
+    except RuntimeError as e:
+        raise DraftlabError(f"{Path(src) / WEIGHTS} does not match its {CONFIG}: {str(e).splitlines()[0][:200]}") from None
+    return export_for(drafter, dst, engine, facts, dtype)
