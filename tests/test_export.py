@@ -72,6 +72,14 @@ def test_round_trip_through_the_authors_loader(target, target_folder, tmp_path, 
         else:  # one bf16 rounding: relative error <= 2^-8
             assert torch.allclose(got, v, rtol=2 ** -8, atol=0), k
             assert torch.equal(got, v.to(torch.bfloat16).float()), k
+    if dtype == "float32":  # the authors' decoding loop on the exported folder: our engine's greedy tokens
+        from draftlab.bench.peers import dflash_reference_generate
+        from draftlab.decoding import SpeculativeEngine, generate_ar
+
+        prompt = [3, 14, 15, 92, 65, 35]
+        ar = generate_ar(target, [prompt], 16, eos_ids=[]).tokens[0]
+        tokens, _ = dflash_reference_generate(ref, target, prompt, 16, [])
+        assert tokens == SpeculativeEngine(target, d).generate([prompt], 16, eos_ids=[]).tokens[0] == ar
 
 
 def test_config_and_tensors_follow_the_loader_rules(target, target_folder, tmp_path):
