@@ -213,3 +213,22 @@ def test_serve_bench_dry_exports_validates_and_prints_the_commands(target, targe
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all(ln.startswith(f"{e}: skipped: ") and "drafter.tap_norm=true" in ln
                                    for ln, e in zip(lines, ("vllm", "sglang")))
+
+
+def test_mask_token_string_for_sglang(target, target_folder, tmp_path):
+    """SGLang versions that look the MASK up by string (`dflash_config.mask_token`) get the string of our MASK
+    id when the target's tokenizer has one; an id beyond the tokenizer gets none (the id alone is written)."""
+    import dataclasses
+
+    from draftlab.drafter.serving import _token_string
+    from draftlab.verifier.load import random_tokenizer
+
+    tok = random_tokenizer("qwen3")
+    im = tok.convert_tokens_to_ids("<|im_start|>")
+    assert _token_string(tok, im) == "<|im_start|>" and _token_string(tok, len(tok) + 5) is None
+    facts = dataclasses.replace(facts_from_folder(target_folder), token=lambda i: "<|mask|>" if i == 7 else None)
+    cfg = check_export(export_for(_drafter(target), tmp_path / "s", "sglang", facts), "sglang")
+    assert cfg["dflash_config"]["mask_token"] == "<|mask|>" and cfg["dflash_config"]["mask_token_id"] == 7
+    _, tensors = read_export(tmp_path / "s")
+    cfg["dflash_config"]["mask_token"] = ""
+    assert any("mask_token must be" in p for p in check_format(cfg, tensors, "sglang"))

@@ -5,7 +5,8 @@ against each loader's rules (docs/export.md says what each loader reads, with th
 The folder is the reference format of `draftlab.drafter.refformat` (config.json = a Qwen3 config +
 `dflash_config`, model.safetensors = the drafter's own weights under the reference names), plus:
 - `max_position_embeddings`, `num_target_layers` from the target (vLLM and SGLang size their rotary
-  tables from the first; the second is the target's depth);
+  tables from the first; the second is the target's depth); `dflash_config.mask_token`, the MASK's token
+  string, when the target's tokenizer has one for that id (SGLang versions that look the MASK up by string);
 - the weights in one chosen dtype (`dtype` in config.json);
 - for a reduced draft vocabulary, and only for vLLM (the one engine whose DFlash model has one):
   `draft_vocab_size`, `d2t` [Vd] int64 *offsets* (target id = draft index + d2t[index], EAGLE-3's
@@ -52,6 +53,15 @@ class TargetFacts:
     max_position_embeddings: int
     head: Callable[[], Tensor]  # -> [V, H] the target's LM head weight (loaded on demand)
     where: str = "target"
+    token: Callable[[int], str | None] = lambda i: None  # id -> its token string in the target's tokenizer, if any
+
+
+def _token_string(tokenizer, i: int) -> str | None:
+    """The token string of id `i` when the tokenizer maps it back to `i` (SGLang looks the MASK up by string)."""
+    if tokenizer is None or i >= len(tokenizer):
+        return None
+    tok = tokenizer.convert_ids_to_tokens(int(i))
+    return tok if isinstance(tok, str) and tok and tokenizer.get_vocab().get(tok) == i else None
 
 
 def facts_from_target(target) -> TargetFacts:
@@ -61,7 +71,8 @@ def facts_from_target(target) -> TargetFacts:
     if not mpe:
         raise DraftlabError(f"the target's config has no max_position_embeddings; cannot size the drafter's rotary table")
     return TargetFacts(target.num_layers, target.vocab_size, target.hidden_size, int(mpe),
-                       lambda: target.lm_head.weight.detach(), getattr(target, "name", "target"))
+                       lambda: target.lm_head.weight.detach(), getattr(target, "name", "target"),
+                       lambda i: _token_string(getattr(target, "tokenizer", None), i))
 
 
 def facts_from_folder(path: str | Path) -> TargetFacts:
@@ -86,7 +97,20 @@ def facts_from_folder(path: str | Path) -> TargetFacts:
         raise DraftlabError(f"{folder / CONFIG} lacks {missing[0]!r}; it is not a decoder config the export can read")
     tied = bool(cfg.get("tie_word_embeddings", False))
     return TargetFacts(int(cfg["num_hidden_layers"]), int(cfg["vocab_size"]), int(cfg["hidden_size"]),
-                       int(cfg["max_position_embeddings"]), lambda: _read_head(folder, tied), str(folder))
+                       int(cfg["max_position_embeddings"]), lambda: _read_head(folder, tied), str(folder),
+                       lambda i: _token_string(_folder_tokenizer(folder), i))
+
+
+def _folder_tokenizer(folder: Path):
+    """The folder's tokenizer, or None when it has none (a weights-only folder)."""
+    if not any((folder / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except Exception:  # noqa: BLE001  an unreadable tokenizer only costs the optional mask_token string
+        return None
 
 
 def _read_head(folder: Path, tied: bool) -> Tensor:
@@ -146,6 +170,9 @@ def serving_config(arch: DrafterArch, engine: str, facts: TargetFacts, dtype: st
     cfg["dtype"] = cfg["torch_dtype"] = dtype  # transformers >= 5 reads `dtype`, older ones `torch_dtype`
     if arch.draft_vocab_size:
         cfg["draft_vocab_size"] = arch.draft_vocab_size
+    mask = facts.token(arch.mask_token_id)
+    if mask is not None:  # SGLang versions that resolve the MASK by string find the same id
+        cfg["dflash_config"]["mask_token"] = mask
     return cfg
 
 
@@ -230,6 +257,8 @@ def check_format(cfg: dict, tensors: dict[str, Tensor], engine: str) -> list[str
                    f"(tap i = hidden_states[i+1]); got {taps!r}")
     if not _is_int(mask) or not 0 <= mask < V:
         bad.append(f"dflash_config.mask_token_id must be an id in [0, {V}); got {mask!r}")
+    if "mask_token" in dc and (not isinstance(dc["mask_token"], str) or not dc["mask_token"]):
+        bad.append(f"dflash_config.mask_token must be a non-empty string (SGLang); got {dc['mask_token']!r}")
     if dc.get("block_size", cfg["block_size"]) != cfg["block_size"]:
         bad.append("block_size and dflash_config.block_size differ")
     if engine == "sglang" and "auto_map" in cfg:
