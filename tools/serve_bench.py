@@ -32,7 +32,6 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("vllm", "sglang")
 CONCURRENCY = (1, 2, 4, 8, 16, 32)
 

@@ -69,7 +69,7 @@ def facts_from_target(target) -> TargetFacts:
     cfg = target.config
     mpe = getattr(cfg, "max_position_embeddings", None)
     if not mpe:
-        raise DraftlabError(f"the target's config has no max_position_embeddings; cannot size the drafter's rotary table")
+        raise DraftlabError("the target's config has no max_position_embeddings; cannot size the drafter's rotary table")
     return TargetFacts(target.num_layers, target.vocab_size, target.hidden_size, int(mpe),
                        lambda: target.lm_head.weight.detach(), getattr(target, "name", "target"),
                        lambda i: _token_string(getattr(target, "tokenizer", None), i))
