@@ -232,3 +232,18 @@ def test_mask_token_string_for_sglang(target, target_folder, tmp_path):
     _, tensors = read_export(tmp_path / "s")
     cfg["dflash_config"]["mask_token"] = ""
     assert any("mask_token must be" in p for p in check_format(cfg, tensors, "sglang"))
+
+
+def test_head_rows_come_from_the_right_tensor(target, target_folder, tmp_path):
+    """Tied target: the embedding; untied: `lm_head.weight` (never the embedding in its place)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    assert torch.equal(facts_from_folder(target_folder).head(), target.lm_head.weight)
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                      head_dim=8, intermediate_size=32, max_position_embeddings=512, tie_word_embeddings=False)
+    m = Qwen3ForCausalLM(cfg)
+    m.save_pretrained(tmp_path / "untied")
+    facts = facts_from_folder(tmp_path / "untied")
+    assert facts.max_position_embeddings == 512 and torch.equal(facts.head(), m.lm_head.weight.detach())
+    assert not torch.equal(facts.head(), m.model.embed_tokens.weight.detach())

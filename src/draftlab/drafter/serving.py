@@ -117,7 +117,7 @@ def _read_head(folder: Path, tied: bool) -> Tensor:
     """The LM head weight [V, H] from a folder's safetensors files (the embedding when tied)."""
     from safetensors import safe_open
 
-    names = ("lm_head.weight", "model.embed_tokens.weight") if not tied else ("model.embed_tokens.weight",)
+    names = ("model.embed_tokens.weight",) if tied else ("lm_head.weight",)
     files = sorted(folder.glob("*.safetensors"))
     for name in names:
         for f in files:
