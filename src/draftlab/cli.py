@@ -11,10 +11,12 @@
 - `draftlab decode --arm NAME --prompt TEXT`: decode one prompt with any arm of the arm table from the
   pipeline's outputs; prints the text with each token's fate marked, then τ and tokens/s.
 - `draftlab explore [--root DIR]`: the Streamlit explorer on 127.0.0.1.
-- `draftlab export DRAFTER_FOLDER OUT`: our drafter folder -> the DFlash authors' reference format
-  (config.json with dflash_config + model.safetensors); `draftlab import REF_FOLDER OUT`: a reference
-  DFlash folder (e.g. a public checkpoint on disk) -> our drafter folder (then benchmark it with
-  benchmark.drafter=OUT). Neither needs the target's weights.
+- `draftlab export DRAFTER_FOLDER OUT [--for dflash|vllm|sglang] [--dtype bfloat16] [--target DIR]`: our
+  drafter folder -> the DFlash folder (config.json with dflash_config + model.safetensors) that the
+  authors' `dflash` package, vLLM or SGLang load, checked against that loader's rules (docs/export.md);
+  it reads the target's config (and, for vLLM's reduced draft vocabulary, its LM-head rows).
+  `draftlab import REF_FOLDER OUT`: a reference DFlash folder (e.g. a public checkpoint on disk) -> our
+  drafter folder (then benchmark it with benchmark.drafter=OUT); it needs no target.
 """
 from __future__ import annotations
 
@@ -27,6 +29,10 @@ from typing import Callable
 
 from draftlab.errors import DraftlabError, InputFileError
 
+# `draftlab export` choices (kept torch-free here; tests/test_export.py checks them against drafter.serving)
+EXPORT_ENGINES = ("dflash", "vllm", "sglang")
+EXPORT_DTYPES = ("bfloat16", "float16", "float32")
+TARGET_FOLDER = "models/target"  # = pipeline.layout.TARGET (the prepare_target output; checked by a test)
 REPO = Path(__file__).resolve().parents[2]  # src/draftlab/cli.py -> the repository (an editable install)
 APP = REPO / "app" / "explorer.py"
 
@@ -248,19 +254,10 @@ def cmd_explore(a: argparse.Namespace) -> int:
 # export / import (the DFlash reference format)
 
 
-def _export(src: str, dst: str) -> str:
-    from torch import nn
+def _export(a: argparse.Namespace) -> str:
+    from draftlab.drafter.serving import export_folder
 
-    from draftlab.drafter.checkpoint import read_arch
-    from draftlab.drafter.model import DFlashDrafter
-    from draftlab.drafter.refformat import check_exportable, export_reference
-    from draftlab.io import read_folder_tensors
-
-    arch, _ = read_arch(src)
-    check_exportable(arch)
-    drafter = DFlashDrafter(arch, nn.Embedding(1, 1), nn.Linear(1, 1))  # the target's head is not needed
-    drafter.load_state_dict(read_folder_tensors(src, "drafter"), strict=True)
-    return str(export_reference(drafter, dst))
+    return str(export_folder(a.src, a.dst, a.engine, a.target, a.dtype))
 
 
 def _import(src: str, dst: str) -> str:
@@ -270,7 +267,7 @@ def _import(src: str, dst: str) -> str:
 
 
 def cmd_convert(a: argparse.Namespace) -> int:
-    out = (_export if a.command == "export" else _import)(a.src, a.dst)
+    out = _export(a) if a.command == "export" else _import(a.src, a.dst)
     print(f"wrote {out}")
     return 0
 
@@ -325,12 +322,20 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--port", type=int, default=8501)
     c.set_defaults(func=cmd_explore)
 
-    for name, what in (("export", "our drafter folder -> the reference DFlash format"),
-                       ("import", "a reference DFlash folder -> our drafter folder")):
-        c = sub.add_parser(name, help=what)
-        c.add_argument("src")
-        c.add_argument("dst")
-        c.set_defaults(func=cmd_convert)
+    c = sub.add_parser("export", help="our drafter folder -> the DFlash folder that dflash / vLLM / SGLang load")
+    c.add_argument("src", help="our drafter folder (e.g. models/drafter/pretrained)")
+    c.add_argument("dst", help="the folder to write")
+    c.add_argument("--for", dest="engine", choices=EXPORT_ENGINES, default="dflash",
+                   help="the loader to write for (default dflash: the authors' package; vllm carries a reduced "
+                        "draft vocabulary via d2t, sglang and dflash need a full-vocabulary drafter)")
+    c.add_argument("--dtype", choices=EXPORT_DTYPES, default="bfloat16", help="weight dtype (default bfloat16)")
+    c.add_argument("--target", default=TARGET_FOLDER,
+                   help=f"the drafter's target folder: its depth, context length and LM head (default {TARGET_FOLDER})")
+    c.set_defaults(func=cmd_convert)
+    c = sub.add_parser("import", help="a reference DFlash folder -> our drafter folder")
+    c.add_argument("src")
+    c.add_argument("dst")
+    c.set_defaults(func=cmd_convert)
     return ap
 
 

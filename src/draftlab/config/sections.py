@@ -196,6 +196,9 @@ class DrafterConfig:
             raise ConfigError(f"{p}.num_heads must divide by {p}.num_kv_heads")
 
 
+DRAFTER_DTYPES = ("auto", "float32", "bfloat16", "float16")  # benchmark.drafter_dtype
+
+
 @dataclass
 class BenchmarkConfig:
     """AR vs speculative arms on the eval suites: τ, tokens/s, speedup, coverage, concurrency sweep."""
@@ -216,6 +219,7 @@ class BenchmarkConfig:
     topk: int = 8  # K of the top-K coverage curves and the oracle τ
     arms: list[str] = field(default_factory=lambda: ["ar", "dflash"])  # names from draftlab.bench.arms
     drafter: str = "models/drafter/pretrained"  # checkpoint of the dflash arm
+    drafter_dtype: str = "auto"  # dtype the drafters load in: auto = the target's (bf16 on a GPU) | float32 | bfloat16 | float16
     simulated: bool = True  # the drafter's teacher-forced τ on the T=0 outputs, beside engine τ
     simulated_anchor_stride: int = 2  # every k-th response position is an anchor
     compact_threshold: float = 0.25  # squeeze cache holes out when they exceed this share
@@ -247,6 +251,7 @@ class BenchmarkConfig:
             raise ConfigError(f"{p}.top_p must be > 0")
         _positive(f"{p}.top_k", self.top_k, allow_zero=True)
         _unit(f"{p}.compact_threshold", self.compact_threshold)
+        _choice(f"{p}.drafter_dtype", self.drafter_dtype, DRAFTER_DTYPES)
         if not self.arms:
             raise ConfigError(f"{p}.arms must name at least one arm (e.g. ar, dflash)")
         for a in set(self.arms):

@@ -39,15 +39,22 @@ def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int,
     return suites, [enc(p) for p in pool[:need_pool]]
 
 
+def drafter_dtype(name: str, target) -> torch.dtype:
+    """benchmark.drafter_dtype: `auto` = the target's dtype (a bf16 target on a GPU gets bf16 drafters, not
+    fp32 ones at twice the memory traffic; on CPU the target, hence the drafter, is fp32), else the named one."""
+    return target.dtype if name == "auto" else getattr(torch, name)
+
+
 def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int, pld=None, block_size: int = 8,
                names: list[str] | None = None) -> dict:
     """name -> Arm for every arm of `names` (default `cfg.arms`; drafters loaded once per folder); pld: the
     PLDConfig, block_size: S of the drafter-less `pld` arm."""
     drafters: dict = {}
+    dtype = drafter_dtype(cfg.drafter_dtype, target)
 
     def load(folder: str):
         if folder not in drafters:
-            drafters[folder] = load_drafter(folder, target)
+            drafters[folder] = load_drafter(folder, target, dtype=dtype)
         return drafters[folder]
 
     ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size)

@@ -230,6 +230,34 @@ class BufferedLayer(DynamicLayer):
         self.length = need
         return self._k[:, :, :need], self._v[:, :, :need]
 
+    @property
+    def capacity(self) -> int:
+        """Slots allocated per stream (>= `length`)."""
+        return 0 if self._k is None or self._k.dim() < 4 else self._k.shape[2]
+
+    def select_streams(self, idx: Tensor) -> None:
+        """Keep the streams `idx` [B'] (long), in that order, at the same capacity: a dropped stream
+        frees its rows, and the survivors do not re-allocate (and re-double) at their next append."""
+        if self.capacity == 0:
+            return
+        L = self.length
+        k = self._k.new_empty(idx.numel(), *self._k.shape[1:])  # [B', kv_heads, capacity, head_dim]
+        v = self._v.new_empty(idx.numel(), *self._v.shape[1:])
+        k[:, :, :L] = self._k[:, :, :L].index_select(0, idx)
+        v[:, :, :L] = self._v[:, :, :L].index_select(0, idx)
+        self._k, self._v = k, v
+
+    def gather_slots(self, index: Tensor) -> None:
+        """Re-order the slots of every stream in place: index [B, L'] (L' <= length) picks slot ids;
+        the capacity stays (the gathered slots are written back into the buffer)."""
+        k, v = self.keys, self.values  # [B, kv_heads, length, head_dim]
+        idx = index[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[-1])
+        gk, gv = k.gather(2, idx), v.gather(2, idx)  # [B, kv_heads, L', head_dim]
+        W = index.shape[1]
+        self._k[:, :, :W] = gk
+        self._v[:, :, :W] = gv
+        self.length = W
+
     def get_seq_length(self) -> int:
         return self.length if self.is_initialized else 0
 
@@ -274,6 +302,9 @@ def gather_cache(cache: DynamicCache, index: Tensor) -> None:
     """Re-order cache slots per stream: index [B, L'] picks slot ids (used to compact holes)."""
     for layer in cache.layers:
         if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
+            continue
+        if isinstance(layer, BufferedLayer):
+            layer.gather_slots(index)
             continue
         k, v = layer.keys, layer.values  # read both before assigning (the keys setter resets the length)
         idx = index[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[-1])
