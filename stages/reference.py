@@ -1,5 +1,8 @@
 """Stage reference: the target writes responses to the training / held-out / eval prompts
-(data/references.parquet), the drafter's training and validation data."""
+(data/references.parquet), the drafter's training and validation data.
+
+Finished batches go to the work folder data/references.shards/ (plan.json + batch-NNNNN.parquet) as they
+finish, so a killed run resumes from them; the folder is deleted once the final file and report are written."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,14 +11,18 @@ from _common import stage_main, write_report
 
 TARGET = Path("models/target")
 OUT = Path("data/references.parquet")
+SHARDS = Path("data/references.shards")
 
 
 def run(params) -> None:
+    import shutil
+
     import pandas as pd
 
     from draftlab.params import to_dict
-    from draftlab.data.references import generate_references, select_prompts
+    from draftlab.data.references import select_prompts
     from draftlab.io import write_parquet
+    from draftlab.pipeline.reference import generate_references
     from draftlab.verifier.load import load_target
     from draftlab.tracking import stage_run
 
@@ -27,7 +34,8 @@ def run(params) -> None:
     with stage_run("reference", {k: p[k] for k in ("target", "data", "reference", "profile")}, params.tracking,
                    {"target": t.name, "profile": params.profile.name}) as mlrun:
         rows, stats = generate_references(target, prompts, cfg.max_new_tokens, cfg.batch_size, cfg.temperature,
-                                          cfg.top_p, cfg.top_k, cfg.seed, engine=cfg.engine)
+                                          cfg.top_p, cfg.top_k, cfg.seed, engine=cfg.engine,
+                                          shards=SHARDS, identity={"target": p["target"]})
         df = pd.DataFrame(rows)
         write_parquet(OUT, df)
         per_split = {s: {"sequences": int((df.split == s).sum()),
@@ -35,6 +43,7 @@ def run(params) -> None:
         metrics = {**stats, "per_split": per_split, "selection": sel, "target": t.name, "profile": params.profile.name}
         write_report("reference", metrics)
         mlrun.log_metrics(metrics)
+    shutil.rmtree(SHARDS)  # the final file holds every row now; a later run starts afresh
 
 
 if __name__ == "__main__":

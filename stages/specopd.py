@@ -6,7 +6,7 @@ held-out T=1 surrogate: the T=1 arms), each saying in its config.json `info` how
 whether it is the initialisation; metrics/specopd.json (both selected states, simulated τ before/after,
 every baseline at equal steps, supervised positions/s and per branch, analytic vs measured scoring cost)
 and plots/specopd_budget.csv. Reuses the pretraining stage's tap-feature
-cache; resumable runs live under checkpoints/specopd/ (git-ignored, not DVC outputs).
+cache when `specopd.cache_features` (false: no cache, the taps are computed in each step); resumable runs live under checkpoints/specopd/ (git-ignored, not DVC outputs).
 """
 from __future__ import annotations
 

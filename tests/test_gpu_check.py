@@ -102,7 +102,7 @@ def test_dry_mode_runs_every_section(dry_run):
     assert out is not None, f"no result written; stderr:\n{p.stderr[-3000:]}"
     status = {k: v["status"] for k, v in out["sections"].items()}
     errors = {k: v.get("error") or v.get("errors") for k, v in out["sections"].items() if v["status"] != "ok"}
-    assert status == {s: "ok" for s in ("kernels", "engine", "concurrency", "specopd")}, errors
+    assert status == {s: "ok" for s in ("kernels", "engine", "concurrency", "specopd", "specopd_scale")}, errors
     assert p.returncode == 0 and out["ok"] and out["schema"] == "draftlab-gpu-check-v1"
     assert out["environment"]["triton_interpret"] and out["wall_s"] < 120  # CI: under two minutes
     s = out["sections"]
@@ -123,9 +123,12 @@ def test_dry_mode_runs_every_section(dry_run):
         assert "projected_tokens_per_s_ratio" in conc["levels"]["1"]["arms"]["dcoco"]
     arms = s["specopd"]["arms"]
     assert arms["branch_parallel"]["positions"] > 0 and arms["sequential_b1"]["branch_parallel_ratio"] > 0
+    scale = s["specopd_scale"]  # the gpu profile's SpecOPD shape (W=15), chunked, at tiny sizes
+    assert scale["W"] == 15 and scale["chunk_rows"] < scale["rows"] and scale["vocab_chunk"] < scale["vocab"]
+    assert set(scale["cases"]) == {"t1_eval", "update"} and all(c["positions"] > 0 for c in scale["cases"].values())
     doc = dry_run.doc.read_text()
     assert "Dry mode" in doc and "PROJECTED" not in doc.split("Dry mode")[0]
-    assert all(h in doc for h in ("### 1.", "### 2.", "### 3.", "### 4."))
+    assert all(h in doc for h in ("### 1.", "### 2.", "### 3.", "### 4.", "### 5."))
 
 
 def test_imports_only_what_the_accelerator_has(dry_run):

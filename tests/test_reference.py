@@ -40,6 +40,11 @@ def test_reference_stage_end_to_end(root, workdir):
     m = json.loads((workdir / "results" / "reference.json").read_text())
     assert m["sequences"] == 11 and m["tokens"] == int(df.response_ids.map(len).sum()) and m["tokens_per_s"] > 0
     assert not list((workdir / "data").glob("*.tmp"))
+    # 11 prompts in batches of 4, each written as a shard as it finished; the work folder is gone now
+    assert (m["batches"], m["batches_resumed"], m["batches_generated"]) == (3, 0, 3)
+    assert m["generated_tokens"] == m["tokens"] and not (workdir / "data" / "references.shards").exists()
+    assert [line for line in r.stderr.splitlines() if line.startswith("reference: batch")][-1].startswith(
+        "reference: batch 3/3 (0 resumed), 11/11 sequences, ")
     # greedy references are reproducible: row == target's own greedy continuation
     target = load_target(workdir / "models" / "target", "cpu", "float32")
     row = df.iloc[0]
@@ -140,7 +145,8 @@ def test_reference_engines_agree():
     prompt lengths and early EOS included."""
     from conftest import tiny_target
 
-    from draftlab.data.references import EncodedPrompt, generate_references
+    from draftlab.data.references import EncodedPrompt
+    from draftlab.pipeline.reference import generate_references
     from draftlab.data.suites import Prompt
 
     target = tiny_target("llama", seed=3)

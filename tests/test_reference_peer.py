@@ -119,11 +119,16 @@ def test_cli_export_import(target, tmp_path, capsys):
 
     d = _drafter(target, mask=5)
     save_drafter(d, tmp_path / "ours")
-    assert main(["export", str(tmp_path / "ours"), str(tmp_path / "ref")]) == 0
+    target.model.save_pretrained(tmp_path / "target")  # the export reads the target's depth and context length
+    tgt = ["--target", str(tmp_path / "target")]
+    assert main(["export", str(tmp_path / "ours"), str(tmp_path / "ref"), "--dtype", "float32", *tgt]) == 0
     assert main(["import", str(tmp_path / "ref"), str(tmp_path / "back")]) == 0
+    back = load_drafter(tmp_path / "back", target)
+    assert all(torch.equal(v, back.state_dict()[k]) for k, v in d.state_dict().items())
     small = _drafter(target, mask=5, vocab=torch.arange(0, target.vocab_size, 2))
     save_drafter(small, tmp_path / "small")
-    assert main(["export", str(tmp_path / "small"), str(tmp_path / "x")]) == 2
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "small"), str(tmp_path / "x"), *tgt]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "draft vocabulary" in err[0]
 

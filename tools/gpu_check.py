@@ -17,6 +17,9 @@ Sections (`--sections`, default all; each fails soft: its error is recorded and 
                 to DFlash = (τ ratio measured on CPU, results/benchmark.json) × (round-time ratio measured here).
 4. specopd      supervised positions/s of the branch-parallel SpecOPD update vs the sequential Draft-OPD loop
                 at L=2048, A=512, W=7 on the random target.
+5. specopd_scale SpecOPD at the gpu profile's shape (B=8, A=256, W=15, full vocabulary) with chunking on:
+                seconds and peak allocated memory of the T=1 evaluation step and of one update
+                (tools/gpu_check_scale.py).
 
 Imports only what the accelerator machine has (torch, triton, transformers, numpy, stdlib; the library from
 src/); nothing is imported at module level beyond the standard library, so `--dry` can set TRITON_INTERPRET=1
@@ -45,7 +48,7 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = "draftlab-gpu-check-v1"
-SECTIONS = ("kernels", "engine", "concurrency", "specopd")
+SECTIONS = ("kernels", "engine", "concurrency", "specopd", "specopd_scale")
 PAPER_STREAMS = (1, 4, 8, 16, 32, 64)
 DRY_STREAMS = (1, 3)
 CONC_ARMS = ("dflash", "dcoco", "dspark", "domino")  # dflash is the base of every ratio
@@ -130,7 +133,7 @@ PAPER = dict(
     drafter=dict(block_size=16, num_layers=5), dcoco=dict(k=16, dim=128, mlp_hidden=256), seq_rank=64,
     prompt_tokens=256, new_tokens=32, verify_tokens=(1, 8, 16), streams=PAPER_STREAMS,
     specopd=dict(L=2048, A=512, W=7, prompt=256, rounds=16, seq_batches=(1, 8), steps=3),
-    kernel_reps=(5, 30), budget_s=450.0, section_reserve_s=dict(specopd=75.0),
+    kernel_reps=(5, 30), budget_s=450.0, section_reserve_s=dict(specopd=75.0, specopd_scale=60.0),
 )
 DRY = dict(
     target=dict(num_layers=2, hidden=64, heads=4, kv_heads=1, head_dim=16, intermediate=192, vocab=384,
@@ -138,7 +141,7 @@ DRY = dict(
     drafter=dict(block_size=16, num_layers=1), dcoco=dict(k=4, dim=16, mlp_hidden=32), seq_rank=8,
     prompt_tokens=24, new_tokens=6, verify_tokens=(1, 8, 16), streams=DRY_STREAMS,
     specopd=dict(L=48, A=8, W=7, prompt=12, rounds=3, seq_batches=(1, 2), steps=1),
-    kernel_reps=(1, 2), budget_s=110.0, section_reserve_s=dict(specopd=10.0),
+    kernel_reps=(1, 2), budget_s=110.0, section_reserve_s=dict(specopd=10.0, specopd_scale=5.0),
 )
 TINY = dict(vocab=96, hidden=64, layers=3, heads=4, kv_heads=2, intermediate=128)  # engine-check targets
 
@@ -656,7 +659,7 @@ def section_concurrency(ctx) -> dict:
                 res["errors"].append({"arm": name, "streams": 0, "error": one_line(e)})
     last_level_s, prev_n = None, None
     for n in ctx.streams:
-        reserve = sz["section_reserve_s"]["specopd"] if "specopd" in ctx.sections else 0.0
+        reserve = sum(v for k, v in sz["section_reserve_s"].items() if k in ctx.sections)
         if last_level_s is not None:
             est = last_level_s * max(1.0, n / prev_n)  # conservative: a level costs at most linearly more
             if est > ctx.budget.left() - reserve:
@@ -850,8 +853,22 @@ def git_sha() -> str | None:
         return None
 
 
+def _scale_module():
+    """tools/gpu_check_scale.py (section 5), imported from this file's folder."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import gpu_check_scale
+
+    return gpu_check_scale
+
+
+def section_specopd_scale(ctx) -> dict:
+    return _scale_module().section_specopd_scale(sys.modules[__name__], ctx)
+
+
 RUNNERS = {"kernels": section_kernels, "engine": section_engine, "concurrency": section_concurrency,
-           "specopd": section_specopd}
+           "specopd": section_specopd, "specopd_scale": section_specopd_scale}
 
 
 def run(args) -> int:
@@ -1031,6 +1048,7 @@ def render_doc(out: dict) -> str:
         lines.append(f"\nThe paper reports {sp['paper_ratio']}× (27B target, 8 GPUs).")
         for err in sp.get("errors", []):
             lines.append(f"\nError ({err['arm']}): {err['error']}")
+    lines += _scale_module().render_scale(secs.get("specopd_scale"))
     for name, s in secs.items():
         if s.get("status") == "error":
             lines.append(f"\n**{name} did not run**: {s.get('error')}")

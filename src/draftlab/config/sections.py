@@ -8,7 +8,7 @@ from typing import Collection
 
 from draftlab.config.checks import _choice, _positive, _unit
 from draftlab.config.training import CorrectorConfig, PretrainConfig, SpecOPDConfig
-from draftlab.data.suites import EVAL_SUITES, SUITES, check_suite_name, load_local_file, load_local_jsonl
+from draftlab.data.suites import CHAT_SUITE, EVAL_SUITES, SUITES, check_suite_name, load_local_file, load_local_jsonl
 from draftlab.errors import ConfigError, DraftlabError
 
 
@@ -210,6 +210,9 @@ class DrafterConfig:
             raise ConfigError(f"{p}.seed_logit=true needs seeds: set {p}.seed=lookup (or {p}.seed_logit=false)")
 
 
+DRAFTER_DTYPES = ("auto", "float32", "bfloat16", "float16")  # benchmark.drafter_dtype
+
+
 @dataclass
 class BenchmarkConfig:
     """AR vs speculative arms on the eval suites: τ, tokens/s, speedup, coverage, concurrency sweep."""
@@ -230,6 +233,7 @@ class BenchmarkConfig:
     topk: int = 8  # K of the top-K coverage curves and the oracle τ
     arms: list[str] = field(default_factory=lambda: ["ar", "dflash"])  # names from draftlab.bench.arms
     drafter: str = "models/drafter/pretrained"  # checkpoint of the dflash arm
+    drafter_dtype: str = "auto"  # dtype the drafters load in: auto = the target's (bf16 on a GPU) | float32 | bfloat16 | float16
     simulated: bool = True  # the drafter's teacher-forced τ on the T=0 outputs, beside engine τ
     simulated_anchor_stride: int = 2  # every k-th response position is an anchor
     compact_threshold: float = 0.25  # squeeze cache holes out when they exceed this share
@@ -261,6 +265,7 @@ class BenchmarkConfig:
             raise ConfigError(f"{p}.top_p must be > 0")
         _positive(f"{p}.top_k", self.top_k, allow_zero=True)
         _unit(f"{p}.compact_threshold", self.compact_threshold)
+        _choice(f"{p}.drafter_dtype", self.drafter_dtype, DRAFTER_DTYPES)
         if not self.arms:
             raise ConfigError(f"{p}.arms must name at least one arm (e.g. ar, dflash)")
         for a in set(self.arms):
@@ -344,6 +349,10 @@ class Params:
                               f"drafter.block_size={S}); lower it or raise drafter.block_size")
         for s in self.benchmark.suites:
             check_suite("benchmark.suites", s, SUITES, self.data.local_suites)
+        if CHAT_SUITE in self.benchmark.suites and self.data.train_suite != "sharegpt":
+            raise ConfigError(f"benchmark.suites names '{CHAT_SUITE}', the ShareGPT prompts of the held-out pool, but "
+                              f"data.train_suite={self.data.train_suite!r} has no ShareGPT pool; set "
+                              f"data.train_suite=sharegpt or drop '{CHAT_SUITE}'")
 
     def check_arms(self, known: Collection[str]) -> None:
         """Arm names against the arm table (`draftlab.bench.arms.arm_names()`, passed in by the caller:

@@ -136,6 +136,7 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
     labels: str = "reference"
     anchor_region: str = "response"  # response | all (prompt positions too; needs labels=greedy)
     max_slot: int = 0  # supervise (and run the head on) slots 1..max_slot only; 0 = every proposed slot
+    chunk_rows: int = 0  # supervised slots per chunk of the head + CE (+ distillation) step; 0 = all at once
 
     def check(self, p: str) -> None:
         self.check_budget(p)
@@ -147,6 +148,7 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
         _positive(f"{p}.feature_batch_tokens", self.feature_batch_tokens)
         _positive(f"{p}.kd_weight", self.kd_weight, allow_zero=True)
         _positive(f"{p}.max_slot", self.max_slot, allow_zero=True)
+        _positive(f"{p}.chunk_rows", self.chunk_rows, allow_zero=True)
         _choice(f"{p}.labels", self.labels, LABELS)
         _choice(f"{p}.anchor_region", self.anchor_region, ANCHOR_REGIONS)
         if self.anchor_region == "all" and self.labels != "greedy":
@@ -179,6 +181,11 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
     cost_sequences: int = 1
     tv_eval_seqs: int = 16  # held-out sequences of the T=1 acceptance evaluation (E2E-TV surrogate); 0 = skip
     checkpoint_every: int = 10
+    # memory at scale (docs/gpu.md): False = the target's tap features are computed in the step (validation,
+    # the off-policy CE arm); True = cached on disk (fp16) once, ~n_taps*hidden*2 bytes per reference token
+    cache_features: bool = True
+    chunk_rows: int = 0  # draft positions per chunk of the q and p logits, overlaps, sampling; 0 = all at once
+    vocab_chunk: int = 0  # vocabulary columns per chunk of branch sampling; 0 = one float64 softmax + cumsum over V
 
     def check(self, p: str) -> None:
         for b in self.baselines:
@@ -190,7 +197,8 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
         self.check_validation(p)
         self.check_run(p)
         _positive(f"{p}.seq_rounds", self.seq_rounds)
-        for k in ("branch_width", "baseline_max_steps", "cost_anchors", "cost_sequences", "tv_eval_seqs"):
+        for k in ("branch_width", "baseline_max_steps", "cost_anchors", "cost_sequences", "tv_eval_seqs", "chunk_rows",
+                  "vocab_chunk"):
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
         if self.temperature <= 0:
             raise ConfigError(f"{p}.temperature={self.temperature!r} must be > 0: E2E-TV compares the drafter's and "
@@ -200,7 +208,8 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
     def run_settings(self, max_steps: int, max_minutes: float) -> PretrainConfig:
         """The run settings one objective trains with (the training machinery reads a PretrainConfig)."""
         return PretrainConfig(**parts(self, Schedule, Batches, Validation, Run), max_steps=max_steps,
-                              max_minutes=max_minutes, epochs=0.0, cache_features=True)
+                              max_minutes=max_minutes, epochs=0.0, cache_features=self.cache_features,
+                              chunk_rows=self.chunk_rows)
 
 
 @dataclass

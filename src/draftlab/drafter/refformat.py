@@ -13,7 +13,7 @@ A reference folder is `config.json` — a Qwen3 config of the drafter (hidden si
 
 Neither format stores the target's embedding or LM head. The reference has no draft vocabulary (its
 logits are the target's full head), so `export_reference` needs a full-vocabulary drafter and says so
-otherwise. `import_reference` refuses what this drafter cannot represent (DFlash-2's convolutions,
+otherwise; `draftlab.drafter.serving` adds what vLLM and SGLang need (target facts, dtype, vLLM's d2t). `import_reference` refuses what this drafter cannot represent (DFlash-2's convolutions,
 sliding-window layers, attention biases, logit scaling / soft-capping, a scaled input embedding).
 """
 from __future__ import annotations
@@ -57,11 +57,13 @@ def from_reference_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tens
     return out
 
 
-def reference_config(arch: DrafterArch) -> dict:
-    """The reference config.json of a drafter architecture (a Qwen3 config + dflash_config). The authors'
-    loop builds `[last, MASK, ...]` blocks: a seeded drafter is refused (export and `dflash-ref` alike)."""
+def reference_config(arch: DrafterArch, max_position_embeddings: int | None = None) -> dict:
+    """The reference config.json of a drafter architecture (a Qwen3 config + dflash_config).
+    `max_position_embeddings` is the target's context length (an export passes it; without it the key
+    is left out, and an in-memory model takes transformers' default). The authors' loop builds
+    `[last, MASK, ...]` blocks: a seeded drafter is refused (export and `dflash-ref` alike)."""
     require_plain(arch, "the authors' DFlash format (draftlab export, the dflash-ref arm)")
-    return {
+    cfg = {
         "architectures": ["DFlashDraftModel"], "model_type": "qwen3",
         "hidden_size": arch.hidden_size, "num_hidden_layers": arch.num_layers,
         "num_attention_heads": arch.num_heads, "num_key_value_heads": arch.num_kv_heads, "head_dim": arch.head_dim,
@@ -69,10 +71,13 @@ def reference_config(arch: DrafterArch) -> dict:
         "rope_parameters": {"rope_type": "default", "rope_theta": arch.rope_theta}, "rope_theta": arch.rope_theta,
         "attention_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": False,
         "vocab_size": arch.target_vocab_size, "num_target_layers": arch.target_num_layers,
-        "initializer_range": arch.initializer_range, "max_position_embeddings": 32768, "block_size": arch.block_size,
+        "initializer_range": arch.initializer_range, "block_size": arch.block_size,
         "dflash_config": {"target_layer_ids": list(arch.target_layer_ids), "mask_token_id": arch.mask_token_id,
                           "block_size": arch.block_size},
     }
+    if max_position_embeddings is not None:
+        cfg["max_position_embeddings"] = int(max_position_embeddings)
+    return cfg
 
 
 def reference_state(drafter: DFlashDrafter) -> dict[str, torch.Tensor]:
@@ -88,16 +93,21 @@ def check_exportable(arch: DrafterArch) -> None:
                             f"full-vocabulary drafter (drafter.draft_vocab_size=0) to export it")
 
 
-def export_reference(drafter: DFlashDrafter, folder: str | Path) -> Path:
-    """Write the drafter as a reference folder (config.json + model.safetensors), atomically."""
-    arch = drafter.arch
-    check_exportable(arch)
+def write_reference_folder(folder: str | Path, cfg: dict, state: dict[str, torch.Tensor]) -> Path:
+    """config.json (a plain transformers config: no `format` key) + model.safetensors, atomically."""
     folder = Path(folder)
-    save_weights_folder(folder, reference_config(arch), reference_state(drafter), "dflash-reference")
-    cfg = json.loads((folder / CONFIG).read_text())
-    cfg.pop("format", None)  # the reference's config.json is a plain transformers config
-    atomic_write(folder / CONFIG, lambda p: p.write_text(json.dumps(cfg, indent=2) + "\n"))
+    save_weights_folder(folder, cfg, state, "dflash-reference")
+    written = json.loads((folder / CONFIG).read_text())
+    written.pop("format", None)  # the reference's config.json is a plain transformers config
+    atomic_write(folder / CONFIG, lambda p: p.write_text(json.dumps(written, indent=2) + "\n"))
     return folder
+
+
+def export_reference(drafter: DFlashDrafter, folder: str | Path) -> Path:
+    """Write the drafter as a reference folder in fp32 without target facts (what `dflash`'s own loader
+    needs; `draftlab.drafter.serving.export_for` writes the serving engines' folders)."""
+    check_exportable(drafter.arch)
+    return write_reference_folder(folder, reference_config(drafter.arch), reference_state(drafter))
 
 
 def _refuse(cfg: dict, where: Path) -> None:

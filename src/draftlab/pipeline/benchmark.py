@@ -14,17 +14,20 @@ from draftlab.bench.metrics import compute
 from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, run_benchmark
 from draftlab.bench.simulate import simulated_tau
 from draftlab.bench.uncertainty import add_intervals
-from draftlab.config import BenchmarkConfig, DataConfig
-from draftlab.data.suites import dedupe, load_suite, rank
+from draftlab.config import BenchmarkConfig, DataConfig, ReferenceConfig
+from draftlab.data.references import suite_prompts
+from draftlab.data.suites import dedupe, rank
 from draftlab.data.templates import encode_prompt
 from draftlab.drafter.checkpoint import load_drafter
 
 
-def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int) -> tuple[dict[str, list[PromptItem]], list[PromptItem]]:
-    """Fixed seeded subsample per suite, and a round-robin pool over the suites for the sweep."""
+def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int,
+           reference: ReferenceConfig) -> tuple[dict[str, list[PromptItem]], list[PromptItem]]:
+    """Fixed seeded subsample per suite, and a round-robin pool over the suites for the sweep (`reference`:
+    which held-out prompts validation takes, for the `sharegpt-chat` suite)."""
     max_tokens = min(data.max_prompt_tokens, max(16, window - max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens)))
     need_pool = max(cfg.concurrency or [0])
-    ranked = {s: rank(dedupe(load_suite(s, data.local_suites))[0], cfg.seed) for s in cfg.suites}
+    ranked = {s: rank(dedupe(suite_prompts(s, data, reference))[0], cfg.seed) for s in cfg.suites}
     enc = lambda p: PromptItem(p.id, p.suite, encode_prompt(tokenizer, p.text, data.thinking, max_tokens,  # noqa: E731
                                                             p.messages)[0])
     suites = {s: [enc(p) for p in (r[: cfg.prompts_per_suite] if cfg.prompts_per_suite else r)] for s, r in ranked.items()}
@@ -36,15 +39,22 @@ def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int) -> tu
     return suites, [enc(p) for p in pool[:need_pool]]
 
 
+def drafter_dtype(name: str, target) -> torch.dtype:
+    """benchmark.drafter_dtype: `auto` = the target's dtype (a bf16 target on a GPU gets bf16 drafters, not
+    fp32 ones at twice the memory traffic; on CPU the target, hence the drafter, is fp32), else the named one."""
+    return target.dtype if name == "auto" else getattr(torch, name)
+
+
 def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int, pld=None, block_size: int = 8,
                names: list[str] | None = None) -> dict:
     """name -> Arm for every arm of `names` (default `cfg.arms`; drafters loaded once per folder); pld: the
     PLDConfig, block_size: S of the drafter-less `pld` arm."""
     drafters: dict = {}
+    dtype = drafter_dtype(cfg.drafter_dtype, target)
 
     def load(folder: str):
         if folder not in drafters:
-            drafters[folder] = load_drafter(folder, target)
+            drafters[folder] = load_drafter(folder, target, dtype=dtype)
         return drafters[folder]
 
     ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size)
@@ -53,13 +63,14 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
 
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
         progress: Callable[[int], Callable[[str], None]] | None = None, pld=None,
-        block_size: int = 8) -> tuple[dict, BenchRuns]:
+        block_size: int = 8, *, reference: ReferenceConfig) -> tuple[dict, BenchRuns]:
     """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
-    pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms."""
+    pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms; reference (the
+    reference section) tells which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out."""
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     window = int(getattr(target.config, "max_position_embeddings", 4096))
-    suites, pool = select(cfg, data, tok, window)
+    suites, pool = select(cfg, data, tok, window, reference)
     arms = build_arms(target, cfg, checkpoints, pad, pld, block_size)
     tick = progress(plan_size(cfg, suites, arms)) if progress else None
     with torch.no_grad():

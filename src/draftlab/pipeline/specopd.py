@@ -42,7 +42,8 @@ def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str |
                             feature_root: str | Path | None = None, logger=None,
                             log: Callable[[str], None] = print) -> SpecOPDOutcome:
     """references -> SpecOPD drafter + comparison report. `feature_root` is where the pretraining stage
-    cached tap features (reused when the key matches); runs resume under work_root/runs/<key>/<objective>."""
+    cached tap features (reused when the key matches; `scfg.cache_features=false`: no cache, the taps are
+    computed in each step); runs resume under work_root/runs/<key>/<objective>."""
     work_root = Path(work_root)
     seqs = SequenceSet.from_dataframe(df)
     d0 = load_drafter(base_drafter, target)
@@ -51,10 +52,14 @@ def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str |
     if W > S - 1:
         raise DraftlabError(f"specopd.branch_width={W} exceeds the drafter's {S - 1} proposals per block "
                             f"(block size {S}); use at most {S - 1} or 0 (= block size − 1)")
-    store, _ = FeatureStore.open_or_build(Path(feature_root or work_root / "features"), target, seqs,
-                                          d0.target_layer_ids, log=log)
+    store = None  # cache_features=false: validation and the CE arm compute the taps in the step (no disk cache)
+    if scfg.cache_features:
+        store, _ = FeatureStore.open_or_build(Path(feature_root or work_root / "features"), target, seqs,
+                                              d0.target_layer_ids, log=log)
+    # memory settings (the cache, chunk sizes) are not part of a run's identity: a run resumes across them
     train_keys = {k: v for k, v in asdict(scfg).items() if k not in ("resume", "checkpoint_every", "baselines",
-                                                                     "cost_anchors", "cost_sequences", "tv_eval_seqs")}
+                                                                     "cost_anchors", "cost_sequences", "tv_eval_seqs",
+                                                                     "cache_features", "chunk_rows", "vocab_chunk")}
     key = run_key(seqs.fingerprint(), file_digest(Path(base_drafter)), train_keys)
     objectives = ["specopd"] + [a for a in scfg.baselines if a != "specopd"]
     results: dict[str, ObjectiveResult] = {}

@@ -47,12 +47,12 @@ class BranchSampler:
     uniforms u [b, 1, W] (`tree.sample_branches`: the same sampling as SpecOPD's branches), handed to the
     verifier with the q they were drawn from (q [b, W, Vd] over the draft vocabulary; none at T=0)."""
 
-    def __init__(self, u: Tensor, W: int, temperature: float):
-        self.u, self.W, self.temperature = u, W, temperature
+    def __init__(self, u: Tensor, W: int, temperature: float, vocab_chunk: int = 0):
+        self.u, self.W, self.temperature, self.vocab_chunk = u, W, temperature, vocab_chunk
 
     def __call__(self, draft, sp=None, generator=None) -> Proposal:
         logits = draft.logits[:, 1:self.W + 1]  # [b, W, Vd]
-        y = sample_branches(logits[:, None], self.u, self.temperature, draft.vocab)[:, 0]  # [b, W]
+        y = sample_branches(logits[:, None], self.u, self.temperature, draft.vocab, self.vocab_chunk)[:, 0]  # [b, W]
         if self.temperature <= 0:
             return Proposal(y)
         return Proposal(y, process_logits(logits, SamplingParams(self.temperature)), draft.vocab)
@@ -61,8 +61,9 @@ class BranchSampler:
 @torch.no_grad()
 def draft_opd_rollout(target, drafter, prefixes: list[list[int]], rounds: int, W: int, temperature: float = 1.0,
                       seed: int = 0, step: int = 0, seq_ids: list[int] | None = None, eos_ids: list[int] = (),
-                      pad_id: int = 0) -> Rollout:
-    """Run `rounds` draft -> verify -> commit rounds for each prefix (len >= 2). Returns the record."""
+                      pad_id: int = 0, vocab_chunk: int = 0) -> Rollout:
+    """Run `rounds` draft -> verify -> commit rounds for each prefix (len >= 2). Returns the record.
+    vocab_chunk > 0: the proposals are drawn by the chunked inverse CDF (`tree.sample_branches`)."""
     dev, B, S = target.device, len(prefixes), drafter.block_size
     if not 1 <= W <= S - 1:
         raise ValueError(f"branch width {W} must lie in 1..{S - 1} (the drafter's proposals per block)")
@@ -83,7 +84,7 @@ def draft_opd_rollout(target, drafter, prefixes: list[list[int]], rounds: int, W
     for _ in range(rounds):
         pos0 = sc.next_pos[:, None]  # [B, 1] slot 0's logical position
         u = branch_uniforms(seed, step, torch.tensor(seq_ids), pos0.cpu(), W)  # [B, 1, W]
-        r = speculative_round(sc, drafter, state, BranchSampler(u, W, temperature), last, ctx, sp, gen)
+        r = speculative_round(sc, drafter, state, BranchSampler(u, W, temperature, vocab_chunk), last, ctx, sp, gen)
         y, v, acc = r.proposal.tokens, r.verified, r.result.accepted  # [B, W], logits [B, W+1, V], [B]
         rec_anchor.append(r.positions[:, 0].cpu())
         rec_valid.append(alive.clone())

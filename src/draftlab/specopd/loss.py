@@ -68,19 +68,24 @@ def e2e_tv_loss(alpha: Tensor, valid: Tensor) -> Tensor:
 
 
 def first_rejection_mask(branch: Tensor, p_logits: Tensor, valid: Tensor, temperature: float = 0.0,
-                         q_logits: Tensor | None = None, vocab: Tensor | None = None, u: Tensor | None = None) -> Tensor:
+                         q_logits: Tensor | None = None, vocab: Tensor | None = None, u: Tensor | None = None,
+                         q_tok: Tensor | None = None, p_tok: Tensor | None = None) -> Tensor:
     """Positions up to and including the first one the target rejects, by the rule matching the sampling
     temperature: branch [..., W] target ids, p_logits [..., W, V], valid [..., W] -> [..., W] bool.
     T = 0: the greedy rule. T > 0: the speculative-sampling test (`sampling_accept_length`) of each drawn
-    token with q_logits [..., W, Vq] (over `vocab`) and uniforms u [..., W] (the branch's own seeded stream)."""
+    token with q_logits [..., W, Vq] (over `vocab`) and uniforms u [..., W] (the branch's own seeded stream);
+    q_tok / p_tok [..., W] (q^T / p^T at each drawn token, computed chunk by chunk by the caller) replace
+    q_logits / the softmax of p_logits."""
     if temperature <= 0:
         acc = greedy_accept_length(branch, p_logits.argmax(-1), valid)  # [...] accepted prefix length
     else:
-        if q_logits is None or u is None:
-            raise ValueError("the sampling rule needs the branch's q_logits and its uniforms u")
+        if (q_logits is None and q_tok is None) or u is None:
+            raise ValueError("the sampling rule needs the branch's q_logits (or q_tok) and its uniforms u")
         sp = SamplingParams(temperature)
-        p_tok = process_logits(p_logits, sp).gather(-1, branch[..., None]).squeeze(-1)  # [..., W]
-        q_tok = proposal_prob(process_logits(q_logits, sp), branch, vocab)  # [..., W]
+        if p_tok is None:
+            p_tok = process_logits(p_logits, sp).gather(-1, branch[..., None]).squeeze(-1)  # [..., W]
+        if q_tok is None:
+            q_tok = proposal_prob(process_logits(q_logits, sp), branch, vocab)  # [..., W]
         acc = sampling_accept_length(p_tok, q_tok, u.to(p_tok), valid)
     W = branch.shape[-1]
     return valid & (torch.arange(W, device=branch.device) <= acc[..., None])

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from draftlab.drafter.masks import sample_anchors
+from draftlab.specopd.sampling import sample_rows_chunked
 from draftlab.verifier.model import causal_mask
 from draftlab.verifier.tree import score_tree
 
@@ -84,11 +85,17 @@ def sample_from(probs: Tensor, u: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def sample_branches(q_logits: Tensor, u: Tensor, temperature: float = 1.0, vocab: Tensor | None = None) -> Tensor:
+def sample_branches(q_logits: Tensor, u: Tensor, temperature: float = 1.0, vocab: Tensor | None = None,
+                    vocab_chunk: int = 0) -> Tensor:
     """q_logits [B, A, W, Vq] (drafter slots 1..W), u [B, A, W] -> branch tokens [B, A, W] (target ids).
-    Slot by slot: y_{b,i} ~ softmax(q_logits_{b,i} / T); T = 0 takes the argmax."""
+    Slot by slot: y_{b,i} ~ softmax(q_logits_{b,i} / T); T = 0 takes the argmax. vocab_chunk > 0: the
+    fixed-point inverse CDF over `vocab_chunk`-column chunks (`sampling.sample_rows_chunked`: the same
+    uniforms, the same tokens, no [.., Vq] float64 tensor); 0: one fp32 softmax + float64 cumsum."""
     if temperature <= 0:
         idx = q_logits.argmax(-1)
+    elif vocab_chunk > 0:
+        flat = q_logits.reshape(-1, q_logits.shape[-1])  # [N, Vq]
+        idx = sample_rows_chunked(flat, u.reshape(-1), temperature, vocab_chunk).view(q_logits.shape[:-1])
     else:
         idx = sample_from((q_logits.float() / temperature).softmax(-1), u.to(q_logits.device))
     return idx if vocab is None else vocab[idx]
@@ -101,21 +108,25 @@ def sample_branches(q_logits: Tensor, u: Tensor, temperature: float = 1.0, vocab
 class Trunk:
     cache: object  # the target's KV cache holding the trunk (restored after every score_tree)
     valid: Tensor  # [B, L] bool (right padding = False)
-    logits: Tensor  # [B, L, V] fp32: row t scores x_{t+1}
+    logits: Tensor | None  # [B, L, V] fp32: row t scores x_{t+1} (None from a hidden_only pass)
     taps: Tensor | None  # [B, L, n_taps*H] the drafter's context features, from the same pass
+    hidden: Tensor | None = None  # [B, L, H] final-normed states (hidden_only): target.head(hidden) = logits
 
 
 @torch.no_grad()
-def trunk_pass(target, ids: Tensor, seq_len: Tensor, taps: list[int] | tuple[int, ...] = ()) -> Trunk:
-    """One causal target pass over the right-padded references ids [B, L]; keeps its K/V."""
+def trunk_pass(target, ids: Tensor, seq_len: Tensor, taps: list[int] | tuple[int, ...] = (),
+               hidden_only: bool = False) -> Trunk:
+    """One causal target pass over the right-padded references ids [B, L]; keeps its K/V. hidden_only:
+    keep the final-normed hidden states [B, L, H] instead of the [B, L, V] logits."""
     B, L = ids.shape
     dev = target.device
     ids = ids.to(dev)
     valid = torch.arange(L, device=dev)[None, :] < seq_len.to(dev)[:, None]  # [B, L]
     cache = target.new_cache()
     mask = causal_mask(torch.zeros(B, 0, dtype=torch.bool, device=dev), L, valid)  # [B, L, L]
-    out = target(ids, cache=cache, position_ids=torch.arange(L, device=dev).expand(B, L), mask=mask, taps=taps)
-    return Trunk(cache, valid, out.logits, out.taps)
+    out = target(ids, cache=cache, position_ids=torch.arange(L, device=dev).expand(B, L), mask=mask, taps=taps,
+                 hidden_only=hidden_only)
+    return Trunk(cache, valid, out.logits, out.taps, out.hidden)
 
 
 @torch.no_grad()
@@ -133,6 +144,22 @@ def branch_target_logits(target, trunk: Trunk, anchors: Tensor, branch: Tensor, 
     rows_valid = torch.arange(1, W, device=dev) < lengths[..., None]  # [B, A, W-1]: row i scores y_{i+1}
     rows = score_tree(target, trunk.cache, trunk.valid, anchors, branch[:, :, : W - 1], rows_valid).logits
     return torch.cat([first[:, :, None], rows], dim=2)  # [B, A, W, V]
+
+
+@torch.no_grad()
+def branch_target_hidden(target, trunk: Trunk, anchors: Tensor, branch: Tensor, lengths: Tensor) -> Tensor:
+    """`branch_target_logits` before the head, from a hidden_only trunk: [B, A, W, H] final-normed states
+    (target.head of row i = p_logits[:, :, i]); [B, A, W, V] never exists."""
+    B, A, W = branch.shape
+    dev = trunk.hidden.device
+    anchors, branch, lengths = anchors.to(dev), branch.to(dev), lengths.to(dev)
+    H = trunk.hidden.shape[-1]
+    first = trunk.hidden.gather(1, anchors[..., None].expand(B, A, H))  # [B, A, H]  read rule: anchor row
+    if W == 1:
+        return first[:, :, None]
+    rows_valid = torch.arange(1, W, device=dev) < lengths[..., None]  # [B, A, W-1]
+    rows = score_tree(target, trunk.cache, trunk.valid, anchors, branch[:, :, : W - 1], rows_valid, hidden_only=True)
+    return torch.cat([first[:, :, None], rows.hidden], dim=2)  # [B, A, W, H]
 
 
 def reference_branches(ids: Tensor, anchors: Tensor, W: int) -> Tensor:

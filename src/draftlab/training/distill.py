@@ -26,6 +26,18 @@ class TapTeacher:
         """feats [B, L, F] (L covers a+n-1), anchors [B, A] -> log p over the drafter's (draft) vocabulary
         for slots 1..n (n = 0: every proposed slot): [B, A, n, Vd], or [N, Vd] for the slots where the
         bool mask rows [B, A, n] is True (the head then runs on those rows only)."""
+        return drafter.logits(self.hidden(drafter, feats, anchors, n, rows)).log_softmax(-1)
+
+    def kl_rows(self, drafter, hidden: Tensor, logits: Tensor) -> Tensor:
+        """KL(p_target || q_drafter) per row from the target's normalised hidden rows [N, H] (`hidden`) and
+        the drafter's logits [N, Vd] -> [N] (one row chunk at a time in pretraining's chunked step)."""
+        with torch.no_grad():
+            lp = drafter.logits(hidden).log_softmax(-1)  # [N, Vd]
+        return (lp.exp() * (lp - logits.log_softmax(-1))).sum(-1)
+
+    @torch.no_grad()
+    def hidden(self, drafter, feats: Tensor, anchors: Tensor, n: int = 0, rows: Tensor | None = None) -> Tensor:
+        """The target's final-normed last-layer state at the block's positions: [B, A, n, H] or [N, H]."""
         B, L, _ = feats.shape
         n = n or drafter.block_size - 1
         pos = (anchors[..., None] + torch.arange(n, device=anchors.device)).clamp(max=L - 1)  # [B, A, n]
@@ -33,8 +45,7 @@ class TapTeacher:
         h = h.gather(1, pos.reshape(B, -1, 1).expand(-1, -1, h.shape[-1])).view(*pos.shape, -1)  # [B, A, n, H]
         if rows is not None:
             h = h[rows]  # [N, H]
-        h = self.w.to(h.device) * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps))  # the target's final norm
-        return drafter.logits(h).log_softmax(-1)
+        return self.w.to(h.device) * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps))  # the target's final norm
 
     def kl(self, drafter, feats: Tensor, anchors: Tensor, logits: Tensor, rows: Tensor | None = None) -> Tensor:
         """KL(p_target || q_drafter) per slot: the drafter's logits [B, A, n, Vd] -> [B, A, n]; or, with

@@ -80,14 +80,15 @@ class SequenceSet:
 @torch.no_grad()
 def target_features(target, ids: Tensor, valid: Tensor, taps: list[int], greedy: bool = True) -> tuple[Tensor, Tensor | None]:
     """ids [B, T] right-padded, valid [B, T] bool -> (taps [B, T, n_taps*H] in the target's dtype,
-    greedy [B, T] long with greedy[:, t] = argmax logits[:, t-1] and -1 at t=0; None if not asked).
+    greedy [B, T] long with greedy[:, t] = argmax logits[:, t-1] and -1 at t=0; None if not asked: the target's
+    pass then stops at the deepest tap, skipping the layers above it and the full-vocabulary head).
     Padding sits after every real token, so a causal pass leaves real positions exact."""
     B, T = ids.shape
     dev = target.device
     ids, valid = ids.to(dev), valid.to(dev)
     mask = causal_mask(torch.zeros(B, 0, dtype=torch.bool, device=dev), T, valid)  # [B, T, T]
     pos = torch.arange(T, device=dev).expand(B, T)
-    out = target(ids, position_ids=pos, mask=mask, taps=taps)
+    out = target(ids, position_ids=pos, mask=mask, taps=taps, need_logits=greedy)  # no greedy: stop at the deepest tap
     g = None
     if greedy:
         g = torch.full((B, T), -1, dtype=torch.long, device=dev)

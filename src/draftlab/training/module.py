@@ -26,6 +26,7 @@ from draftlab.drafter.masks import block_labels, default_gamma, greedy_block_lab
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.drafter.vocab import target_to_draft
 from draftlab.errors import DraftlabError
+from draftlab.kernels.chunked import map_rows
 from draftlab.training.features import target_features
 from draftlab.training.metrics import BlockStats
 
@@ -171,16 +172,25 @@ class DrafterModule(L.LightningModule):
         wk = w[:, :, 1:]  # [B, A, m]: slot 0 never reaches the head
         wv = wk * (didx[:, :, 1:] >= 0)  # [B, A, m]: and labels outside the draft vocabulary carry no CE
         rows = wk > 0  # [B, A, m]
-        if dense:
-            logits = self.drafter.logits(hidden[:, :, 1:m + 1], col)  # [B, A, m, Vd (+1 with the seed column)]
-            lg = logits[rows]  # [N, Vd]
+        kd = self.teacher is not None and getattr(self.cfg, "kd_weight", 0.0) > 0
+        y = didx[:, :, 1:][rows].clamp(min=0)  # [N]
+        # row chunks ([N, Vd] never whole; kernels.chunked); the seed column's per-row extra logit takes the dense head
+        chunk = 0 if dense or col is not None else getattr(self.cfg, "chunk_rows", 0)
+        if chunk > 0:  # the head, CE and KL `chunk` rows at a time
+            logits = None
+            th = self.teacher.hidden(self.drafter, feats, batch["anchors"], m, rows) if kd else None  # [N, H]
+            ce, kl = self._chunked_ce(hidden[:, :, 1:m + 1][rows], y, th, chunk)
         else:
-            logits, lg = None, self.drafter.logits(hidden[:, :, 1:m + 1][rows], None if col is None else col[rows])
-        ce = F.cross_entropy(lg, didx[:, :, 1:][rows].clamp(min=0), reduction="none")  # [N]
+            if dense:
+                logits = self.drafter.logits(hidden[:, :, 1:m + 1], col)  # [B, A, m, Vd (+1 with the seed column)]
+                lg = logits[rows]  # [N, Vd]
+            else:
+                logits, lg = None, self.drafter.logits(hidden[:, :, 1:m + 1][rows], None if col is None else col[rows])
+            ce = F.cross_entropy(lg, y, reduction="none")  # [N]
+            kl = self.teacher.kl(self.drafter, feats, batch["anchors"], lg, rows) if kd else None  # [N]
         num, den = (ce * wv[rows]).sum(), wv.sum()
         loss = global_ratio(num, den)
-        if self.teacher is not None and getattr(self.cfg, "kd_weight", 0.0) > 0:
-            kl = self.teacher.kl(self.drafter, feats, batch["anchors"], lg, rows)  # [N]
+        if kd:
             loss = loss + self.cfg.kd_weight * global_ratio((kl * wk[rows]).sum(), wk.sum())
         self.slot_predictions += int((wv > 0).sum())
         self.labels_seen += int(supervised.sum())
@@ -194,6 +204,19 @@ class DrafterModule(L.LightningModule):
         if "seeds" in batch:
             return batch["seeds"]
         return self.drafter.train_seeds(batch["ids"], batch["anchors"], batch["seq_len"])
+
+    def _chunked_ce(self, h: Tensor, y: Tensor, th: Tensor | None, chunk: int) -> tuple[Tensor, Tensor | None]:
+        """CE (and KL from the teacher's rows th [N, H]) of hidden rows h [N, H] vs draft labels y [N]."""
+        d = self.drafter
+        if th is None:
+            return map_rows(lambda hc, yc: F.cross_entropy(d.logits(hc), yc, reduction="none"), chunk, h, y), None
+
+        def both(hc, yc, tc):  # [c, 2]: CE and KL of one chunk from the same logits
+            lg = d.logits(hc)
+            return torch.stack([F.cross_entropy(lg, yc, reduction="none"), self.teacher.kl_rows(d, tc, lg)], -1)
+
+        out = map_rows(both, chunk, h, y, th)  # [N, 2]
+        return out[:, 0], out[:, 1]
 
     def log_train(self, loss: Tensor, bs: int) -> None:
         self.log("train/loss", loss.detach(), batch_size=bs, prog_bar=True)

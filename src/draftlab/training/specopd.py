@@ -4,7 +4,8 @@ Reused (not copied): the data module (`draftlab.training.data.BranchDataModule`:
 batches with branch anchors), the drafter module base (budget clock, optimiser, schedule,
 simulated-τ validation against the target's greedy tokens, best-state keeping, resumable counters),
 the fit driver (`draftlab.training.fit.train`) and the tap-feature cache (`FeatureStore`, used for
-validation; training takes its context taps from the trunk pass).
+validation and the CE arm when `specopd.cache_features`; otherwise those compute the taps in the step,
+and training always takes its context taps from the trunk pass).
 
 Objectives (same references, same number of updates, all starting from the pretrained drafter;
 names in `draftlab.specopd.objectives`):
@@ -80,7 +81,7 @@ class SpecOPDModule(DrafterModule):
     def __init__(self, drafter: DFlashDrafter, cfg: PretrainConfig, total_steps: int, val_names: list[str], target,
                  objective: str = "specopd", branch_width: int = 0, temperature: float = 1.0, rounds: int = 8,
                  eos_ids: list[int] = (), kernels: str = "auto", sample_seed: int = 0,
-                 tv_eval: Callable[[], dict] | None = None):
+                 tv_eval: Callable[[], dict] | None = None, chunk_rows: int = 0, vocab_chunk: int = 0):
         super().__init__(drafter, cfg, total_steps, val_names, target, val_labels="greedy")
         if objective not in OBJECTIVES:
             raise DraftlabError(f"unknown SpecOPD objective {objective!r}; choose one of: {', '.join(OBJECTIVES)}")
@@ -88,6 +89,7 @@ class SpecOPDModule(DrafterModule):
         self.W = branch_width or drafter.block_size - 1
         self.backend = None if kernels == "auto" else kernels
         self.sample_seed = sample_seed
+        self.chunk_rows, self.vocab_chunk = chunk_rows, vocab_chunk  # memory at scale (specopd.chunk_rows, vocab_chunk)
         self.last_terms: dict = {}
         self.branches_seen = 0  # branches (or rounds) supervised: positions per branch = slot_predictions / this
         self.tv_eval = tv_eval  # () -> the held-out T=1 evaluation of the current drafter (None: not selected on)
@@ -125,12 +127,13 @@ class SpecOPDModule(DrafterModule):
         target, d, step = self._target, self.drafter, int(self.global_step)
         if self.objective in ("specopd", "first_rejection"):
             t: Terms = specopd_terms(target, d, batch, self.W, self.temperature, self.sample_seed, step,
-                                     first_rejection=self.objective == "first_rejection", backend=self.backend)
+                                     first_rejection=self.objective == "first_rejection", backend=self.backend,
+                                     chunk_rows=self.chunk_rows, vocab_chunk=self.vocab_chunk)
         elif self.objective == "offpolicy_tv":
-            t = offpolicy_tv_terms(target, d, batch, self.W, self.backend, self.temperature)
+            t = offpolicy_tv_terms(target, d, batch, self.W, self.backend, self.temperature, self.chunk_rows)
         else:
             t = draft_opd_terms(target, d, batch, self.W, self.rounds, self.temperature, self.sample_seed, step,
-                                 self.eos_ids, self.backend)
+                                 self.eos_ids, self.backend, self.chunk_rows, self.vocab_chunk)
         loss, value = distributed_loss(self, t.numerator, t.count)
         self.slot_predictions += t.positions  # supervised draft positions
         self.branches_seen += int(t.count)
@@ -190,7 +193,8 @@ def heldout_tv(drafter: DFlashDrafter, target, seqs: SequenceSet, scfg, W: int, 
         items = [(i, sample_branch_anchors(int(seqs.lengths[i]), int(seqs.prompt_len[i]), scfg.anchors_per_seq, g))
                  for i in idx[c:c + scfg.batch_size]]
         batch = {k: v.to(dev) for k, v in collate(items).items()}
-        t = specopd_terms(target, drafter, batch, W, scfg.temperature, scfg.seed + 7919, c, backend=backend)
+        t = specopd_terms(target, drafter, batch, W, scfg.temperature, scfg.seed + 7919, c, backend=backend,
+                          chunk_rows=scfg.chunk_rows, vocab_chunk=scfg.vocab_chunk)
         num, cnt, accept = num + float(t.numerator), cnt + float(t.count), accept + t.expected_accept
         alpha_sum, pos = alpha_sum + t.mean_alpha * t.positions, pos + t.positions
     drafter.train(was)
@@ -211,7 +215,8 @@ def train_objective(drafter: DFlashDrafter, seqs: SequenceSet, scfg, objective: 
     W = scfg.branch_width or drafter.block_size - 1
     tv_eval = (lambda: heldout_tv(drafter, target, seqs, scfg, W)) if select_t1 else None
     module = SpecOPDModule(drafter, view, steps, dm.val_names, target, objective, scfg.branch_width, scfg.temperature,
-                           scfg.seq_rounds, target.eos_token_ids, scfg.kernels, scfg.seed, tv_eval)
+                           scfg.seq_rounds, target.eos_token_ids, scfg.kernels, scfg.seed, tv_eval, scfg.chunk_rows,
+                           scfg.vocab_chunk)
     tv_final: dict = {}
 
     def final_tv() -> None:  # the final state's T=1 acceptance, before the best state replaces it

@@ -5,7 +5,9 @@ explicit boolean attention mask over [cache slots + new tokens], and returns log
 states of the chosen layers ("taps", SPEC §1: the output of layer i, i.e. HF `hidden_states[i+1]`).
 Because the mask is always explicit, the same call serves prefill, cached extension, verification
 of a block, ragged multi-stream batches (rejected slots stay in the cache as masked "holes") and
-packed tree scoring (SpecOPD rows appended to a trunk cache). Plain torch: no paths, no Lightning.
+packed tree scoring (SpecOPD rows appended to a trunk cache). `need_logits=False` (training features:
+no label reads the logits) stops the pass once the deepest tap is computed; `hidden_only=True` returns the
+final-normed hidden state so a caller can apply the head (`head`) a few rows at a time. Plain torch: no paths, no Lightning.
 """
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 
 @dataclass
 class TargetOutput:
-    logits: Tensor  # [B, T, V] float32
+    logits: Tensor | None  # [B, T, V] float32; None when the pass stopped at the deepest tap (need_logits=False)
     taps: Tensor | None  # [B, T, n_taps * H] (model dtype); None when no taps were asked for
+    hidden: Tensor | None = None  # [B, T, H] final-normed last hidden state (hidden_only=True; `head` -> logits)
 
 
 class TargetModel(nn.Module):
@@ -43,7 +46,9 @@ class TargetModel(nn.Module):
         for i, layer in enumerate(self.layers):
             layer.register_forward_hook(self._make_hook(i))
         self._active_taps: tuple[int, ...] = ()
+        self._stop_at: int | None = None
         self._cache_kw = cache_keyword(model)
+        self._base_cache_kw = cache_keyword(model.model)  # the decoder without its head (hidden_only)
 
     # ---- facts about the model ------------------------------------------------------------
     @property
@@ -104,6 +109,8 @@ class TargetModel(nn.Module):
         def hook(_module, _inp, out):
             if i in self._active_taps:
                 self._tap_store[i] = out[0] if isinstance(out, tuple) else out
+                if i == self._stop_at:
+                    raise _StopForward  # the deepest tap is in: nothing above it is needed
 
         return hook
 
@@ -122,8 +129,13 @@ class TargetModel(nn.Module):
         mask: Tensor | None = None,  # [B, T, L+T] bool, True = may attend (L = cache length)
         taps: list[int] | tuple[int, ...] = (),
         logits_to_keep: int = 0,  # 0 = logits of every new token; n = only the last n (prefill: 1)
+        need_logits: bool = True,  # False: stop after the deepest tap (no later layers, no head; no cache)
+        hidden_only: bool = False,  # True: the final-normed hidden state instead of logits (`head` applies later)
     ) -> TargetOutput:
         B, T = input_ids.shape
+        if not need_logits and (cache is not None or not taps):
+            raise ValueError("need_logits=False stops the pass after the deepest tap: it needs taps and no KV cache "
+                             "(a cache would be left with only the lower layers filled)")
         past = cache.get_seq_length() if cache is not None else 0
         if position_ids is None:
             position_ids = torch.arange(past, past + T, device=input_ids.device).expand(B, T)
@@ -133,13 +145,34 @@ class TargetModel(nn.Module):
             raise ValueError(f"mask shape {tuple(mask.shape)} != {(B, T, past + T)}")
         add = additive_mask(mask, self.dtype)  # [B, 1, T, L+T]
         self._active_taps, self._tap_store = tuple(taps), {}
+        self._stop_at = None if need_logits else max(taps)
+        logits = hidden = None
         try:
-            out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add,
-                             use_cache=cache is not None, logits_to_keep=logits_to_keep, **{self._cache_kw: cache})
+            try:
+                if hidden_only:
+                    hidden = self.model.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add,
+                                              use_cache=cache is not None,
+                                              **{self._base_cache_kw: cache}).last_hidden_state  # [B, T, H]
+                else:
+                    out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=add,
+                                     use_cache=cache is not None, logits_to_keep=logits_to_keep,
+                                     **{self._cache_kw: cache})
+                    logits = out.logits.float()
+            except _StopForward:
+                pass
             tap = torch.cat([self._tap_store[i] for i in taps], dim=-1) if taps else None
         finally:
-            self._active_taps, self._tap_store = (), {}
-        return TargetOutput(out.logits.float(), tap)
+            self._active_taps, self._tap_store, self._stop_at = (), {}, None
+        return TargetOutput(logits, tap, hidden)
+
+    @torch.no_grad()
+    def head(self, hidden: Tensor) -> Tensor:
+        """Final-normed hidden states [..., H] (`hidden_only`) -> float32 logits [..., V]: the rest of the pass."""
+        return self.lm_head(hidden).float()
+
+
+class _StopForward(Exception):
+    """Raised by the deepest tap's hook in a `need_logits=False` pass (caught by `TargetModel.forward`)."""
 
 
 def cache_keyword(model: nn.Module) -> str:
@@ -197,6 +230,34 @@ class BufferedLayer(DynamicLayer):
         self.length = need
         return self._k[:, :, :need], self._v[:, :, :need]
 
+    @property
+    def capacity(self) -> int:
+        """Slots allocated per stream (>= `length`)."""
+        return 0 if self._k is None or self._k.dim() < 4 else self._k.shape[2]
+
+    def select_streams(self, idx: Tensor) -> None:
+        """Keep the streams `idx` [B'] (long), in that order, at the same capacity: a dropped stream
+        frees its rows, and the survivors do not re-allocate (and re-double) at their next append."""
+        if self.capacity == 0:
+            return
+        L = self.length
+        k = self._k.new_empty(idx.numel(), *self._k.shape[1:])  # [B', kv_heads, capacity, head_dim]
+        v = self._v.new_empty(idx.numel(), *self._v.shape[1:])
+        k[:, :, :L] = self._k[:, :, :L].index_select(0, idx)
+        v[:, :, :L] = self._v[:, :, :L].index_select(0, idx)
+        self._k, self._v = k, v
+
+    def gather_slots(self, index: Tensor) -> None:
+        """Re-order the slots of every stream in place: index [B, L'] (L' <= length) picks slot ids;
+        the capacity stays (the gathered slots are written back into the buffer)."""
+        k, v = self.keys, self.values  # [B, kv_heads, length, head_dim]
+        idx = index[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[-1])
+        gk, gv = k.gather(2, idx), v.gather(2, idx)  # [B, kv_heads, L', head_dim]
+        W = index.shape[1]
+        self._k[:, :, :W] = gk
+        self._v[:, :, :W] = gv
+        self.length = W
+
     def get_seq_length(self) -> int:
         return self.length if self.is_initialized else 0
 
@@ -241,6 +302,9 @@ def gather_cache(cache: DynamicCache, index: Tensor) -> None:
     """Re-order cache slots per stream: index [B, L'] picks slot ids (used to compact holes)."""
     for layer in cache.layers:
         if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
+            continue
+        if isinstance(layer, BufferedLayer):
+            layer.gather_slots(index)
             continue
         k, v = layer.keys, layer.values  # read both before assigning (the keys setter resets the length)
         idx = index[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[-1])

@@ -51,15 +51,18 @@ def tree_mask(trunk_valid: Tensor, anchors: Tensor, rows_per_branch: int, branch
 
 @torch.no_grad()
 def score_tree(target: TargetModel, cache, trunk_valid: Tensor, anchors: Tensor, branch_tokens: Tensor,
-               branch_valid: Tensor | None = None) -> TargetOutput:
+               branch_valid: Tensor | None = None, hidden_only: bool = False) -> TargetOutput:
     """Score branch rows against a filled trunk cache; the cache is restored afterwards.
 
     branch_tokens [B, A, R] (R = W-1, branch tokens 1..W-1). Returns logits [B, A, R, V]: row i of
-    branch b is the target's distribution for branch token i+1.
+    branch b is the target's distribution for branch token i+1 (hidden_only: the final-normed hidden
+    states [B, A, R, H] instead, `target.head` gives the logits).
     """
     B, A, R = branch_tokens.shape
     L = cache.get_seq_length()
     mask, pos = tree_mask(trunk_valid, anchors, R, branch_valid)
-    out = target(branch_tokens.reshape(B, A * R), cache=cache, position_ids=pos, mask=mask)
+    out = target(branch_tokens.reshape(B, A * R), cache=cache, position_ids=pos, mask=mask, hidden_only=hidden_only)
     crop_cache(cache, L)
+    if hidden_only:
+        return TargetOutput(None, None, out.hidden.reshape(B, A, R, -1))
     return TargetOutput(out.logits.reshape(B, A, R, -1), None)
