@@ -5,8 +5,8 @@ so it is part of Streamlit's cache key: a file rewritten by a new run, or a corr
 read again on the next rerun in every browser session. (Streamlit leaves parameters whose name starts with
 `_` out of the key; the stamps must not be named so.) The sidebar's "Reload data" button clears every
 cache at once (including the MLflow runs and the list of DVC experiments, which expire after 30 / 60 s).
-Each page's header says how old its data is and which git revision it belongs to (loaders.provenance).
-Also the two display helpers every page shares: `missing` (an absent vs a corrupt file) and `fmt_na`.
+Each page's header says how old its data is and which git revision it belongs to (provenance.provenance).
+Also the display helpers every page shares: `missing` (an absent vs a corrupt file), `fmt_na` and `options`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ import pandas as pd
 import streamlit as st
 
 import loaders as L
+import provenance as V
 import runs_data as R
+import tokens as T
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -27,7 +29,7 @@ def _benchmark(root: str, stamp: tuple):
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _benchmark_at(root: str, rev: str, head: str):
-    return L.load_benchmark_at(Path(root), rev)
+    return V.load_benchmark_at(Path(root), rev)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -42,7 +44,7 @@ def _rounds(root: str, stamp: tuple):
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _tokenizer(root: str, stamp: tuple):
-    return L.load_tokenizer(Path(root))
+    return T.load_tokenizer(Path(root))
 
 
 @st.cache_data(show_spinner=False, max_entries=4, ttl=30)
@@ -57,12 +59,12 @@ def _history(uri: str, run_ids: tuple, key: str, stamp: tuple):
 
 @st.cache_data(show_spinner=False, max_entries=8, ttl=30)
 def _provenance(root: str, rels: tuple, stamp: tuple):
-    return L.provenance(Path(root), rels)
+    return V.provenance(Path(root), rels)
 
 
 @st.cache_data(show_spinner=False, max_entries=4, ttl=60)
 def _experiments(root: str, refs: tuple):
-    return L.experiments(Path(root))
+    return V.experiments(Path(root))
 
 
 def stamps(root: Path, rels) -> tuple:
@@ -75,7 +77,7 @@ def benchmark(root: Path):
 
 def benchmark_at(root: Path, rev: str):
     """A revision's benchmark detail; the key includes HEAD's sha so a moved branch name is read again."""
-    head = L.git(root, "rev-parse", rev) or ""
+    head = V.git(root, "rev-parse", rev) or ""
     return _benchmark_at(str(root), rev, head.strip())
 
 
@@ -88,7 +90,7 @@ def rounds(root: Path):
 
 
 def tokenizer(root: Path):
-    f = L.tokenizer_file(root)
+    f = T.tokenizer_file(root)
     return _tokenizer(str(root), L.stamp(f))
 
 
@@ -104,7 +106,7 @@ def history(uri: str, run_ids: tuple, key: str):
 
 def experiments(root: Path):
     """The commits and DVC experiments of root (`dvc exp show --json`), read again when git's refs change."""
-    refs = L.git(root, "for-each-ref", "--format=%(objectname)", "refs/exps", "refs/heads") or ""
+    refs = V.git(root, "for-each-ref", "--format=%(objectname)", "refs/exps", "refs/heads") or ""
     return _experiments(str(root), (refs, L.stamp(Path(root) / ".git" / "HEAD")))
 
 
@@ -127,7 +129,7 @@ def reload_button() -> None:
 def header(root: Path, title: str, rels) -> None:
     """The page title and one line on the data's age and git revision."""
     st.header(title)
-    st.caption(L.provenance_text(provenance(root, rels)), help="Age: the newest of the page's files. Revision: the "
+    st.caption(V.provenance_text(provenance(root, rels)), help="Age: the newest of the page's files. Revision: the "
                "repository's HEAD and the last commit that touched those files; 'differ' means a run rewrote them "
                "since (or they were edited) and the result is not committed yet.")
 
@@ -154,3 +156,8 @@ def fmt_na(df: pd.DataFrame, digits: int = 3, percent: tuple[str, ...] = ()) -> 
             form = "{:.1%}" if c in percent else f"{{:.{digits}f}}"
             out[c] = col.map(lambda v: "n/a" if v is None or pd.isna(v) else form.format(v))
     return out
+
+
+def options(values) -> list:
+    """The distinct values of a column, sorted (numbers and text apart), for a page's select boxes."""
+    return sorted(pd.unique(pd.Series(list(values))).tolist(), key=lambda v: (str(type(v)), v))

@@ -18,6 +18,7 @@ import streamlit as st
 import cached as C
 import loaders as L
 import plots as P
+import provenance as V
 from cached import fmt_na, missing
 from colours import arm_order
 
@@ -34,7 +35,7 @@ def pick_source(col, label: str, root: Path) -> tuple[str, dict | L.Missing]:
         if not folder.is_dir():
             return label, L.Missing(f"`{folder}` is not a folder: give a folder that holds results/benchmark.json.")
         folder = folder.resolve()
-        col.caption(L.provenance_text(C.provenance(folder, (L.benchmark_file(folder),))))
+        col.caption(V.provenance_text(C.provenance(folder, (L.benchmark_file(folder),))))
         return f"{label}: {folder.name or folder}", C.benchmark(folder)
     exps = C.experiments(root)
     rows = [] if isinstance(exps, L.Missing) else exps

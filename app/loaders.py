@@ -1,24 +1,19 @@
-"""Read-only access to the pipeline's outputs for the explorer (no Streamlit here, so tests and notebooks
+"""Read-only access to the benchmark's outputs for the explorer (no Streamlit here, so tests and notebooks
 can use it too). Nothing in this module writes: missing, partial or corrupt outputs come back as `Missing`
 (a message naming the file and the stage that rebuilds it), never as an exception.
 
 Files read (docs/contracts.md): results/benchmark.json (the benchmark's full detail; an older
-metrics/benchmark.json with per-suite results is read too), plots/benchmark_*.csv,
-data/benchmark_rounds.parquet, models/target/ (tokenizer only), dvc.yaml (which stage writes which file),
-and — for the data's age, its git revision and the comparison of two revisions or DVC experiments — `git`
-(rev-parse, log, status, show, for-each-ref) and `dvc exp show --json`, both read-only. The MLflow store
-(params.yaml `tracking.uri`) is read by `runs_data`.
+metrics/benchmark.json with per-suite results is read too), plots/benchmark_*.csv and
+data/benchmark_rounds.parquet. The other readers sit beside it: `tokens` (the target's tokenizer in
+models/target/), `provenance` (the data's age and git revision, which dvc.yaml stage writes a file, other
+git revisions and DVC experiments) and `runs_data` (the MLflow store named by params.yaml `tracking.uri`).
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
 
 import pandas as pd
 
@@ -26,7 +21,6 @@ ROOT_ENV = "DRAFTLAB_ROOT"
 BENCH_JSON = "results/benchmark.json"
 LEGACY_BENCH_JSON = "metrics/benchmark.json"  # before the headline/detail split: the detail was a DVC metric
 ROUNDS = "data/benchmark_rounds.parquet"
-TARGET = "models/target"
 PLOTS = {
     "tau_per_slot": "plots/benchmark_tau_per_slot.csv",
     "coverage": "plots/benchmark_coverage.csv",
@@ -187,255 +181,3 @@ def pairs_frame(detail: dict) -> pd.DataFrame:
                      "tokens/s ratio (a ÷ b)": p.get("tokens_per_s_ratio"), "ratio lo": ci_r[0], "ratio hi": ci_r[1],
                      "speed beyond noise": p.get("speed_exceeds_noise")})
     return pd.DataFrame(rows)
-
-
-# ---------------------------------------------------------------- tokenizer
-class TokenText:
-    """Token id -> visible text: whitespace shown as ␣ ↵ ⇥, special tokens as ⟨name⟩, unknown ids as #id."""
-
-    def __init__(self, tokenizer=None, special: set[int] | None = None, source: str = ""):
-        self.tok, self.special, self.source = tokenizer, special or set(), source
-        self._cache: dict[int, str] = {}
-
-    @property
-    def available(self) -> bool:
-        return self.tok is not None
-
-    def raw(self, tid: int) -> str:
-        tid = int(tid)
-        if self.tok is None or tid < 0:
-            return ""
-        try:
-            s = self.tok.decode([tid], skip_special_tokens=False)
-        except Exception:  # noqa: BLE001
-            s = ""
-        if not s or "\ufffd" in s:  # a partial UTF-8 byte: show the vocabulary entry instead
-            s = self.tok.id_to_token(tid) or ""
-        return s
-
-    def __call__(self, tid: int | None) -> str:
-        if tid is None:
-            return "·"
-        tid = int(tid)
-        if tid < 0:
-            return "∅"  # beyond the end of the output
-        if tid in self._cache:
-            return self._cache[tid]
-        if self.tok is None:
-            out = f"#{tid}"
-        else:
-            s = self.raw(tid)
-            if tid in self.special:
-                out = f"⟨{s}⟩"
-            elif s == "":
-                out = f"#{tid}"
-            else:
-                out = visible(s)
-        self._cache[tid] = out
-        return out
-
-    def text(self, ids) -> str:
-        """A whole sequence decoded together, whitespace made visible."""
-        ids = [int(i) for i in ids if i is not None and int(i) >= 0]
-        if self.tok is None:
-            return " ".join(f"#{i}" for i in ids)
-        return visible(self.tok.decode(ids, skip_special_tokens=False), keep_newlines=True)
-
-
-def visible(s: str, keep_newlines: bool = False) -> str:
-    s = s.replace(" ", "␣").replace("\t", "⇥").replace("\r", "␍")
-    return s.replace("\n", "↵\n" if keep_newlines else "↵")
-
-
-def tokenizer_file(root: Path) -> Path | None:
-    """models/target/tokenizer.json, or the one in the folder draftlab_target.json points at."""
-    tdir = Path(root) / TARGET
-    if (tdir / "tokenizer.json").exists():
-        return tdir / "tokenizer.json"
-    meta = tdir / "draftlab_target.json"
-    if meta.exists():
-        try:
-            path = json.loads(meta.read_text()).get("path")
-        except (OSError, ValueError):
-            path = None
-        if path and (Path(path) / "tokenizer.json").exists():
-            return Path(path) / "tokenizer.json"
-    return None
-
-
-def load_tokenizer(root: Path) -> TokenText:
-    """The target's tokenizer via the light `tokenizers` library (no model, no transformers import).
-    Without one, ids are shown as #id and `source` says which stage writes it."""
-    f = tokenizer_file(root)
-    if f is None:
-        return TokenText(None, source=f"no tokenizer in `{TARGET}/`: run `dvc repro prepare_target` (ids shown as #id)")
-    try:
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(str(f))
-        special = set()
-        try:
-            cfg = json.loads(f.read_text())
-            special = {int(a["id"]) for a in cfg.get("added_tokens", []) if a.get("special")}
-        except (OSError, ValueError, KeyError):
-            pass
-        return TokenText(tok, special, str(f))
-    except Exception as e:  # noqa: BLE001
-        return TokenText(None, source=f"tokenizer `{f}` could not be loaded ({e}); ids shown as #id")
-
-
-
-
-# ---------------------------------------------------------------- provenance: the data's age and git revision
-def git(root: Path, *args: str, timeout: float = 10.0) -> str | None:
-    """stdout of a read-only git command in root (None when git or the repository is missing)."""
-    try:
-        r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=timeout)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return r.stdout.decode("utf-8", "replace") if r.returncode == 0 else None
-
-
-def age_text(seconds: float) -> str:
-    for unit, n in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= n:
-            return f"{seconds / n:.1f} {unit}" if unit != "min" else f"{seconds / n:.0f} {unit}"
-    return f"{seconds:.0f} s"
-
-
-def provenance(root: Path, rels: tuple[str, ...] | list[str], now: float | None = None) -> dict:
-    """Where the shown data comes from: the newest of `rels` under root (its path, modification time, age),
-    the repository's HEAD (short sha, branch), the last commit that touched those files and whether they
-    differ from it (written by a run since, or edited)."""
-    root = Path(root)
-    present = [(r, (root / r).stat().st_mtime) for r in rels if (root / r).exists()]
-    out: dict[str, Any] = {"files": [r for r, _ in present]}
-    if present:
-        newest, mt = max(present, key=lambda x: x[1])
-        out.update(newest=newest, mtime=mt, age_s=max(0.0, (now or time.time()) - mt))
-    head = git(root, "rev-parse", "--short", "HEAD")
-    if head is None:
-        out["git"] = None
-        return out
-    paths = [r for r, _ in present] or list(rels)
-    branch = (git(root, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
-    last = (git(root, "log", "-1", "--format=%h %cs", "--", *paths) or "").strip()
-    status = (git(root, "status", "--porcelain", "--", *paths) or "").strip()
-    out["git"] = {"head": head.strip(), "branch": branch, "last_commit": last or None,
-                  "modified": bool(status), "untracked": status.startswith("??") if status else False}
-    return out
-
-
-def provenance_text(p: dict) -> str:
-    """One line: 'data written 2.1 h ago (results/benchmark.json) · git abc1234 (main) · uncommitted …'."""
-    parts = []
-    if p.get("newest"):
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(p["mtime"]))
-        parts.append(f"data written {age_text(p['age_s'])} ago ({when}, `{p['newest']}`)")
-    else:
-        parts.append("no data files yet")
-    g = p.get("git")
-    if g is None:
-        parts.append("not a git repository (no revision)")
-    else:
-        parts.append(f"git HEAD {g['head']}" + (f" ({g['branch']})" if g["branch"] and g["branch"] != "HEAD" else ""))
-        if g["last_commit"]:
-            parts.append(f"files last committed in {g['last_commit']}")
-        if g["modified"]:
-            parts.append("the files differ from that commit (a newer run, not committed)"
-                         if not g["untracked"] else "the files are not committed")
-    return " · ".join(parts)
-
-
-# ---------------------------------------------------------------- which stage writes a file (dvc.yaml)
-def producers(root: Path) -> dict[str, str]:
-    """{path: stage} for every out / metric / plot declared under dvc.yaml's stages (folders included)."""
-    p = Path(root) / "dvc.yaml"
-    if not p.exists():
-        return {}
-    try:
-        import yaml
-
-        d = yaml.safe_load(p.read_text()) or {}
-    except Exception:  # noqa: BLE001 - a broken dvc.yaml only loses the stage names in messages
-        return {}
-    out = {}
-    for stage, s in (d.get("stages") or {}).items():
-        for kind in ("outs", "metrics", "plots"):
-            for item in (s or {}).get(kind) or []:
-                for path in ([item] if isinstance(item, str) else list(item)):
-                    out[str(path)] = stage
-    return out
-
-
-def producer(root: Path, rel: str, default: str = "benchmark") -> str:
-    prod = producers(root)
-    if rel in prod:
-        return prod[rel]
-    for path, stage in prod.items():  # a file inside a declared folder
-        if rel.startswith(path.rstrip("/") + "/"):
-            return stage
-    return default
-
-
-# ---------------------------------------------------------------- other revisions: git revisions and DVC experiments
-def read_at(root: Path, rel: str, rev: str | None = None) -> str | None:
-    """The text of `rel` in the working tree (rev None) or at a git revision / DVC experiment commit."""
-    if rev is None:
-        try:
-            return (Path(root) / rel).read_text()
-        except (OSError, UnicodeDecodeError):
-            return None
-    return git(root, "show", f"{rev}:{rel}", timeout=30)
-
-
-def load_benchmark_at(root: Path, rev: str | None) -> dict | Missing:
-    """The benchmark detail of the working tree (rev None) or of a revision: results/benchmark.json there,
-    else the older metrics/benchmark.json (which held the detail before the split)."""
-    if rev is None:
-        return load_benchmark(root)
-    for rel in (BENCH_JSON, LEGACY_BENCH_JSON):
-        text = read_at(root, rel, rev)
-        if text is not None:
-            return parse_benchmark(text, rel, f"revision {rev}")
-    return Missing(f"Revision `{rev}` has no `{BENCH_JSON}` (nor `{LEGACY_BENCH_JSON}`) in {root}: is it a commit or "
-                   f"DVC experiment of this repository that ran the benchmark?")
-
-
-def dvc_bin() -> str:
-    b = Path(sys.executable).parent / "dvc"
-    return str(b) if b.exists() else "dvc"
-
-
-def experiments(root: Path, run: Callable[..., Any] = subprocess.run) -> list[dict] | Missing:
-    """[{name, rev, baseline, kind}] of the repository's commits and DVC experiments, from `dvc exp show --json`
-    (baselines: the branch / commit rows; experiments: their `revs`), else from git's refs/exps."""
-    rows: list[dict] = []
-    try:
-        r = run([dvc_bin(), "exp", "show", "--json"], cwd=str(root), capture_output=True, timeout=120,
-                env={**os.environ, "DVC_NO_ANALYTICS": "1"})
-        data = json.loads(r.stdout or b"null") if r.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError, ValueError):
-        data = None
-    if isinstance(data, list):
-        for base in data:
-            if base.get("rev") == "workspace":
-                continue
-            brev = base.get("rev")
-            rows.append({"name": base.get("name") or str(brev)[:7], "rev": brev, "baseline": brev, "kind": "commit"})
-            for exp in base.get("experiments") or []:
-                for e in exp.get("revs") or []:
-                    rows.append({"name": e.get("name") or exp.get("name") or str(e.get("rev"))[:7], "rev": e.get("rev"),
-                                 "baseline": brev, "kind": "experiment"})
-        return rows
-    refs = git(root, "for-each-ref", "--format=%(objectname) %(refname)", "refs/exps")
-    if refs is None:
-        return Missing(f"{root} is not a git repository with DVC experiments (`dvc exp show` and `git for-each-ref` "
-                       f"found nothing); compare two folders instead.")
-    for line in refs.splitlines():
-        sha, ref = line.split(" ", 1)
-        if "/exec/" in ref:
-            continue
-        parts = ref.split("/")  # refs/exps/<2 chars>/<rest of the baseline sha>/<name>
-        rows.append({"name": parts[-1], "rev": sha, "baseline": "".join(parts[2:-1]), "kind": "experiment"})
-    return rows

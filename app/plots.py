@@ -261,8 +261,9 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
     averages any remaining whole-number dimension that is neither x nor y (e.g. the slot of the coverage file,
     said in the title). Files with only numeric columns (training curves) fold every numeric column in."""
     import loaders as L
+    import provenance as V
 
-    stage = L.producer(root, d["path"], d.get("stage") or "benchmark")
+    stage = V.producer(root, d["path"], d.get("stage") or "benchmark")
     if Path(d["path"]).suffix != ".csv":
         return L.Missing(f"`{d['path']}` is not a CSV plot; `dvc plots show --json` renders it (below).")
     df = L.read_csv(root, d["path"], stage)

@@ -40,11 +40,12 @@ def run(params) -> None:
 
         return tick
 
-    with stage_run("benchmark", {k: p[k] for k in ("target", "data", "benchmark", "profile", "pld")}, params.tracking,
+    logged = ("target", "data", "reference", "benchmark", "profile", "pld")  # reference: the chat suite's carving
+    with stage_run("benchmark", {k: p[k] for k in logged}, params.tracking,
                    {"target": t.name, "profile": params.profile.name}) as mlrun:
         detail, runs = run_benchmark(target, cfg, params.data, checkpoints,
                                      {"target": t.name, "profile": params.profile.name}, progress,
-                                     params.pld, params.drafter.block_size)
+                                     params.pld, params.drafter.block_size, reference=params.reference)
         if bar is not None:
             bar.close()
         detail["config"] = to_dict(params.benchmark)

@@ -16,12 +16,18 @@ OK_TEXT = "params.yaml passed stages/check_params.py\n"
 
 
 def local_files(params) -> dict[str, dict[str, str]]:
-    """stage -> {suite name (or 'local_jsonl') -> file} of the local prompt files that stage reads."""
+    """stage -> {suite name (or 'local_jsonl') -> file} of the local prompt files that stage reads. The
+    benchmark's sharegpt-chat suite is carved from the pools the reference stage splits, so with it the
+    benchmark reads the reference stage's files too."""
+    from draftlab.data.suites import CHAT_SUITE
+
     d = params.data
     ref = {s: d.local_suites[s] for s in d.eval_suites if s in d.local_suites}
     if d.local_jsonl:
         ref["local_jsonl"] = d.local_jsonl
     bench = {s: d.local_suites[s] for s in params.benchmark.suites if s in d.local_suites}
+    if CHAT_SUITE in params.benchmark.suites:
+        bench.update(ref)
     return {"reference": ref, "benchmark": bench}
 
 

@@ -14,8 +14,9 @@ def run(params) -> None:
     import pandas as pd
 
     from draftlab.params import to_dict
-    from draftlab.data.references import generate_references, select_prompts
+    from draftlab.data.references import select_prompts
     from draftlab.io import write_parquet
+    from draftlab.pipeline.reference import generate_references
     from draftlab.verifier.load import load_target
     from draftlab.tracking import stage_run
 

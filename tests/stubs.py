@@ -6,6 +6,7 @@
   bookkeeping: block positions, context positions, and (check_feats) that the context features it is
   handed are the target's taps of the committed tokens.
 - `FixedDrafter` proposes from one fixed logits table [n, V] every round (sampling tests).
+- `WordTokenizer`: one id per whitespace-separated word, no chat template (prompt-selection tests).
 """
 from __future__ import annotations
 
@@ -129,3 +130,15 @@ class FixedDrafter:
         B, S = ids.shape
         logits = torch.cat([torch.zeros(1, self.table.shape[1]), self.table])[None].expand(B, S, -1).clone()
         return StubDraftOutput(logits, torch.zeros(B, S, self.hidden_size), self.vocab, ids)
+
+
+class WordTokenizer:
+    """A whitespace "tokenizer" (ids 0..n-1 for n words): enough to test prompt selection and truncation."""
+
+    chat_template = None
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": list(range(len(text.split())))}
+
+    def decode(self, ids):
+        return " ".join("w" for _ in ids)

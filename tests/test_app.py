@@ -20,6 +20,8 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import grid as G  # noqa: E402
 import loaders as L  # noqa: E402
 import plots as P  # noqa: E402
+import provenance as V  # noqa: E402
+import tokens as T  # noqa: E402
 
 VOCAB = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", " the", " cat", " sat", " on", " mat", "\n", " a", " dog",
          " ran", " to", " and", " it", " was", " big", " red", " hat", " sun", " key", " keys", " is", " are",
@@ -341,9 +343,9 @@ def test_partial_outputs(tmp_path):
 
 
 def test_tokenizer_visible_text(fixture_root, tmp_path):
-    tok = L.load_tokenizer(fixture_root)
+    tok = T.load_tokenizer(fixture_root)
     assert tok(3) == "␣the" and tok(8) == "↵" and tok(2) == "⟨<|im_end|>⟩" and tok(-1) == "∅"
-    none = L.load_tokenizer(tmp_path)
+    none = T.load_tokenizer(tmp_path)
     assert not none.available and none(5) == "#5" and "prepare_target" in none.source
 
 
@@ -424,11 +426,11 @@ def test_pages_say_data_age_and_revision(tmp_path):
     assert "not a git repository" in line
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     _git_commit(root, "outputs")
-    p = L.provenance(root, (L.BENCH_JSON,))
+    p = V.provenance(root, (L.BENCH_JSON,))
     assert p["git"]["head"] and p["git"]["last_commit"] and not p["git"]["modified"]
     _set_tau(root / L.BENCH_JSON, "dcoco", 2.4)
-    assert L.provenance(root, (L.BENCH_JSON,))["git"]["modified"]
-    assert "differ from that commit" in L.provenance_text(L.provenance(root, (L.BENCH_JSON,)))
+    assert V.provenance(root, (L.BENCH_JSON,))["git"]["modified"]
+    assert "differ from that commit" in V.provenance_text(V.provenance(root, (L.BENCH_JSON,)))
 
 
 def _git_commit(root: Path, msg: str) -> None:
@@ -440,7 +442,7 @@ def _git_commit(root: Path, msg: str) -> None:
 def test_heatmap_frame_and_page(fixture_root):
     row = _rounds().query("arm == 'dcoco' and temperature == 0 and round == 0").iloc[0]
     g = G.build(row)
-    frame = G.heatmap_frame(g, L.load_tokenizer(fixture_root))
+    frame = G.heatmap_frame(g, T.load_tokenizer(fixture_root))
     cells, marks = frame[frame.rule == ""], frame[frame.rule != ""]
     assert len(cells) == (N - 1) * K * K and set(marks["rule"]) == {"greedy", "globalsum", "geometric"}
     greedy = marks[marks.rule == "greedy"].sort_values("p")
@@ -524,24 +526,24 @@ def test_compare_git_revisions_and_experiments(tmp_path):
     t = at.dataframe[0].value
     assert t.loc["dcoco", "B: HEAD − A: HEAD~1"] == pytest.approx(-0.25)
     # the experiment list: `dvc exp show --json` rows (this layout is DVC 3's), else git's refs/exps
-    sha = L.git(root, "rev-parse", "HEAD").strip()
+    sha = V.git(root, "rev-parse", "HEAD").strip()
     shown = [{"rev": "workspace", "name": None, "experiments": None},
              {"rev": sha, "name": "main", "experiments": [{"name": "exp-lr", "revs": [{"rev": "f" * 40, "name": "exp-lr"}]}]}]
 
     class Ran:
         returncode, stdout = 0, json.dumps(shown).encode()
 
-    rows = L.experiments(root, run=lambda *a, **k: Ran())
+    rows = V.experiments(root, run=lambda *a, **k: Ran())
     assert [(r["name"], r["kind"]) for r in rows] == [("main", "commit"), ("exp-lr", "experiment")]
     subprocess.run(["git", "update-ref", f"refs/exps/{sha[:2]}/{sha[2:]}/exp-b", sha], cwd=root, check=True)
 
     def no_dvc(*a, **k):
         raise OSError("no dvc")
 
-    rows = L.experiments(root, run=no_dvc)
+    rows = V.experiments(root, run=no_dvc)
     assert rows == [{"name": "exp-b", "rev": sha, "baseline": sha, "kind": "experiment"}]
-    assert isinstance(L.load_benchmark_at(root, "exp-nope"), L.Missing)
-    assert L.load_benchmark_at(root, sha)["summary"]["dcoco"]["tau_t0"] == pytest.approx(1.95)
+    assert isinstance(V.load_benchmark_at(root, "exp-nope"), L.Missing)
+    assert V.load_benchmark_at(root, sha)["summary"]["dcoco"]["tau_t0"] == pytest.approx(1.95)
 
 
 KIND_REV = "git revision / DVC experiment"

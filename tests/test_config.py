@@ -110,7 +110,7 @@ def test_headline_ablation_and_pairs_fail_in_one_line(root):
         (["benchmark.sampled_arms=[ar,dcoco-nopair]", "benchmark.ablation_arms=[dflash-long,specopd-dcoco]"],
          r"^benchmark.sampled_arms names 'dcoco-nopair', which does not run"),
         (["benchmark.ablation_prompts_per_suite=9"],
-         r"^benchmark.ablation_prompts_per_suite=9 exceeds benchmark.prompts_per_suite=6"),
+         r"^benchmark.ablation_prompts_per_suite=9 exceeds benchmark.prompts_per_suite=4; they are the first prompts"),
     ]
     for overrides, msg in cases:
         with pytest.raises(ConfigError, match=msg) as e:

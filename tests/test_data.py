@@ -38,20 +38,13 @@ def test_dedupe_counts_empty_and_duplicates():
 
 
 def test_no_eval_prompt_reaches_training(root):
+    from stubs import WordTokenizer
+
     from draftlab.params import load_params
     from draftlab.data.references import select_prompts
 
-    class Tok:  # a whitespace "tokenizer" is enough to test selection
-        chat_template = None
-
-        def __call__(self, text, add_special_tokens=True):
-            return {"input_ids": list(range(len(text.split())))}
-
-        def decode(self, ids):
-            return " ".join("w" for _ in ids)
-
     params = load_params(root / "params.yaml", ["reference.num_train_prompts=20000", "reference.num_eval_per_suite=1000"])
-    chosen, stats = select_prompts(params.data, params.reference, Tok(), 4096)
+    chosen, stats = select_prompts(params.data, params.reference, WordTokenizer(), 4096)
     evals = {normalise(p.prompt.text) for p in chosen if p.split == "eval"}
     train = {normalise(p.prompt.text) for p in chosen if p.split != "eval"}
     assert len(evals) == 80 + 164 + 311 - 0 or len(evals) > 500

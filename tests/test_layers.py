@@ -10,19 +10,21 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "draftlab"
 
-# lowest first; a module may import modules of its own layer or of a lower one
+# lowest first; a module may import modules of its own layer or of a lower one. Each entry is a top-level
+# module or package of src/draftlab, so a package lives in one layer, every module of it included: no
+# module sits apart from its package (test_a_package_lives_in_one_layer).
 LAYERS = [
     ["errors"],
-    ["io", "kernels", "data.suites", "data.templates", "corrector.variants", "specopd.objectives"],
+    ["io", "kernels", "data"],
     ["verifier"],
     ["drafter"],
     ["decoding"],
     ["corrector", "specopd"],
     ["config", "params"],
-    ["data", "training", "tracking"],
+    ["training", "tracking"],
     ["bench"],
     ["pipeline"],
-    ["cli", "config.__main__"],  # the console script (`python -m draftlab.config` runs its commands)
+    ["cli"],  # the console script
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
 PLAIN = ("errors", "io", "kernels", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
@@ -90,15 +92,23 @@ def modules() -> dict[str, set[str]]:
 
 
 def layer(name: str) -> int:
-    best, depth = None, -1
+    """The layer of a module: its top-level package's."""
+    top = name.split(".")[0]
     for i, names in enumerate(LAYERS):
-        for prefix in names:
-            if (name == prefix or name.startswith(prefix + ".")) and prefix.count(".") > depth:
-                best, depth = i, prefix.count(".")
-    if best is None:
-        raise AssertionError(f"module draftlab.{name} is in no layer; add it to LAYERS in tests/test_layers.py "
-                             "(and to docs/architecture.md)")
-    return best
+        if top in names:
+            return i
+    raise AssertionError(f"module draftlab.{name} is in no layer; add {top} to LAYERS in tests/test_layers.py "
+                         "(and to docs/architecture.md)")
+
+
+def test_a_package_lives_in_one_layer():
+    """No exception: every entry of LAYERS is a top-level module or package (not a submodule placed on a
+    layer of its own), named once, and exists."""
+    names = [n for names in LAYERS for n in names]
+    assert all("." not in n for n in names), [n for n in names if "." in n]
+    assert len(names) == len(set(names))
+    tops = {m.split(".")[0] for m in modules() if m}
+    assert set(names) == tops, (set(names) ^ tops)
 
 
 def test_every_module_has_a_layer():

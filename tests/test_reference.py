@@ -140,7 +140,8 @@ def test_reference_engines_agree():
     prompt lengths and early EOS included."""
     from conftest import tiny_target
 
-    from draftlab.data.references import EncodedPrompt, generate_references
+    from draftlab.data.references import EncodedPrompt
+    from draftlab.pipeline.reference import generate_references
     from draftlab.data.suites import Prompt
 
     target = tiny_target("llama", seed=3)

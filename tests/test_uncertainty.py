@@ -207,6 +207,13 @@ def test_paired_sizing_scales_with_length_and_meets_its_targets():
     assert res["prompts_per_suite"] == e["prompts_per_suite"] == max(e["tau_prompts_per_suite"], e["ratio_prompts_per_suite"])
     assert res["meets_t0"] and e["tau_halfwidth_at_plan"] <= 0.05 and e["ratio_halfwidth_at_plan"] <= 0.02
     assert "good vs base (t1)" not in res["pairs"]  # `good` does not decode at T>0 in this plan
+    more = paired_plan(detail, BenchPlan(**{**plan.__dict__, "suites": ["a", "b", "c", "new"]}), 0.05, 0.02)
+    m = more["pairs"]["good vs base (t0)"]  # a suite the pilot lacks: the pilot's root-mean-square spread
+    assert more["assumed_suites"] == ["new"] and m["tau_sd_by_suite"]["new"] == pytest.approx(
+        np.sqrt(np.mean([v ** 2 for k, v in e["tau_sd_by_suite"].items()])), abs=1e-3)
+    four = BenchPlan(**{**plan.__dict__, "suites": ["a", "b", "c", "new"]})  # and the pilot suites' mean cost
+    assert plan_minutes(detail, four, 10, 0)["parts"]["headline_t0"] == pytest.approx(
+        4 / 3 * plan_minutes(detail, plan, 10, 0)["parts"]["headline_t0"], rel=0.02)
     # cost scaling: answers that stopped before the pilot's limit keep their length; those at it grow with the limit
     lengths = [t for r in runs for t in (len(x) for x in r.result.tokens)]
     at = lambda L: plan_minutes(detail, BenchPlan(**{**plan.__dict__, "max_new_tokens": L}), 10, 0.0)  # noqa: E731

@@ -94,7 +94,8 @@ def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    plan = BenchPlan(arms=list(b.arms), pairs=[list(p) for p in b.pairs], max_new_tokens=b.max_new_tokens,
+    plan = BenchPlan(arms=list(b.arms), pairs=[list(p) for p in b.pairs], suites=list(b.suites),
+                     max_new_tokens=b.max_new_tokens,
                      prompts_per_suite=b.prompts_per_suite or None, ablation_arms=list(b.ablation_arms),
                      ablation_prompts_per_suite=b.ablation_prompts_per_suite, sampled_arms=list(b.sampled_arms),
                      sampled_prompts_per_suite=b.sampled_prompts_per_suite, temperatures=list(b.temperatures),
@@ -109,6 +110,9 @@ def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
     print(f"pilot: {f} (max_new_tokens {res['pilot_max_new_tokens']}, prompts per suite "
           f"{(detail.get('setup') or {}).get('prompts', '?')}); predicted for max_new_tokens {res['max_new_tokens']}, "
           f"spreads × {a.safety} ({a.spread_scaling} with length). A PREDICTION from the pilot, not a measurement.")
+    if res["assumed_suites"]:
+        print(f"suites {', '.join(res['suites'])}; not in the pilot, assumed at the pilot suites' root-mean-square "
+              f"spread and mean cost: {', '.join(res['assumed_suites'])}")
     print(f"targets: Δτ ±{res['targets']['tau_diff']}, tokens/s ratio ±{res['targets']['tokens_per_s_ratio']} "
           f"({a.level:.0%} intervals)")
     print(f"{'pair':34s} {'n(Δτ)':>6s} {'n(ratio)':>8s}  {'at plan: n':>10s} {'±Δτ':>7s} {'±ratio':>7s}  sd Δτ | sd ratio")

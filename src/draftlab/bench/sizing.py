@@ -16,7 +16,8 @@ answer length, give the intervals a stated half-width, and what that costs (tool
   cost per prompt = prefill + seconds per decoded token × the expected answer length, each pilot answer
   that hit L0 growing to L and one that stopped at EOS keeping its length, per-token cost as measured (it
   grows slowly with the context); the sweep scales with its own token count; the teacher-forced τ pass
-  with L / L0; `overhead_minutes` (loading, warm-up) is added once.
+  with L / L0; `overhead_minutes` (loading, warm-up) is added once. A suite of the plan that the pilot lacks
+  (a new suite) is assumed to have the pilot suites' root-mean-square spread and their mean cost.
 - `achieved`: the half-widths a finished run reached, paired and per arm, against the targets — what the
   benchmark stage records in `setup`.
 """
@@ -128,6 +129,7 @@ class BenchPlan:
 
     arms: list[str]
     pairs: list[list[str]]
+    suites: list[str] = field(default_factory=list)  # [] = the pilot's; a suite the pilot lacks gets its mean spread and cost
     max_new_tokens: int = 128
     prompts_per_suite: int | None = None  # None: the smallest n that meets every T=0 pair's targets
     ablation_arms: list[str] = field(default_factory=list)
@@ -177,17 +179,19 @@ def _need(sds: dict[str, float], halfwidth: float, level: float) -> int:
 
 
 def pair_sizes(detail: dict, pairs: list[list[str]], temperatures: list[float], tau_halfwidth: float = 0.10,
-               ratio_halfwidth: float = 0.05, level: float = 0.95, safety: float = 1.0, scale: float = 1.0) -> dict:
+               ratio_halfwidth: float = 0.05, level: float = 0.95, safety: float = 1.0, scale: float = 1.0,
+               suites: list[str] | None = None) -> dict:
     """Per pair and temperature key: the per-suite spreads of the per-prompt Δτ and ratio (× safety × scale) and
     the prompts per suite each target needs. A pair with `best` or an arm absent from the pilot is reported
-    as `missing`."""
-    suites = detail.get("suites") or {}
+    as `missing`. `suites`: the suites to size (default the pilot's); one the pilot lacks is assumed to have
+    the root-mean-square spread of the pilot's suites (listed in `assumed_suites`)."""
+    pilot = detail.get("suites") or {}
     out: dict = {}
     for t in temperatures:
         tk = _tk(t)
         for a, b in pairs:
             name = f"{a} vs {b} ({tk})"
-            vals = _paired_values(suites, tk, a, b) if "best" not in (a, b) else {}
+            vals = _paired_values(pilot, tk, a, b) if "best" not in (a, b) else {}
             if not vals:
                 out[name] = {"temperature": tk, "missing": True}
                 continue
@@ -197,6 +201,11 @@ def pair_sizes(detail: dict, pairs: list[list[str]], temperatures: list[float], 
                 if not sds or any(v is None for v in sds.values()):
                     continue  # no τ for this pair (a reference row) or a single pilot prompt
                 sds = {s: v * safety * scale for s, v in sds.items()}
+                rms = math.sqrt(sum(v * v for v in sds.values()) / len(sds))
+                extra = [x for x in (suites or []) if x not in sds]
+                sds.update({x: rms for x in extra})
+                if extra:
+                    e["assumed_suites"] = extra
                 e[f"{key}_sd_by_suite"] = {s: round(v, 4) for s, v in sds.items()}
                 e[f"{key}_prompts_per_suite"] = _need(sds, h, level)
             out[name] = e
@@ -222,7 +231,7 @@ def _arm_seconds(detail: dict, arm: str, tk: str, L: int) -> float | None:
 
 def plan_minutes(detail: dict, plan: BenchPlan, n: int, overhead_minutes: float = 2.0) -> dict:
     """Predicted minutes of the benchmark `plan` with n prompts per suite, by part."""
-    S = len(detail.get("suites") or {})
+    S = len(plan.suites) or len(detail.get("suites") or {})  # a suite the pilot lacks costs the pilot's mean
     L = plan.max_new_tokens
     n_abl = plan.ablation_prompts_per_suite or n
     n_smp = plan.sampled_prompts_per_suite or n
@@ -289,7 +298,8 @@ def paired_plan(detail: dict, plan: BenchPlan, tau_halfwidth: float = 0.10, rati
     sizes: dict = {}
     for t in plan.temperatures:  # at T>0 only the pairs whose two arms decode there
         mine = pairs if t == 0 else [p for p in pairs if all(a in sampled for a in p)]
-        sizes.update(pair_sizes(detail, mine, [t], tau_halfwidth, ratio_halfwidth, level, safety, scale))
+        sizes.update(pair_sizes(detail, mine, [t], tau_halfwidth, ratio_halfwidth, level, safety, scale,
+                                plan.suites or None))
     for e in sizes.values():
         if e.get("missing"):
             continue
@@ -314,6 +324,8 @@ def paired_plan(detail: dict, plan: BenchPlan, tau_halfwidth: float = 0.10, rati
                       and e.get("ratio_halfwidth_at_plan", 0) <= ratio_halfwidth)
     cost = plan_minutes(detail, plan, n, overhead_minutes)
     return {"pilot_max_new_tokens": L0, "max_new_tokens": plan.max_new_tokens, "prompts_per_suite": n,
+            "suites": plan.suites or sorted(detail.get("suites") or {}),
+            "assumed_suites": [x for x in plan.suites if x not in (detail.get("suites") or {})],
             "targets": {"tau_diff": tau_halfwidth, "tokens_per_s_ratio": ratio_halfwidth}, "level": level,
             "safety": safety, "spread_scaling": spread_scaling, "pairs": sizes,
             "meets_t0": all(e.get("meets", False) for e in headline_t0), **cost}

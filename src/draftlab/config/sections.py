@@ -8,7 +8,7 @@ from typing import Collection
 
 from draftlab.config.checks import _choice, _positive, _unit
 from draftlab.config.training import CorrectorConfig, PretrainConfig, SpecOPDConfig
-from draftlab.data.suites import EVAL_SUITES, SUITES, check_suite_name, load_local_file, load_local_jsonl
+from draftlab.data.suites import CHAT_SUITE, EVAL_SUITES, SUITES, check_suite_name, load_local_file, load_local_jsonl
 from draftlab.errors import ConfigError, DraftlabError
 
 
@@ -367,6 +367,10 @@ class Params:
                               f"drafter.block_size={S}); lower it or raise drafter.block_size")
         for s in self.benchmark.suites:
             check_suite("benchmark.suites", s, SUITES, self.data.local_suites)
+        if CHAT_SUITE in self.benchmark.suites and self.data.train_suite != "sharegpt":
+            raise ConfigError(f"benchmark.suites names '{CHAT_SUITE}', the ShareGPT prompts of the held-out pool, but "
+                              f"data.train_suite={self.data.train_suite!r} has no ShareGPT pool; set "
+                              f"data.train_suite=sharegpt or drop '{CHAT_SUITE}'")
 
     def check_arms(self, known: Collection[str]) -> None:
         """Arm names against the arm table (`draftlab.bench.arms.arm_names()`, passed in by the caller:

@@ -1,17 +1,24 @@
-"""Reference generation: the target writes responses to prompts, batched with prompts sorted by
-length (little padding), and the result becomes a table for drafter training.
+"""The reference stage's prompts and the held-out pool: training / held-out / eval prompts,
+de-duplicated (no eval prompt reaches training), split, subsampled and encoded with the chat template;
+and the open-chat benchmark suite carved out of the held-out pool.
 
-Library code: takes a target and token-id prompts, returns rows; the stage decides paths.
+Who sees which prompt: the training pool (ShareGPT, plus `data.local_jsonl`, minus every eval-suite prompt)
+is split by a hash of the text into train and held-out (`data.heldout_fraction`, `data.split_seed`).
+Training uses `reference.num_train_prompts` of the train part; checkpoint selection (every stage's
+validation) uses the first `reference.num_heldout_prompts` of the held-out part in the seeded order
+`rank(held, reference.seed)`. The rest of the held-out part is seen by no stage: its ShareGPT prompts
+are the `sharegpt-chat` benchmark suite (`chat_suite`; 451 prompts on the cpu profile).
+
+Library code (plain Python over `draftlab.data.suites`): takes the data / reference sections and a
+tokenizer, returns prompts; the target writes their responses in `draftlab.pipeline.reference`.
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
-import torch
+from dataclasses import dataclass, replace
 
 from draftlab.errors import DraftlabError
-from draftlab.data.suites import Prompt, dedupe, load_local_jsonl, load_suite, rank, split_heldout
+from draftlab.data.suites import (CHAT_SUITE, Prompt, dedupe, load_local_jsonl, load_suite, normalise, rank,
+                                  split_heldout)
 from draftlab.data.templates import encode_prompt
 
 
@@ -22,8 +29,19 @@ class EncodedPrompt:
     ids: list[int]
 
 
-def select_prompts(data_cfg, ref_cfg, tokenizer, context_window: int) -> tuple[list[EncodedPrompt], dict]:
-    """Training / held-out / eval prompts: de-duplicated, eval suites never in training, encoded."""
+@dataclass
+class Pools:
+    """The prompt pools of one data section: eval-suite prompts and the training pool's two parts."""
+
+    evals: list[Prompt]  # every eval suite's prompts, de-duplicated
+    train: list[Prompt]  # the training pool's train part (references for training come from here)
+    held: list[Prompt]  # its held-out part (validation, then the chat suite)
+    empty: int  # empty prompts skipped
+    duplicates: int  # duplicates dropped from the training pool (eval prompts included)
+
+
+def split_pools(data_cfg) -> Pools:
+    """Eval prompts, then the training pool without them, split into train / held-out by a text hash."""
     evals: list[Prompt] = []
     for s in data_cfg.eval_suites:
         evals += load_suite(s, data_cfg.local_suites)
@@ -31,12 +49,24 @@ def select_prompts(data_cfg, ref_cfg, tokenizer, context_window: int) -> tuple[l
     train_pool = load_suite("sharegpt") if data_cfg.train_suite == "sharegpt" else []
     if data_cfg.local_jsonl:
         train_pool += load_local_jsonl(data_cfg.local_jsonl)
-    from draftlab.data.suites import normalise
-
     train_pool, empty, dups = dedupe(train_pool, exclude={normalise(p.text) for p in evals})
     train, held = split_heldout(train_pool, data_cfg.heldout_fraction, data_cfg.split_seed)
+    return Pools(evals, train, held, empty + e_empty, dups)
+
+
+def heldout_validation(held: list[Prompt], ref_cfg) -> list[Prompt]:
+    """The held-out prompts the references hold for validation (checkpoint selection), in their order."""
+    return rank(held, ref_cfg.seed)[: ref_cfg.num_heldout_prompts]
+
+
+def select_prompts(data_cfg, ref_cfg, tokenizer, context_window: int,
+                   pools: Pools | None = None) -> tuple[list[EncodedPrompt], dict]:
+    """Training / held-out / eval prompts: de-duplicated, eval suites never in training, encoded
+    (`pools`: `split_pools(data_cfg)`, when the caller has it already)."""
+    pools = pools or split_pools(data_cfg)
+    train, held, evals = pools.train, pools.held, pools.evals
     chosen = [(p, "train") for p in rank(train, ref_cfg.seed)[: ref_cfg.num_train_prompts]]
-    chosen += [(p, "heldout") for p in rank(held, ref_cfg.seed)[: ref_cfg.num_heldout_prompts]]
+    chosen += [(p, "heldout") for p in heldout_validation(held, ref_cfg)]
     for s in data_cfg.eval_suites:
         chosen += [(p, "eval") for p in rank([p for p in evals if p.suite == s], ref_cfg.seed)[: ref_cfg.num_eval_per_suite]]
     max_tokens = min(data_cfg.max_prompt_tokens, max(16, context_window - ref_cfg.max_new_tokens))
@@ -45,78 +75,29 @@ def select_prompts(data_cfg, ref_cfg, tokenizer, context_window: int) -> tuple[l
         ids, cut = encode_prompt(tokenizer, p.text, data_cfg.thinking, max_tokens, p.messages)
         truncated += cut
         out.append(EncodedPrompt(p, split, ids))
-    stats = {"pool_train": len(train), "pool_heldout": len(held), "empty_skipped": empty + e_empty,
-             "duplicates_dropped": dups, "truncated": truncated, "max_prompt_tokens": max_tokens,
+    stats = {"pool_train": len(train), "pool_heldout": len(held), "empty_skipped": pools.empty,
+             "duplicates_dropped": pools.duplicates, "truncated": truncated, "max_prompt_tokens": max_tokens,
              "selected": {s: sum(1 for e in out if e.split == s) for s in ("train", "heldout", "eval")}}
     if not any(e.split == "train" for e in out):
         raise DraftlabError("no training prompts left after de-duplication; check data.train_suite / data.local_jsonl")
     return out, stats
 
 
-def _generate_hf(target, batch: list[list[int]], max_new_tokens: int, pad: int, eos: set[int], temperature: float,
-                 top_p: float, top_k: int) -> list[list[int]]:
-    """One left-padded batch through transformers `generate` (the "hf" engine)."""
-    gen = dict(max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=list(eos))
-    if temperature > 0:
-        gen.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k or None)
-    else:
-        gen.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-    L = max(len(p) for p in batch)
-    ids = torch.full((len(batch), L), pad, dtype=torch.long)
-    att = torch.zeros((len(batch), L), dtype=torch.long)
-    for r, p in enumerate(batch):
-        ids[r, L - len(p):] = torch.tensor(p)
-        att[r, L - len(p):] = 1
-    out = target.model.generate(input_ids=ids.to(target.device), attention_mask=att.to(target.device), **gen)
-    return [out[r, L:].tolist() for r in range(len(batch))]
+def chat_suite(data_cfg, ref_cfg, pools: Pools | None = None) -> list[Prompt]:
+    """The `sharegpt-chat` suite: the ShareGPT prompts of the held-out pool that the held-out validation
+    does not take, so neither training nor checkpoint selection saw them (ids stay the ShareGPT ones;
+    `pools`: `split_pools(data_cfg)`, when the caller has it already)."""
+    held = (pools or split_pools(data_cfg)).held
+    seen = {p.id for p in heldout_validation(held, ref_cfg)}
+    out = [replace(p, suite=CHAT_SUITE) for p in held if p.suite == "sharegpt" and p.id not in seen]
+    if not out:
+        raise DraftlabError(f"benchmark suite '{CHAT_SUITE}' is empty: the held-out pool has "
+                            f"{sum(p.suite == 'sharegpt' for p in held)} ShareGPT prompts and "
+                            f"reference.num_heldout_prompts={ref_cfg.num_heldout_prompts} validates on them; "
+                            "lower it or raise data.heldout_fraction")
+    return out
 
 
-@torch.no_grad()
-def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: int, batch_size: int,
-                        temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int = 0,
-                        progress: bool = True, engine: str = "ar") -> tuple[list[dict], dict]:
-    """Batched generation, prompts sorted by length. Returns rows and throughput stats.
-    engine "ar": the project's AR engine (drops finished streams, in-place KV buffers, prefill logits
-    of the last prompt token only); "hf": transformers `generate` (finished rows keep computing)."""
-    from tqdm import tqdm
-
-    from draftlab.decoding.ar import generate_ar
-    from draftlab.decoding.verify import SamplingParams
-
-    tok = target.tokenizer
-    pad = tok.pad_token_id if tok is not None and tok.pad_token_id is not None else target.eos_token_ids[0]
-    eos = set(target.eos_token_ids)
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i].ids))
-    rows: list[dict | None] = [None] * len(prompts)
-    sp = SamplingParams(temperature, top_p, top_k)
-    torch.manual_seed(seed)
-    generator = torch.Generator(device=target.device).manual_seed(seed) if temperature > 0 else None
-    t0, n_tokens, n_prompt = time.time(), 0, 0
-    bar = tqdm(total=len(prompts), desc="reference", unit="seq", disable=not progress)
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        batch = [prompts[i].ids for i in idx]
-        if engine == "hf":
-            outs = _generate_hf(target, batch, max_new_tokens, pad, eos, temperature, top_p, top_k)
-        else:
-            outs = generate_ar(target, batch, max_new_tokens, sp, sorted(eos), generator, pad).tokens
-        for i, resp in zip(idx, outs):
-            cut = next((j + 1 for j, t in enumerate(resp) if t in eos), None)
-            finish = "eos" if cut is not None else "length"
-            resp = resp[:cut] if cut is not None else resp
-            n_tokens += len(resp)
-            n_prompt += len(prompts[i].ids)
-            ep = prompts[i]
-            rows[i] = {"prompt_id": ep.prompt.id, "suite": ep.prompt.suite, "split": ep.split,
-                       "prompt_ids": ep.ids, "response_ids": resp,
-                       "text": tok.decode(resp, skip_special_tokens=True) if tok is not None else "",
-                       "finish_reason": finish}
-        bar.update(len(idx))
-        bar.set_postfix(tok_s=f"{n_tokens / (time.time() - t0):.0f}")
-    bar.close()
-    wall = time.time() - t0
-    stats = {"sequences": len(prompts), "tokens": n_tokens, "prompt_tokens": n_prompt, "wall_s": wall,
-             "tokens_per_s": n_tokens / max(wall, 1e-9),
-             "finish_eos": sum(r["finish_reason"] == "eos" for r in rows),
-             "finish_length": sum(r["finish_reason"] == "length" for r in rows), "engine": engine}
-    return rows, stats  # type: ignore[return-value]
+def suite_prompts(name: str, data_cfg, ref_cfg) -> list[Prompt]:
+    """A benchmark suite's prompts: the chat suite, or a packaged / local suite (`load_suite`)."""
+    return chat_suite(data_cfg, ref_cfg) if name == CHAT_SUITE else load_suite(name, data_cfg.local_suites)

@@ -1,5 +1,7 @@
 """Prompt suites: the ones PyPI wheels ship (no hub): ShareGPT (training), MT-Bench, HumanEval,
 MATH-500; and local suites, the user's own files under a name they choose (`data.local_suites`).
+One more benchmark suite, `sharegpt-chat` (CHAT_SUITE), is carved out of ShareGPT's held-out pool:
+it depends on the data / reference sections, so `draftlab.data.references.chat_suite` builds it.
 
 Each loader returns a list of `Prompt` (id, suite, text, and for chat files the messages). Data files
 of packages are located with `importlib.util.find_spec` without importing the wrapper packages (their
@@ -212,13 +214,14 @@ def check_suite_name(name: str, key: str) -> None:
     if not _NAME.match(name):
         raise DraftlabError(f"{key}: suite name {name!r} must start with a letter or digit and use only "
                             "letters, digits, '.', '_' and '-'")
-    if name in LOADERS or name == "mixed":
+    if name in SUITES or name == "mixed":
         raise DraftlabError(f"{key}: {name!r} is {'the concurrency sweep' if name == 'mixed' else 'a packaged suite'}"
                             "'s name; give your suite another name")
 
 
 LOADERS = {"sharegpt": load_sharegpt, "mt-bench": load_mt_bench, "humaneval": load_humaneval, "math500": load_math500}
-SUITES = tuple(LOADERS)  # every suite name (the config checks against these)
+CHAT_SUITE = "sharegpt-chat"  # ShareGPT prompts no training or validation saw (draftlab.data.references.chat_suite)
+SUITES = (*LOADERS, CHAT_SUITE)  # every suite name (the config checks benchmark.suites against these)
 EVAL_SUITES = ("mt-bench", "humaneval", "math500")  # the evaluation suites (never used for training)
 
 
@@ -226,6 +229,9 @@ def load_suite(name: str, local: Mapping[str, str] | None = None) -> list[Prompt
     """A packaged suite, or the local suite `name` of `local` (name -> file, `data.local_suites`)."""
     if local and name in local:
         return load_local_file(local[name], name, f"data.local_suites.{name}")
+    if name == CHAT_SUITE:
+        raise DraftlabError(f"'{CHAT_SUITE}' is carved out of the held-out pool: build it with "
+                            "draftlab.data.references.chat_suite(data, reference)")
     if name not in LOADERS:
         mine = f"; local suites: {', '.join(local)}" if local else ""
         raise DraftlabError(f"unknown suite '{name}'; choose one of: {', '.join(LOADERS)}{mine}")

@@ -17,17 +17,20 @@ from draftlab.bench.simulate import simulated_tau
 from draftlab.bench.report import mark_ablation
 from draftlab.bench.sizing import achieved
 from draftlab.bench.uncertainty import add_intervals
-from draftlab.config import BenchmarkConfig, DataConfig
-from draftlab.data.suites import dedupe, load_suite, rank
+from draftlab.config import BenchmarkConfig, DataConfig, ReferenceConfig
+from draftlab.data.references import suite_prompts
+from draftlab.data.suites import dedupe, rank
 from draftlab.data.templates import encode_prompt
 from draftlab.drafter.checkpoint import load_drafter
 
 
-def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int) -> tuple[dict[str, list[PromptItem]], list[PromptItem]]:
-    """Fixed seeded subsample per suite, and a round-robin pool over the suites for the sweep."""
+def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int,
+           reference: ReferenceConfig) -> tuple[dict[str, list[PromptItem]], list[PromptItem]]:
+    """Fixed seeded subsample per suite, and a round-robin pool over the suites for the sweep (`reference`:
+    which held-out prompts validation takes, for the `sharegpt-chat` suite)."""
     max_tokens = min(data.max_prompt_tokens, max(16, window - max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens)))
     need_pool = max(cfg.concurrency or [0])
-    ranked = {s: rank(dedupe(load_suite(s, data.local_suites))[0], cfg.seed) for s in cfg.suites}
+    ranked = {s: rank(dedupe(suite_prompts(s, data, reference))[0], cfg.seed) for s in cfg.suites}
     enc = lambda p: PromptItem(p.id, p.suite, encode_prompt(tokenizer, p.text, data.thinking, max_tokens,  # noqa: E731
                                                             p.messages)[0])
     suites = {s: [enc(p) for p in (r[: cfg.prompts_per_suite] if cfg.prompts_per_suite else r)] for s, r in ranked.items()}
@@ -56,14 +59,15 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
 
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
         progress: Callable[[int], Callable[[str], None]] | None = None, pld=None,
-        block_size: int = 8) -> tuple[dict, BenchRuns]:
+        block_size: int = 8, *, reference: ReferenceConfig) -> tuple[dict, BenchRuns]:
     """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
-    pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms."""
+    pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms; reference (the
+    reference section) tells which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out."""
     t_start = time.perf_counter()
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     window = int(getattr(target.config, "max_position_embeddings", 4096))
-    suites, pool = select(cfg, data, tok, window)
+    suites, pool = select(cfg, data, tok, window, reference)
     arms = build_arms(target, cfg, checkpoints, pad, pld, block_size)
     tick = progress(plan_size(cfg, suites, arms)) if progress else None
     with torch.no_grad():

@@ -1,0 +1,170 @@
+"""Where the explorer's data comes from, read-only: the data's age and the repository's git revision
+(`git rev-parse / log / status`), which dvc.yaml stage writes a file (for the messages naming the stage to
+run), and other revisions — a git commit or DVC experiment's benchmark detail (`git show`) and the list of
+experiments (`dvc exp show --json`, else git's refs/exps). Nothing here writes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from loaders import BENCH_JSON, LEGACY_BENCH_JSON, Missing, load_benchmark, parse_benchmark
+
+
+# ---------------------------------------------------------------- provenance: the data's age and git revision
+def git(root: Path, *args: str, timeout: float = 10.0) -> str | None:
+    """stdout of a read-only git command in root (None when git or the repository is missing)."""
+    try:
+        r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.decode("utf-8", "replace") if r.returncode == 0 else None
+
+
+def age_text(seconds: float) -> str:
+    for unit, n in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= n:
+            return f"{seconds / n:.1f} {unit}" if unit != "min" else f"{seconds / n:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def provenance(root: Path, rels: tuple[str, ...] | list[str], now: float | None = None) -> dict:
+    """Where the shown data comes from: the newest of `rels` under root (its path, modification time, age),
+    the repository's HEAD (short sha, branch), the last commit that touched those files and whether they
+    differ from it (written by a run since, or edited)."""
+    root = Path(root)
+    present = [(r, (root / r).stat().st_mtime) for r in rels if (root / r).exists()]
+    out: dict[str, Any] = {"files": [r for r, _ in present]}
+    if present:
+        newest, mt = max(present, key=lambda x: x[1])
+        out.update(newest=newest, mtime=mt, age_s=max(0.0, (now or time.time()) - mt))
+    head = git(root, "rev-parse", "--short", "HEAD")
+    if head is None:
+        out["git"] = None
+        return out
+    paths = [r for r, _ in present] or list(rels)
+    branch = (git(root, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
+    last = (git(root, "log", "-1", "--format=%h %cs", "--", *paths) or "").strip()
+    status = (git(root, "status", "--porcelain", "--", *paths) or "").strip()
+    out["git"] = {"head": head.strip(), "branch": branch, "last_commit": last or None,
+                  "modified": bool(status), "untracked": status.startswith("??") if status else False}
+    return out
+
+
+def provenance_text(p: dict) -> str:
+    """One line: 'data written 2.1 h ago (results/benchmark.json) · git abc1234 (main) · uncommitted …'."""
+    parts = []
+    if p.get("newest"):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(p["mtime"]))
+        parts.append(f"data written {age_text(p['age_s'])} ago ({when}, `{p['newest']}`)")
+    else:
+        parts.append("no data files yet")
+    g = p.get("git")
+    if g is None:
+        parts.append("not a git repository (no revision)")
+    else:
+        parts.append(f"git HEAD {g['head']}" + (f" ({g['branch']})" if g["branch"] and g["branch"] != "HEAD" else ""))
+        if g["last_commit"]:
+            parts.append(f"files last committed in {g['last_commit']}")
+        if g["modified"]:
+            parts.append("the files differ from that commit (a newer run, not committed)"
+                         if not g["untracked"] else "the files are not committed")
+    return " · ".join(parts)
+
+
+# ---------------------------------------------------------------- which stage writes a file (dvc.yaml)
+def producers(root: Path) -> dict[str, str]:
+    """{path: stage} for every out / metric / plot declared under dvc.yaml's stages (folders included)."""
+    p = Path(root) / "dvc.yaml"
+    if not p.exists():
+        return {}
+    try:
+        import yaml
+
+        d = yaml.safe_load(p.read_text()) or {}
+    except Exception:  # noqa: BLE001 - a broken dvc.yaml only loses the stage names in messages
+        return {}
+    out = {}
+    for stage, s in (d.get("stages") or {}).items():
+        for kind in ("outs", "metrics", "plots"):
+            for item in (s or {}).get(kind) or []:
+                for path in ([item] if isinstance(item, str) else list(item)):
+                    out[str(path)] = stage
+    return out
+
+
+def producer(root: Path, rel: str, default: str = "benchmark") -> str:
+    prod = producers(root)
+    if rel in prod:
+        return prod[rel]
+    for path, stage in prod.items():  # a file inside a declared folder
+        if rel.startswith(path.rstrip("/") + "/"):
+            return stage
+    return default
+
+
+# ---------------------------------------------------------------- other revisions: git revisions and DVC experiments
+def read_at(root: Path, rel: str, rev: str | None = None) -> str | None:
+    """The text of `rel` in the working tree (rev None) or at a git revision / DVC experiment commit."""
+    if rev is None:
+        try:
+            return (Path(root) / rel).read_text()
+        except (OSError, UnicodeDecodeError):
+            return None
+    return git(root, "show", f"{rev}:{rel}", timeout=30)
+
+
+def load_benchmark_at(root: Path, rev: str | None) -> dict | Missing:
+    """The benchmark detail of the working tree (rev None) or of a revision: results/benchmark.json there,
+    else the older metrics/benchmark.json (which held the detail before the split)."""
+    if rev is None:
+        return load_benchmark(root)
+    for rel in (BENCH_JSON, LEGACY_BENCH_JSON):
+        text = read_at(root, rel, rev)
+        if text is not None:
+            return parse_benchmark(text, rel, f"revision {rev}")
+    return Missing(f"Revision `{rev}` has no `{BENCH_JSON}` (nor `{LEGACY_BENCH_JSON}`) in {root}: is it a commit or "
+                   f"DVC experiment of this repository that ran the benchmark?")
+
+
+def dvc_bin() -> str:
+    b = Path(sys.executable).parent / "dvc"
+    return str(b) if b.exists() else "dvc"
+
+
+def experiments(root: Path, run: Callable[..., Any] = subprocess.run) -> list[dict] | Missing:
+    """[{name, rev, baseline, kind}] of the repository's commits and DVC experiments, from `dvc exp show --json`
+    (baselines: the branch / commit rows; experiments: their `revs`), else from git's refs/exps."""
+    rows: list[dict] = []
+    try:
+        r = run([dvc_bin(), "exp", "show", "--json"], cwd=str(root), capture_output=True, timeout=120,
+                env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+        data = json.loads(r.stdout or b"null") if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        data = None
+    if isinstance(data, list):
+        for base in data:
+            if base.get("rev") == "workspace":
+                continue
+            brev = base.get("rev")
+            rows.append({"name": base.get("name") or str(brev)[:7], "rev": brev, "baseline": brev, "kind": "commit"})
+            for exp in base.get("experiments") or []:
+                for e in exp.get("revs") or []:
+                    rows.append({"name": e.get("name") or exp.get("name") or str(e.get("rev"))[:7], "rev": e.get("rev"),
+                                 "baseline": brev, "kind": "experiment"})
+        return rows
+    refs = git(root, "for-each-ref", "--format=%(objectname) %(refname)", "refs/exps")
+    if refs is None:
+        return Missing(f"{root} is not a git repository with DVC experiments (`dvc exp show` and `git for-each-ref` "
+                       f"found nothing); compare two folders instead.")
+    for line in refs.splitlines():
+        sha, ref = line.split(" ", 1)
+        if "/exec/" in ref:
+            continue
+        parts = ref.split("/")  # refs/exps/<2 chars>/<rest of the baseline sha>/<name>
+        rows.append({"name": parts[-1], "rev": sha, "baseline": "".join(parts[2:-1]), "kind": "experiment"})
+    return rows
