@@ -176,7 +176,8 @@ def test_arm_table_is_explicit_and_isolated(root):
     assert ARM_TABLE == before and "dummy" not in ARM_TABLE
     for preset in sorted((root / "conf" / "benchmark" / "arms").glob("*.yaml")):
         names = yaml.safe_load(preset.read_text())
-        for name in names["arms"] + names["concurrency_arms"]:
+        for name in (names["arms"] + names["concurrency_arms"] + names.get("ablation_arms", [])
+                     + names.get("sampled_arms", []) + [a for pair in names.get("pairs", []) for a in pair if a != "best"]):
             assert name in ARM_TABLE, (preset.name, name)
 
 
