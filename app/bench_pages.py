@@ -116,7 +116,10 @@ def acceptance(root: Path) -> None:
     st.subheader("τ per arm and suite")
     tau = sel.pivot_table(index="arm", columns="suite", values="tau", aggfunc="first")
     tau["mean"] = tau.mean(axis=1)
-    st.dataframe(tau.reindex(arm_order(tau.index)).style.format("{:.3f}"), width="stretch")
+    tau = tau.reindex(arm_order(tau.index))
+    abl = sel.groupby("arm")["ablation"].first().to_dict() if "ablation" in sel.columns else {}
+    tau.index = [label(a, abl.get(a)) for a in tau.index]  # ablation arms: a smaller sample, marked
+    st.dataframe(tau.style.format("{:.3f}"), width="stretch")
     st.markdown(best_line(detail, temp))
     if "tau_lo" in sel.columns and sel["tau_lo"].notna().any():
         st.altair_chart(P.bar_chart(sel.dropna(subset=["tau"]), "tau", "τ per suite"))
