@@ -229,3 +229,30 @@ def test_paired_sizing_scales_with_length_and_meets_its_targets():
     assert row["tau_diff"] == detail["pairs"][0]["tau_diff_halfwidth"] and "no_loop" in row
     assert got["arms"]["good"]["tau_t0"] == pytest.approx(
         (detail["summary"]["good"]["tau_t0_ci"][1] - detail["summary"]["good"]["tau_t0_ci"][0]) / 2, abs=1e-6)
+
+
+def test_size_benchmark_tool_paired(root, tmp_path, capsys):
+    """tools/size_benchmark.py --paired on a pilot: the pairs of the given config, the prediction labelled as one."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(root / "tools"))
+    import size_benchmark
+
+    runs = _runs(6, seed=2, suites=("a", "b", "c"))
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=100, pairs=[["good", "base"]])
+    detail["config"] = {"max_new_tokens": 40, "concurrency_max_new_tokens": 8}
+    pilot = tmp_path / "pilot.json"
+    pilot.write_text(json.dumps(detail))
+    sets = ["benchmark.arms=[ar,base,good]", "benchmark.pairs=[[good,base],[base,ar]]", "benchmark.ablation_arms=[]",
+            "benchmark.sampled_arms=[]", "benchmark.suites=[mt-bench]", "benchmark.max_new_tokens=80",
+            "benchmark.concurrency=[]"]
+    args = [str(pilot), "--paired", "--params", str(root / "params.yaml"), *[x for s in sets for x in ("-S", s)]]
+    assert size_benchmark.main(args) == 0
+    out = capsys.readouterr().out
+    assert "A PREDICTION" in out and "good vs base (t0)" in out and "base vs ar (t0)" in out
+    assert "predicted minutes" in out and "assumed" in out  # mt-bench is not a pilot suite
+    assert size_benchmark.main([*args, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert list(plan["pairs"]["good vs base (t0)"]["tau_sd_by_suite"]) == ["mt-bench"]  # the plan's suites only

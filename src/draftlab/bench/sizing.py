@@ -184,7 +184,8 @@ def pair_sizes(detail: dict, pairs: list[list[str]], temperatures: list[float], 
     """Per pair and temperature key: the per-suite spreads of the per-prompt Δτ and ratio (× safety × scale) and
     the prompts per suite each target needs. A pair with `best` or an arm absent from the pilot is reported
     as `missing`. `suites`: the suites to size (default the pilot's); one the pilot lacks is assumed to have
-    the root-mean-square spread of the pilot's suites (listed in `assumed_suites`)."""
+    the root-mean-square spread of the pilot's suites (listed in `assumed_suites`); a pilot suite not in
+    `suites` is left out."""
     pilot = detail.get("suites") or {}
     out: dict = {}
     for t in temperatures:
@@ -203,6 +204,8 @@ def pair_sizes(detail: dict, pairs: list[list[str]], temperatures: list[float], 
                 sds = {s: v * safety * scale for s, v in sds.items()}
                 rms = math.sqrt(sum(v * v for v in sds.values()) / len(sds))
                 extra = [x for x in (suites or []) if x not in sds]
+                if suites:  # only the plan's suites count
+                    sds = {x: v for x, v in sds.items() if x in suites}
                 sds.update({x: rms for x in extra})
                 if extra:
                     e["assumed_suites"] = extra
