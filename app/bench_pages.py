@@ -15,6 +15,7 @@ import peers as R
 import plots as P
 from cached import fmt_na, missing, options
 from colours import arm_order
+from positions import label, positions_section
 
 # the oracles every headroom figure is read against (benchmark metric -> label); any other oracle τ the
 # benchmark reports is shown too, under its metric name
@@ -48,11 +49,13 @@ def summary_table(detail: dict, temp: str, metrics: tuple[str, ...]) -> pd.DataF
         return sf
     wide = sf.pivot_table(index="arm", columns="metric", values=["value", "lo", "hi"], aggfunc="first")
     out = pd.DataFrame(index=arm_order(wide.index))
+    abl = {a: (detail.get("summary") or {}).get(a, {}).get("ablation") for a in out.index}
     for m in metrics:
         if ("value", m) in wide.columns:
             out[m] = wide[("value", m)]
             out[f"{m} CI low"] = wide.get(("lo", m))
             out[f"{m} CI high"] = wide.get(("hi", m))
+    out.index = [label(a, abl[a]) for a in out.index]  # ablation arms marked (a smaller sample)
     return out.rename_axis("arm")
 
 
@@ -64,10 +67,13 @@ def pairs_table(detail: dict, temp: str, cols: list[str]) -> None:
         st.caption("No paired differences in this benchmark (`benchmark.pairs`, needs `benchmark.bootstrap` > 0 and "
                    "both arms of a pair in `benchmark.arms`).")
         return
-    st.dataframe(fmt_na(pf[["pair", "a", "b", *cols]]), hide_index=True, width="stretch")
+    extra = (["Δτ without loops", "Δτ beyond noise without loops"] if cols[0].startswith("Δτ") else
+             ["ratio without loops", "speed beyond noise without loops"])
+    st.dataframe(fmt_na(pf[["pair", "a", "b", "ablation", *cols, *extra]]), hide_index=True, width="stretch")
     st.caption("Paired over the same prompts (resampled together), so the prompt-to-prompt variation both arms share "
                "cancels; 'beyond noise' = the 95% interval excludes 0 (Δτ) or 1 (ratio). `best` is chosen on the same "
-               "data, so its interval is optimistic.")
+               "data, so its interval is optimistic. 'without loops': the same pair on the prompts where neither "
+               "answer looped; `ablation`: the pair has an ablation arm (a smaller sample).")
 
 
 def best_line(detail: dict, temp: str) -> str:
@@ -110,7 +116,10 @@ def acceptance(root: Path) -> None:
     st.subheader("τ per arm and suite")
     tau = sel.pivot_table(index="arm", columns="suite", values="tau", aggfunc="first")
     tau["mean"] = tau.mean(axis=1)
-    st.dataframe(tau.reindex(arm_order(tau.index)).style.format("{:.3f}"), width="stretch")
+    tau = tau.reindex(arm_order(tau.index))
+    abl = sel.groupby("arm")["ablation"].first().to_dict() if "ablation" in sel.columns else {}
+    tau.index = [label(a, abl.get(a)) for a in tau.index]  # ablation arms: a smaller sample, marked
+    st.dataframe(tau.style.format("{:.3f}"), width="stretch")
     st.markdown(best_line(detail, temp))
     if "tau_lo" in sel.columns and sel["tau_lo"].notna().any():
         st.altair_chart(P.bar_chart(sel.dropna(subset=["tau"]), "tau", "τ per suite"))
@@ -195,7 +204,7 @@ def speed(root: Path) -> None:
     detail, rows = loaded
     temp = st.selectbox("temperature", options(rows["temperature"]), key="speed_temp")
     sel = rows[rows["temperature"] == temp]
-    table_cols = [c for c in ("suite", "arm", "tokens_per_s", "tokens_per_s_lo", "tokens_per_s_hi", "decode_tokens_per_s",
+    table_cols = [c for c in ("suite", "arm", "ablation", "tokens_per_s", "tokens_per_s_lo", "tokens_per_s_hi", "decode_tokens_per_s",
                               "tokens_per_s_stream", "speedup", "speedup_lo", "speedup_hi", "tau", "break_even_tau",
                               "round_total_ms", "rounds", "tokens") if c in sel.columns]
     st.dataframe(fmt_na(sel[table_cols]), hide_index=True, width="stretch")
@@ -213,6 +222,7 @@ def speed(root: Path) -> None:
         pairs_table(detail, temp, ["tokens/s ratio (a ÷ b)", "ratio lo", "ratio hi", "speed beyond noise"])
 
     R.peers_section(detail, temp)
+    positions_section(root, detail, temp, options(rows["suite"]))
 
     st.subheader("Round time split")
     split = [{"suite": r["suite"], "temperature": r["temperature"], "arm": r["arm"], "phase": ph, "ms": ms,

@@ -27,6 +27,7 @@ PLOTS = {
     "speedup": "plots/benchmark_speedup.csv",
     "concurrency": "plots/benchmark_concurrency.csv",
     "peers": "plots/benchmark_peers.csv",
+    "positions": "plots/benchmark_positions.csv",
 }
 BENCH_FILES = (BENCH_JSON, ROUNDS, *PLOTS.values())
 REPRO_BENCH = "run `dvc repro benchmark`"
@@ -175,9 +176,14 @@ def pairs_frame(detail: dict) -> pd.DataFrame:
     rows = []
     for p in detail.get("pairs") or []:
         ci_t, ci_r = p.get("tau_diff_ci") or [None, None], p.get("tokens_per_s_ratio_ci") or [None, None]
+        nl = p.get("no_loop") or {}  # issue 23: the same pair without the prompts whose answer looped
         rows.append({"pair": p["pair"], "a": p["a"], "b": p["b"], "temperature": p["temperature"],
+                     "ablation": bool(p.get("ablation")),
                      "Δτ (a − b)": p.get("tau_diff"), "Δτ lo": ci_t[0], "Δτ hi": ci_t[1],
                      "Δτ beyond noise": p.get("tau_exceeds_noise"),
                      "tokens/s ratio (a ÷ b)": p.get("tokens_per_s_ratio"), "ratio lo": ci_r[0], "ratio hi": ci_r[1],
-                     "speed beyond noise": p.get("speed_exceeds_noise")})
+                     "speed beyond noise": p.get("speed_exceeds_noise"),
+                     "Δτ without loops": nl.get("tau_diff"), "Δτ beyond noise without loops": nl.get("tau_exceeds_noise"),
+                     "ratio without loops": nl.get("tokens_per_s_ratio"),
+                     "speed beyond noise without loops": nl.get("speed_exceeds_noise")})
     return pd.DataFrame(rows)

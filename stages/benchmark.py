@@ -55,9 +55,16 @@ def run(params) -> None:
             mlrun.log_artifact(path)
         for arm, e in detail["summary"].items():
             print(f"[benchmark] {arm}: " + ", ".join(f"{k}={v:.3g}" for k, v in e.items() if isinstance(v, float)))
+        num = lambda v, f: "n/a" if v is None else format(v, f)  # noqa: E731  (no τ of its own: a reference row)
         for r in detail.get("pairs", []):
-            print(f"[benchmark] {r['pair']} ({r['a']} vs {r['b']}, {r['temperature']}): Δτ {r['tau_diff']:+.3f} "
-                  f"{r['tau_diff_ci']}, tokens/s ratio {r['tokens_per_s_ratio']:.3f} {r['tokens_per_s_ratio_ci']}")
+            nl = r.get("no_loop") or {}
+            print(f"[benchmark] {r['pair']} ({r['a']} vs {r['b']}, {r['temperature']}"
+                  f"{', ablation' if r.get('ablation') else ''}): Δτ {num(r['tau_diff'], '+.3f')} {r['tau_diff_ci']}, "
+                  f"tokens/s ratio {num(r['tokens_per_s_ratio'], '.3f')} {r['tokens_per_s_ratio_ci']}; without looping "
+                  f"prompts Δτ {num(nl.get('tau_diff'), '+.3f')}, ratio {num(nl.get('tokens_per_s_ratio'), '.3f')}")
+        hw = detail["setup"].get("halfwidths") or {}
+        print(f"[benchmark] took {detail['setup']['timing_s']['total'] / 60:.1f} min; headline pairs meet the T=0 "
+              f"half-width targets {hw.get('targets')}: {hw.get('pairs_meet_targets_t0')}")
 
 
 if __name__ == "__main__":

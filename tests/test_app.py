@@ -63,6 +63,13 @@ def _detail() -> dict:
             for arm, m in by.items():
                 m["speedup"] = m["tokens_per_s"] / 10.0
                 m["break_even_tau"] = None if arm == "ar" else 0.87
+                m["ablation"] = False
+                g = 1.0 if arm == "ar" else m["tau"]  # issue 23: by position (the later bin gains more)
+                m["positions"] = {"width": 32, "first": 32, "bins": [
+                    {"start": st, "rounds": 10, "tokens": int(10 * g * (1 + 0.2 * i)), "tau": g * (1 + 0.2 * i),
+                     "tokens_per_s": 10.0 * g * (1 + 0.2 * i), "speedup": g * (1 + 0.2 * i)}
+                    for i, st in enumerate((0, 32))]}
+                m["copying"] = {"copy_share": 0.1, "repeat_share": 0.2, "loop_share": 0.5, "answers": 2}
             suites[s][tk] = by
     gain = {"ar": 1.0, "dflash": 1.2, "dcoco": 1.3}
     conc = {tk: {a: {str(c): {"tokens_per_s": 10.0 * c ** 0.5 * g, "decode_tokens_per_s": 11.0 * c,
@@ -91,12 +98,21 @@ def _detail() -> dict:
                 e[f"{m}_{tk}"] = sum(vals) / len(vals)
                 e[f"{m}_{tk}_ci"] = [e[f"{m}_{tk}"], e[f"{m}_{tk}"]] if arm == "ar" and m != "tokens_per_s" else \
                     [e[f"{m}_{tk}"] - 0.1, e[f"{m}_{tk}"] + 0.1]
+            e[f"positions_{tk}"] = {seg: {k: suites["mt-bench"][tk][arm]["positions"]["bins"][i][k]
+                                          for k in ("tau", "tokens_per_s", "speedup")}
+                                    for i, seg in enumerate(("first", "later"))}
+            e["ablation"] = False
+            e.update({f"{k}_{tk}": suites["mt-bench"][tk][arm]["copying"][k] for k in ("copy_share", "repeat_share",
+                                                                                       "loop_share")})
+            for m in ("tau", "speedup", "tokens_per_s"):
                 for s in suites:  # per-suite intervals, as draftlab.bench.uncertainty writes them
                     v = suites[s][tk][arm][m]
                     suites[s][tk][arm].setdefault("ci", {})[m] = [v - 0.15, v + 0.15] if arm != "ar" else [v, v]
     pairs = [{"pair": "dcoco vs dflash", "a": "dcoco", "b": "dflash", "temperature": tk, "tau_diff": 0.4,
               "tau_diff_ci": [0.25, 0.55], "tau_exceeds_noise": True, "tokens_per_s_ratio": 1.125,
-              "tokens_per_s_ratio_ci": [0.98, 1.3], "speed_exceeds_noise": False} for tk in ("t0", "t1")]
+              "tokens_per_s_ratio_ci": [0.98, 1.3], "speed_exceeds_noise": False, "ablation": False,
+              "no_loop": {"tau_diff": 0.3, "tau_exceeds_noise": False, "tokens_per_s_ratio": 1.05,
+                          "speed_exceeds_noise": False}} for tk in ("t0", "t1")]
     return {"suites": suites, "concurrency": conc, "summary": summary, "pairs": pairs, "setup": {"target": "tiny"},
             "config": {"concurrency_temperatures": [0.0, 1.0], "concurrency_max_new_tokens": 8,
                        "concurrency_base": "dflash"}}
@@ -665,3 +681,31 @@ def test_fmt_na_text():
     out = fmt_na(df, digits=2, percent=("share",))
     assert out["ms"].tolist() == ["n/a", "0.50"] and out["ok"].tolist() == ["n/a", "yes"]
     assert out["share"].tolist() == ["25.0%", "n/a"] and out["x"].dtype.kind == "f"  # no gap: stays a number
+
+
+def test_positions_plot_and_ablation_marks(fixture_root):
+    """Issue 23: the Speed page's per-position plot (τ / tokens/s / speedup by where a round starts) and the
+    first-32 vs later table; the pairs tables carry the ablation flag and the verdicts without looping prompts;
+    ablation arms are labelled in the position readings."""
+    import positions as Q
+
+    at = app(fixture_root, "Speed")
+    assert not at.exception and any("By position" in s.value for s in at.subheader)
+    spec = next(c.proto.spec for c in at.get("vega_lite_chart") if "answer position" in c.proto.spec)
+    assert '"tau"' in spec
+    at.selectbox(key="pos_metric").select("tokens_per_s").run()
+    spec = next(c.proto.spec for c in at.get("vega_lite_chart") if "answer position" in c.proto.spec)
+    assert "tokens_per_s" in spec and not at.exception
+    seg = next(d.value for d in at.dataframe if "tau (first)" in d.value.columns)
+    row = seg.set_index("arm").loc["dcoco"]
+    assert float(row["tau (later)"]) > float(row["tau (first)"]) and float(row["loop_share"]) == 0.5
+    pairs = next(d.value for d in at.dataframe if "ratio without loops" in d.value.columns)
+    assert "ablation" in pairs.columns and float(pairs["ratio without loops"].iloc[0]) == 1.05
+    at = app(fixture_root, "Acceptance")
+    assert any("Δτ without loops" in d.value.columns for d in at.dataframe)
+    df = pd.read_csv(fixture_root / L.PLOTS["positions"])
+    df.loc[df["arm"] == "dcoco", "ablation"] = True
+    g = Q.positions_rows(df, "t0", ["mt-bench", "humaneval"])
+    assert set(g["label"]) == {"ar", "dflash", "dcoco (ablation)"}
+    pooled = g[(g["arm"] == "dflash") & (g["start"] == 0)].iloc[0]  # two suites pooled: tokens / rounds
+    assert pooled["rounds"] == 20 and pooled["tau"] == pytest.approx(pooled["tokens"] / 20)

@@ -103,6 +103,11 @@ def test_explorer_in_chromium(served):
         assert label in svg, label
     cdp.screenshot(served["dir"] / "explorer_heatmap.png")
 
+    # the per-position reading on the Speed page (issue 23): the chart draws, with its axis
+    open_view(served, page="Speed")
+    assert "By position in the answer" in body(cdp)
+    assert cdp.wait(f"{SVG_TEXT}.includes('answer position where the round starts')", 30), "the position plot never drew"
+
     # two result folders side by side
     open_view(served, page="Compare", cmp_B_folder=str(served["other"]))
     text = body(cdp)

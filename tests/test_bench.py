@@ -11,6 +11,7 @@ import torch
 
 from draftlab.bench import ArmContext, Checkpoints, PromptItem, SpeculativeArm, build_arm, compute, run_benchmark, write_outputs
 from draftlab.bench.arms import ARM_TABLE
+from draftlab.bench.report import mark_ablation
 from draftlab.bench.simulate import _train_path, simulated_tau
 from draftlab.bench.uncertainty import add_intervals
 from draftlab.config import BenchmarkConfig
@@ -175,7 +176,8 @@ def test_arm_table_is_explicit_and_isolated(root):
     assert ARM_TABLE == before and "dummy" not in ARM_TABLE
     for preset in sorted((root / "conf" / "benchmark" / "arms").glob("*.yaml")):
         names = yaml.safe_load(preset.read_text())
-        for name in names["arms"] + names["concurrency_arms"]:
+        for name in (names["arms"] + names["concurrency_arms"] + names.get("ablation_arms", [])
+                     + names.get("sampled_arms", []) + [a for pair in names.get("pairs", []) for a in pair if a != "best"]):
             assert name in ARM_TABLE, (preset.name, name)
 
 
@@ -184,8 +186,8 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     cfg = BenchmarkConfig(suites=["mt-bench", "humaneval"], max_new_tokens=10, temperatures=[0.0, 1.0],
                           concurrency=[1, 2, 4], concurrency_prompts=2, concurrency_max_new_tokens=8, topk=4,
                           concurrency_temperatures=[0.0, 1.0],
-                          arms=["ar", "dflash", "dflash-b", "pld", "dflash-pld", "hf-generate"],
-                          concurrency_arms=["ar", "dflash", "pld", "dflash-pld"])
+                          arms=["ar", "dflash", "pld", "dflash-pld", "hf-generate"], ablation_arms=["dflash-b"],
+                          ablation_prompts_per_suite=2, concurrency_arms=["ar", "dflash", "pld", "dflash-pld"])
     d = _real_drafter(t, S=4, vocab_size=40)
     from draftlab.config import PLDConfig
 
@@ -206,12 +208,34 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     assert {r.temperature for r in runs.runs if r.sweep} == {0.0, 1.0}
     detail = compute(runs.runs, runs.arms)
     detail["simulated"] = {"dflash": simulated_tau(t, d, [(p.ids, r) for p, r in zip(suites["mt-bench"], runs.runs[1].result.tokens)])}
-    add_intervals(detail, runs.runs, n_boot=200, pairs=[["dflash-b", "dflash"], ["best", "ar"], ["nosuch", "dflash"]])
+    add_intervals(detail, runs.runs, n_boot=200, pairs=[["dflash-b", "dflash"], ["best", "ar"], ["nosuch", "dflash"]],
+                  ablation=cfg.ablation_arms)
+    mark_ablation(detail, cfg.ablation_arms)
     written = write_outputs(detail, runs.runs, root=tmp_path)
     js = json.loads((tmp_path / "results/benchmark.json").read_text())
     head = {f.stem: json.loads(f.read_text()) for f in (tmp_path / "metrics/benchmark").glob("*.json")}
-    assert set(head) == set(cfg.arms)  # one small DVC metrics row per arm
-    assert set(head["dflash"]) == {f"{m}_{t}{pm}" for m in ("tau", "speedup") for t in ("t0", "t1") for pm in ("", "_pm")}
+    assert set(head) == set(cfg.running_arms())  # one small DVC metrics row per arm
+    assert set(head["dflash"]) == {"ablation"} | {f"{m}_{t}{pm}" for m in ("tau", "speedup") for t in ("t0", "t1")
+                                                  for pm in ("", "_pm")}
+    assert head["dflash-b"]["ablation"] is True and head["dflash"]["ablation"] is False
+    # the ablation arm decoded the first 2 prompts of each suite; its pair is on those, marked, and its speedup is
+    # against AR on the same prompts
+    assert {r.prompt_ids[0] for r in runs.runs if r.arm == "dflash-b" and not r.sweep} == {
+        f"{s}/{i}" for s in cfg.suites for i in range(2)}
+    pb = next(p for p in js["pairs"] if p["a"] == "dflash-b" and p["temperature"] == "t0")
+    assert pb["ablation"] is True and pb["prompts"] == {"humaneval": 2, "mt-bench": 2}
+    assert js["summary"]["dflash-b"]["ablation"] is True and js["suites"]["mt-bench"]["t0"]["dflash-b"]["ablation"]
+    assert js["summary"]["dflash-b"]["speedup_t0_ci"] is not None
+    assert all(p["ablation"] is False for p in js["pairs"] if p["pair"] == "best vs ar")  # best: headline arms only
+    # copy / loop reading per prompt, verdicts without the looping prompts, the per-position reading
+    assert set(js["suites"]["mt-bench"]["t0"]["pld"]["per_prompt"]) >= {"copy_share", "repeat_share", "loop"}
+    assert all("no_loop" in p and "tau_diff_halfwidth" in p for p in js["pairs"])
+    pos = js["suites"]["mt-bench"]["t0"]["dflash"]["positions"]
+    assert sum(b["tokens"] for b in pos["bins"]) == sum(len(x) - 1 for r in runs.runs if r.arm == "dflash" and
+                                                       r.suite == "mt-bench" and r.temperature == 0 and not r.sweep
+                                                       for x in r.result.tokens)  # every decoded token, once
+    assert "positions_t0" in js["summary"]["dflash"] and "hf-generate" not in [
+        a for a in js["summary"] if "positions_t0" in js["summary"][a]]  # no per-round times, no reading
     ci = js["summary"]["dflash"]["tau_t0_ci"]
     assert head["dflash"]["tau_t0"] == js["summary"]["dflash"]["tau_t0"] and ci[0] <= head["dflash"]["tau_t0"] <= ci[1]
     assert abs(head["dflash"]["tau_t0_pm"] - (ci[1] - ci[0]) / 2) < 1e-6
@@ -219,7 +243,7 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     pp = js["suites"]["mt-bench"]["t0"]["dflash"]["per_prompt"]
     assert len(pp["tau"]) == 3 and abs(sum(pp["tau"]) / 3 - js["suites"]["mt-bench"]["t0"]["dflash"]["tau"]) < 1e-5
     assert sorted(p["pair"] for p in js["pairs"]) == ["best vs ar"] * 2 + ["dflash-b vs dflash"] * 2  # unknown: skipped
-    assert set(head["hf-generate"]) == {"tau_t0", "tau_t0_pm", "speedup_t0", "speedup_t0_pm"}  # greedy-only row
+    assert set(head["hf-generate"]) == {"ablation", "tau_t0", "tau_t0_pm", "speedup_t0", "speedup_t0_pm"}  # greedy-only
     for p in js["pairs"]:  # `best`: the highest mean speedup at that temperature
         if p["pair"] == "best vs ar":
             tk = p["temperature"]
@@ -244,9 +268,10 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     ar1 = js["concurrency"]["t1"]["ar"]["1"]
     assert ar1["tau"] == 1.0 and ar1["tau_ratio"] < 1.0 + 1e-9 and ar1["round_overhead_ms"] is None  # n/a for AR
     assert js["summary"]["ar"]["tau_t0"] == 1.0
-    for name in ("tau_per_slot", "coverage", "speedup", "concurrency"):
+    for name in ("tau_per_slot", "coverage", "speedup", "concurrency", "positions", "peers"):
         df = pd.read_csv(written[name])
-        assert len(df) > 0, name
+        assert len(df) > 0 and "ablation" in df.columns, name
+    assert set(pd.read_csv(written["speedup"]).query("ablation").arm) == {"dflash-b"}
     rounds = pd.read_parquet(written["rounds"])
     assert set(rounds["arm"]) == {"dflash", "dflash-b", "pld", "dflash-pld"} and len(rounds) > 0
     assert rounds[rounds.arm == "pld"]["topk_ids"].isna().all()  # no drafter: nothing ranked

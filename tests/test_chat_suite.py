@@ -84,7 +84,7 @@ def test_the_benchmark_reports_the_chat_suite_per_suite(cpu, monkeypatch):
     target.tokenizer = VocabTok()
     cfg = replace(params.benchmark, arms=["ar"], suites=["mt-bench", CHAT_SUITE], prompts_per_suite=2,
                   max_new_tokens=2, temperatures=[0.0], concurrency=[], warmup=False, bootstrap=0, simulated=False,
-                  pairs=[])
+                  pairs=[], ablation_arms=[])
     detail, runs = run(target, cfg, params.data, Checkpoints("", "", "", ""), {}, reference=params.reference)
     assert set(detail["suites"]) == {"mt-bench", CHAT_SUITE} and detail["setup"]["prompts"][CHAT_SUITE] == 2
     drawn = {i for r in runs.runs if r.suite == CHAT_SUITE for i in r.prompt_ids}

@@ -51,8 +51,8 @@ def test_check_compose_and_exp_answer_in_one_line(root, tmp_path):
     for args, start in cases:
         r = cli(*args, cwd=root)
         assert r.returncode == 2 and one_line(r).startswith(start), (args, r.stdout + r.stderr)
-    dry = cli("exp", "--dry", "-S", "benchmark.arms=[ar,dflash]", "-n", "two-arms", cwd=root)
-    assert dry.returncode == 0 and one_line(dry) == "ok: dvc exp run -S benchmark.arms=[ar,dflash] -n two-arms"
+    dry = cli("exp", "--dry", "-S", "benchmark/arms=two", "-n", "two-arms", cwd=root)
+    assert dry.returncode == 0 and one_line(dry) == "ok: dvc exp run -S benchmark/arms=two -n two-arms"
     composed = cli("compose", "profile=smoke", cwd=root)
     assert composed.returncode == 0 and "name: smoke" in composed.stdout
     same = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "profile=smoke"], cwd=root,

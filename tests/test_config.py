@@ -76,17 +76,48 @@ def test_arm_names_are_checked_against_the_arm_table(root):
         load_params(root / "params.yaml", ["benchmark.arms=[nosuch]"], arms=known)
     with pytest.raises(ConfigError, match=r"unknown arm 'dcocoo' \(did you mean 'dcoco'\?\)"):
         compose_params(["benchmark.arms=[ar,dcocoo]"], root / "conf", arms=known)
-    # the sweep may name arms that are not in `arms` (they are skipped): README's two-arm example is valid
-    p = load_params(root / "params.yaml", ["benchmark.arms=[ar,dflash]"], arms=known)
-    assert {"dcoco", "dspark", "domino"} <= set(p.benchmark.concurrency_arms)  # swept arms outside `arms`
+    # the sweep may name arms that do not run (they are skipped): the two-arm preset is valid
+    two = ["benchmark.arms=[ar,dflash]", "benchmark.ablation_arms=[]", "benchmark.pairs=[[dflash,ar]]",
+           "benchmark.sampled_arms=[]"]
+    p = load_params(root / "params.yaml", two, arms=known)
+    assert {"dcoco", "pld"} <= set(p.benchmark.concurrency_arms)  # swept arms outside `arms`
+    assert compose_params(["benchmark/arms=two"], root / "conf", arms=known)["benchmark"]["arms"] == ["ar", "dflash"]
     with pytest.raises(ConfigError, match=r"benchmark.concurrency_arms names unknown arm 'nosuch'"):
         load_params(root / "params.yaml", ["benchmark.concurrency_arms=[ar,nosuch]"], arms=known)
     with pytest.raises(ConfigError, match=r"benchmark.concurrency_base names unknown arm 'dflsh'"):
         load_params(root / "params.yaml", ["benchmark.concurrency_base=dflsh"], arms=known)
     with pytest.raises(ConfigError, match=r"benchmark.arms names 'ar' 2 times"):
-        load_params(root / "params.yaml", ["benchmark.arms=[ar,dflash,ar]"], arms=known)
+        load_params(root / "params.yaml", ["benchmark.arms=[ar,dflash,ar]", *two[1:]], arms=known)
     # a new entry in the table is a valid name at once (issue 13's arms need no config edit)
-    assert load_params(root / "params.yaml", ["benchmark.arms=[ar,pld]"], arms=[*known, "pld"]).benchmark.arms == ["ar", "pld"]
+    assert load_params(root / "params.yaml", ["benchmark.arms=[ar,dflash,pld]", *two[1:]],
+                       arms=[*known, "pld"]).benchmark.arms == ["ar", "dflash", "pld"]
+
+
+def test_headline_ablation_and_pairs_fail_in_one_line(root):
+    """Issue 23's bad input: an arm in both lists, an ablation arm not in the table, a pair (or a T>0 arm) naming
+    an arm that does not run, a subsample larger than the sample."""
+    from draftlab.bench.arms import arm_names
+
+    known = arm_names()
+    cases = [
+        (["benchmark.ablation_arms=[dflash-long,specopd-dcoco,dcoco]"],
+         r"^benchmark: arm 'dcoco' is in both benchmark.arms and benchmark.ablation_arms; keep it in one list"),
+        (["benchmark.ablation_arms=[dflash-long,specopd-dcoco,nosuch]"],
+         r"^benchmark.ablation_arms names unknown arm 'nosuch'; known arms: "),
+        (["benchmark.pairs=[[dcoco,dcoco-nopair]]", "benchmark.ablation_arms=[]"],
+         r"^benchmark.pairs names 'dcoco-nopair', which does not run; add it to benchmark.arms or "
+         r"benchmark.ablation_arms, or drop it from benchmark.pairs"),
+        (["benchmark.sampled_arms=[ar,dcoco-nopair]", "benchmark.ablation_arms=[dflash-long,specopd-dcoco]"],
+         r"^benchmark.sampled_arms names 'dcoco-nopair', which does not run"),
+        (["benchmark.ablation_prompts_per_suite=9"],
+         r"^benchmark.ablation_prompts_per_suite=9 exceeds benchmark.prompts_per_suite=4; they are the first prompts"),
+    ]
+    for overrides, msg in cases:
+        with pytest.raises(ConfigError, match=msg) as e:
+            load_params(root / "params.yaml", overrides, arms=known)
+        assert "\n" not in str(e.value)
+    p = load_params(root / "params.yaml", arms=known).benchmark  # the cpu default: every pair's arms run
+    assert not set(p.arms) & set(p.ablation_arms) and p.running_arms() == [*p.arms, *p.ablation_arms]
 
 
 def test_local_suites_in_the_config(root, tmp_path):

@@ -141,3 +141,118 @@ def test_sizing_plan_from_a_pilot():
     pair = plan["pairs"]["good vs base (t0)"]
     assert pair["prompts_per_suite"] < plan["per_arm"]["good"]["t0"]["prompts_per_suite"]  # pairing needs fewer
     assert sizing_plan(detail, 0.05, sd=0.2)["per_arm"]["good"]["t0"]["sd_by_suite"] == {"a": 0.2, "b": 0.2, "c": 0.2}
+
+
+def _unloop(runs: list[BatchRun], looping: set[str]) -> None:
+    """Give every answer distinct tokens except the prompts in `looping` (whose [1, 1, ...] answers loop)."""
+    for r in runs:
+        if r.prompt_ids[0] not in looping:
+            r.result.tokens = [list(range(100, 100 + len(t))) for t in r.result.tokens]
+
+
+def test_pairs_on_shared_prompts_and_without_loops():
+    runs = _runs(8, seed=7, suites=("a", "b"))
+    looping = {"a/0", "a/3", "b/5"}
+    _unloop(runs, looping)
+    # `good` as an ablation arm on the first 5 prompts of each suite
+    runs = [r for r in runs if not (r.arm == "good" and int(r.prompt_ids[0].split("/")[1]) >= 5)]
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=300, pairs=[["good", "base"], ["base", "ar"]], ablation=["good"])
+    row = next(p for p in detail["pairs"] if p["a"] == "good")
+    assert row["ablation"] is True and row["prompts"] == {"a": 5, "b": 5}
+    assert row["no_loop"]["prompts"] == {"a": 3, "b": 5}  # a/0, a/3 looped (b/5 is past the ablation sample)
+    # the point estimate is the mean over suites of per-suite τ differences on exactly those prompts
+    units = collect_units(runs)
+
+    def tau(arm, s, keep):
+        u = units[(s, "t0", arm)]
+        idx = [i for i, k in enumerate(u.keys()) if keep(k)]
+        return sum(u.tau_sum[i] for i in idx) / sum(u.tau_n[i] for i in idx)
+
+    first5 = lambda k: int(k.split("/")[1]) < 5  # noqa: E731
+    want = np.mean([tau("good", s, first5) - tau("base", s, first5) for s in ("a", "b")])
+    assert row["tau_diff"] == pytest.approx(want, abs=1e-6)
+    clean = lambda k: first5(k) and k not in looping  # noqa: E731
+    want = np.mean([tau("good", s, clean) - tau("base", s, clean) for s in ("a", "b")])
+    assert row["no_loop"]["tau_diff"] == pytest.approx(want, abs=1e-6)
+    assert row["tau_diff_halfwidth"] == pytest.approx((row["tau_diff_ci"][1] - row["tau_diff_ci"][0]) / 2, abs=1e-6)
+    full = next(p for p in detail["pairs"] if p["a"] == "base")
+    assert full["ablation"] is False and full["prompts"] == {"a": 8, "b": 8} and full["no_loop"]["prompts"] == {"a": 6, "b": 7}
+    # the ablation arm's speedup is against AR on its own 5 prompts
+    ar5 = [r for r in runs if r.arm == "ar" and r.suite == "a" and first5(r.prompt_ids[0])]
+    mine = detail["suites"]["a"]["t0"]["good"]
+    assert mine["speedup"] == pytest.approx(mine["tokens_per_s"] / (sum(r.result.num_tokens for r in ar5)
+                                                                    / sum(r.result.wall_s for r in ar5)))
+    pp = detail["suites"]["a"]["t0"]["base"]["per_prompt"]
+    assert [pid in looping for pid in pp["prompt_id"]] == pp["loop"]
+
+
+def test_paired_sizing_scales_with_length_and_meets_its_targets():
+    from draftlab.bench.sizing import BenchPlan, achieved, pair_sizes, paired_plan, plan_minutes
+
+    runs = _runs(10, seed=11, suites=("a", "b", "c"), temps=(0.0, 1.0))
+    _unloop(runs, set())
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=300, pairs=[["good", "base"]])
+    detail["config"] = {"max_new_tokens": 80, "concurrency_max_new_tokens": 8}
+    detail["setup"] = {"prompts": {"a": 10, "b": 10, "c": 10}, "timing_s": {"simulated": 0.0}}
+    sizes = pair_sizes(detail, [["good", "base"]], [0.0], 0.05, 0.02)["good vs base (t0)"]
+    sd = {s: float(np.std([x - y for x, y in zip(detail["suites"][s]["t0"]["good"]["per_prompt"]["tau"],
+                                                   detail["suites"][s]["t0"]["base"]["per_prompt"]["tau"])], ddof=1))
+          for s in ("a", "b", "c")}
+    assert sizes["tau_prompts_per_suite"] == prompts_for_halfwidth(sd, 0.05)
+    plan = BenchPlan(arms=["ar", "base", "good"], pairs=[["good", "base"]], max_new_tokens=80, sampled_arms=["ar"])
+    res = paired_plan(detail, plan, 0.05, 0.02)
+    e = res["pairs"]["good vs base (t0)"]
+    assert res["prompts_per_suite"] == e["prompts_per_suite"] == max(e["tau_prompts_per_suite"], e["ratio_prompts_per_suite"])
+    assert res["meets_t0"] and e["tau_halfwidth_at_plan"] <= 0.05 and e["ratio_halfwidth_at_plan"] <= 0.02
+    assert "good vs base (t1)" not in res["pairs"]  # `good` does not decode at T>0 in this plan
+    more = paired_plan(detail, BenchPlan(**{**plan.__dict__, "suites": ["a", "b", "c", "new"]}), 0.05, 0.02)
+    m = more["pairs"]["good vs base (t0)"]  # a suite the pilot lacks: the pilot's root-mean-square spread
+    assert more["assumed_suites"] == ["new"] and m["tau_sd_by_suite"]["new"] == pytest.approx(
+        np.sqrt(np.mean([v ** 2 for k, v in e["tau_sd_by_suite"].items()])), abs=1e-3)
+    four = BenchPlan(**{**plan.__dict__, "suites": ["a", "b", "c", "new"]})  # and the pilot suites' mean cost
+    assert plan_minutes(detail, four, 10, 0)["parts"]["headline_t0"] == pytest.approx(
+        4 / 3 * plan_minutes(detail, plan, 10, 0)["parts"]["headline_t0"], rel=0.02)
+    # cost scaling: answers that stopped before the pilot's limit keep their length; those at it grow with the limit
+    lengths = [t for r in runs for t in (len(x) for x in r.result.tokens)]
+    at = lambda L: plan_minutes(detail, BenchPlan(**{**plan.__dict__, "max_new_tokens": L}), 10, 0.0)  # noqa: E731
+    detail["config"]["max_new_tokens"] = max(lengths) + 1  # every pilot answer stopped early (EOS)
+    assert at(2 * max(lengths))["parts"]["headline_t0"] == at(max(lengths))["parts"]["headline_t0"]
+    detail["config"]["max_new_tokens"] = L0 = min(lengths)  # every pilot answer reached the limit
+    assert 1.5 < at(2 * L0)["parts"]["headline_t0"] / at(L0)["parts"]["headline_t0"] < 2.1  # prefill does not grow
+    detail["config"]["max_new_tokens"] = 80
+    assert paired_plan(detail, plan, 0.05, 0.02, spread_scaling="sqrt")["pairs"]["good vs base (t0)"][
+        "tau_sd_by_suite"]["a"] == pytest.approx(e["tau_sd_by_suite"]["a"], rel=1e-3)  # same length: no change
+    got = achieved(detail, 0.05, 0.02)
+    row = got["pairs"]["good vs base (t0)"]
+    assert row["tau_diff"] == detail["pairs"][0]["tau_diff_halfwidth"] and "no_loop" in row
+    assert got["arms"]["good"]["tau_t0"] == pytest.approx(
+        (detail["summary"]["good"]["tau_t0_ci"][1] - detail["summary"]["good"]["tau_t0_ci"][0]) / 2, abs=1e-6)
+
+
+def test_size_benchmark_tool_paired(root, tmp_path, capsys):
+    """tools/size_benchmark.py --paired on a pilot: the pairs of the given config, the prediction labelled as one."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(root / "tools"))
+    import size_benchmark
+
+    runs = _runs(6, seed=2, suites=("a", "b", "c"))
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=100, pairs=[["good", "base"]])
+    detail["config"] = {"max_new_tokens": 40, "concurrency_max_new_tokens": 8}
+    pilot = tmp_path / "pilot.json"
+    pilot.write_text(json.dumps(detail))
+    sets = ["benchmark.arms=[ar,base,good]", "benchmark.pairs=[[good,base],[base,ar]]", "benchmark.ablation_arms=[]",
+            "benchmark.sampled_arms=[]", "benchmark.suites=[mt-bench]", "benchmark.max_new_tokens=80",
+            "benchmark.concurrency=[]"]
+    args = [str(pilot), "--paired", "--params", str(root / "params.yaml"), *[x for s in sets for x in ("-S", s)]]
+    assert size_benchmark.main(args) == 0
+    out = capsys.readouterr().out
+    assert "A PREDICTION" in out and "good vs base (t0)" in out and "base vs ar (t0)" in out
+    assert "predicted minutes" in out and "assumed" in out  # mt-bench is not a pilot suite
+    assert size_benchmark.main([*args, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert list(plan["pairs"]["good vs base (t0)"]["tau_sd_by_suite"]) == ["mt-bench"]  # the plan's suites only

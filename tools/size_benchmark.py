@@ -1,17 +1,28 @@
-"""Size the benchmark's sample: how many prompts per suite give every speculative arm a 95% interval on τ
-of ±0.03 (or --halfwidth), and what that costs in minutes — from a pilot run's detail file.
+"""Size the benchmark's sample from a pilot run's detail file.
+
+Per arm (the default): how many prompts per suite give every speculative arm a 95% interval on τ of ±0.03
+(or --halfwidth), and what that costs in minutes.
 
     .venv/bin/python tools/size_benchmark.py                         # results/benchmark.json of this checkout
     .venv/bin/python tools/size_benchmark.py .smoke/results/benchmark.json --halfwidth 0.05
     .venv/bin/python tools/size_benchmark.py --sd 0.25               # assume a per-prompt τ spread (new drafter)
 
-The rule (draftlab.bench.uncertainty.sizing_plan): n = ⌈z² Σ_s sd_s² / (S² h²)⌉ prompts per suite, with sd_s the
+The rule (draftlab.bench.sizing.sizing_plan): n = ⌈z² Σ_s sd_s² / (S² h²)⌉ prompts per suite, with sd_s the
 pilot's per-prompt τ standard deviation in suite s (× --safety), S suites and h the half-width; the largest n
 over speculative arms and temperatures is the recommendation. The cost is each arm's measured seconds per
 prompt (both temperatures, prefill included) plus the teacher-forced τ pass, times n × S; the concurrency
 sweep does not grow with n. A pilot written before per-prompt values existed (an older
 metrics/benchmark.json) still gives the cost; pass --sd for the spread. Set the result with
 `benchmark.prompts_per_suite` (conf/profile/<profile>.yaml).
+
+Paired (--paired): the verdicts the report states. For the `benchmark` section of --params (params.yaml, with
+-S key=value overrides: the arms, pairs, ablation and T>0 subsets, the sweep, max_new_tokens), the prompts per
+suite each pair's paired Δτ (±benchmark.target_tau_diff_halfwidth) and tokens/s ratio
+(±benchmark.target_ratio_halfwidth) need, scaled from the pilot's answer length to max_new_tokens (the
+assumptions: draftlab.bench.sizing), and the predicted minutes of the whole benchmark.
+
+    .venv/bin/python tools/size_benchmark.py --paired --safety 1.5
+    .venv/bin/python tools/size_benchmark.py --paired -S benchmark.max_new_tokens=192 -S benchmark.prompts_per_suite=8
 """
 from __future__ import annotations
 
@@ -20,7 +31,7 @@ import json
 import sys
 from pathlib import Path
 
-from draftlab.bench.uncertainty import sizing_plan
+from draftlab.bench.sizing import BenchPlan, paired_plan, sizing_plan
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--safety", type=float, default=1.0, help="multiply the pilot's spreads (a small pilot "
                                                              "underestimates them about as often as not)")
     ap.add_argument("--json", action="store_true", help="print the plan as JSON")
+    ap.add_argument("--paired", action="store_true", help="size the configured pairs (Δτ, tokens/s ratio) instead")
+    ap.add_argument("--params", default="params.yaml", help="--paired: the config whose benchmark section to size")
+    ap.add_argument("-S", dest="set", action="append", default=[], help="--paired: override a key (benchmark.x=y)")
+    ap.add_argument("--spread-scaling", choices=("constant", "sqrt"), default="constant",
+                    help="--paired: how the pilot's per-prompt spreads change with max_new_tokens")
+    ap.add_argument("--overhead-minutes", type=float, default=2.0, help="--paired: loading and warm-up, added once")
     a = ap.parse_args(argv)
     f = Path(a.detail)
     if not f.exists() and f == Path("results/benchmark.json") and Path("metrics/benchmark.json").exists():
@@ -41,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"error: {f} cannot be read ({type(e).__name__}); run `dvc repro benchmark` first", file=sys.stderr)
         return 2
+    if a.paired:
+        return paired(detail, f, a)
     plan = sizing_plan(detail, a.halfwidth, a.level, a.sd, a.safety)
     if a.json:
         print(json.dumps(plan, indent=2))
@@ -63,6 +82,55 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"recommendation: benchmark.prompts_per_suite={plan['prompts_per_suite']} -> "
           f"{plan['minutes']:.0f} min for the per-suite runs ({len(plan['suites'])} suites) + the sweep")
+    return 0
+
+
+def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
+    from draftlab.errors import ConfigError
+    from draftlab.params import load_params
+
+    try:
+        b = load_params(a.params, a.set).benchmark
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    plan = BenchPlan(arms=list(b.arms), pairs=[list(p) for p in b.pairs], suites=list(b.suites),
+                     max_new_tokens=b.max_new_tokens,
+                     prompts_per_suite=b.prompts_per_suite or None, ablation_arms=list(b.ablation_arms),
+                     ablation_prompts_per_suite=b.ablation_prompts_per_suite, sampled_arms=list(b.sampled_arms),
+                     sampled_prompts_per_suite=b.sampled_prompts_per_suite, temperatures=list(b.temperatures),
+                     concurrency=list(b.concurrency), concurrency_arms=list(b.concurrency_arms),
+                     concurrency_temperatures=list(b.concurrency_temperatures),
+                     concurrency_max_new_tokens=b.concurrency_max_new_tokens, simulated=b.simulated)
+    res = paired_plan(detail, plan, b.target_tau_diff_halfwidth, b.target_ratio_halfwidth, a.level, a.safety,
+                      a.spread_scaling, a.overhead_minutes)
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    print(f"pilot: {f} (max_new_tokens {res['pilot_max_new_tokens']}, prompts per suite "
+          f"{(detail.get('setup') or {}).get('prompts', '?')}); predicted for max_new_tokens {res['max_new_tokens']}, "
+          f"spreads × {a.safety} ({a.spread_scaling} with length). A PREDICTION from the pilot, not a measurement.")
+    if res["assumed_suites"]:
+        print(f"suites {', '.join(res['suites'])}; not in the pilot, assumed at the pilot suites' root-mean-square "
+              f"spread and mean cost: {', '.join(res['assumed_suites'])}")
+    print(f"targets: Δτ ±{res['targets']['tau_diff']}, tokens/s ratio ±{res['targets']['tokens_per_s_ratio']} "
+          f"({a.level:.0%} intervals)")
+    print(f"{'pair':34s} {'n(Δτ)':>6s} {'n(ratio)':>8s}  {'at plan: n':>10s} {'±Δτ':>7s} {'±ratio':>7s}  sd Δτ | sd ratio")
+    for name, e in res["pairs"].items():
+        if e.get("missing"):
+            print(f"{name:34s} (not in the pilot)")
+            continue
+        if not e.get("runs"):
+            continue
+        tag = " [ablation]" if e["ablation"] else ""
+        sd = lambda k: ", ".join(f"{x:.3f}" for x in (e.get(f"{k}_sd_by_suite") or {}).values()) or "-"  # noqa: E731
+        print(f"{name + tag:34s} {e.get('tau_prompts_per_suite', '-'):>6} {e.get('ratio_prompts_per_suite', '-'):>8}  "
+              f"{e['prompts_at_plan']:>10} {e.get('tau_halfwidth_at_plan', '-'):>7} {e.get('ratio_halfwidth_at_plan', '-'):>7}"
+              f"  {sd('tau')} | {sd('ratio')}")
+    print(f"headline pairs at T=0 meet the targets with prompts_per_suite={res['prompts_per_suite']}: {res['meets_t0']}")
+    print(f"predicted minutes: {res['minutes']:.1f} ({', '.join(f'{k} {v}' for k, v in res['parts'].items())})")
+    if res["missing_from_pilot"]:
+        print(f"not in the pilot (no cost counted): {', '.join(res['missing_from_pilot'])}")
     return 0
 
 

@@ -5,7 +5,8 @@
 - tokens/s: aggregate = output tokens / wall time of the batches (prefill included); decode = tokens after
   each stream's first / (wall − prefill); per stream = mean over requests of tokens / time until that
   stream's last token.
-- speedup: aggregate tokens/s over the AR arm's on the same prompts in the same run.
+- speedup: aggregate tokens/s over the AR arm's on the same prompts in the same run (an arm that decoded
+  fewer prompts — an ablation arm, a T>0 subset — against AR on those prompts only).
 - round split: mean seconds per round of each phase (draft / propose / verify / book; AR: verify / book).
 - coverage[j][k]: share of slots j whose finally committed token (the output token at that position)
   is among the drafter's top-k there; oracle τ: per round, slots accepted while that token is in the
@@ -27,6 +28,11 @@
 - concurrency sweep, per temperature, arm and level: tokens/s, τ, speedup over AR, and relative to the
   base arm (`dflash`) at the same level `tau_ratio`, `tokens_per_s_ratio`, `round_overhead_ms` (speculative
   arms only; None for AR).
+- copying (per suite / temperature / arm; summary `copy_share_t0`, `repeat_share_t0`, `loop_share_t0`): the
+  shares of output tokens that copy the prompt or repeat earlier output, and of answers that looped
+  (draftlab.bench.copying).
+- positions (per group; summary `positions_<t>` = {first, later}: τ, tokens/s, speedup, means over suites):
+  the reading by where in the answer a round starts (draftlab.bench.positions).
 - confidence intervals over prompts and paired arm differences: draftlab.bench.uncertainty.
 """
 from __future__ import annotations
@@ -35,6 +41,8 @@ from collections import defaultdict
 
 import torch
 
+from draftlab.bench.positions import reading as position_reading
+from draftlab.bench.copying import reading
 from draftlab.bench.runner import BatchRun
 from draftlab.corrector.paths import oracle_path
 from draftlab.decoding.verify import greedy_accept_length
@@ -122,6 +130,18 @@ def source_metrics(runs: list[BatchRun]) -> dict:
     return out
 
 
+def copying_metrics(runs: list[BatchRun]) -> dict:
+    """Copy / repeat shares (weighted by output tokens) and the share of prompts whose answer looped
+    (draftlab.bench.copying)."""
+    rows = [(len(o), reading(p, o)) for r in runs for p, o in zip(r.prompts, r.result.tokens)]
+    total = sum(n for n, _ in rows)
+    out = {k: (sum(n * x[k] for n, x in rows if x[k] is not None) / total if total else None)
+           for k in ("copy_share", "repeat_share")}
+    out["loop_share"] = sum(x["loop"] for _, x in rows) / len(rows) if rows else None
+    out["answers"] = len(rows)
+    return out
+
+
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
@@ -171,8 +191,19 @@ def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar", base_arm:
     """Full detail: per suite / temperature / arm metrics (+ speedup, break-even τ), the concurrency
     sweep per arm and level, and the per-arm summary (means over suites)."""
     suites: dict = defaultdict(lambda: defaultdict(dict))
-    for (arm, suite, temp, _c), group in _groups(runs, sweep=False).items():
+    groups = _groups(runs, sweep=False)
+    bases: dict = {}  # (suite, temperature key, arm) -> the AR arm's metrics on that arm's prompts
+    for (arm, suite, temp, c), group in groups.items():
         suites[suite][tkey(temp)][arm] = group_metrics(group)
+        mine = [pid for r in group for pid in r.prompt_ids]
+        ar = [r for r in groups.get((ar_arm, suite, temp, c), []) if set(r.prompt_ids) <= set(mine)]
+        if arm != ar_arm and ar and len(ar) < len(groups[(ar_arm, suite, temp, c)]):
+            bases[(suite, tkey(temp), arm)] = group_metrics(ar)  # an arm on fewer prompts (ablation, sampled)
+        m = suites[suite][tkey(temp)][arm]
+        m["copying"] = copying_metrics(group)
+        pos = position_reading(group, ar if arm != ar_arm else None)
+        if pos is not None:
+            m["positions"] = pos
     outputs = {(r.suite, r.arm, pid): toks for r in runs if r.temperature == 0 and not r.sweep
                for pid, toks in zip(r.prompt_ids, r.result.tokens)}
     for suite, temps in suites.items():
@@ -182,8 +213,8 @@ def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar", base_arm:
             m["tokens_equal_ar"] = None if not mine or any(x is None for x in ref) else all(
                 toks == outputs[(suite, ar_arm, pid)] for pid, toks in mine.items())
         for tk, by_arm in temps.items():
-            base = by_arm.get(ar_arm)
             for arm, m in by_arm.items():
+                base = bases.get((suite, tk, arm), by_arm.get(ar_arm))
                 m["speedup"] = (m["tokens_per_s"] / base["tokens_per_s"]) if base and base.get("tokens_per_s") and m.get("tokens_per_s") else None
                 m["break_even_tau"] = break_even(m, base) if base and arm != ar_arm else None
     conc: dict = defaultdict(lambda: defaultdict(dict))  # temperature key -> arm -> level -> metrics
@@ -235,6 +266,12 @@ def summary(suites: dict, conc: dict, arms: list[str], base_arm: str = "dflash")
                     e[f"{name}_{tk}"] = _mean([m.get(name) for m in ms])
             if any(m.get("break_even_tau") for m in ms):
                 e[f"break_even_tau_{tk}"] = _mean([m.get("break_even_tau") for m in ms])
+            for key in ("copy_share", "repeat_share", "loop_share"):
+                e[f"{key}_{tk}"] = _mean([(m.get("copying") or {}).get(key) for m in ms])
+            segs = [m["positions"]["segments"] for m in ms if m.get("positions")]
+            if segs:
+                e[f"positions_{tk}"] = {seg: {k: _mean([x[seg].get(k) for x in segs])
+                                              for k in ("tau", "tokens_per_s", "speedup")} for seg in segs[0]}
         eq = [s[tkey(0.0)][arm].get("tokens_equal_ar") for s in suites.values() if arm in s.get(tkey(0.0), {})]
         if any(x is not None for x in eq):
             e["tokens_equal_ar_t0"] = all(x for x in eq if x is not None)

@@ -3,8 +3,10 @@ their confidence intervals and per-prompt values, the concurrency sweep, the per
 arm differences), the headline `metrics/benchmark/<arm>.json` (one small DVC metrics file per arm: τ and
 speedup per temperature with the half-width of their interval, so `dvc metrics show` prints one row per
 arm), plot CSVs (τ per slot, coverage, speedup per suite, throughput vs concurrency, and per arm the peers
-table: τ, tokens/s, ratio to AR, the tokens-equal-AR flag and the proposal sources) and the per-round
-Parquet file for the explorer. Every file is written atomically (draftlab.io)."""
+table: τ, tokens/s, ratio to AR, the tokens-equal-AR flag and the proposal sources; τ and tokens/s by
+position in the answer) and the per-round Parquet file for the explorer. Every row of every table carries
+`ablation` (the arm is one of `benchmark.ablation_arms`: a smaller sample). Every file is written atomically
+(draftlab.io)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,41 +27,69 @@ PLOTS = {
     "speedup": "plots/benchmark_speedup.csv",
     "concurrency": "plots/benchmark_concurrency.csv",
     "peers": "plots/benchmark_peers.csv",
+    "positions": "plots/benchmark_positions.csv",
 }
 CONC_COLS = ("tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream", "tau", "tau_ratio", "tokens_per_s_ratio",
              "round_total_ms", "propose_ms", "round_overhead_ms")
 
 
+def mark_ablation(detail: dict, ablation) -> dict:
+    """Mark every arm's entries `ablation` (True for the arms of `benchmark.ablation_arms`): summary, per-suite
+    metrics, concurrency levels (pairs carry their own flag)."""
+    ablation = set(ablation)
+    for arm, e in detail.get("summary", {}).items():
+        e["ablation"] = arm in ablation
+    for temps in detail.get("suites", {}).values():
+        for by_arm in temps.values():
+            for arm, m in by_arm.items():
+                m["ablation"] = arm in ablation
+    for by_arm in detail.get("concurrency", {}).values():
+        for arm, levels in by_arm.items():
+            for m in levels.values():
+                m["ablation"] = arm in ablation
+    return detail
+
+
 def plot_frames(detail: dict) -> dict[str, pd.DataFrame]:
-    slot_rows, cov_rows, sp_rows, conc_rows = [], [], [], []
+    slot_rows, cov_rows, sp_rows, conc_rows, pos_rows = [], [], [], [], []
     for suite, temps in detail["suites"].items():
         for tk, by_arm in temps.items():
             for arm, m in by_arm.items():
-                sp_rows.append({"suite": suite, "temperature": tk, "arm": arm, "speedup": m.get("speedup"),
-                                "tau": m.get("tau"), "tokens_per_s": m.get("tokens_per_s"),
-                                "break_even_tau": m.get("break_even_tau"),
-                                "proposal_share": (m.get("round_share") or {}).get("propose")})
+                key = {"suite": suite, "temperature": tk, "arm": arm, "ablation": bool(m.get("ablation"))}
+                cp = m.get("copying") or {}
+                sp_rows.append({**key, "speedup": m.get("speedup"), "tau": m.get("tau"),
+                                "tokens_per_s": m.get("tokens_per_s"), "break_even_tau": m.get("break_even_tau"),
+                                "proposal_share": (m.get("round_share") or {}).get("propose"),
+                                **{k: cp.get(k) for k in COPY_COLS}})
                 for j, a in enumerate(m.get("accept_curve", []), 1):
-                    slot_rows.append({"suite": suite, "temperature": tk, "arm": arm, "slot": j, "accept_rate": a})
+                    slot_rows.append({**key, "slot": j, "accept_rate": a})
                 for j, row in enumerate(m.get("coverage", []), 1):
                     for k, c in enumerate(row, 1):
-                        cov_rows.append({"suite": suite, "temperature": tk, "arm": arm, "slot": j, "k": k, "coverage": c})
+                        cov_rows.append({**key, "slot": j, "k": k, "coverage": c})
+                for b in (m.get("positions") or {}).get("bins", []):
+                    pos_rows.append({**key, **{k: b.get(k) for k in POS_COLS}})
     for tk, by_arm in detail.get("concurrency", {}).items():
         for arm, levels in by_arm.items():
             for c, m in levels.items():
-                conc_rows.append({"temperature": tk, "arm": arm, "streams": int(c), **{k: m.get(k) for k in CONC_COLS}})
+                conc_rows.append({"temperature": tk, "arm": arm, "ablation": bool(m.get("ablation")), "streams": int(c),
+                                  **{k: m.get(k) for k in CONC_COLS}})
+    key = ["suite", "temperature", "arm", "ablation"]
     cols = {
         "peers": list(PEER_COLS),
-        "tau_per_slot": ["suite", "temperature", "arm", "slot", "accept_rate"],
-        "coverage": ["suite", "temperature", "arm", "slot", "k", "coverage"],
-        "speedup": ["suite", "temperature", "arm", "speedup", "tau", "tokens_per_s", "break_even_tau", "proposal_share"],
-        "concurrency": ["temperature", "arm", "streams", *CONC_COLS],
+        "tau_per_slot": [*key, "slot", "accept_rate"],
+        "coverage": [*key, "slot", "k", "coverage"],
+        "speedup": [*key, "speedup", "tau", "tokens_per_s", "break_even_tau", "proposal_share", *COPY_COLS],
+        "concurrency": ["temperature", "arm", "ablation", "streams", *CONC_COLS],
+        "positions": [*key, *POS_COLS],
     }
-    rows = {"peers": peer_rows(detail.get("summary", {})), "tau_per_slot": slot_rows, "coverage": cov_rows, "speedup": sp_rows, "concurrency": conc_rows}
+    rows = {"peers": peer_rows(detail.get("summary", {})), "tau_per_slot": slot_rows, "coverage": cov_rows,
+            "speedup": sp_rows, "concurrency": conc_rows, "positions": pos_rows}
     return {k: pd.DataFrame(rows[k], columns=cols[k]) for k in cols}
 
 
-PEER_COLS = ("arm", "temperature", "tau", "tokens_per_s", "speedup", "tokens_equal_ar", "lookup_share",
+COPY_COLS = ("copy_share", "repeat_share", "loop_share")
+POS_COLS = ("start", "rounds", "tokens", "tau", "tokens_per_s", "speedup")  # one row per 32-token bin of round starts
+PEER_COLS = ("arm", "ablation", "temperature", "tau", "tokens_per_s", "speedup", "tokens_equal_ar", "lookup_share",
              "lookup_accepted_per_round", "drafter_accepted_per_round", "lookup_accepted_tokens", "drafter_accepted_tokens")
 
 
@@ -72,7 +102,7 @@ def peer_rows(summary: dict) -> list[dict]:
                 continue  # a greedy-only reference row at T>0
             src = e.get(f"sources_{tk}") or {}
             look, draft = src.get("lookup", {}), src.get("drafter", {})
-            rows.append({"arm": arm, "temperature": tk, "tau": e.get(f"tau_{tk}"),
+            rows.append({"arm": arm, "ablation": bool(e.get("ablation")), "temperature": tk, "tau": e.get(f"tau_{tk}"),
                          "tokens_per_s": e.get(f"tokens_per_s_{tk}"), "speedup": e.get(f"speedup_{tk}"),
                          "tokens_equal_ar": e.get("tokens_equal_ar_t0") if tk == "t0" else None,
                          "lookup_share": look.get("share"), "lookup_accepted_per_round": look.get("accepted_per_round"),
@@ -116,7 +146,7 @@ def headline(detail: dict) -> dict[str, dict]:
     temps = sorted({tk for temps in detail.get("suites", {}).values() for tk in temps})
     out = {}
     for arm, e in detail.get("summary", {}).items():
-        row = {}
+        row = {"ablation": bool(e.get("ablation"))}
         for tk in temps:
             for m in HEADLINE_METRICS:
                 if e.get(f"{m}_{tk}") is None:

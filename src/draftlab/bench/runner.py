@@ -1,5 +1,10 @@
 """The benchmark runner: suites × temperatures × arms at one concurrency, then a concurrency sweep.
 
+Headline arms decode every prompt; ablation arms (`benchmark.ablation_arms`) the first
+`ablation_prompts_per_suite` of each suite; at T>0 only `sampled_arms` decode, on the first
+`sampled_prompts_per_suite` (`batch_arms`). Smaller samples are prefixes of the same ranked prompts, so
+every pair shares the prompts of its smaller arm.
+
 Arms run the *same* prompt batches interleaved (batch i: every arm in turn, starting arm rotated per
 batch so no arm always runs first), so every speedup is a same-run ratio. Each (arm, batch) gets a
 generator seeded from (seed, batch index), identical across arms. Arms that declare `greedy_only`
@@ -51,16 +56,40 @@ def _seeded(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
 
 
+def batch_arms(cfg: BenchmarkConfig, arms: dict, bi: int, temp: float) -> list[str]:
+    """The arms that decode per-suite batch `bi` at temperature `temp`: the headline arms on every batch, the
+    ablation arms on the batches holding the first `ablation_prompts_per_suite` prompts, at T>0 only
+    `sampled_arms` on the first `sampled_prompts_per_suite` prompts and no greedy-only arm."""
+    start = bi * cfg.batch_size  # index of the batch's first prompt within its suite
+
+    def within(limit: int) -> bool:
+        return limit <= 0 or start < limit
+
+    out = []
+    for name in arms:
+        if name in cfg.ablation_arms and not within(cfg.ablation_prompts_per_suite):
+            continue
+        if temp > 0 and (getattr(arms[name], "greedy_only", False) or not within(cfg.sampled_prompts_per_suite)
+                         or (cfg.sampled_arms and name not in cfg.sampled_arms)):
+            continue
+        out.append(name)
+    return out
+
+
+def sweep_arm_names(cfg: BenchmarkConfig, arms: dict, temp: float) -> list[str]:
+    """The arms of the concurrency sweep at `temp` (`concurrency_arms` among those that run; no greedy-only arm
+    at T>0)."""
+    names = [a for a in arms if a in cfg.concurrency_arms] if cfg.concurrency_arms else list(arms)
+    return [a for a in names if not (temp > 0 and getattr(arms[a], "greedy_only", False))]
+
+
 def plan_size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]], arms: dict) -> int:
     """Number of (arm, batch) generations the run will do (for the progress bar); arms: name -> Arm."""
-    def runs_per_batch(names: list[str], temps: list[float]) -> int:
-        return sum(1 for t in temps for a in names if not (t > 0 and getattr(arms[a], "greedy_only", False)))
-
-    names = list(arms)
-    main = sum(len(_chunks(p, cfg.batch_size)) for p in suites.values())
-    sweep = sum(len(_chunks(list(range(max(c, cfg.concurrency_prompts))), c)) for c in cfg.concurrency)
-    sweep_arms = [a for a in names if a in cfg.concurrency_arms] if cfg.concurrency_arms else names
-    return main * runs_per_batch(names, cfg.temperatures) + sweep * runs_per_batch(sweep_arms, cfg.concurrency_temperatures)
+    main = sum(len(batch_arms(cfg, arms, bi, t)) for p in suites.values() for t in cfg.temperatures
+               for bi in range(len(_chunks(p, cfg.batch_size))))
+    sweep = sum(len(_chunks(list(range(max(c, cfg.concurrency_prompts))), c)) * len(sweep_arm_names(cfg, arms, t))
+                for c in cfg.concurrency for t in cfg.concurrency_temperatures)
+    return main + sweep
 
 
 def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: BenchmarkConfig, eos_ids: list[int],
@@ -77,12 +106,12 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
             arms[name].generate([first], 4, SamplingParams(), eos_ids, _seeded(device, 0), record_topk=cfg.topk)
 
     def run_batch(batch: list[PromptItem], bi: int, suite: str, temp: float, conc: int, sweep: bool, max_new: int,
-                  which: list[str] = names):
+                  which: list[str]):
         sp = SamplingParams(temp, cfg.top_p, cfg.top_k)
+        if not which:
+            return
         order = which[bi % len(which):] + which[: bi % len(which)]  # rotate: no arm always runs first
         for name in order:
-            if temp > 0 and getattr(arms[name], "greedy_only", False):
-                continue
             res = arms[name].generate([p.ids for p in batch], max_new, sp, eos_ids, _seeded(device, cfg.seed * 100003 + bi),
                                       record_topk=0 if sweep else cfg.topk)
             out.runs.append(BatchRun(name, suite, temp, conc, sweep, [p.id for p in batch], [p.ids for p in batch], res))
@@ -91,10 +120,11 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
     for suite, prompts in suites.items():
         for temp in cfg.temperatures:
             for bi, batch in enumerate(_chunks(prompts, cfg.batch_size)):
-                run_batch(batch, bi, suite, temp, cfg.batch_size, False, cfg.max_new_tokens)
+                run_batch(batch, bi, suite, temp, cfg.batch_size, False, cfg.max_new_tokens,
+                          batch_arms(cfg, arms, bi, temp))
     pool = sweep_pool or interleave(suites)
-    sweep_arms = [a for a in names if a in cfg.concurrency_arms] if cfg.concurrency_arms else names
     for temp in cfg.concurrency_temperatures:
+        sweep_arms = sweep_arm_names(cfg, arms, temp)
         for conc in cfg.concurrency:
             n = max(conc, cfg.concurrency_prompts)
             items = sorted((pool[i % len(pool)] for i in range(n)), key=lambda p: len(p.ids))  # less padding

@@ -1,34 +1,37 @@
 """Uncertainty of the benchmark's numbers: bootstrap confidence intervals over prompts, paired across
-arms, and the sample-size rule for the interval on τ.
+arms (the sample-size rules that read them: draftlab.bench.sizing).
 
 - Unit of resampling: one batch of the per-suite runs, which is one prompt at the default
   `benchmark.batch_size: 1`. Every arm decodes the same batches (draftlab.bench.runner), so one
   bootstrap replicate draws one multiset of batch indices per suite and applies it to every arm and
-  temperature: a speedup (arm tokens/s ÷ AR tokens/s), a Δτ or a tokens/s ratio of two arms is
-  *paired* — the prompt-to-prompt variation both arms share cancels.
+  temperature on the same prompts (`Weights`): a speedup (arm tokens/s ÷ AR tokens/s), a Δτ or a tokens/s
+  ratio of two arms is *paired* — the prompt-to-prompt variation both arms share cancels. An arm that
+  decoded fewer prompts (an ablation arm, the T>0 arms) is compared on its prompts only, with its own draw.
 - Suites are strata: prompts are resampled within their suite, and a replicate's summary is the mean
   over suites, the same formula as `draftlab.bench.metrics.summary`. A suite with a single prompt has no
   interval (nor has any summary or pair that includes it): one prompt says nothing about the spread.
 - Per unit: τ as the sum of per-request τ and the count of requests that had a round (the estimator of
   `group_metrics`: per request, then averaged), tokens and wall seconds (aggregate tokens/s =
-  Σ tokens / Σ seconds). The point estimates are `compute()`'s; the intervals are percentile intervals.
+  Σ tokens / Σ seconds), and the copy / loop reading (draftlab.bench.copying). The point estimates are
+  `compute()`'s; the intervals are percentile intervals.
 - Pairs (`benchmark.pairs`): Δτ = τ_a − τ_b and the tokens/s ratio a ÷ b (mean over suites of the
-  per-suite ratios), each with its own paired interval; `exceeds_noise` says whether the interval
-  excludes 0 (Δτ) or 1 (ratio). The name `best` stands for the arm with the highest mean speedup at
-  that temperature (other than the pair's other arm and AR) — chosen on the same data, so its
-  interval is optimistic.
-- Sizing: `prompts_for_halfwidth` is the normal-approximation rule n = ⌈z² Σ_s sd_s² / (S² h²)⌉ for the
-  interval on the mean over S suites of τ, from a pilot's per-prompt standard deviations.
+  per-suite ratios), each with its own paired interval and half-width, on the prompts both arms decoded,
+  and again (`no_loop`) without the prompts where either answer looped; `exceeds_noise` says whether the
+  interval excludes 0 (Δτ) or 1 (ratio); `ablation` whether an arm of the pair is an ablation arm. The
+  name `best` stands for the headline arm with the highest mean speedup at that temperature (other than
+  the pair's other arm and AR) — chosen on the same data, so its interval is optimistic.
 """
 from __future__ import annotations
 
-import math
 import warnings
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Collection
 
 import numpy as np
 
+from draftlab.bench.copying import LOOP_SPAN, batch_reading
 from draftlab.bench.metrics import tkey
 from draftlab.bench.runner import BatchRun
 
@@ -44,9 +47,16 @@ class Units:
     wall_s: list[float] = field(default_factory=list)
     tau_sum: list[float] = field(default_factory=list)  # Σ per-request τ (requests with ≥ 1 round)
     tau_n: list[float] = field(default_factory=list)  # number of those requests
+    copy_share: list = field(default_factory=list)  # draftlab.bench.copying.batch_reading per unit
+    repeat_share: list = field(default_factory=list)
+    loop: list[bool] = field(default_factory=list)
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {k: np.asarray(getattr(self, k), dtype=float) for k in ("tokens", "wall_s", "tau_sum", "tau_n")}
+
+    def keys(self) -> list[str]:
+        """One key per unit: its prompt ids (how units of two arms are matched)."""
+        return [",".join(p) for p in self.prompt_ids]
 
 
 def collect_units(runs: list[BatchRun]) -> dict[tuple[str, str, str], Units]:
@@ -62,6 +72,10 @@ def collect_units(runs: list[BatchRun]) -> dict[tuple[str, str, str], Units]:
         u.wall_s.append(r.result.wall_s)
         u.tau_sum.append(sum(taus))
         u.tau_n.append(len(taus))
+        rd = batch_reading(r.prompts, r.result.tokens)
+        u.copy_share.append(rd["copy_share"])
+        u.repeat_share.append(rd["repeat_share"])
+        u.loop.append(rd["loop"])
     return dict(out)
 
 
@@ -71,8 +85,10 @@ def per_prompt(units: Units) -> dict:
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = np.where(a["tau_n"] > 0, a["tau_sum"] / np.maximum(a["tau_n"], 1), np.nan)
         tps = np.where(a["wall_s"] > 0, a["tokens"] / np.maximum(a["wall_s"], 1e-12), np.nan)
-    return {"prompt_id": [",".join(p) for p in units.prompt_ids], "tau": _list(tau), "tokens": a["tokens"].tolist(),
-            "wall_s": _list(a["wall_s"]), "tokens_per_s": _list(tps)}
+    return {"prompt_id": units.keys(), "tau": _list(tau), "tokens": a["tokens"].tolist(),
+            "wall_s": _list(a["wall_s"]), "tokens_per_s": _list(tps),
+            "copy_share": [None if x is None else round(x, 4) for x in units.copy_share],
+            "repeat_share": [None if x is None else round(x, 4) for x in units.repeat_share], "loop": list(units.loop)}
 
 
 def _list(x: np.ndarray) -> list:
@@ -92,32 +108,25 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
-def replicates(units: dict[tuple[str, str, str], Units], n_boot: int, seed: int = 0, ar_arm: str = "ar") -> dict:
+def replicates(units: dict[tuple[str, str, str], Units], n_boot: int, seed: int = 0, ar_arm: str = "ar",
+               weights: "Weights | None" = None) -> dict:
     """Bootstrap replicates [B] of τ, tokens/s and speedup per (suite, temperature key, arm), and their means
-    over suites per (temperature key, arm). Row 0 of every weight matrix is all ones (the point estimate)."""
-    rng = np.random.default_rng(seed)
-    suites = sorted({s for s, _, _ in units})
-    weights = {}
-    for s in suites:
-        sizes = {len(u.tokens) for (s2, _, _), u in units.items() if s2 == s}
-        n = max(sizes)
-        w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)  # [B, U]
-        if n < 2:  # one prompt says nothing about the spread: no interval (NaN replicates), not a zero-width one
-            w[:] = np.nan
-        weights[s] = np.vstack([np.ones((1, n)), w])  # [1 + B, U]
+    over suites per (temperature key, arm). Row 0 of every weight matrix is all ones (the point estimate);
+    an arm on fewer prompts (ablation, T>0 subset) has its speedup against AR on those prompts."""
+    weights = weights or Weights(n_boot, seed)
     per: dict = {}
     for (s, tk, arm), u in units.items():
-        w, a = weights[s], u.arrays()
-        if w.shape[1] != a["tokens"].shape[0]:  # an arm that did not run every batch: no paired resampling
-            continue
-        tau = _ratio(w @ a["tau_sum"], w @ a["tau_n"])
-        if not np.isfinite(tau).any():  # AR: τ = 1 by definition
-            tau = np.ones(w.shape[0])
-        per[(s, tk, arm)] = {"tau": tau, "tokens_per_s": _ratio(w @ a["tokens"], w @ a["wall_s"])}
+        w = weights.get(s, u.keys())
+        per[(s, tk, arm)] = _stats(u, np.arange(len(u.tokens)), w)
+        base = units.get((s, tk, ar_arm))
+        if base is not None and arm != ar_arm:  # AR on this arm's prompts, resampled with the same weights
+            idx = _match(base.keys(), u.keys())
+            if idx is not None:
+                per[(s, tk, arm)]["speedup"] = _ratio(per[(s, tk, arm)]["tokens_per_s"],
+                                                      _stats(base, idx, w)["tokens_per_s"])
     for (s, tk, arm), r in per.items():
-        base = per.get((s, tk, ar_arm))
-        if base is not None:
-            r["speedup"] = _ratio(r["tokens_per_s"], base["tokens_per_s"])
+        if arm == ar_arm:
+            r["speedup"] = _ratio(r["tokens_per_s"], r["tokens_per_s"])
     summary: dict = {}
     for tk in sorted({tk for _, tk, _ in per}):
         for arm in sorted({a for _, t2, a in per if t2 == tk}):
@@ -125,6 +134,42 @@ def replicates(units: dict[tuple[str, str, str], Units], n_boot: int, seed: int 
             summary[(tk, arm)] = {m: _nanmean([r[m] for r in rows if m in r]) for m in ("tau", "tokens_per_s", "speedup")
                                   if any(m in r for r in rows)}
     return {"per_suite": per, "summary": summary}
+
+
+class Weights:
+    """Bootstrap weight matrices [1 + B, U] per (suite, the units' keys): every group of units with the same
+    prompts (arms on the same sample) shares one draw, so differences between them are paired; a subsample
+    (ablation arms, T>0 arms, the prompts without loops) gets its own draw, seeded from its keys. Row 0 is all
+    ones (the point estimate); a single unit gets NaN resamples (one prompt says nothing about the spread)."""
+
+    def __init__(self, n_boot: int, seed: int = 0):
+        self.n_boot, self.seed, self.cache = n_boot, seed, {}
+
+    def get(self, suite: str, keys: list[str]) -> np.ndarray:
+        k = (suite, tuple(keys))
+        if k not in self.cache:
+            n = len(keys)
+            rng = np.random.default_rng([self.seed, zlib.crc32("|".join(k[:1] + k[1]).encode())])
+            w = rng.multinomial(n, np.full(n, 1.0 / n), size=self.n_boot).astype(float) if n else np.zeros((self.n_boot, 0))
+            if n < 2:
+                w[:] = np.nan
+            self.cache[k] = np.vstack([np.ones((1, n)), w])  # [1 + B, U]
+        return self.cache[k]
+
+
+def _match(keys: list[str], wanted: list[str]) -> np.ndarray | None:
+    """Indices into `keys` of the `wanted` keys, in their order; None when one is missing."""
+    pos = {k: i for i, k in enumerate(keys)}
+    return np.asarray([pos[k] for k in wanted]) if all(k in pos for k in wanted) else None
+
+
+def _stats(u: Units, idx: np.ndarray, w: np.ndarray) -> dict[str, np.ndarray]:
+    """Replicates [1 + B] of τ and tokens/s over the units `idx` of `u` under weights w [1 + B, len(idx)]."""
+    a = {k: v[idx] for k, v in u.arrays().items()}
+    tau = _ratio(w @ a["tau_sum"], w @ a["tau_n"])
+    if not np.isfinite(tau).any():  # AR: τ = 1 by definition
+        tau = np.ones(w.shape[0])
+    return {"tau": tau, "tokens_per_s": _ratio(w @ a["tokens"], w @ a["wall_s"])}
 
 
 def _nanmean(xs: list[np.ndarray]) -> np.ndarray:
@@ -137,14 +182,17 @@ def _nanmean(xs: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([point, x[:, 1:].mean(axis=0)])
 
 
-def resolve_pair(pair: list[str], tk: str, summary: dict, ar_arm: str = "ar") -> tuple[str, str] | None:
-    """(a, b) with `best` replaced by the arm of highest mean speedup at `tk`; None when an arm did not run."""
+def resolve_pair(pair: list[str], tk: str, summary: dict, ar_arm: str = "ar",
+                 ablation: Collection[str] = ()) -> tuple[str, str] | None:
+    """(a, b) with `best` replaced by the headline arm of highest mean speedup at `tk`; None when an arm did not
+    run at `tk`."""
     arms = {a for t2, a in summary if t2 == tk}
     out = []
     for i, name in enumerate(pair):
         if name == BEST:
             other = pair[1 - i]
-            cands = [(summary[(tk, a)].get("speedup", np.full(1, np.nan))[0], a) for a in arms if a not in (other, ar_arm)]
+            cands = [(summary[(tk, a)].get("speedup", np.full(1, np.nan))[0], a) for a in arms
+                     if a not in (other, ar_arm) and a not in ablation]
             cands = [c for c in cands if np.isfinite(c[0])]
             if not cands:
                 return None
@@ -155,25 +203,62 @@ def resolve_pair(pair: list[str], tk: str, summary: dict, ar_arm: str = "ar") ->
     return (out[0], out[1]) if out[0] != out[1] else None
 
 
-def pair_rows(pairs: list[list[str]], rep: dict, level: float, ar_arm: str = "ar") -> list[dict]:
-    """Paired differences of the configured arm pairs, per temperature."""
+def pair_stats(units: dict, a: str, b: str, tk: str, weights: Weights, drop_loops: bool = False,
+               ar_arm: str = "ar") -> dict:
+    """Replicates [1 + B] of Δτ (a − b) and the tokens/s ratio (a ÷ b), means over suites of the per-suite
+    values, on the prompts both arms decoded (without those where either answer looped, with `drop_loops`);
+    a suite left with no prompt is left out of the mean. Also the prompts used per suite. Δτ is NaN when an
+    arm other than AR has no rounds of its own (the Hugging Face rows: their τ is not measured)."""
+    dtau, ratio, counts = [], [], {}
+    for s in sorted({s for s, t, x in units if t == tk and x == a}):
+        ua, ub = units[(s, tk, a)], units.get((s, tk, b))
+        if ub is None:
+            continue
+        loop_a, loop_b = dict(zip(ua.keys(), ua.loop)), dict(zip(ub.keys(), ub.loop))
+        keys = [k for k in ua.keys() if k in loop_b and not (drop_loops and (loop_a[k] or loop_b[k]))]
+        counts[s] = len(keys)
+        if not keys:
+            continue
+        w = weights.get(s, keys)
+        ra, rb = _stats(ua, _match(ua.keys(), keys), w), _stats(ub, _match(ub.keys(), keys), w)
+        unmeasured = any(x != ar_arm and not any(u.tau_n) for x, u in ((a, ua), (b, ub)))
+        dtau.append(np.full(w.shape[0], np.nan) if unmeasured else ra["tau"] - rb["tau"])
+        ratio.append(_ratio(ra["tokens_per_s"], rb["tokens_per_s"]))
+    empty = np.full(weights.n_boot + 1, np.nan)
+    return {"tau_diff": _nanmean(dtau) if dtau else empty, "tokens_per_s_ratio": _nanmean(ratio) if ratio else empty,
+            "prompts": counts}
+
+
+def _verdict(st: dict, level: float) -> dict:
+    dtau, ratio = st["tau_diff"], st["tokens_per_s_ratio"]
+    row = {"prompts": st["prompts"], "tau_diff": _round(dtau[0]), "tau_diff_ci": _interval(dtau[1:], level),
+           "tokens_per_s_ratio": _round(ratio[0]), "tokens_per_s_ratio_ci": _interval(ratio[1:], level)}
+    row["tau_exceeds_noise"] = _excludes(row["tau_diff_ci"], 0.0)
+    row["speed_exceeds_noise"] = _excludes(row["tokens_per_s_ratio_ci"], 1.0)
+    row["tau_diff_halfwidth"] = _halfwidth(row["tau_diff_ci"])
+    row["tokens_per_s_ratio_halfwidth"] = _halfwidth(row["tokens_per_s_ratio_ci"])
+    return row
+
+
+def _halfwidth(ci: list[float] | None) -> float | None:
+    return None if ci is None else round((ci[1] - ci[0]) / 2, 6)
+
+
+def pair_rows(pairs: list[list[str]], units: dict, rep: dict, weights: Weights, level: float, ar_arm: str = "ar",
+              ablation: Collection[str] = ()) -> list[dict]:
+    """Paired differences of the configured arm pairs, per temperature: on the prompts both arms decoded, and
+    (`no_loop`) on those where neither answer looped (draftlab.bench.copying). `ablation`: the pair has an
+    ablation arm (its size is the ablation sample's)."""
     rows = []
-    per, summary = rep["per_suite"], rep["summary"]
-    for tk in sorted({tk for tk, _ in summary}):
+    for tk in sorted({tk for tk, _ in rep["summary"]}):
         for pair in pairs:
-            ab = resolve_pair(pair, tk, summary, ar_arm)
+            ab = resolve_pair(pair, tk, rep["summary"], ar_arm, ablation)
             if ab is None:
                 continue
             a, b = ab
-            dtau = summary[(tk, a)]["tau"] - summary[(tk, b)]["tau"]
-            ratios = [_ratio(r["tokens_per_s"], per[(s, tk, b)]["tokens_per_s"])
-                      for (s, t2, arm), r in per.items() if t2 == tk and arm == a and (s, tk, b) in per]
-            ratio = _nanmean(ratios) if ratios else np.full_like(dtau, np.nan)
             row = {"pair": f"{pair[0]} vs {pair[1]}", "a": a, "b": b, "temperature": tk,
-                   "tau_diff": _round(dtau[0]), "tau_diff_ci": _interval(dtau[1:], level),
-                   "tokens_per_s_ratio": _round(ratio[0]), "tokens_per_s_ratio_ci": _interval(ratio[1:], level)}
-            row["tau_exceeds_noise"] = _excludes(row["tau_diff_ci"], 0.0)
-            row["speed_exceeds_noise"] = _excludes(row["tokens_per_s_ratio_ci"], 1.0)
+                   "ablation": a in ablation or b in ablation, **_verdict(pair_stats(units, a, b, tk, weights, ar_arm=ar_arm), level)}
+            row["no_loop"] = _verdict(pair_stats(units, a, b, tk, weights, True, ar_arm), level)
             rows.append(row)
     return rows
 
@@ -187,7 +272,7 @@ def _excludes(ci: list[float] | None, value: float) -> bool | None:
 
 
 def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float = 0.95, seed: int = 0,
-                  pairs: list[list[str]] | None = None, ar_arm: str = "ar") -> dict:
+                  pairs: list[list[str]] | None = None, ar_arm: str = "ar", ablation: Collection[str] = ()) -> dict:
     """Add to `detail` (draftlab.bench.metrics.compute's output), in place:
     suites[s][t][arm]["ci"] = {tau, tokens_per_s, speedup: [lo, hi]} and ["per_prompt"];
     summary[arm][f"{metric}_{t}_ci"] = [lo, hi]; detail["pairs"] (paired differences); detail["uncertainty"]
@@ -200,12 +285,15 @@ def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float 
     detail["uncertainty"] = {"method": "percentile bootstrap over prompts (batches), stratified by suite, paired "
                                        "across arms", "level": level, "resamples": n_boot, "seed": seed,
                              "units_per_suite": {s: len(u.tokens) for (s, _, _), u in units.items()},
-                             "best": "the arm with the highest mean speedup at that temperature (chosen on the same "
-                                     "data: its interval is optimistic)"}
+                             "best": "the headline arm with the highest mean speedup at that temperature (chosen on "
+                                     "the same data: its interval is optimistic)",
+                             "pairs": "on the prompts both arms decoded; `no_loop`: the same without the prompts where "
+                                      f"either answer looped (a {LOOP_SPAN}-token span repeated later in the answer)"}
     if n_boot <= 0:
         detail["pairs"] = []
         return detail
-    rep = replicates(units, n_boot, seed, ar_arm)
+    weights = Weights(n_boot, seed)
+    rep = replicates(units, n_boot, seed, ar_arm, weights)
     for (s, tk, arm), r in rep["per_suite"].items():
         m = detail["suites"][s][tk][arm]
         m["ci"] = {k: _interval(v[1:], level) for k, v in r.items()}
@@ -213,99 +301,11 @@ def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float 
         e = detail["summary"].setdefault(arm, {})
         for k, v in r.items():
             e[f"{k}_{tk}_ci"] = _interval(v[1:], level)
-    detail["pairs"] = pair_rows(pairs or [], rep, level, ar_arm)
+    detail["pairs"] = pair_rows(pairs or [], units, rep, weights, level, ar_arm, ablation)
     return detail
 
 
-# ---------------------------------------------------------------- sizing
-def z_value(level: float) -> float:
-    """Two-sided standard-normal quantile (0.95 -> 1.96)."""
-    from statistics import NormalDist
-
-    return NormalDist().inv_cdf(0.5 + level / 2)
-
-
-def prompts_for_halfwidth(sd_by_suite: dict[str, float], halfwidth: float, level: float = 0.95) -> int:
-    """Prompts per suite (the same n in every suite) so the interval on the mean over suites of τ has
-    half-width ≤ `halfwidth`: z·sqrt(Σ_s sd_s²/n)/S ≤ h  ⇔  n ≥ z²·Σ_s sd_s² / (S²·h²)."""
-    if halfwidth <= 0:
-        raise ValueError("halfwidth must be > 0")
-    sds = [float(v) for v in sd_by_suite.values() if v is not None and np.isfinite(v)]
-    if not sds:
-        raise ValueError("no per-prompt standard deviation to size from")
-    S = len(sds)
-    return max(2, math.ceil(z_value(level) ** 2 * sum(v * v for v in sds) / (S * S * halfwidth * halfwidth)))
-
-
-def halfwidth_for(sd_by_suite: dict[str, float], n: int, level: float = 0.95) -> float:
-    """The normal-approximation half-width on the mean over suites of τ with n prompts per suite."""
-    sds = [float(v) for v in sd_by_suite.values() if v is not None and np.isfinite(v)]
-    return z_value(level) * math.sqrt(sum(v * v for v in sds) / n) / len(sds)
-
-
-def sizing_plan(detail: dict, halfwidth: float = 0.03, level: float = 0.95, sd: float | None = None,
-                safety: float = 1.0) -> dict:
-    """How many prompts per suite the benchmark needs so every speculative arm's interval on τ (mean over
-    suites, per temperature) is ±`halfwidth`, and what that costs, from a pilot's detail (results/benchmark.json).
-
-    - spread: the pilot's per-prompt τ standard deviation per suite (`per_prompt`), × `safety`; or `sd` for
-      every suite when given (e.g. a guess for a drafter not trained yet);
-    - cost: seconds per prompt of each arm at each temperature (wall time of its batches ÷ prompts, prefill
-      included), and the teacher-forced τ pass per prompt (setup.timing_s.simulated); the concurrency sweep
-      does not depend on the number of prompts and is reported apart.
-    Returns {per_arm: {arm: {tk: {sd_by_suite, n}}, minutes_per_prompt}, prompts_per_suite, minutes, ...}."""
-    suites = detail.get("suites") or {}
-    names = sorted(suites)
-    per_arm: dict = {}
-    need = []
-    for arm in sorted({a for temps in suites.values() for by in temps.values() for a in by}):
-        e: dict = {"seconds_per_prompt": {}}
-        for tk in sorted({tk for temps in suites.values() for tk in temps}):
-            ms = {s: suites[s].get(tk, {}).get(arm) for s in names}
-            ms = {s: m for s, m in ms.items() if m}
-            if not ms:
-                continue
-            e["seconds_per_prompt"][tk] = float(np.mean([m["wall_s"] / max(m.get("requests") or 1, 1) for m in ms.values()]))
-            if "accept_curve" not in next(iter(ms.values())):  # AR: τ = 1, nothing to size
-                continue
-            if sd is not None:
-                sds = {s: sd for s in ms}
-            else:
-                sds = {s: _sd((m.get("per_prompt") or {}).get("tau")) for s, m in ms.items()}
-                if any(v is None for v in sds.values()):
-                    continue
-            sds = {s: v * safety for s, v in sds.items()}
-            n = prompts_for_halfwidth(sds, halfwidth, level)
-            e[tk] = {"sd_by_suite": {s: round(v, 4) for s, v in sds.items()}, "prompts_per_suite": n}
-            need.append(n)
-        e["minutes_per_prompt"] = sum(e["seconds_per_prompt"].values()) / 60  # all temperatures of one prompt
-        per_arm[arm] = e
-    setup = detail.get("setup") or {}
-    prompts_run = sum((setup.get("prompts") or {}).values()) or None
-    sim = (setup.get("timing_s") or {}).get("simulated")
-    sim_per_prompt = sim / prompts_run / 60 if sim and prompts_run else 0.0
-    per_prompt_all = sum(e["minutes_per_prompt"] for e in per_arm.values()) + sim_per_prompt  # one prompt, one suite
-    n = max(need) if need else None
-    pairs = {}
-    for p in detail.get("pairs") or []:  # a paired difference needs far fewer prompts: shared difficulty cancels
-        tk, a, b = p["temperature"], p["a"], p["b"]
-        diffs = {}
-        for s in names:
-            pa = ((suites[s].get(tk) or {}).get(a) or {}).get("per_prompt") or {}
-            pb = ((suites[s].get(tk) or {}).get(b) or {}).get("per_prompt") or {}
-            if pa.get("tau") and pb.get("tau") and len(pa["tau"]) == len(pb["tau"]):
-                diffs[s] = _sd([x - y for x, y in zip(pa["tau"], pb["tau"]) if x is not None and y is not None])
-        if diffs and all(v is not None for v in diffs.values()):
-            sds = {s: max(v, 1e-9) * safety for s, v in diffs.items()}
-            pairs[f"{a} vs {b} ({tk})"] = {"sd_by_suite": {s: round(v, 4) for s, v in sds.items()},
-                                           "prompts_per_suite": prompts_for_halfwidth(sds, halfwidth, level)}
-    return {"halfwidth": halfwidth, "level": level, "safety": safety, "sd": sd, "suites": names, "per_arm": per_arm,
-            "simulated_minutes_per_prompt": sim_per_prompt, "minutes_per_prompt_all_arms": per_prompt_all,
-            "prompts_per_suite": n, "pairs": pairs,
-            "minutes": None if n is None else n * len(names) * per_prompt_all,
-            "sweep_minutes": ((setup.get("timing_s") or {}).get("sweep") or 0.0) / 60}
-
-
-def _sd(values) -> float | None:
-    v = [x for x in (values or []) if x is not None]
-    return float(np.std(v, ddof=1)) if len(v) >= 2 else None
+# the sizing rule reads these intervals' pilots: draftlab.bench.sizing
+from draftlab.bench.sizing import (  # noqa: E402,F401  (kept importable from here)
+    halfwidth_for, prompts_for_halfwidth, sizing_plan, z_value,
+)

@@ -1,6 +1,7 @@
 """Recipe of the benchmark stage: the configured arms of the arm table on the eval suites (T=0 and T=1,
-interleaved batch by batch) and the concurrency sweep, then the metrics, simulated τ beside engine τ,
-and the run's setup. Measurement lives in draftlab.bench; this module wires it.
+interleaved batch by batch; the ablation arms on a smaller sample, marked) and the concurrency sweep, then
+the metrics, simulated τ beside engine τ, and the run's setup (its size, where the time went, and the
+half-widths the intervals reached). Measurement lives in draftlab.bench; this module wires it.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from draftlab.bench.arms import ArmContext, Checkpoints, build_arm
 from draftlab.bench.metrics import compute
 from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, run_benchmark
 from draftlab.bench.simulate import simulated_tau
+from draftlab.bench.report import mark_ablation
+from draftlab.bench.sizing import achieved
 from draftlab.bench.uncertainty import add_intervals
 from draftlab.config import BenchmarkConfig, DataConfig, ReferenceConfig
 from draftlab.data.references import suite_prompts
@@ -47,8 +50,8 @@ def drafter_dtype(name: str, target) -> torch.dtype:
 
 def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int, pld=None, block_size: int = 8,
                names: list[str] | None = None) -> dict:
-    """name -> Arm for every arm of `names` (default `cfg.arms`; drafters loaded once per folder); pld: the
-    PLDConfig, block_size: S of the drafter-less `pld` arm."""
+    """name -> Arm for every arm of `names` (default: the headline, then the ablation arms; drafters loaded once
+    per folder); pld: the PLDConfig, block_size: S of the drafter-less `pld` arm."""
     drafters: dict = {}
     dtype = drafter_dtype(cfg.drafter_dtype, target)
 
@@ -58,7 +61,7 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
         return drafters[folder]
 
     ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size)
-    return {name: build_arm(name, ctx) for name in (cfg.arms if names is None else names)}
+    return {name: build_arm(name, ctx) for name in (cfg.running_arms() if names is None else names)}
 
 
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
@@ -67,6 +70,7 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
     """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
     pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms; reference (the
     reference section) tells which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out."""
+    t_start = time.perf_counter()
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     window = int(getattr(target.config, "max_position_embeddings", 4096))
@@ -76,19 +80,36 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
     with torch.no_grad():
         runs = run_benchmark(arms, suites, cfg, target.eos_token_ids, target.device, tick, pool)
     detail = compute(runs.runs, runs.arms, base_arm=cfg.concurrency_base)
-    add_intervals(detail, runs.runs, cfg.bootstrap, cfg.ci_level, cfg.seed, cfg.pairs)
+    add_intervals(detail, runs.runs, cfg.bootstrap, cfg.ci_level, cfg.seed, cfg.pairs, ablation=cfg.ablation_arms)
+    mark_ablation(detail, cfg.ablation_arms)
     t_sim = time.perf_counter()
     if cfg.simulated:
         detail["simulated"] = simulated(arms, runs.runs, suites, detail, cfg, target)
     t_sim = time.perf_counter() - t_sim
     detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
                        "threads": torch.get_num_threads(), "prompts": {s: len(v) for s, v in suites.items()},
-                       "sweep_pool": len(pool),
-                       # where the stage's time went (the sizing rule's cost per prompt: tools/size_benchmark.py)
+                       "sweep_pool": len(pool), "size": size(cfg, suites),
+                       # where the stage's time went (the sizing rule's cost per prompt: tools/size_benchmark.py);
+                       # total = this recipe from prompt selection to the last interval (loading, warm-up included)
                        "timing_s": {"suites": sum(r.result.wall_s for r in runs.runs if not r.sweep),
-                                    "sweep": sum(r.result.wall_s for r in runs.runs if r.sweep), "simulated": t_sim},
+                                    "sweep": sum(r.result.wall_s for r in runs.runs if r.sweep), "simulated": t_sim,
+                                    "total": time.perf_counter() - t_start},
+                       "halfwidths": achieved(detail, cfg.target_tau_diff_halfwidth, cfg.target_ratio_halfwidth),
                        "drafters": {a.name: drafter_info(a.drafter) for a in arms.values() if a.drafter is not None}}
     return detail, runs
+
+
+def size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]]) -> dict:
+    """The run's size, as the report states it: headline and ablation samples, the T>0 subset, the sweep."""
+    n = {s: len(v) for s, v in suites.items()}
+    sub = lambda k: {s: min(k, m) if k else m for s, m in n.items()}  # noqa: E731
+    return {"max_new_tokens": cfg.max_new_tokens, "temperatures": list(cfg.temperatures),
+            "headline": {"arms": list(cfg.arms), "prompts_per_suite": n},
+            "ablation": {"arms": list(cfg.ablation_arms), "prompts_per_suite": sub(cfg.ablation_prompts_per_suite)},
+            "sampled": {"arms": list(cfg.sampled_arms) or cfg.running_arms(),
+                        "prompts_per_suite": sub(cfg.sampled_prompts_per_suite)},
+            "sweep": {"levels": list(cfg.concurrency), "arms": list(cfg.concurrency_arms) or cfg.running_arms(),
+                      "temperatures": list(cfg.concurrency_temperatures), "max_new_tokens": cfg.concurrency_max_new_tokens}}
 
 
 def simulated(arms, runs, suites, detail, cfg, target) -> dict:

@@ -1,0 +1,88 @@
+"""The explorer's per-position reading (issue 23), on the Speed page: τ and tokens/s by where in the answer a
+round starts (plots/benchmark_positions.csv: one row per suite, temperature, arm and 32-token bin) and the
+first-32-tokens vs later table of the summary (`positions_<t>`), so a reader sees where a copy-based method
+gains; and the copy / loop reading per arm. Ablation arms are labelled `(ablation)` in every legend and table."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+import cached as C
+import loaders as L
+from cached import fmt_na, missing
+from colours import arm_color
+
+ABLATION = " (ablation)"
+
+
+def label(arm: str, ablation) -> str:
+    """The arm's name as the tables show it: `(ablation)` appended for an ablation arm."""
+    return arm + (ABLATION if ablation is not None and not pd.isna(ablation) and bool(ablation) else "")
+
+
+def positions_rows(df: pd.DataFrame, temp: str, suites: list) -> pd.DataFrame:
+    """The bins at `temp` of `suites` pooled over those suites (tokens and rounds summed, τ = tokens ÷ rounds,
+    tokens/s and speedup averaged over suites), with the `label` column."""
+    sel = df[(df["temperature"] == temp) & df["suite"].isin(suites)]
+    if sel.empty:
+        return sel.assign(label=pd.Series(dtype=str))
+    if "ablation" not in sel.columns:
+        sel = sel.assign(ablation=False)
+    g = sel.groupby(["arm", "ablation", "start"], as_index=False).agg(
+        rounds=("rounds", "sum"), tokens=("tokens", "sum"), tokens_per_s=("tokens_per_s", "mean"),
+        speedup=("speedup", "mean"))
+    g["tau"] = g["tokens"] / g["rounds"].where(g["rounds"] > 0)
+    g["label"] = [label(a, x) for a, x in zip(g["arm"], g["ablation"])]
+    return g
+
+
+def positions_chart(g: pd.DataFrame, y: str, title: str) -> alt.Chart:
+    """One line per arm over the bins' start index."""
+    return alt.Chart(g.dropna(subset=[y])).mark_line(point=True).encode(
+        x=alt.X("start:Q", title="answer position where the round starts (32-token bins)"),
+        y=alt.Y(f"{y}:Q", title=y), color=arm_color(sorted(g["arm"].unique())), detail="label:N",
+        strokeDash=alt.StrokeDash("ablation:N", title="ablation"),
+        tooltip=["label", "start", y, "rounds", "tokens"]).properties(title=title, height=260)
+
+
+def segments_frame(detail: dict, temp: str) -> pd.DataFrame:
+    """Per arm: τ, tokens/s and speedup of the rounds starting in the first 32 tokens vs later (means over
+    suites, summary `positions_<t>`), and the copy / loop shares."""
+    rows = []
+    for arm, e in (detail.get("summary") or {}).items():
+        pos = e.get(f"positions_{temp}")
+        if not pos:
+            continue
+        row = {"arm": label(arm, e.get("ablation"))}
+        for seg in ("first", "later"):
+            for k in ("tau", "tokens_per_s", "speedup"):
+                row[f"{k} ({seg})"] = (pos.get(seg) or {}).get(k)
+        for k in ("copy_share", "repeat_share", "loop_share"):
+            row[k] = e.get(f"{k}_{temp}")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def positions_section(root: Path, detail: dict, temp: str, suites: list) -> None:
+    st.subheader("By position in the answer")
+    df = C.plot(root, "positions")
+    if isinstance(df, L.Missing):
+        missing(L.Missing(df.message + " (written by benchmarks from issue 23 on)", df.kind))
+        return
+    g = positions_rows(df, temp, suites)
+    if g.empty:
+        st.info(f"No per-position rows at {temp} for the chosen suites.")
+        return
+    metric = st.selectbox("per-position metric", ["tau", "tokens_per_s", "speedup"], key="pos_metric")
+    st.altair_chart(positions_chart(g, metric, f"{metric} by where the round starts ({temp})"), width="stretch")
+    seg = segments_frame(detail, temp)
+    if not seg.empty:
+        st.dataframe(fmt_na(seg), hide_index=True, width="stretch")
+    st.caption("Rounds binned by the output index they start at, pooled over prompts; tokens/s is decode time only "
+               "(the prefill is in no bin), speedup against AR in the same bin. First = rounds starting in the first "
+               "32 tokens. copy_share / repeat_share: output tokens inside a 4-token window found in the prompt / "
+               "earlier in the answer; loop_share: answers with an 8-token span repeated later. Ablation arms decode "
+               "a smaller sample (`benchmark.ablation_prompts_per_suite`).")
