@@ -25,12 +25,18 @@ from draftlab.errors import DraftlabError
 SEED_MODES = ("none", "lookup")  # drafter.seed: none = the paper's [x_a, MASK, ...]; lookup = SPEC §5
 
 
-def check_seed(seed: str, max_ngram: int, min_match: int, where: str = "drafter", seed_logit: bool = False) -> None:
+def check_seed(seed: str, max_ngram: int, min_match: int, where: str = "drafter", seed_logit: bool = False,
+               seed_bias: float = 0.0) -> None:
     """One-line errors naming the `drafter.seed*` key (the library's check; the config checks the same)."""
     if seed not in SEED_MODES:
         raise DraftlabError(f"{where}.seed={seed!r} is not valid; choose one of: {', '.join(SEED_MODES)}")
     if seed_logit and seed == "none":
         raise DraftlabError(f"{where}.seed_logit=true needs seeds: set {where}.seed=lookup (or seed_logit=false)")
+    if not seed_bias >= 0 or seed_bias == float("inf"):
+        raise DraftlabError(f"{where}.seed_bias={seed_bias} must be a finite number >= 0 (0 = off; else the bias's "
+                            f"initial value in logits)")
+    if seed_bias and seed == "none":
+        raise DraftlabError(f"{where}.seed_bias={seed_bias} needs seeds: set {where}.seed=lookup (or seed_bias=0)")
     if max_ngram < 1:
         raise DraftlabError(f"{where}.seed_max_ngram={max_ngram} must be >= 1 (the longest suffix n-gram looked up)")
     if not 1 <= min_match <= max_ngram:

@@ -62,7 +62,7 @@ def simulated_tau(target, drafter, seqs: list[tuple[list[int], list[int]]], stri
 def _train_path(drafter, feats: Tensor, ids: Tensor, anchors: Tensor) -> Tensor:
     """Proposals [A, n] (target ids) from the training forward."""
     valid = torch.ones(ids.shape, dtype=torch.bool, device=ids.device)  # [1, L]
-    if getattr(drafter, "seed_column", False):  # a seeded drafter whose seeds get their own logit
+    if getattr(drafter, "reads_seeds", False):  # a seeded drafter whose logits read its seeds (column / bias)
         seeds = drafter.train_seeds(ids, anchors[None])  # [1, A, n]
         hidden = drafter.forward_train(feats, valid, ids, anchors[None], seeds)  # [1, A, S, H]
         return drafter.to_target(drafter.logits(hidden[0, :, 1:], seeds[0]).argmax(-1), seeds[0])  # [A, n]

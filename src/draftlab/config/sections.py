@@ -184,6 +184,9 @@ class DrafterConfig:
     seed_max_ngram: int = 3  # the longest suffix n-gram looked up (then shorter ones)
     seed_min_match: int = 1  # the shortest suffix that counts as a match
     seed_logit: bool = False  # a seed outside the draft vocabulary gets its own logit (its full LM-head row)
+    # a learned scalar per proposed slot added to its seed's logit, starting at this value (0 = off): copy the
+    # seed at initialisation, override it where training teaches the context to disagree
+    seed_bias: float = 0.0
 
     def check(self, p: str) -> None:
         _positive(f"{p}.out_norm_init", self.out_norm_init)
@@ -208,6 +211,11 @@ class DrafterConfig:
                               f"{self.seed_max_ngram}")
         if self.seed_logit and self.seed == "none":
             raise ConfigError(f"{p}.seed_logit=true needs seeds: set {p}.seed=lookup (or {p}.seed_logit=false)")
+        if not 0 <= self.seed_bias < float("inf"):
+            raise ConfigError(f"{p}.seed_bias={self.seed_bias} must be a finite number >= 0 (0 = off; else the "
+                              f"bias's initial value in logits)")
+        if self.seed_bias and self.seed == "none":
+            raise ConfigError(f"{p}.seed_bias={self.seed_bias} needs seeds: set {p}.seed=lookup (or {p}.seed_bias=0)")
 
 
 DRAFTER_DTYPES = ("auto", "float32", "bfloat16", "float16")  # benchmark.drafter_dtype
@@ -381,6 +389,9 @@ class Params:
     def check_across(self) -> None:
         """Checks that involve two sections (each section's own `check` has run)."""
         S = self.drafter.block_size
+        if self.pretrain.seed_dropout and self.drafter.seed == "none":
+            raise ConfigError(f"pretrain.seed_dropout={self.pretrain.seed_dropout} needs seeds to drop: set "
+                              f"drafter.seed=lookup (or pretrain.seed_dropout=0)")
         if not 1 <= self.pld.num_tokens <= S - 1:
             raise ConfigError(f"pld.num_tokens={self.pld.num_tokens} must lie in 1..{S - 1} (1..S-1, S = "
                               f"drafter.block_size={S}); lower it or raise drafter.block_size")

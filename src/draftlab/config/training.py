@@ -137,6 +137,9 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
     anchor_region: str = "response"  # response | all (prompt positions too; needs labels=greedy)
     max_slot: int = 0  # supervise (and run the head on) slots 1..max_slot only; 0 = every proposed slot
     chunk_rows: int = 0  # supervised slots per chunk of the head + CE (+ distillation) step; 0 = all at once
+    # seeded drafters: the probability that a training block's seeds all become MASK (the block trains as an
+    # unseeded one); never at validation or inference. 0 = off
+    seed_dropout: float = 0.0
 
     def check(self, p: str) -> None:
         self.check_budget(p)
@@ -149,6 +152,7 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
         _positive(f"{p}.kd_weight", self.kd_weight, allow_zero=True)
         _positive(f"{p}.max_slot", self.max_slot, allow_zero=True)
         _positive(f"{p}.chunk_rows", self.chunk_rows, allow_zero=True)
+        _unit(f"{p}.seed_dropout", self.seed_dropout)
         _choice(f"{p}.labels", self.labels, LABELS)
         _choice(f"{p}.anchor_region", self.anchor_region, ANCHOR_REGIONS)
         if self.anchor_region == "all" and self.labels != "greedy":
@@ -276,8 +280,9 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
                      k: int | None = None) -> PretrainConfig:
         """The run settings of one co-training run: pretraining's (schedule shape, γ, feature cache,
         precision) with this section's budget, optimiser (the drafter's lr is `drafter_lr`), batches,
-        seed and validation cadence; `max_steps` given = a step budget alone (the dflash-long control)."""
+        seed and validation cadence; `max_steps` given = a step budget alone (the dflash-long control).
+        Seed dropout is pretraining's alone (off here)."""
         return replace(pretrain, **{**parts(self, Optim, Batches), "lr": self.drafter_lr}, seed=self.seed,
-                       val_every=self.val_every, max_minutes=max_minutes,
+                       val_every=self.val_every, max_minutes=max_minutes, seed_dropout=0.0,
                        max_steps=self.max_steps if max_steps is None else max_steps,
                        epochs=self.epochs if max_steps is None else 0.0, topk=k or self.k)

@@ -48,6 +48,9 @@ class DrafterArch:
     # the seed column: beside a draft vocabulary's logits, each seeded slot's seed gets its own logit from its
     # full LM-head row, so a seed outside the draft vocabulary can still be proposed (no effect without one)
     seed_logit: bool = False
+    # the seed bias: one learned scalar per proposed slot (1..n), added to the logit of that slot's seed (in the
+    # draft vocabulary, or on the seed column); this value is its initial value (0 = no bias, no parameter)
+    seed_bias: float = 0.0
 
     @property
     def seeded(self) -> bool:
@@ -72,7 +75,7 @@ def arch_from_target(target, block_size: int, num_layers: int, target_layer_ids:
                      draft_vocab_size: int = 0, intermediate_size: int = 0, num_heads: int = 0,
                      num_kv_heads: int = 0, tap_norm: bool = False, out_norm_init: float = 1.0,
                      init_block_heads: int = 0, seed: str = "none", seed_max_ngram: int = 3,
-                     seed_min_match: int = 1, seed_logit: bool = False) -> DrafterArch:
+                     seed_min_match: int = 1, seed_logit: bool = False, seed_bias: float = 0.0) -> DrafterArch:
     """A drafter arch built from the target's config (width, heads, eps, rotary base)."""
     cfg = target.config
     H = target.hidden_size
@@ -80,7 +83,7 @@ def arch_from_target(target, block_size: int, num_layers: int, target_layer_ids:
     kv = num_kv_heads or getattr(cfg, "num_key_value_heads", None) or heads
     head_dim = getattr(cfg, "head_dim", None) if not num_heads else None
     head_dim = head_dim or H // heads
-    check_seed(seed, seed_max_ngram, seed_min_match, seed_logit=seed_logit)
+    check_seed(seed, seed_max_ngram, seed_min_match, seed_logit=seed_logit, seed_bias=seed_bias)
     taps = list(target_layer_ids) or target.default_taps(num_layers)
     for i in taps:
         if not 0 <= i < target.num_layers:
@@ -94,7 +97,7 @@ def arch_from_target(target, block_size: int, num_layers: int, target_layer_ids:
         initializer_range=float(getattr(cfg, "initializer_range", 0.02)), target_name=getattr(target, "name", ""),
         tap_norm=bool(tap_norm), out_norm_init=float(out_norm_init), init_block_heads=int(init_block_heads),
         seed=seed, seed_max_ngram=int(seed_max_ngram), seed_min_match=int(seed_min_match),
-        seed_logit=bool(seed_logit))
+        seed_logit=bool(seed_logit), seed_bias=float(seed_bias))
 
 
 def require_plain(arch: DrafterArch, where: str) -> None:

@@ -38,7 +38,8 @@ def read_arch(path: str | Path) -> tuple[DrafterArch, dict]:
     except TypeError as e:
         raise DraftlabError(f"{Path(path) / CONFIG} is incomplete ({e}); re-export the drafter") from None
     try:
-        check_seed(arch.seed, arch.seed_max_ngram, arch.seed_min_match, seed_logit=arch.seed_logit)
+        check_seed(arch.seed, arch.seed_max_ngram, arch.seed_min_match, seed_logit=arch.seed_logit,
+                   seed_bias=arch.seed_bias)
     except DraftlabError as e:
         raise DraftlabError(f"{Path(path) / CONFIG}: {e}") from None
     return arch, raw.get("info", {})

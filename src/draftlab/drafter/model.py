@@ -26,6 +26,9 @@ continuation of x_{<=a} (`draftlab.ngram`) instead of MASK where it exists — t
 tracks each stream's committed text). Everything else is unchanged; `seed = "none"` is the paper's block.
 With `arch.seed_logit` and a draft vocabulary, a seed outside that vocabulary gets its own logit (its full
 LM-head row) as one extra column, so a right seed can always be kept (`logits(hidden, seeds)`, `to_target`).
+With `arch.seed_bias` > 0, each proposed slot k has a learned scalar `seed_bias[k-1]` (initial value
+`arch.seed_bias`) added to the logit of its seed, in the draft vocabulary or on the seed column: the drafter
+copies its seeds at initialisation and training decides where the context overrides them.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from draftlab.drafter.arch import FORMAT, DrafterArch, arch_from_target  # noqa:
 from draftlab.drafter.layers import DrafterLayer, RMSNorm, Rotary
 from draftlab.drafter.masks import CONVENTION, block_input_ids, block_positions, context_mask
 from draftlab.drafter.state import DraftOutput, DrafterState, seed_column_ids  # noqa: F401  (re-exported)
+from draftlab.drafter.vocab import target_to_draft
 from draftlab.ngram import StreamSeeds, sequence_seeds
 
 # ---- the drafter ----------------------------------------------------------------------------------------
@@ -72,6 +76,10 @@ class DFlashDrafter(nn.Module):
             if arch.draft_vocab_size:
                 raise ValueError("arch has a draft vocabulary but none was given")
             self.draft_vocab = None
+        # the seed bias (arch.seed_bias > 0): [n] one learned logit offset per proposed slot, for its seed
+        self.seed_bias = nn.Parameter(torch.empty(arch.block_size - 1)) if arch.seeded and arch.seed_bias else None
+        if self.seed_bias is not None and vocab is not None:  # [V] target id -> draft index, -1 outside
+            self.register_buffer("draft_index", target_to_draft(vocab, arch.target_vocab_size), persistent=False)
         self.reset_parameters()
 
     @classmethod
@@ -87,6 +95,8 @@ class DFlashDrafter(nn.Module):
         nn.init.constant_(self.norm.weight, self.arch.out_norm_init)
         if self.arch.init_block_heads:
             self.init_block_heads(self.arch.init_block_heads)
+        if self.seed_bias is not None:
+            nn.init.constant_(self.seed_bias, self.arch.seed_bias)
 
     @torch.no_grad()
     def init_block_heads(self, n_kv: int) -> None:
@@ -184,30 +194,58 @@ class DFlashDrafter(nn.Module):
             x = layer(x, cos, sin, k, v, ctx_mask, self.attention_impl())
         return self.norm(x)
 
-    def logits(self, hidden: Tensor, seeds: Tensor | None = None) -> Tensor:
+    def logits(self, hidden: Tensor, seeds: Tensor | None = None, slots: Tensor | None = None) -> Tensor:
         """hidden [..., H] -> float32 logits [..., Vd] through the shared (frozen) LM head; with the seed
         column (`seed_column`) and the slots' seeds [...] -> [..., Vd+1]: the last column is the seed's own
-        logit from its full LM-head row where the seed lies outside the draft vocabulary, -inf elsewhere."""
+        logit from its full LM-head row where the seed lies outside the draft vocabulary, -inf elsewhere.
+        With the seed bias, slot k's seed logit gains seed_bias[k-1]; slots [...] (broadcastable to seeds) are
+        the rows' slot indices, None = the last dim of seeds is slots 1..w. Seeds are read only when
+        `reads_seeds`."""
         if self.draft_vocab is None:
             w, b = self.lm_head.weight, getattr(self.lm_head, "bias", None)
         else:
             w, b = self.head_weight, self.head_bias
         flat = hidden.reshape(-1, hidden.shape[-1]).to(w.dtype)  # 2-D: a strided N-D input becomes a slow bmm
         out = F.linear(flat, w, b).float().view(*hidden.shape[:-1], w.shape[0])
-        if seeds is None or not self.seed_column:
+        if seeds is None or not self.reads_seeds:
             return out
-        ex = self.seed_ids(seeds)  # [...]
-        rows = self.lm_head.weight[ex.clamp(min=0)]  # [..., H] the seeds' full-head rows (frozen)
-        col = (hidden.to(rows.dtype) * rows).sum(-1).float()  # [...]
-        bias = getattr(self.lm_head, "bias", None)
-        if bias is not None:
-            col = col + bias[ex.clamp(min=0)].float()
-        return torch.cat([out, col.masked_fill(ex < 0, float("-inf"))[..., None]], -1)
+        if self.seed_column:
+            ex = self.seed_ids(seeds)  # [...]
+            rows = self.lm_head.weight[ex.clamp(min=0)]  # [..., H] the seeds' full-head rows (frozen)
+            col = (hidden.to(rows.dtype) * rows).sum(-1).float()  # [...]
+            bias = getattr(self.lm_head, "bias", None)
+            if bias is not None:
+                col = col + bias[ex.clamp(min=0)].float()
+            out = torch.cat([out, col.masked_fill(ex < 0, float("-inf"))[..., None]], -1)
+        if self.seed_bias is not None:
+            out = self.add_seed_bias(out, seeds.to(out.device), slots)
+        return out
+
+    def add_seed_bias(self, logits: Tensor, seeds: Tensor, slots: Tensor | None) -> Tensor:
+        """logits [..., Vd(+1)] + seed_bias[slot-1] at each row's seed column: its draft index, the seed column
+        (index Vd) for a seed outside the draft vocabulary, none where the seed is MASK or cannot be expressed."""
+        n = self.arch.block_size - 1
+        if slots is None:
+            slots = torch.arange(1, seeds.shape[-1] + 1, device=seeds.device)  # [w]: seeds [..., w] = slots 1..w
+        b = self.seed_bias.float()[(slots.to(seeds.device) - 1).clamp(0, n - 1)].expand(seeds.shape)  # [...]
+        if self.draft_vocab is None:
+            idx = seeds
+        else:
+            idx = self.draft_index[seeds]  # [...] -1 outside the draft vocabulary
+            if self.seed_column:
+                idx = torch.where(idx < 0, torch.full_like(idx, self.arch.draft_vocab_size), idx)
+        ok = (seeds != self.mask_token_id) & (idx >= 0)  # [...]
+        return logits.scatter_add(-1, idx.clamp(min=0)[..., None], (b * ok)[..., None])
 
     # ---- the seed column (arch.seed_logit): a seed outside the draft vocabulary stays expressible ---------
     @property
     def seed_column(self) -> bool:
         return self.arch.seeded and self.arch.seed_logit and self.draft_vocab is not None
+
+    @property
+    def reads_seeds(self) -> bool:
+        """Whether `logits` reads the slots' seeds (the seed column or the seed bias)."""
+        return self.seed_column or self.seed_bias is not None
 
     def seed_ids(self, seeds: Tensor) -> Tensor:
         """seeds [...] (target ids or MASK) -> the seed column's id [...]: the seed where it is not MASK and
@@ -282,12 +320,14 @@ class DFlashDrafter(nn.Module):
         block_positions [B, S]. Sees every valid context slot of its stream."""
         hidden = self.run_blocks(block_ids[:, None], block_positions[:, None].to(self.device), state.keys,
                                  state.values, state.valid[:, None, :])[:, 0]  # [B, S, H]
-        if not self.seed_column:
+        if not self.reads_seeds:
             return DraftOutput(self.logits(hidden), hidden, self.draft_vocab, block_ids)
         seeds = block_ids.clone()
         seeds[:, 0] = self.mask_token_id  # slot 0 is the known token, not a seed
-        return DraftOutput(self.logits(hidden, seeds), hidden, self.draft_vocab, block_ids, self.seed_ids(seeds),
-                           self.arch.target_vocab_size)
+        logits = self.logits(hidden, seeds, torch.arange(self.block_size, device=hidden.device))  # [B, S, Vd(+1)]
+        if not self.seed_column:
+            return DraftOutput(logits, hidden, self.draft_vocab, block_ids)
+        return DraftOutput(logits, hidden, self.draft_vocab, block_ids, self.seed_ids(seeds), self.arch.target_vocab_size)
 
     def block_ids(self, last_tokens: Tensor) -> Tensor:
         """[B] last committed tokens -> [B, S] block input ids [token, MASK, ..., MASK]."""

@@ -63,7 +63,7 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
     arch = arch_from_target(target, dcfg.block_size, dcfg.num_layers, dcfg.target_layer_ids, mask_id,
                             0 if vocab is None else len(vocab), dcfg.intermediate_size, dcfg.num_heads, dcfg.num_kv_heads,
                             dcfg.tap_norm, dcfg.out_norm_init, dcfg.init_block_heads, dcfg.seed, dcfg.seed_max_ngram,
-                            dcfg.seed_min_match, dcfg.seed_logit)
+                            dcfg.seed_min_match, dcfg.seed_logit, dcfg.seed_bias)
     torch.manual_seed(pcfg.seed)
     drafter = DFlashDrafter.from_target(arch, target, vocab)
     log(f"pretrain: drafter {parameter_summary(drafter)}, taps {arch.target_layer_ids}, MASK {mask_id}, "

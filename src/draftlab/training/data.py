@@ -9,7 +9,9 @@ anchors (validation), length-bucketed to limit padding, with the target's tap fe
   from a `FeatureStore` (disk cache) or, when it is None, from the frozen target inside the step.
 - A seeded drafter (SPEC §5, `arch.seed != "none"`): `SeedTable` walks each sequence once
   (`draftlab.ngram.seed_starts`, cached per sequence) and every batch carries `seeds` [B, A, n], the
-  block inputs of slots 1..n at its anchors (the drafter's `forward_train` takes them).
+  block inputs of slots 1..n at its anchors (the drafter's `forward_train` takes them). With
+  `pretrain.seed_dropout` = p > 0, each *training* block's seeds all become MASK with probability p (drawn per
+  block from a generator seeded by `pretrain.seed`); validation batches never drop a seed.
 (SpecOPD's variant with branch anchors, `BranchDataModule`, lives in draftlab.training.specopd.)
 """
 from __future__ import annotations
@@ -112,10 +114,14 @@ class Collate:
     ids [B, T], seq_len [B], anchors [B, A] (+ anchor_valid), ctx_valid [B, Lc] (Lc = largest
     anchor + `extra`: blocks never see position >= their anchor; distillation reads the target's
     features at the block's own positions, extra = S-1), and from the store feats [B, Lc, F] fp32
-    and greedy [B, T] (target greedy token per position, -1 unknown); with a `SeedTable` seeds [B, A, n]."""
+    and greedy [B, T] (target greedy token per position, -1 unknown); with a `SeedTable` seeds [B, A, n], each
+    block's seeds MASK with probability `seed_dropout` (training batches only)."""
 
-    def __init__(self, seqs: SequenceSet, store: FeatureStore | None, extra: int = 0, seeds: SeedTable | None = None):
+    def __init__(self, seqs: SequenceSet, store: FeatureStore | None, extra: int = 0, seeds: SeedTable | None = None,
+                 seed_dropout: float = 0.0, dropout_seed: int = 0):
         self.seqs, self.store, self.extra, self.seeds = seqs, store, extra, seeds
+        self.seed_dropout = seed_dropout
+        self.gen = torch.Generator().manual_seed(dropout_seed) if seed_dropout > 0 else None
 
     def __call__(self, items) -> dict:
         B = len(items)
@@ -133,7 +139,10 @@ class Collate:
         batch = {"seq": torch.tensor([i for i, _ in items]), "ids": ids, "seq_len": seq_len, "anchors": anchors,
                  "anchor_valid": anchor_valid, "ctx_valid": torch.arange(Lc)[None, :] < seq_len[:, None]}
         if self.seeds is not None:
-            batch["seeds"] = self.seeds.batch_seeds(items, ids, anchors)
+            batch["seeds"] = self.seeds.batch_seeds(items, ids, anchors)  # [B, A, n]
+            if self.gen is not None:  # seed dropout: a dropped block carries no seed (an unseeded block)
+                drop = torch.rand(anchors.shape, generator=self.gen) < self.seed_dropout  # [B, A]
+                batch["seeds"] = batch["seeds"].masked_fill(drop[..., None], self.seeds.mask)
         if self.store is not None:
             feats = np.zeros((B, Lc, self.store.feats.shape[1]), dtype=np.float32)
             greedy = torch.full((B, T), -1, dtype=torch.long)
@@ -163,9 +172,14 @@ class DrafterDataModule(L.LightningDataModule):
             step = max(len(self.train_idx) // train_sample, 1)
             self.val_sets["train_sample"] = self.train_idx[::step][:train_sample]
         seeds = SeedTable(seqs, arch) if arch is not None and arch.seeded else None
+        dropout = getattr(cfg, "seed_dropout", 0.0)
+        if dropout and seeds is None:
+            raise DraftlabError(f"pretrain.seed_dropout={dropout} needs a seeded drafter (drafter.seed=lookup); "
+                                f"set pretrain.seed_dropout=0 for a plain one")
         self.collate = Collate(seqs, store, seeds=seeds)
         # distillation (kd_weight > 0) reads the target's last-layer tap at the block's positions a..a+S-2
-        self.train_collate = (Collate(seqs, store, extra=block_size - 1, seeds=seeds) if getattr(cfg, "kd_weight", 0)
+        extra = block_size - 1 if getattr(cfg, "kd_weight", 0) else 0
+        self.train_collate = (Collate(seqs, store, extra, seeds, dropout, cfg.seed) if extra or dropout
                               else self.collate)
 
     @property

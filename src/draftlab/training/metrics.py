@@ -11,6 +11,15 @@ greedy token for position a+k. Per block:
   `sim_tau = 1 + sum(sim_tau_per_slot)`;
 - `slot_acc[k-1]` = top-1 accuracy at slot k (unconditional), `topk_cov[k-1]` = share of slots
   whose target token is among the drafter's top-K (the corrector's headroom, SPEC §2).
+
+A seeded drafter (its blocks' seeds given to `update`) adds, per slot k (issue 20 item 3's report):
+- `seed_rate[k-1]` = share of scored slots that carry a seed (not MASK);
+- `seed_hit[k-1]` = share of seeded slots whose seed is the target token (the lookup's own top-1 there);
+- `slot_acc_seeded[k-1]` / `slot_acc_unseeded[k-1]` = the drafter's top-1 accuracy where a seed exists / none;
+- `seed_override[k-1]` = share of seeded slots where the drafter's top-1 is not the seed, and
+  `seed_override_right[k-1]` = share of those overrides whose top-1 is the target token
+  (so `seed_override * seed_override_right` is the share of seeded slots fixed by overriding).
+A ratio with an empty denominator is NaN.
 """
 from __future__ import annotations
 
@@ -32,10 +41,15 @@ class BlockStats:
         self.top1 = torch.zeros(n_slots, dtype=torch.long)
         self.topk = torch.zeros(n_slots, dtype=torch.long)
         self.count = torch.zeros(n_slots, dtype=torch.long)
+        # seeded drafters: counts per slot of seeded, seed == target, top-1 right where seeded / unseeded,
+        # top-1 != seed, and top-1 != seed and right (None until seeds are given)
+        self.seed_counts: dict[str, Tensor] | None = None
 
     @torch.no_grad()
-    def update(self, top_ids: Tensor, target_tokens: Tensor, valid: Tensor | None = None) -> None:
-        """top_ids [N, n, K] target ids (best first); target_tokens [N, n]; valid [N, n] bool."""
+    def update(self, top_ids: Tensor, target_tokens: Tensor, valid: Tensor | None = None, seeds: Tensor | None = None,
+               mask_id: int = -1) -> None:
+        """top_ids [N, n, K] target ids (best first); target_tokens [N, n]; valid [N, n] bool; seeds [N, n] the
+        blocks' seeds (target ids, `mask_id` where a slot has none) of a seeded drafter, else None."""
         if top_ids.shape[0] == 0:
             return
         if valid is None:
@@ -52,6 +66,21 @@ class BlockStats:
         self.top1 += hit1.long().sum(0)
         self.topk += hitk.long().sum(0)
         self.count += valid.long().sum(0)
+        if seeds is not None:
+            self.update_seeds(top_ids[..., 0], target_tokens, valid, seeds.cpu(), mask_id)
+
+    def update_seeds(self, top1: Tensor, target_tokens: Tensor, valid: Tensor, seeds: Tensor, mask_id: int) -> None:
+        """top1, target_tokens, seeds [N, n]; valid [N, n] bool: the seeded-slot counts."""
+        if self.seed_counts is None:
+            names = ("seeded", "unseeded", "seed_hit", "top1_seeded", "top1_unseeded", "override", "override_right")
+            self.seed_counts = {k: torch.zeros(self.n, dtype=torch.long) for k in names}
+        has = (seeds != mask_id) & valid
+        right = top1 == target_tokens
+        over = has & (top1 != seeds)
+        for k, m in (("seeded", has), ("unseeded", valid & ~has), ("seed_hit", has & (seeds == target_tokens)),
+                     ("top1_seeded", has & right), ("top1_unseeded", valid & ~has & right), ("override", over),
+                     ("override_right", over & right)):
+            self.seed_counts[k] += m.long().sum(0)
 
     def standard_error(self) -> float:
         """Standard error of the simulated τ over blocks (NaN below two blocks)."""
@@ -60,6 +89,17 @@ class BlockStats:
         mean = self.accept_sum / self.blocks
         var = max(self.accept_sq / self.blocks - mean * mean, 0.0) * self.blocks / (self.blocks - 1)
         return (var / self.blocks) ** 0.5
+
+    def seed_summary(self) -> dict:
+        """The seeded-slot report (module docstring); {} for a plain drafter."""
+        if self.seed_counts is None:
+            return {}
+        c = self.seed_counts
+        ratio = lambda a, b: (c[a].double() / c[b].double()).tolist()  # noqa: E731  (0/0 = NaN)
+        return {"seed_rate": (c["seeded"].double() / self.count.double()).tolist(),
+                "seed_hit": ratio("seed_hit", "seeded"), "slot_acc_seeded": ratio("top1_seeded", "seeded"),
+                "slot_acc_unseeded": ratio("top1_unseeded", "unseeded"), "seed_override": ratio("override", "seeded"),
+                "seed_override_right": ratio("override_right", "override")}
 
     def summary(self) -> dict:
         b = max(self.blocks, 1)
@@ -73,4 +113,5 @@ class BlockStats:
             f"top{self.k}_cov": (self.topk.double() / c).tolist(),
             "top1_mean": float(self.top1.sum() / max(int(self.count.sum()), 1)),
             f"top{self.k}_mean": float(self.topk.sum() / max(int(self.count.sum()), 1)),
+            **self.seed_summary(),
         }

@@ -163,8 +163,8 @@ class DrafterModule(L.LightningModule):
         m = min(getattr(self.cfg, "max_slot", 0) or S - 1, S - 1)  # supervised slots 1..m
         w = self.slot_w[None, None, :m + 1] * (batch["anchor_valid"][..., None] & in_range[..., :m + 1])  # [B, A, m+1]
         didx = self.t2d[labels[..., :m + 1]]  # [B, A, m+1], -1 outside the draft vocabulary
-        col = seeds[..., :m] if self.drafter.seed_column else None  # [B, A, m] the slots' seeds (seed column)
-        if col is not None:  # a label outside the draft vocabulary equal to its slot's seed: the seed column (Vd)
+        col = seeds[..., :m] if self.drafter.reads_seeds else None  # [B, A, m] the slots' seeds (column / bias)
+        if self.drafter.seed_column:  # a label outside the draft vocabulary equal to its slot's seed: the column (Vd)
             hit = (didx[..., 1:] < 0) & (self.drafter.seed_ids(col) == labels[..., 1:m + 1])
             didx[..., 1:] = torch.where(hit, torch.full_like(didx[..., 1:], self.drafter.arch.draft_vocab_size),
                                         didx[..., 1:])
@@ -185,7 +185,9 @@ class DrafterModule(L.LightningModule):
                 logits = self.drafter.logits(hidden[:, :, 1:m + 1], col)  # [B, A, m, Vd (+1 with the seed column)]
                 lg = logits[rows]  # [N, Vd]
             else:
-                logits, lg = None, self.drafter.logits(hidden[:, :, 1:m + 1][rows], None if col is None else col[rows])
+                slots = torch.arange(1, m + 1, device=rows.device).expand(rows.shape)[rows]  # [N]
+                logits, lg = None, self.drafter.logits(hidden[:, :, 1:m + 1][rows], None if col is None else col[rows],
+                                                       slots)
             ce = F.cross_entropy(lg, y, reduction="none")  # [N]
             kl = self.teacher.kl(self.drafter, feats, batch["anchors"], lg, rows) if kd else None  # [N]
         num, den = (ce * wv[rows]).sum(), wv.sum()
@@ -267,14 +269,16 @@ class DrafterModule(L.LightningModule):
         tgt, valid = block_targets(batch, greedy, S, self.val_labels == "greedy")  # [B, A, n]
         H = hidden.shape[-1]
         rows = hidden[:, :, 1:].reshape(-1, H)  # [B*A*n, H]
-        col = seeds.reshape(-1) if self.drafter.seed_column else None  # [B*A*n] the seed column's seeds
+        n = S - 1
+        col = seeds.reshape(-1) if self.drafter.reads_seeds else None  # [B*A*n] the slots' seeds (column / bias)
+        slots = torch.arange(1, S, device=rows.device).repeat(rows.shape[0] // n)  # [B*A*n]
         part = lambda c: None if col is None else col[c:c + 4096]  # noqa: E731
         K = min(self.cfg.topk, self.drafter.arch.draft_vocab_size or self.drafter.arch.target_vocab_size)
-        top = torch.cat([self.drafter.to_target(self.drafter.logits(rows[c:c + 4096], part(c)).topk(K, -1).indices,
-                                                None if col is None else part(c)[:, None])  # [rows, K] target ids
-                         for c in range(0, rows.shape[0], 4096)])
-        n = S - 1
-        stats.update(top.view(-1, n, top.shape[-1]), tgt.reshape(-1, n), valid.reshape(-1, n))
+        top = torch.cat([self.drafter.to_target(self.drafter.logits(rows[c:c + 4096], part(c), slots[c:c + 4096])
+                                                .topk(K, -1).indices, None if col is None else part(c)[:, None])
+                         for c in range(0, rows.shape[0], 4096)])  # [rows, K] target ids
+        stats.update(top.view(-1, n, top.shape[-1]), tgt.reshape(-1, n), valid.reshape(-1, n),
+                     None if seeds is None else seeds.reshape(-1, n), self.drafter.mask_token_id)
 
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking or not self._stats:
