@@ -211,3 +211,32 @@ def test_bad_input_lines(target, root):
         with pytest.raises(DraftlabError, match=key) as e:
             arch_from_target(target, S, 1, TAPS, MASK, **kw)
         assert "\n" not in str(e.value)
+
+
+def test_pretrain_probe_passes_the_options_through(root, tmp_path, monkeypatch, capsys):
+    """tools/pretrain_probe.py: `run NAME --dry` resolves the seeded options (one-line error when bad), and the
+    ablation table carries a seeded probe's seed report."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("pretrain_probe", root / "tools" / "pretrain_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    ov = ["drafter.seed=lookup", "drafter.seed_bias=10", "pretrain.seed_dropout=0.25", "drafter.seed_logit=true"]
+    p = probe.probe_params(120, ov)
+    assert (p.drafter.seed, p.drafter.seed_bias, p.drafter.seed_logit) == ("lookup", 10.0, True)
+    assert (p.pretrain.seed_dropout, p.pretrain.max_steps) == (0.25, 120)
+    assert probe.main(["run", "bias10", "--dry", *ov]) == 0
+    assert "seed_bias=10.0" in capsys.readouterr().out
+    assert probe.main(["run", "bad", "--dry", "pretrain.seed_dropout=0.3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pretrain.seed_dropout=0.3 needs seeds" in err and "\n" not in err
+    monkeypatch.setattr(probe, "OUT", tmp_path / "abl")
+    monkeypatch.setattr(probe, "TABLE", tmp_path / "abl.json")
+    (tmp_path / "abl").mkdir()
+    row = {"overrides": [], "steps": 3, "sim_tau": 1.5, "per_set": {}, "slot_acc": [0.2], "train_minutes": 0.1}
+    report = {k: [0.5] for k in probe.SEED_REPORT}
+    for name, extra in (("base", {}), ("bias10", {"seed_report": report})):
+        (tmp_path / "abl" / f"{name}.json").write_text(json.dumps({**row, "name": name, **extra}))
+    rows = {r["name"]: r for r in probe.table()["rows"]}
+    assert rows["bias10"]["seed_report"] == report and "seed_report" not in rows["base"]

@@ -1,7 +1,7 @@
 """Drafter recipe probes: the pretrain_drafter recipe with overrides, at a fixed number of steps, on the
 pipeline's references; each probe's held-out simulated τ goes into one ablation table.
 
-    .venv/bin/python tools/pretrain_probe.py run NAME [--steps 208] [section.key=value ...]
+    .venv/bin/python tools/pretrain_probe.py run NAME [--steps 208] [--dry] [section.key=value ...]
     .venv/bin/python tools/pretrain_probe.py table      # results/pretrain_ablation/*.json -> results/pretrain_ablation.json
 
 `run` reads params.yaml (+ the overrides), models/target and data/references.parquet, trains under
@@ -9,6 +9,13 @@ checkpoints/probes/NAME (the tap-feature cache is shared between probes) and wri
 results/pretrain_ablation/NAME.json. Probes compare at equal *steps*: on a shared 2-core machine the
 wall-clock minutes of two probes are not comparable unless each ran alone (`train_minutes` is recorded
 for that reading). `table` lists every probe beside the one named `base` with the difference in held-out τ.
+A seeded drafter's probe also records the validation's per-slot seed report (`seed_report`: the seed's hit
+rate, top-1 where a seed exists and where none does, overrides and how often they were right), e.g.
+
+    .venv/bin/python tools/pretrain_probe.py run bias10 drafter.seed=lookup drafter.seed_bias=10 pretrain.seed_dropout=0.1
+
+`--dry` only resolves the settings (params.yaml + the overrides, checked) and prints the drafter's seed
+settings and the pretraining budget, without loading the target or training.
 """
 from __future__ import annotations
 
@@ -24,16 +31,31 @@ OUT = ROOT / "results" / "pretrain_ablation"
 TABLE = ROOT / "results" / "pretrain_ablation.json"
 
 
+SEED_REPORT = ("seed_rate", "seed_hit", "slot_acc_seeded", "slot_acc_unseeded", "seed_override", "seed_override_right")
+
+
+def probe_params(steps: int, overrides: list[str], params_file: Path = ROOT / "params.yaml"):
+    """The probe's settings: params.yaml + the step budget + the overrides, checked (one-line errors)."""
+    from draftlab.params import load_params
+
+    return load_params(params_file, [f"pretrain.max_steps={steps}", *overrides])
+
+
+def describe(params) -> str:
+    d, p = params.drafter, params.pretrain
+    return (f"drafter.seed={d.seed} seed_logit={d.seed_logit} seed_bias={d.seed_bias} draft_vocab_size="
+            f"{d.draft_vocab_size}; pretrain.max_steps={p.max_steps} seed_dropout={p.seed_dropout} lr={p.lr}")
+
+
 def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import pandas as pd
 
     from draftlab.io import write_json
-    from draftlab.params import load_params
     from draftlab.pipeline.pretrain_drafter import pretrain_from_references
     from draftlab.verifier.load import load_target
 
-    params = load_params(ROOT / "params.yaml", [f"pretrain.max_steps={steps}", *overrides])
+    params = probe_params(steps, overrides)
     t = params.target
     work = ROOT / "checkpoints" / "probes"
     target = load_target(ROOT / "models" / "target", t.device, t.dtype, t.attn_implementation)
@@ -45,6 +67,9 @@ def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
            "sim_tau": rep["sim_tau"], "per_set": rep["per_set"], "slot_acc": rep["slot_acc"],
            "top8": rep.get("top8_cov"), "train_minutes": rep["train_minutes"],
            "slot_preds_per_s": rep["train_tokens_per_s"], "wall_s": time.time() - t0, "curve": out.curve}
+    best = out.result.best_metrics.get(rep["sim_tau_split"], {})
+    if "seed_hit" in best:  # a seeded drafter: the validation's per-slot seed report at the best step
+        res["seed_report"] = {k: best[k] for k in SEED_REPORT}
     write_json(OUT / f"{name}.json", res)
     return res
 
@@ -60,7 +85,8 @@ def table() -> dict:
         {"name": n, "overrides": r["overrides"], "steps": r["steps"], "sim_tau": r["sim_tau"],
          "delta_vs_base": r["sim_tau"] - base,
          "train_sample_tau": r["per_set"].get("train_sample", {}).get("sim_tau"),
-         "slot1_acc": r["slot_acc"][0] if r["slot_acc"] else None, "train_minutes": r["train_minutes"]}
+         "slot1_acc": r["slot_acc"][0] if r["slot_acc"] else None, "train_minutes": r["train_minutes"],
+         **({"seed_report": r["seed_report"]} if "seed_report" in r else {})}
         for n, r in rows.items()]}
     write_json(TABLE, out)
     return out
@@ -72,10 +98,23 @@ def main(argv: list[str]) -> int:
     r = sub.add_parser("run")
     r.add_argument("name")
     r.add_argument("--steps", type=int, default=208)
+    r.add_argument("--dry", action="store_true", help="only resolve and check the settings")
     r.add_argument("overrides", nargs="*")
     sub.add_parser("table")
-    a = ap.parse_args(argv)
-    if a.cmd == "run":
+    a, extra = ap.parse_known_args(argv)  # overrides may follow a flag (`run NAME --dry key=value ...`)
+    if extra and (a.cmd != "run" or any(x.startswith("-") for x in extra)):
+        ap.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        a.overrides = [*a.overrides, *extra]
+    if a.cmd == "run" and a.dry:
+        from draftlab.errors import DraftlabError
+
+        try:
+            print(f"{a.name}: {describe(probe_params(a.steps, a.overrides))}")
+        except DraftlabError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    elif a.cmd == "run":
         res = run_probe(a.name, a.steps, a.overrides)
         print(f"{a.name}: held-out sim τ {res['sim_tau']:.4f} after {res['steps']} steps")
     else:
