@@ -103,6 +103,18 @@ def test_seed_bias_is_learned_saved_and_absent_when_off(target, tmp_path):
     opt = torch.optim.AdamW(d.parameters(), lr=1e-2)
     opt.step()
     assert not torch.equal(d.seed_bias.detach(), torch.full((S - 1,), 3.0))
+    # pretrain.seed_bias_lr: the bias in its own AdamW group at that lr (one step moves it by about the lr)
+    assert sum(len(g["params"]) for g in module.param_groups()) == len(list(d.parameters()))
+    assert len(module.param_groups()) == 2  # seed_bias_lr=0: the bias sits with the other vectors, at pretrain.lr
+    fast = DrafterModule(d, PretrainConfig(lr=1e-3, seed_bias_lr=0.5), 1, [], target, "reference")
+    groups = fast.param_groups()
+    assert len(groups) == 3 and groups[2]["params"] == [d.seed_bias] and groups[2]["lr"] == 0.5
+    assert sum(len(g["params"]) for g in groups) == len(list(d.parameters()))
+    before = d.seed_bias.detach().clone()
+    d.zero_grad()
+    fast.drafter_step(batch)["loss"].backward()
+    torch.optim.AdamW(groups, lr=1e-3).step()
+    assert ((d.seed_bias.detach() - before).abs() > 0.4).all()
     loaded = load_drafter(save_drafter(d, tmp_path / "d"), target)
     assert loaded.arch.seed_bias == 3.0 and torch.equal(loaded.seed_bias.detach(), d.seed_bias.detach())
 
@@ -200,7 +212,9 @@ def test_bad_input_lines(target, root):
     for ov, key in ((["drafter.seed_bias=-1"], "drafter.seed_bias=-1.0 must be a finite number >= 0"),
                     (["drafter.seed_bias=5"], "drafter.seed_bias=5.0 needs seeds"),
                     (["pretrain.seed_dropout=1.5", "drafter.seed=lookup"], "pretrain.seed_dropout=1.5 must lie in"),
-                    (["pretrain.seed_dropout=0.3"], "pretrain.seed_dropout=0.3 needs seeds to drop")):
+                    (["pretrain.seed_dropout=0.3"], "pretrain.seed_dropout=0.3 needs seeds to drop"),
+                    (["drafter.seed=lookup", "pretrain.seed_bias_lr=0.1"], "pretrain.seed_bias_lr=0.1 needs a seed bias"),
+                    (["pretrain.seed_bias_lr=-1"], "pretrain.seed_bias_lr=-1.0 must be >= 0")):
         with pytest.raises(DraftlabError, match=key) as e:
             load_params(root / "params.yaml", ov)
         assert "\n" not in str(e.value)

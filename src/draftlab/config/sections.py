@@ -392,6 +392,9 @@ class Params:
         if self.pretrain.seed_dropout and self.drafter.seed == "none":
             raise ConfigError(f"pretrain.seed_dropout={self.pretrain.seed_dropout} needs seeds to drop: set "
                               f"drafter.seed=lookup (or pretrain.seed_dropout=0)")
+        if self.pretrain.seed_bias_lr and not self.drafter.seed_bias:
+            raise ConfigError(f"pretrain.seed_bias_lr={self.pretrain.seed_bias_lr} needs a seed bias: set "
+                              f"drafter.seed_bias > 0 (with drafter.seed=lookup), or pretrain.seed_bias_lr=0")
         if not 1 <= self.pld.num_tokens <= S - 1:
             raise ConfigError(f"pld.num_tokens={self.pld.num_tokens} must lie in 1..{S - 1} (1..S-1, S = "
                               f"drafter.block_size={S}); lower it or raise drafter.block_size")

@@ -119,10 +119,16 @@ class DrafterModule(L.LightningModule):
         return p
 
     def param_groups(self) -> list[dict]:
-        """AdamW parameter groups (weight decay on matrices only); groups without `lr` use cfg.lr."""
-        decay = [p for n, p in self.drafter.named_parameters() if p.ndim >= 2]
-        no_decay = [p for n, p in self.drafter.named_parameters() if p.ndim < 2]
-        return [{"params": decay, "weight_decay": self.cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        """AdamW parameter groups (weight decay on matrices only); groups without `lr` use cfg.lr. With
+        `pretrain.seed_bias_lr` the seed bias (drafter.seed_bias) is a third group at that learning rate."""
+        own = getattr(self.cfg, "seed_bias_lr", 0.0) and self.drafter.seed_bias is not None
+        named = [(n, p) for n, p in self.drafter.named_parameters() if not (own and n == "seed_bias")]
+        decay = [p for n, p in named if p.ndim >= 2]
+        no_decay = [p for n, p in named if p.ndim < 2]
+        groups = [{"params": decay, "weight_decay": self.cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        if own:
+            groups.append({"params": [self.drafter.seed_bias], "weight_decay": 0.0, "lr": self.cfg.seed_bias_lr})
+        return groups
 
     def configure_optimizers(self):
         opt = torch.optim.AdamW(self.param_groups(), lr=self.cfg.lr, betas=(0.9, 0.95))
