@@ -82,9 +82,9 @@ def test_teacher_forced_seeds_equal_incremental_and_the_definition(max_ngram, mi
     assert seed_starts([5, 5], 3, 1) == [-1, 1]  # x_1 = 5 follows the earlier 5: the seed starts at index 1
 
 
-def make_seeded(target, S=5, vocab=None, seed_mode="lookup", std=0.2, seed=0, mask=1, seed_logit=False):
+def make_seeded(target, S=5, vocab=None, seed_mode="lookup", std=0.2, seed=0, mask=1, seed_logit=False, seed_bias=0.0):
     arch = arch_from_target(target, S, 1, TAPS, mask, 0 if vocab is None else len(vocab), seed=seed_mode,
-                            seed_logit=seed_logit)
+                            seed_logit=seed_logit, seed_bias=seed_bias)
     torch.manual_seed(seed)
     d = DFlashDrafter.from_target(arch, target, vocab)
     with torch.no_grad():  # larger weights than the init, so the drafter has opinions and leaks would show
@@ -126,17 +126,22 @@ def _loop_prompts():
     return [[5, 9, 17, 5, 9, 17, 5, 9, 30], [44, 12, 44, 12], [12, 90, 4, 61, 12, 90], [3, 17, 42, 8, 61, 25, 90, 11]]
 
 
-@pytest.mark.parametrize("vocab_size,seed_logit", [(0, False), (40, False), (10, True)])
-def test_engine_seeds_equal_training_seeds_and_tau_agrees(llama_target, vocab_size, seed_logit):
+@pytest.mark.parametrize("vocab_size,seed_logit,seed_bias", [(0, False, 0.0), (40, False, 0.0), (10, True, 0.0),
+                                                             (0, False, 0.3), (10, True, 0.3)])
+def test_engine_seeds_equal_training_seeds_and_tau_agrees(llama_target, vocab_size, seed_logit, seed_bias):
     """Every round's block carries the training routine's seeds of the final text at that anchor; the
     round's accepted length equals simulated τ's (train and infer paths) there; greedy output == AR.
-    With the seed column (a 10-token draft vocabulary) the drafter also proposes seeds outside it."""
+    With the seed column (a 10-token draft vocabulary) the drafter also proposes seeds outside it; with a
+    seed bias (`drafter.seed_bias`, per slot: set unequal here) the engine's head adds the training path's bias."""
     t = llama_target
     vocab = None
     if vocab_size:
         vocab = torch.randperm(t.vocab_size - 1, generator=torch.Generator().manual_seed(0))[:vocab_size].sort().values
     S = 5
-    d = make_seeded(t, S, vocab, std=0.3, mask=t.vocab_size - 1, seed_logit=seed_logit)
+    d = make_seeded(t, S, vocab, std=0.3, mask=t.vocab_size - 1, seed_logit=seed_logit, seed_bias=seed_bias)
+    if seed_bias:  # unequal per slot: a slot mix-up between the paths would show
+        with torch.no_grad():
+            d.seed_bias.copy_(torch.linspace(0.1, 0.6, S - 1))
     if seed_logit:  # flatten the draft vocabulary's logits so the seed column often wins (it reads the full head)
         d.head_weight.mul_(0.05)
     prompts = _loop_prompts()
