@@ -254,3 +254,33 @@ def test_pretrain_probe_passes_the_options_through(root, tmp_path, monkeypatch, 
         (tmp_path / "abl" / f"{name}.json").write_text(json.dumps({**row, "name": name, **extra}))
     rows = {r["name"]: r for r in probe.table()["rows"]}
     assert rows["bias10"]["seed_report"] == report and "seed_report" not in rows["base"]
+
+
+def test_validation_and_training_heads_add_each_slots_own_bias(target):
+    """validate_batch's flattened rows and drafter_step's dense logits apply slot k's bias to slot k (unequal
+    biases, so a slot mix-up would change the validation's top-1 or the training logits)."""
+    seqs = texts(4, 36)
+    ss = SequenceSet.from_lists([x[:6] for x in seqs], [x[6:] for x in seqs], ["train"] * 2 + ["heldout"] * 2)
+    c = PretrainConfig(max_steps=1, max_minutes=0, batch_size=2, anchors_per_seq=8, val_anchor_stride=1, topk=1)
+    d = drafter(target, 1.0)
+    with torch.no_grad():
+        d.seed_bias.copy_(torch.tensor([0.0, 0.8, -0.8]))
+    module = DrafterModule(d, c, 1, ["heldout"], target, "reference")
+    batch = next(iter(DrafterDataModule(ss, c, S, None, train_sample=0, arch=d.arch).val_dataloader()[0]))
+
+    class Capture:
+        def update(self, top, tgt, valid, seeds, mask):
+            self.top = top
+
+    cap = Capture()
+    with torch.no_grad():
+        module.validate_batch(batch, cap)
+        hidden = d.forward_train(module._features(batch, False)[0], batch["ctx_valid"], batch["ids"],
+                                 batch["anchors"], batch["seeds"])
+        per_slot = torch.stack([d.logits(hidden[:, :, k], batch["seeds"][:, :, k - 1],
+                                         torch.tensor(k)).argmax(-1) for k in range(1, S)], -1)  # [B, A, n]
+        dense = d.logits(hidden[:, :, 1:], batch["seeds"])  # [B, A, n, V]: default slots 1..n
+    assert torch.equal(cap.top[..., 0], per_slot.reshape(-1, S - 1))
+    assert torch.equal(dense.argmax(-1), per_slot)
+    unbiased = drafter(target, 0.0).logits(hidden[:, :, 1:])
+    assert not torch.equal(unbiased.argmax(-1), per_slot)  # the biases change some proposals
