@@ -301,6 +301,10 @@ class DrafterModule(L.LightningModule):
             for k, (a, c) in enumerate(zip(r["slot_acc"], r[f"top{self.cfg.topk}_cov"]), start=1):
                 self.log(f"val/slot{k}/top1", a)
                 self.log(f"val/slot{k}/top{self.cfg.topk}", c)
+            for key in ("seed_hit", "slot_acc_seeded", "slot_acc_unseeded", "seed_override", "seed_override_right"):
+                for k, v in enumerate(r.get(key, []), start=1):  # a seeded drafter's per-slot seed report
+                    if not math.isnan(v):
+                        self.log(f"val/slot{k}/{key}", v)
         self.log("step", float(self.global_step))  # Lightning's step for val/*: the optimiser step, as budget/* and the CSV
         row = {"step": int(self.global_step), "train_minutes": self.train_seconds / 60.0,
                **{name: r["sim_tau"] for name, r in res.items()}}
