@@ -213,7 +213,8 @@ def test_bad_input_lines(target, root):
                     (["drafter.seed_bias=5"], "drafter.seed_bias=5.0 needs seeds"),
                     (["pretrain.seed_dropout=1.5", "drafter.seed=lookup"], "pretrain.seed_dropout=1.5 must lie in"),
                     (["pretrain.seed_dropout=0.3"], "pretrain.seed_dropout=0.3 needs seeds to drop"),
-                    (["drafter.seed=lookup", "pretrain.seed_bias_lr=0.1"], "pretrain.seed_bias_lr=0.1 needs a seed bias"),
+                    (["drafter.seed=lookup", "pretrain.seed_bias_lr=0.1"],
+                     "pretrain.seed_bias_lr=0.1 needs a seed bias"),
                     (["pretrain.seed_bias_lr=-1"], "pretrain.seed_bias_lr=-1.0 must be >= 0")):
         with pytest.raises(DraftlabError, match=key) as e:
             load_params(root / "params.yaml", ov)

@@ -12,7 +12,8 @@ for that reading). `table` lists every probe beside the one named `base` with th
 A seeded drafter's probe also records the validation's per-slot seed report (`seed_report`: the seed's hit
 rate, top-1 where a seed exists and where none does, overrides and how often they were right), e.g.
 
-    .venv/bin/python tools/pretrain_probe.py run bias10 drafter.seed=lookup drafter.seed_bias=10 pretrain.seed_dropout=0.1
+    .venv/bin/python tools/pretrain_probe.py run bias40 drafter.seed=lookup drafter.seed_bias=40 \
+        pretrain.seed_bias_lr=0.05 pretrain.seed_dropout=0.1
 
 `--dry` only resolves the settings (params.yaml + the overrides, checked) and prints the drafter's seed
 settings and the pretraining budget, without loading the target or training.
@@ -44,7 +45,8 @@ def probe_params(steps: int, overrides: list[str], params_file: Path = ROOT / "p
 def describe(params) -> str:
     d, p = params.drafter, params.pretrain
     return (f"drafter.seed={d.seed} seed_logit={d.seed_logit} seed_bias={d.seed_bias} draft_vocab_size="
-            f"{d.draft_vocab_size}; pretrain.max_steps={p.max_steps} seed_dropout={p.seed_dropout} lr={p.lr}")
+            f"{d.draft_vocab_size}; pretrain.max_steps={p.max_steps} seed_dropout={p.seed_dropout} lr={p.lr} "
+            f"seed_bias_lr={p.seed_bias_lr}")
 
 
 def run_probe(name: str, steps: int, overrides: list[str]) -> dict:

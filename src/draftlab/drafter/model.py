@@ -327,7 +327,8 @@ class DFlashDrafter(nn.Module):
         logits = self.logits(hidden, seeds, torch.arange(self.block_size, device=hidden.device))  # [B, S, Vd(+1)]
         if not self.seed_column:
             return DraftOutput(logits, hidden, self.draft_vocab, block_ids)
-        return DraftOutput(logits, hidden, self.draft_vocab, block_ids, self.seed_ids(seeds), self.arch.target_vocab_size)
+        return DraftOutput(logits, hidden, self.draft_vocab, block_ids, self.seed_ids(seeds),
+                           self.arch.target_vocab_size)
 
     def block_ids(self, last_tokens: Tensor) -> Tensor:
         """[B] last committed tokens -> [B, S] block input ids [token, MASK, ..., MASK]."""
