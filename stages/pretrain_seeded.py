@@ -6,8 +6,8 @@ Enabled (`seeded.enabled: true`: the cpu, cpu-long and smoke profiles): the plai
 arm), the budget curve plots/pretrain_seeded_budget.csv and the report results/pretrain_seeded.json with its
 `comparison` table: the seeded drafter against teacher-forced prompt lookup, the `dflash-pld` hybrid and the
 plain drafter of models/drafter/pretrained on the held-out references (draftlab.pipeline.seeded), headline in
-metrics/pretrain_seeded.json; one MLflow run. Its feature cache and resumable runs live under
-checkpoints/pretrain_seeded/ (git-ignored).
+metrics/pretrain_seeded.json; one MLflow run. Its resumable runs live under checkpoints/pretrain_seeded/; the
+tap-feature cache is the plain run's (checkpoints/pretrain_drafter/features, keyed by data + taps: one copy on disk).
 Disabled (the gpu profile): no training; the folder holds only `disabled.json` and the report says
 `enabled: false`, so DVC has its outputs and the benchmark refuses `dflash-seeded` in one line.
 """
@@ -26,6 +26,7 @@ PLAIN = Path("models/drafter/pretrained")  # the plain drafter (stage pretrain_d
 METRICS = Path("metrics/pretrain_seeded.json")
 CURVE = Path("plots/pretrain_seeded_budget.csv")
 WORK = Path("checkpoints/pretrain_seeded")
+FEATURES = Path("checkpoints/pretrain_drafter/features")  # the plain run's tap-feature cache, reused when it matches
 
 _log = stage_log("pretrain_seeded")
 
@@ -69,7 +70,7 @@ def run(params) -> None:
     with training_run("pretrain_seeded", params, ("target", "profile", "drafter", "pretrain", "seeded", "pld")) as mlrun:
         logger = lightning_logger(mlrun, params.tracking.experiment)
         out = pretrain_seeded(target, df, plain, dcfg, pcfg, params.pld, WORK, logger=logger, log=_log,
-                              seed=params.profile.seed)
+                              seed=params.profile.seed, feature_root=FEATURES)
         rep = {**out.report, "enabled": True, "seed": dcfg.seed, "seed_logit": dcfg.seed_logit,
                "overrides": {"drafter": dict(params.seeded.drafter), "pretrain": dict(params.seeded.pretrain)}}
         save_drafter(out.drafter, OUT, info={"stage": "pretrain_seeded", "profile": params.profile.name,

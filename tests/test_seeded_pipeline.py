@@ -3,6 +3,8 @@ held-out comparison table against teacher-forced prompt lookup, the dflash-pld h
 paired over sequences, split by looping references."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import torch
@@ -122,3 +124,48 @@ def test_recipe_trains_the_seeded_drafter_and_compares_it_on_the_validation_anch
     assert set(a["pairs"]) == {"seeded-lookup", "seeded-hybrid", "seeded-plain"}
     with pytest.raises(DraftlabError, match="plain drafter is seeded"):
         pretrain_seeded(target, df, out.drafter, dcfg, pcfg, pld, tmp_path / "w2", log=lambda m: None)
+
+
+@pytest.mark.slow  # an end-to-end stage run (~10 s: the tiny-random target's preparation)
+def test_stage_trains_when_enabled_and_leaves_a_marker_when_disabled(root, tmp_path, monkeypatch):
+    """stages/pretrain_seeded.py on the smoke profile (tiny-random target): enabled, a seeded drafter, the report
+    with its comparison and the headline; disabled, a folder with disabled.json only, which the arm refuses."""
+    import json
+
+    from draftlab.bench.arms import ArmContext, Checkpoints, seeded_arm
+    from draftlab.config import BenchmarkConfig
+    from draftlab.drafter import DFlashDrafter, arch_from_target, load_drafter, save_drafter
+    from draftlab.params import build_params, compose_params
+    from draftlab.verifier.load import load_target
+
+    monkeypatch.syspath_prepend(str(root / "stages"))
+    monkeypatch.chdir(tmp_path)
+    import prepare_target
+    import pretrain_seeded as stage
+
+    raw = compose_params(["target=tiny-random", "profile=smoke", "tracking.enabled=false"], root / "conf")
+    prepare_target.run(build_params(raw))
+    t = load_target("models/target", "cpu", "float32")
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(100, t.vocab_size - 1, (8,), generator=g).tolist() for _ in range(6)]
+    resps = generate_ar(t, prompts, 24, eos_ids=[]).tokens
+    Path("data").mkdir()
+    pd.DataFrame({"prompt_id": [str(i) for i in range(6)], "suite": ["sharegpt"] * 6, "split": ["train"] * 4 + ["heldout"] * 2,
+                  "prompt_ids": prompts, "response_ids": resps}).to_parquet("data/references.parquet")
+    torch.manual_seed(0)
+    mask = next(i for i in range(2, t.vocab_size) if all(i not in p + q for p, q in zip(prompts, resps)))
+    save_drafter(DFlashDrafter.from_target(arch_from_target(t, 8, 1, [], mask), t), "models/drafter/pretrained")
+    stage.run(build_params(raw, [f"drafter.mask_token_id={mask}"]))
+    rep = json.loads(Path("results/pretrain_seeded.json").read_text())
+    head = json.loads(Path("metrics/pretrain_seeded.json").read_text())
+    assert rep["enabled"] and rep["steps"] == 6 and rep["comparison"]["all"]["sequences"] == 2
+    assert head["sim_tau"] == rep["sim_tau"] and head["lookup_tau"] == rep["comparison"]["all"]["tau"]["lookup"]
+    assert load_drafter("models/drafter/seeded", t).arch.seed == "lookup"
+    assert Path("plots/pretrain_seeded_budget.csv").read_text().startswith("step,train_minutes,")
+    stage.run(build_params(raw, ["seeded.enabled=false", "benchmark.arms=[ar,dflash]", "benchmark.pairs=[[dflash,ar]]"]))
+    assert [f.name for f in Path("models/drafter/seeded").iterdir()] == ["disabled.json"]
+    assert json.loads(Path("results/pretrain_seeded.json").read_text())["enabled"] is False
+    ctx = ArmContext(t, BenchmarkConfig(), Checkpoints("", "", "", "", "models/drafter/seeded"),
+                     load_drafter=lambda f: load_drafter(f, t))
+    with pytest.raises(DraftlabError, match=r"holds no drafter \(the pretrain_seeded stage ran with seeded.enabled=false\)"):
+        seeded_arm("dflash-seeded", ctx)

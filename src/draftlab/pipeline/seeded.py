@@ -167,17 +167,18 @@ def heldout_comparison(target, seeded, plain, seqs: SequenceSet, stride: int, pl
 
 
 def pretrain_seeded(target, df, plain, dcfg, pcfg, pld, work_root, logger=None, log: Callable[[str], None] = print,
-                    n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> PretrainOutcome:
+                    n_boot: int = 2000, level: float = 0.95, seed: int = 0, feature_root=None) -> PretrainOutcome:
     """references (DataFrame) -> the trained seeded drafter + its report with `comparison` (the held-out table
     against prompt lookup, the `dflash-pld` hybrid and `plain`, the plain drafter of models/drafter/pretrained).
-    dcfg / pcfg: the seeded drafter's resolved sections (`SeededConfig.resolve`); pld: the `pld` section."""
+    dcfg / pcfg: the seeded drafter's resolved sections (`SeededConfig.resolve`); pld: the `pld` section;
+    feature_root: where the tap-feature cache lives (None: work_root/features)."""
     if dcfg.seed == "none":
         raise DraftlabError("pretrain_seeded trains a seeded drafter: resolve its drafter section with "
                             "SeededConfig.resolve (seed=lookup)")
     if plain.arch.seeded:
         raise DraftlabError("the comparison's plain drafter is seeded; models/drafter/pretrained must hold the plain "
                             "drafter (drafter.seed=none): re-run the pretrain_drafter stage")
-    out = pretrain_from_references(target, df, dcfg, pcfg, work_root, logger=logger, log=log)
+    out = pretrain_from_references(target, df, dcfg, pcfg, work_root, logger=logger, log=log, feature_root=feature_root)
     seqs = SequenceSet.from_dataframe(df)
     comp = heldout_comparison(target, out.drafter, plain, seqs, pcfg.val_anchor_stride, pld, n_boot, level, seed,
                               log=log)
