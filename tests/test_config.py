@@ -184,6 +184,7 @@ def test_seeded_section_resolves_and_fails_in_one_line(root):
         (["seeded.drafter={seed_logit: 1}"], r"^seeded.drafter.seed_logit=1 must be of type bool"),
         (["seeded.drafter={seed_min_match: 5}"], r"^seeded.drafter.seed_min_match=5 must lie in 1..seeded.drafter"),
         (["seeded.drafter={seed: none}"], r"^seeded.drafter.seed='none': the seeded drafter always seeds"),
+        (["seeded.drafter={block_size: 6}"], r"^seeded.drafter.block_size=6 differs from drafter.block_size=8"),
         (["seeded.enabled=false"], r"^benchmark.arms names 'dflash-seeded' but seeded.enabled=false .*set "
                                    r"seeded.enabled=true or drop it from benchmark.arms"),
     ]

@@ -71,7 +71,11 @@ class SeededConfig:
         """Enabled: the resolved sections pass their checks. Disabled: a benchmark arm list that names the
         seeded arm (no stage trains it) is one line."""
         if self.enabled:
-            self.resolve(drafter, pretrain, p)
+            d, _ = self.resolve(drafter, pretrain, p)
+            if d.block_size != drafter.block_size:
+                raise ConfigError(f"{p}.drafter.block_size={d.block_size} differs from drafter.block_size="
+                                  f"{drafter.block_size}; the comparison with the plain drafter needs the same blocks: "
+                                  f"drop {p}.drafter.block_size")
             return
         for key, names in (("benchmark.arms", benchmark.arms), ("benchmark.ablation_arms", benchmark.ablation_arms)):
             if SEEDED_ARM in names:
