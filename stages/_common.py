@@ -26,6 +26,11 @@ METRICS = Path("metrics")  # headline numbers (DVC metrics)
 # per arm / variant. prepare_target and reference have no headline: they prepare, they measure no method.
 HEADLINES: dict[str, dict[str, str]] = {
     "pretrain_drafter": {"sim_tau": "sim_tau"},  # held-out simulated τ of the kept checkpoint
+    # the seeded drafter's held-out simulated τ, and the table's τ of the lookup and the dflash-pld hybrid beside it
+    "pretrain_seeded": {"sim_tau": "sim_tau", "lookup_tau": "comparison.all.tau.lookup",
+                        "hybrid_tau": "comparison.all.tau.hybrid", "plain_tau": "comparison.all.tau.plain",
+                        "vs_lookup": "comparison.all.pairs.seeded-lookup.diff",
+                        "vs_hybrid": "comparison.all.pairs.seeded-hybrid.diff"},
     "specopd": {"sim_tau": "sim_tau_after", "sim_tau_t1": "tau_t1_surrogate_final"},  # T=1: the E2E-TV surrogate
 }
 

@@ -1,8 +1,10 @@
-"""What the training stages (pretrain_drafter, specopd, corrector) share: a stage-tagged log, the
-target and references they read, and their MLflow run. Imported by those stage scripts (stages/ is on
+"""What the training stages (pretrain_drafter, pretrain_seeded, specopd, corrector) share: a stage-tagged log,
+the target and references they read, their MLflow run and the budget-curve CSV. Imported by those stage scripts (stages/ is on
 sys.path when a stage runs as `python stages/<stage>.py`)."""
 from __future__ import annotations
 
+import csv
+import io
 import sys
 from pathlib import Path
 from typing import Callable
@@ -64,3 +66,14 @@ def publish(mlrun, report: dict, metrics: Path, curve: Path, write_curve: Callab
     mlrun.log_metrics({**numeric(report, "final/"), **(extra_metrics or {})})
     for p in (*paths, curve):
         mlrun.log_artifact(p)
+
+
+def curve_csv(rows: list[dict]) -> str:
+    """The budget curve (step, train_minutes, simulated τ per validation set) as CSV text."""
+    buf = io.StringIO()
+    cols = list(rows[0]) if rows else ["step", "train_minutes", "heldout"]
+    w = csv.DictWriter(buf, fieldnames=cols)
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else (round(r[k], 4) if isinstance(r[k], float) else r[k])) for k in cols})
+    return buf.getvalue()

@@ -8,8 +8,6 @@ outputs), so an interrupted run resumes its step count when re-run with the same
 """
 from __future__ import annotations
 
-import csv
-import io
 import os
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from _common import stage_main  # noqa: E402
-from _training import load_inputs, publish, require_references, stage_log, training_run  # noqa: E402
+from _training import curve_csv, load_inputs, publish, require_references, stage_log, training_run  # noqa: E402
 
 OUT = Path("models/drafter/pretrained")
 METRICS = Path("metrics/pretrain_drafter.json")
@@ -26,16 +24,6 @@ CURVE = Path("plots/pretrain_budget.csv")
 WORK = Path("checkpoints/pretrain_drafter")
 
 _log = stage_log("pretrain_drafter")
-
-
-def _curve_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    cols = list(rows[0]) if rows else ["step", "train_minutes", "heldout"]
-    w = csv.DictWriter(buf, fieldnames=cols)
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: ("" if r.get(k) is None else (round(r[k], 4) if isinstance(r[k], float) else r[k])) for k in cols})
-    return buf.getvalue()
 
 
 def run(params) -> None:
@@ -53,7 +41,7 @@ def run(params) -> None:
         save_drafter(out.drafter, OUT, info={"stage": "pretrain_drafter", "profile": params.profile.name,
                                              "target": t.name, "best_step": rep["best_step"], "sim_tau": rep["sim_tau"]})
         publish(mlrun, {**rep, "target": t.name, "profile": params.profile.name}, METRICS, CURVE,
-                lambda f: f.write_text(_curve_csv(out.curve)))
+                lambda f: f.write_text(curve_csv(out.curve)))
         _log(f"held-out simulated tau {rep['sim_tau']:.3f} (best step {rep['best_step']}/{rep['steps']}, "
              f"{rep['train_minutes']:.1f} training min, {rep['train_tokens_per_s']:.0f} slot predictions/s)")
 

@@ -163,3 +163,39 @@ def test_dvc_style_overrides_fail_in_one_line(root, tmp_path):
                           "+benchmark.batch_size=2", "params.yaml:pretrain.lr=0.002"], root / "conf", strict=True)
     assert raw["data"]["local_suites"] == {"mine": str(f)} and raw["benchmark"]["batch_size"] == 2
     assert raw["pretrain"]["lr"] == 0.002
+
+
+def test_seeded_section_resolves_and_fails_in_one_line(root):
+    """The `seeded` section (issue 20): overrides of drafter / pretrain with seed=lookup implied; bad keys, types
+    and values name `seeded.<section>.<key>`; a disabled seeded drafter refuses the dflash-seeded arm."""
+    p = load_params(root / "params.yaml")
+    assert p.seeded.enabled and "dflash-seeded" in p.benchmark.arms  # the cpu default trains and benchmarks it
+    d, t = p.seeded.resolve(p.drafter, p.pretrain)
+    assert d.seed == "lookup" and p.drafter.seed == "none" and d.seed_logit and d.block_size == p.drafter.block_size
+    q = load_params(root / "params.yaml", ["seeded.pretrain={max_minutes: 2, lr: 0.002}",
+                                           "seeded.drafter={draft_vocab_size: 0}"])
+    d, t = q.seeded.resolve(q.drafter, q.pretrain)
+    assert (t.max_minutes, t.lr, t.batch_size, d.draft_vocab_size) == (2.0, 0.002, p.pretrain.batch_size, 0)
+    assert isinstance(t.max_minutes, float) and q.pretrain.max_minutes == p.pretrain.max_minutes
+    cases = [
+        (["seeded.pretrain={lrr: 1}"], r"^unknown key 'seeded.pretrain.lrr' \(did you mean 'lr'\?\)"),
+        (["seeded.pretrain={lr: -1}"], r"^seeded.pretrain.lr=-1.0 must be > 0"),
+        (["seeded.drafter={num_layers: two}"], r"^seeded.drafter.num_layers='two' must be of type int"),
+        (["seeded.drafter={seed_logit: 1}"], r"^seeded.drafter.seed_logit=1 must be of type bool"),
+        (["seeded.drafter={seed_min_match: 5}"], r"^seeded.drafter.seed_min_match=5 must lie in 1..seeded.drafter"),
+        (["seeded.drafter={seed: none}"], r"^seeded.drafter.seed='none': the seeded drafter always seeds"),
+        (["seeded.drafter={block_size: 6}"], r"^seeded.drafter.block_size=6 differs from drafter.block_size=8"),
+        (["seeded.enabled=false"], r"^benchmark.arms names 'dflash-seeded' but seeded.enabled=false .*set "
+                                   r"seeded.enabled=true or drop it from benchmark.arms"),
+    ]
+    for overrides, msg in cases:
+        with pytest.raises(ConfigError, match=msg) as e:
+            load_params(root / "params.yaml", overrides)
+        assert "\n" not in str(e.value)
+    gpu = build_params(compose_params(["profile=gpu"], root / "conf"))
+    assert not gpu.seeded.enabled and "dflash-seeded" not in gpu.benchmark.running_arms()
+    with pytest.raises(ConfigError, match=r"^benchmark.arms names 'dflash-seeded' but seeded.enabled=false"):
+        build_params(compose_params(["profile=gpu", "benchmark/arms=all"], root / "conf"))
+    smoke = build_params(compose_params(["profile=smoke"], root / "conf"))
+    assert smoke.seeded.enabled and "dflash-seeded" in smoke.benchmark.arms
+    assert smoke.seeded.resolve(smoke.drafter, smoke.pretrain)[1].max_steps < smoke.pretrain.max_steps

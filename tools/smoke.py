@@ -4,7 +4,8 @@ The copy gets params.yaml composed with profile=smoke, its own DVC cache and MLf
 committed metrics/ and dvc.lock are never touched. Re-running is incremental (DVC skips stages
 whose inputs did not change). Extra arguments are Hydra overrides, e.g. `target=tiny-random`.
 The run also benchmarks the example local suite (examples/my_prompts.jsonl as `my-prompts`) and
-checks that it reached results/benchmark.json; MLflow runs are tagged with this repository's commit.
+checks that it reached results/benchmark.json, and that the seeded drafter's outputs
+(models/drafter/seeded, its comparison table and the `dflash-seeded` arm) are there; MLflow runs are tagged with this repository's commit.
 Open the result in the explorer with `draftlab explore --root .smoke`.
 """
 from __future__ import annotations
@@ -30,6 +31,28 @@ def git(*args: str) -> str:
 def tracked_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
     return [f for f in out.stdout.splitlines() if f and not f.startswith((".smoke/", "metrics/", "results/", "plots/")) and f != "dvc.lock"]
+
+
+def check_seeded(root: Path) -> str:
+    """The seeded drafter's outputs (stage pretrain_seeded, enabled in the smoke profile): a seeded checkpoint,
+    the report's comparison table, its headline, and the `dflash-seeded` arm in the benchmark. '' when fine."""
+    params = (root / "params.yaml").read_text()
+    if "dflash-seeded" not in params:  # a run whose arms leave the seeded drafter out (e.g. profile overrides)
+        return ""
+    cfg = root / "models" / "drafter" / "seeded" / "config.json"
+    if not cfg.exists() or json.loads(cfg.read_text()).get("seed") != "lookup":
+        return f"{cfg.relative_to(root)} is missing or not a seeded drafter (seed=lookup)"
+    rep = json.loads((root / "results" / "pretrain_seeded.json").read_text())
+    comp = rep.get("comparison") or {}
+    if not comp.get("all", {}).get("sequences") or set(comp["all"].get("pairs", {})) != {
+            "seeded-lookup", "seeded-hybrid", "seeded-plain"}:
+        return "results/pretrain_seeded.json has no comparison table (seeded vs lookup, hybrid, plain)"
+    if "sim_tau" not in json.loads((root / "metrics" / "pretrain_seeded.json").read_text()):
+        return "metrics/pretrain_seeded.json has no sim_tau headline"
+    summary = json.loads((root / "results" / "benchmark.json").read_text()).get("summary", {})
+    if "dflash-seeded" not in summary:
+        return f"the dflash-seeded arm is missing from .smoke/results/benchmark.json (arms: {sorted(summary)})"
+    return ""
 
 
 def main(argv: list[str]) -> int:
@@ -71,6 +94,10 @@ def main(argv: list[str]) -> int:
     if "my-prompts" not in suites and not any(a.startswith("benchmark.suites") for a in argv):
         print(f"the example local suite is missing from .smoke/results/benchmark.json (suites: {list(suites)})",
               file=sys.stderr)
+        return 1
+    problem = check_seeded(SCRATCH)
+    if problem:
+        print(problem, file=sys.stderr)
         return 1
     print(f"smoke pipeline ok: {len(written)} reports and headline metrics files "
           f"({', '.join(m.name for m in sorted((SCRATCH / 'results').glob('*.json')))})")

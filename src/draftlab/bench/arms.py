@@ -44,6 +44,7 @@ from draftlab.decoding.lookup import LookupHybrid, PromptLookup
 from draftlab.decoding.common import GenerationResult
 from draftlab.decoding.speculative import SpeculativeEngine
 from draftlab.decoding.verify import SamplingParams
+from draftlab.drafter.checkpoint import DISABLED
 from draftlab.errors import DraftlabError
 
 
@@ -151,6 +152,9 @@ def seeded_arm(name: str, ctx: ArmContext) -> Arm:
     if not folder:
         raise DraftlabError(f"arm {name}: no seeded drafter folder given (Checkpoints.seeded_drafter); the benchmark "
                             f"stage passes models/drafter/seeded")
+    if (Path(folder) / DISABLED).exists():
+        raise DraftlabError(f"arm {name}: {folder} holds no drafter (the pretrain_seeded stage ran with "
+                            f"seeded.enabled=false); set seeded.enabled=true and re-run it, or drop {name} from the arms")
     drafter = ctx.drafter(folder)
     if not drafter.arch.seeded:
         raise DraftlabError(f"arm {name}: the drafter at {folder} is plain (drafter.seed=none); train it with "

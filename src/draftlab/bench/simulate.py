@@ -59,6 +59,12 @@ def simulated_tau(target, drafter, seqs: list[tuple[list[int], list[int]]], stri
     return out
 
 
+def train_proposals(drafter, feats: Tensor, ids: Tensor, anchors: Tensor) -> Tensor:
+    """The drafter's teacher-forced proposals [A, n] (target ids) at anchors [A] of ids [1, L] (feats [1, L, F],
+    the target's taps): simulated τ's `train` path, also what the pretrain_seeded comparison judges."""
+    return _train_path(drafter, feats, ids, anchors)
+
+
 def _train_path(drafter, feats: Tensor, ids: Tensor, anchors: Tensor) -> Tensor:
     """Proposals [A, n] (target ids) from the training forward."""
     valid = torch.ones(ids.shape, dtype=torch.bool, device=ids.device)  # [1, L]

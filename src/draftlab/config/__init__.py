@@ -5,6 +5,7 @@ Plain dataclasses, no OmegaConf: loading, validating and composing params.yaml l
 - `draftlab.config.sections`: target, profile, data, tracking, reference, drafter, benchmark, `Params`;
 - `draftlab.config.training`: pretrain, specopd, corrector and the parts they share (`Budget`,
   `Optim`, `Schedule`, `Batches`, `Validation`, `Run`);
+- `draftlab.config.seeded`: the `seeded` section (the seeded drafter's overrides of drafter / pretrain);
 - `draftlab.config.checks`: the validators.
 Name lists belong to the packages that define them (`draftlab.corrector.variants`,
 `draftlab.specopd.objectives`, `draftlab.data.suites.SUITES`): a new variant needs no edit here.
@@ -13,6 +14,7 @@ from draftlab.config.sections import (  # noqa: F401
     BenchmarkConfig, DataConfig, DrafterConfig, Params, PLDConfig, ProfileConfig, RandomModelConfig, ReferenceConfig,
     TargetConfig, TrackingConfig,
 )
+from draftlab.config.seeded import SeededConfig  # noqa: F401
 from draftlab.config.training import (  # noqa: F401
     Batches, Budget, CorrectorConfig, EpochBudget, Optim, PretrainConfig, Run, Schedule, SpecOPDConfig, Validation,
 )

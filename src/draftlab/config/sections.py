@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Collection
 
 from draftlab.config.checks import _choice, _positive, _unit
+from draftlab.config.seeded import SeededConfig
 from draftlab.config.training import CorrectorConfig, PretrainConfig, SpecOPDConfig
 from draftlab.data.suites import CHAT_SUITE, EVAL_SUITES, SUITES, check_suite_name, load_local_file, load_local_jsonl
 from draftlab.errors import ConfigError, DraftlabError
@@ -385,6 +386,7 @@ class Params:
     corrector: CorrectorConfig = field(default_factory=CorrectorConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     pld: PLDConfig = field(default_factory=PLDConfig)
+    seeded: SeededConfig = field(default_factory=SeededConfig)  # the seeded drafter beside the plain one
 
     def check_across(self) -> None:
         """Checks that involve two sections (each section's own `check` has run)."""
@@ -400,6 +402,7 @@ class Params:
                               f"drafter.block_size={S}); lower it or raise drafter.block_size")
         for s in self.benchmark.suites:
             check_suite("benchmark.suites", s, SUITES, self.data.local_suites)
+        self.seeded.check_across(self.drafter, self.pretrain, self.benchmark)
         if CHAT_SUITE in self.benchmark.suites and self.data.train_suite != "sharegpt":
             raise ConfigError(f"benchmark.suites names '{CHAT_SUITE}', the ShareGPT prompts of the held-out pool, but "
                               f"data.train_suite={self.data.train_suite!r} has no ShareGPT pool; set "

@@ -21,6 +21,9 @@ from draftlab.ngram import check_seed
 from draftlab.io import CONFIG, WEIGHTS, read_folder_config, read_folder_tensors, save_weights_folder
 
 
+# the only file of a drafter folder the pipeline leaves without a drafter (pretrain_seeded with seeded.enabled=false)
+DISABLED = "disabled.json"
+
 def save_drafter(drafter: DFlashDrafter, path: str | Path, info: dict | None = None,
                  state_dict: dict[str, torch.Tensor] | None = None) -> Path:
     """Write the folder atomically (a temporary sibling renamed onto `path`). `state_dict`

@@ -35,10 +35,12 @@ class PretrainOutcome:
 
 
 def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConfig, work_root: str | Path, logger=None,
-                             log: Callable[[str], None] = print, callbacks: list | None = None) -> PretrainOutcome:
+                             log: Callable[[str], None] = print, callbacks: list | None = None,
+                             feature_root: str | Path | None = None) -> PretrainOutcome:
     """references (DataFrame of data/references.parquet) -> trained drafter + report. Feature cache
     and resumable run folders live under work_root (`features/<key>`, `runs/<key>`; the run key
-    covers the data, the drafter and every setting that changes training)."""
+    covers the data, the drafter and every setting that changes training); `feature_root` puts the
+    feature cache elsewhere (the seeded drafter reuses the plain one's: the cache is keyed by data + taps)."""
     work_root = Path(work_root)
     t0 = time.time()
     seqs = SequenceSet.from_dataframe(df)
@@ -71,7 +73,8 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
         f"{coverage(vocab, counts_held_resp):.3f})")
     store, fstats = None, {"feature_cache_bytes": 0, "feature_compute_s": 0.0}
     if pcfg.cache_features:
-        store, fstats = FeatureStore.open_or_build(work_root / "features", target, seqs, arch.target_layer_ids,
+        store, fstats = FeatureStore.open_or_build(Path(feature_root or work_root / "features"), target, seqs,
+                                                   arch.target_layer_ids,
                                                    pcfg.feature_batch_tokens, log=log)
         log(f"pretrain: feature cache {fstats['feature_cache_bytes'] / 2**20:.1f} MiB "
             f"({'reused' if fstats.get('feature_cache_reused') else 'computed'})")
