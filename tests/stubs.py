@@ -142,3 +142,18 @@ class WordTokenizer:
 
     def decode(self, ids):
         return " ".join("w" for _ in ids)
+
+
+def sharp_drafter(target, block_size: int, taps: list[int], mask_id: int, vocab=None, seed: int = 0, std: float = 0.2):
+    """A tiny DFlash drafter on `target` whose linear weights are drawn with std `std` (a sharper q than the
+    0.02 init), for tests that need the drafter's distribution to matter (SpecOPD, chunking)."""
+    from draftlab.drafter import DFlashDrafter, arch_from_target
+
+    torch.manual_seed(seed)
+    d = DFlashDrafter.from_target(arch_from_target(target, block_size, 1, taps, mask_id,
+                                                   0 if vocab is None else len(vocab)), target, vocab)
+    with torch.no_grad():
+        for m in d.modules():
+            if isinstance(m, torch.nn.Linear):
+                m.weight.normal_(0, std)
+    return d

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from draftlab.drafter import DFlashDrafter, arch_from_target
+from stubs import sharp_drafter
 from draftlab.kernels.chunked import map_rows
 from draftlab.specopd.sampling import grid_bits, sample_rows_chunked
 from draftlab.specopd.terms import (
@@ -24,14 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py (which also gi
 
 
 def make_drafter(target, vocab=None, seed=0, std=0.2):
-    torch.manual_seed(seed)
-    d = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK, 0 if vocab is None else len(vocab)),
-                                  target, vocab)
-    with torch.no_grad():  # sharper q than the 0.02 init
-        for m in d.modules():
-            if isinstance(m, torch.nn.Linear):
-                m.weight.normal_(0, std)
-    return d
+    return sharp_drafter(target, S, TAPS, MASK, vocab, seed, std)
 
 
 def peak_bytes(fn) -> int:

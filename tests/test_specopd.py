@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import ROOT
-from draftlab.drafter import DFlashDrafter, arch_from_target
+from stubs import sharp_drafter
 from draftlab.specopd.draft_opd import draft_opd_rollout
 from draftlab.specopd.loss import e2e_tv_loss, e2e_tv_terms, first_rejection_mask, overlap
 from draftlab.specopd.tree import (
@@ -29,14 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py (which also gi
 
 
 def make_drafter(target, vocab=None, seed=0, std=0.2):
-    torch.manual_seed(seed)
-    d = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK, 0 if vocab is None else len(vocab)),
-                                  target, vocab)
-    with torch.no_grad():  # sharper q than the 0.02 init
-        for m in d.modules():
-            if isinstance(m, torch.nn.Linear):
-                m.weight.normal_(0, std)
-    return d
+    return sharp_drafter(target, S, TAPS, MASK, vocab, seed, std)
 
 
 def full_logits(target, ids: list[int]) -> torch.Tensor:

@@ -118,12 +118,13 @@ def sequence_seeds(ids: Tensor, anchors: Tensor, n: int, mask_id: int, max_ngram
 # ---- incremental: one index per stream (the engine) ---------------------------------------------------
 
 
-class StreamSeeds:
-    """Per-stream committed text for a seeded drafter, driven like a `TracksStreams` proposal step:
-    `start` after prefill, `extend` after every round, `drop_streams` when streams finish."""
+class StreamTexts:
+    """Per-stream committed text (one `NgramIndex` each), driven as the engine drives a `TracksStreams`
+    step: `start` after prefill, `extend` after every round, `drop_streams` when streams finish. Prompt
+    lookup (`decoding.lookup.PromptLookup`) and a seeded drafter's seeds (`StreamSeeds`) both keep it."""
 
-    def __init__(self, max_ngram: int, min_match: int):
-        self.max_ngram, self.min_match = max_ngram, min_match
+    def __init__(self, max_ngram: int):
+        self.max_ngram = max_ngram
         self.streams: list[NgramIndex] = []
 
     def start(self, prompts: list[list[int]], first: Tensor) -> None:
@@ -135,6 +136,14 @@ class StreamSeeds:
 
     def drop_streams(self, keep: Tensor) -> None:
         self.streams = [s for s, k in zip(self.streams, keep.tolist()) if k]
+
+
+class StreamSeeds(StreamTexts):
+    """Per-stream committed text for a seeded drafter, and the current block's seeds."""
+
+    def __init__(self, max_ngram: int, min_match: int):
+        super().__init__(max_ngram)
+        self.min_match = min_match
 
     def seeds(self, batch: int, n: int, mask_id: int, device=None) -> Tensor:
         """[batch, n] the current block's seed per stream (MASK-filled); the text ends with slot 0."""

@@ -32,7 +32,7 @@ from torch import Tensor
 from draftlab.decoding.api import DraftOutput, DrafterProposal, Proposal, ProposalStep
 from draftlab.decoding.verify import SamplingParams
 from draftlab.errors import DraftlabError
-from draftlab.ngram import NgramIndex  # noqa: F401  (re-exported: the index prompt lookup runs on)
+from draftlab.ngram import NgramIndex, StreamTexts  # noqa: F401  (NgramIndex re-exported: the index prompt lookup runs on)
 
 HYBRID_MODES = ("switch", "splice")
 
@@ -48,24 +48,14 @@ def check_lookup(max_ngram: int, num_tokens: int, block_size: int, min_match: in
         raise DraftlabError(f"pld.min_match={min_match} must lie in 1..pld.max_ngram={max_ngram}")
 
 
-class PromptLookup:
-    """The `pld` proposal step (no drafter). block_size: S of the verified block (slot 0 included)."""
+class PromptLookup(StreamTexts):
+    """The `pld` proposal step (no drafter). block_size: S of the verified block (slot 0 included).
+    `TracksStreams` (start / extend / drop_streams) comes from `draftlab.ngram.StreamTexts`."""
 
     def __init__(self, block_size: int, max_ngram: int = 3, num_tokens: int = 7):
         check_lookup(max_ngram, num_tokens, block_size)
-        self.block_size, self.max_ngram, self.num_tokens = block_size, max_ngram, num_tokens
-        self.streams: list[NgramIndex] = []
-
-    # ---- TracksStreams -----------------------------------------------------------------------------
-    def start(self, prompts: list[list[int]], first: Tensor) -> None:
-        self.streams = [NgramIndex(list(p) + [int(f)], self.max_ngram) for p, f in zip(prompts, first.tolist())]
-
-    def extend(self, tokens: Tensor, counts: Tensor) -> None:
-        for s, row, c in zip(self.streams, tokens.tolist(), counts.tolist()):
-            s.extend(row[:c])
-
-    def drop_streams(self, keep: Tensor) -> None:
-        self.streams = [s for s, k in zip(self.streams, keep.tolist()) if k]
+        super().__init__(max_ngram)
+        self.block_size, self.num_tokens = block_size, num_tokens
 
     # ---- the proposal ----------------------------------------------------------------------------------
     def propose(self, min_m: int = 1) -> tuple[list[list[int]], list[int]]:
