@@ -129,37 +129,34 @@ def trunk_pass(target, ids: Tensor, seq_len: Tensor, taps: list[int] | tuple[int
     return Trunk(cache, valid, out.logits, out.taps, out.hidden)
 
 
+def _branch_rows(target, trunk: Trunk, anchors: Tensor, branch: Tensor, lengths: Tensor, hidden: bool) -> Tensor:
+    """The read rule over a trunk: row 0 of a branch is the trunk row at its anchor, rows 1..W-1 the packed
+    branch rows; [B, A, W, V] logits, or [B, A, W, H] final-normed states with hidden=True."""
+    B, A, W = branch.shape
+    src = trunk.hidden if hidden else trunk.logits  # [B, L, H | V]
+    dev = src.device
+    anchors, branch, lengths = anchors.to(dev), branch.to(dev), lengths.to(dev)
+    first = src.gather(1, anchors[..., None].expand(B, A, src.shape[-1]))  # [B, A, H | V]  read rule: anchor row
+    if W == 1:
+        return first[:, :, None]
+    rows_valid = torch.arange(1, W, device=dev) < lengths[..., None]  # [B, A, W-1]: row i scores y_{i+1}
+    out = score_tree(target, trunk.cache, trunk.valid, anchors, branch[:, :, : W - 1], rows_valid, hidden_only=hidden)
+    return torch.cat([first[:, :, None], out.hidden if hidden else out.logits], dim=2)  # [B, A, W, H | V]
+
+
 @torch.no_grad()
 def branch_target_logits(target, trunk: Trunk, anchors: Tensor, branch: Tensor, lengths: Tensor) -> Tensor:
     """Target logits for every branch token: anchors [B, A], branch [B, A, W] target ids, lengths [B, A].
     Returns p_logits [B, A, W, V]: [:, :, 0] is the trunk row at the anchor (scores y_1), [:, :, i] the
     packed branch row i (token y_i at position a+i; scores y_{i+1}). Only W−1 new rows per branch."""
-    B, A, W = branch.shape
-    dev = trunk.logits.device
-    anchors, branch, lengths = anchors.to(dev), branch.to(dev), lengths.to(dev)
-    V = trunk.logits.shape[-1]
-    first = trunk.logits.gather(1, anchors[..., None].expand(B, A, V))  # [B, A, V]  read rule: anchor row
-    if W == 1:
-        return first[:, :, None]
-    rows_valid = torch.arange(1, W, device=dev) < lengths[..., None]  # [B, A, W-1]: row i scores y_{i+1}
-    rows = score_tree(target, trunk.cache, trunk.valid, anchors, branch[:, :, : W - 1], rows_valid).logits
-    return torch.cat([first[:, :, None], rows], dim=2)  # [B, A, W, V]
+    return _branch_rows(target, trunk, anchors, branch, lengths, hidden=False)
 
 
 @torch.no_grad()
 def branch_target_hidden(target, trunk: Trunk, anchors: Tensor, branch: Tensor, lengths: Tensor) -> Tensor:
     """`branch_target_logits` before the head, from a hidden_only trunk: [B, A, W, H] final-normed states
     (target.head of row i = p_logits[:, :, i]); [B, A, W, V] never exists."""
-    B, A, W = branch.shape
-    dev = trunk.hidden.device
-    anchors, branch, lengths = anchors.to(dev), branch.to(dev), lengths.to(dev)
-    H = trunk.hidden.shape[-1]
-    first = trunk.hidden.gather(1, anchors[..., None].expand(B, A, H))  # [B, A, H]  read rule: anchor row
-    if W == 1:
-        return first[:, :, None]
-    rows_valid = torch.arange(1, W, device=dev) < lengths[..., None]  # [B, A, W-1]
-    rows = score_tree(target, trunk.cache, trunk.valid, anchors, branch[:, :, : W - 1], rows_valid, hidden_only=True)
-    return torch.cat([first[:, :, None], rows.hidden], dim=2)  # [B, A, W, H]
+    return _branch_rows(target, trunk, anchors, branch, lengths, hidden=True)
 
 
 def reference_branches(ids: Tensor, anchors: Tensor, W: int) -> Tensor:
