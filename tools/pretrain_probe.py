@@ -10,7 +10,10 @@ results/pretrain_ablation/NAME.json. Probes compare at equal *steps*: on a share
 wall-clock minutes of two probes are not comparable unless each ran alone (`train_minutes` is recorded
 for that reading). `table` lists every probe beside the one named `base` with the difference in held-out τ.
 A seeded drafter's probe also records the validation's per-slot seed report (`seed_report`: the seed's hit
-rate, top-1 where a seed exists and where none does, overrides and how often they were right), e.g.
+rate, top-1 where a seed exists and where none does, overrides and how often they were right) and, when the
+plain drafter of the pipeline exists (models/drafter/pretrained, stage pretrain_drafter), the pretrain_seeded
+stage's comparison table (`comparison`: seeded vs teacher-forced lookup vs the `dflash-pld` hybrid vs plain, on
+all / looping / non-looping held-out references, paired bootstrap intervals over sequences), e.g.
 
     .venv/bin/python tools/pretrain_probe.py run bias40 drafter.seed=lookup drafter.seed_bias=40 \
         pretrain.seed_bias_lr=0.05 pretrain.seed_dropout=0.1
@@ -76,6 +79,31 @@ def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
     return res
 
 
+PLAIN = ROOT / "models" / "drafter" / "pretrained"
+
+
+def compare(target, df, seeded, params) -> dict:
+    """The pretrain_seeded stage's held-out comparison for this probe's drafter (without its per-sequence rows)."""
+    from draftlab.drafter.checkpoint import load_drafter
+    from draftlab.pipeline.seeded import heldout_comparison
+    from draftlab.training.features import SequenceSet
+
+    plain = load_drafter(PLAIN, target)
+    comp = heldout_comparison(target, seeded, plain, SequenceSet.from_dataframe(df), params.pretrain.val_anchor_stride,
+                              params.pld, log=lambda m: print(m, flush=True))
+    return {k: v for k, v in comp.items() if k != "per_sequence"}
+
+
+def comparison_row(r: dict) -> dict:
+    """A probe's comparison as table columns: τ per method and seeded-minus-X intervals, per subset."""
+    c = r.get("comparison")
+    if not c:
+        return {}
+    return {"comparison": {s: {"sequences": c[s]["sequences"], "tau": c[s]["tau"],
+                               "pairs": {k: {"diff": p["diff"], "ci": p["ci"]} for k, p in c[s]["pairs"].items()}}
+                           for s in ("all", "looping", "non_looping")}}
+
+
 def table() -> dict:
     from draftlab.io import read_json, write_json
 
@@ -88,7 +116,7 @@ def table() -> dict:
          "delta_vs_base": r["sim_tau"] - base,
          "train_sample_tau": r["per_set"].get("train_sample", {}).get("sim_tau"),
          "slot1_acc": r["slot_acc"][0] if r["slot_acc"] else None, "train_minutes": r["train_minutes"],
-         **({"seed_report": r["seed_report"]} if "seed_report" in r else {})}
+         **({"seed_report": r["seed_report"]} if "seed_report" in r else {}), **comparison_row(r)}
         for n, r in rows.items()]}
     write_json(TABLE, out)
     return out
@@ -122,6 +150,10 @@ def main(argv: list[str]) -> int:
     else:
         for row in table()["rows"]:
             print(f"{row['name']:>12}  τ {row['sim_tau']:.4f}  Δ {row['delta_vs_base']:+.4f}  {' '.join(row['overrides'])}")
+            for s, c in row.get("comparison", {}).items():
+                vs = "  ".join(f"{k} {v['diff']:+.3f} {v['ci']}" for k, v in c["pairs"].items())
+                print(f"{'':>14}{s:>12} ({c['sequences']} seq): " + " ".join(f"{m} {t:.3f}" for m, t in c["tau"].items()
+                                                                          if t is not None) + f"  | {vs}")
     return 0
 
 
