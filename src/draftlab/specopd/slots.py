@@ -35,7 +35,7 @@ def block_rows(drafter, feats: Tensor, ctx_valid: Tensor, ids: Tensor, anchors: 
     of x_{<=a} (ids [B, T], lengths [B]: each row's real length; anchors past it are padding)."""
     seeds = None
     if getattr(getattr(drafter, "arch", None), "seeded", False):
-        seeds = drafter.train_seeds(ids, anchors, None if lengths is None else lengths.cpu())  # [B, A, n]
+        seeds = drafter.train_seeds(ids, anchors, lengths)  # [B, A, n]
     hidden = drafter.forward_train(feats, ctx_valid, ids, anchors, seeds)[:, :, 1:W + 1]  # of [B, A, S, H]
     return hidden, (seeds[..., :W].to(hidden.device) if seeds is not None and reads_seeds(drafter) else None)
 
