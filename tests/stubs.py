@@ -144,14 +144,16 @@ class WordTokenizer:
         return " ".join("w" for _ in ids)
 
 
-def sharp_drafter(target, block_size: int, taps: list[int], mask_id: int, vocab=None, seed: int = 0, std: float = 0.2):
+def sharp_drafter(target, block_size: int, taps: list[int], mask_id: int, vocab=None, seed: int = 0, std: float = 0.2,
+                  arch_kw: dict | None = None):
     """A tiny DFlash drafter on `target` whose linear weights are drawn with std `std` (a sharper q than the
-    0.02 init), for tests that need the drafter's distribution to matter (SpecOPD, chunking)."""
+    0.02 init), for tests that need the drafter's distribution to matter (SpecOPD, chunking). arch_kw: more
+    `arch_from_target` keys (e.g. {"seed": "lookup", "seed_logit": True} for a seeded drafter)."""
     from draftlab.drafter import DFlashDrafter, arch_from_target
 
     torch.manual_seed(seed)
     d = DFlashDrafter.from_target(arch_from_target(target, block_size, 1, taps, mask_id,
-                                                   0 if vocab is None else len(vocab)), target, vocab)
+                                                   0 if vocab is None else len(vocab), **(arch_kw or {})), target, vocab)
     with torch.no_grad():
         for m in d.modules():
             if isinstance(m, torch.nn.Linear):

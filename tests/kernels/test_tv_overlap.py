@@ -51,6 +51,23 @@ def test_hand_case_mass_outside_the_draft_vocabulary_is_lost():
     assert torch.allclose(tv_overlap_triton(same, same), torch.ones(2), atol=1e-6)  # q == p -> α = 1
 
 
+def test_rows_with_a_sparse_support_over_the_target_vocabulary():
+    """A seeded drafter's q with the seed column, written over the target vocabulary (`specopd.slots`): -inf
+    outside ~40 ids, whole kernel blocks of -inf (V > BLOCK). Forward and backward match the reference."""
+    x, y, _ = _inputs(4, 2500, 2500, seed=5, with_vocab=False)
+    support = torch.zeros(4, 2500, dtype=torch.bool)
+    support[:, torch.randperm(2500, generator=torch.Generator().manual_seed(1))[:40]] = True
+    support[1, 2400:] = True  # one row also has a dense tail
+    x = x.masked_fill(~support, float("-inf"))
+    ref64, tol = _tol(x, y, None)
+    assert float((tv_overlap_triton(x, y).double() - ref64).abs().max()) <= tol
+    x64 = x.double().requires_grad_(True)
+    tv_overlap_torch(x64, y.double()).sum().backward()
+    xk = x.clone().requires_grad_(True)
+    TVOverlap.apply(xk, y, None).sum().backward()
+    assert torch.isfinite(xk.grad).all() and torch.allclose(xk.grad.double(), x64.grad, atol=1e-6)
+
+
 @pytest.mark.parametrize("with_vocab", [False, True])
 def test_backward_matches_autograd_of_reference(with_vocab):
     x, y, vocab = _inputs(5, 40, 90 if with_vocab else 40, seed=11, with_vocab=with_vocab)

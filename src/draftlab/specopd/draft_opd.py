@@ -3,7 +3,7 @@ the `sequential` objective of the comparison).
 
 Per stream, starting from a reference prefix x_{≤a_0}: prefill the target on x_{<a_0} (context taps),
 then `rounds` dependent rounds of the engine's own `draftlab.decoding.round.speculative_round`:
-    draft   one drafter pass over [slot 0, MASK…] (slot 0 = last committed token);
+    draft   one drafter pass over [slot 0, MASK…] (slot 0 = last committed token; a seeded drafter: its seeds first);
     propose W tokens sampled from q slot by slot (per-round generator streams, as in
             `tree.branch_uniforms`): the `BranchSampler` proposal step;
     verify  one target pass over [slot 0, y_1..y_W] -> p for every drafted token (row i scores y_{i+1});
@@ -15,6 +15,10 @@ then `rounds` dependent rounds of the engine's own `draftlab.decoding.round.spec
 Collection runs without gradients; the update then recomputes q for every round in one
 `forward_train` over the committed sequence (anchors = the rounds' slot-0 positions, context = the
 committed tokens before them — exactly what the drafter saw while drafting) and applies E2E-TV.
+A seeded drafter (SPEC §5) is driven as the engine drives it: its state tracks each stream's committed text
+(`TracksStreams`: start after prefill, extend after every round), so each round's block carries the seeds of
+that text, the very seeds the update's `forward_train` recomputes from the committed sequence; the proposal
+reads the draft's seed bias and seed column (`slots.draft_slot_logits`).
 """
 from __future__ import annotations
 
@@ -23,9 +27,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from draftlab.decoding.api import Proposal
+from draftlab.decoding.api import Proposal, TracksStreams
 from draftlab.decoding.round import speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, process_logits
+from draftlab.specopd.slots import draft_slot_logits
 from draftlab.specopd.tree import ACCEPT_STREAM, branch_seed, branch_uniforms, sample_branches
 from draftlab.verifier.streams import StreamCache
 
@@ -45,17 +50,18 @@ class Rollout:
 class BranchSampler:
     """Proposal step of the rollout: W tokens sampled from the draft's q at slots 1..W with the given
     uniforms u [b, 1, W] (`tree.sample_branches`: the same sampling as SpecOPD's branches), handed to the
-    verifier with the q they were drawn from (q [b, W, Vd] over the draft vocabulary; none at T=0)."""
+    verifier with the q they were drawn from (q [b, W, Vq] over the draft vocabulary, or over the target
+    vocabulary with a seed column: `slots.draft_slot_logits`; none at T=0)."""
 
     def __init__(self, u: Tensor, W: int, temperature: float, vocab_chunk: int = 0):
         self.u, self.W, self.temperature, self.vocab_chunk = u, W, temperature, vocab_chunk
 
     def __call__(self, draft, sp=None, generator=None) -> Proposal:
-        logits = draft.logits[:, 1:self.W + 1]  # [b, W, Vd]
-        y = sample_branches(logits[:, None], self.u, self.temperature, draft.vocab, self.vocab_chunk)[:, 0]  # [b, W]
+        logits, vocab = draft_slot_logits(draft, self.W)  # [b, W, Vq], [Vq] | None
+        y = sample_branches(logits[:, None], self.u, self.temperature, vocab, self.vocab_chunk)[:, 0]  # [b, W]
         if self.temperature <= 0:
             return Proposal(y)
-        return Proposal(y, process_logits(logits, SamplingParams(self.temperature)), draft.vocab)
+        return Proposal(y, process_logits(logits, SamplingParams(self.temperature)), vocab)
 
 
 @torch.no_grad()
@@ -76,6 +82,9 @@ def draft_opd_rollout(target, drafter, prefixes: list[list[int]], rounds: int, W
     feats = [[pre.taps[b, Tp - len(p) + 1:]] for b, p in enumerate(prefixes)]
     ctx = (pre.taps, sc.valid.clone(), valid_positions(sc.valid))
     last = torch.tensor([p[-1] for p in prefixes], device=dev)  # [B] slot 0
+    tracks = isinstance(state, TracksStreams)  # a seeded drafter's state keeps the committed text (its seeds)
+    if tracks:
+        state.start([p[:-1] for p in prefixes], last)
     alive = torch.ones(B, dtype=torch.bool)
     eos = set(int(e) for e in eos_ids)
     sp = SamplingParams(max(temperature, 0.0))  # the rule matching the drafting temperature decides the prefix
@@ -91,6 +100,9 @@ def draft_opd_rollout(target, drafter, prefixes: list[list[int]], rounds: int, W
         rec_branch.append(y.cpu())
         rec_p.append(v.logits[:, :W])  # [B, W, V]: row i scores y_{i+1}
         rec_acc.append(acc.cpu())
+        if tracks:  # the committed tokens: the accepted proposals, then the bonus / replacement (the engine's rule)
+            nxt = r.result.next_token[:, None]
+            state.extend(torch.cat([y, nxt], 1).scatter(1, acc[:, None], nxt), acc + 1)
         for b, a in enumerate(r.accepted):
             kept = [int(last[b])] + y[b, :a].tolist()
             tokens[b] += kept

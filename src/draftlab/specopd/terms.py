@@ -17,6 +17,9 @@ acceptance tests and the overlaps run that many draft positions at a time (`chun
 recomputes each chunk). The target's passes keep final-normed hidden states ([B, L, H], [B, A, W, H]) and
 its head runs per chunk, so no [rows, V] tensor outlives its chunk (the sequential arm's rollout still
 records its p logits [B, R, W, V]: R rounds, not A branches).
+Every arm reads the drafter's q through `draftlab.specopd.slots` (`block_rows` -> hidden rows + their seeds,
+`slot_logits` -> (logits, vocab)), so on a seeded drafter the seeded block input, the seed bias and the seed
+column are those the engine proposes with; on a plain drafter that is `drafter.logits(hidden)` as before.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from draftlab.decoding.verify import SamplingParams, greedy_accept_length, proce
 from draftlab.kernels.chunked import map_rows
 from draftlab.specopd.loss import e2e_tv_terms, expected_accept, first_rejection_mask, overlap
 from draftlab.specopd.draft_opd import draft_opd_rollout
+from draftlab.specopd.slots import block_rows, row_keys, slot_logits
 from draftlab.specopd.tree import (
     ACCEPT_STREAM, branch_lengths, branch_target_hidden, branch_target_logits, branch_uniforms, prefix_mask,
     reference_branches, sample_branches, trunk_pass,
@@ -47,46 +51,70 @@ class Terms:
 
 def block_hidden(drafter, feats: Tensor, ctx_valid: Tensor, ids: Tensor, anchors: Tensor, W: int) -> Tensor:
     """Drafter hidden states of slots 1..W of the block at every anchor: [B, A, W, H] (with gradients)."""
-    return drafter.forward_train(feats, ctx_valid, ids, anchors)[:, :, 1:W + 1]  # of [B, A, S, H]
+    return block_rows(drafter, feats, ctx_valid, ids, anchors, W)[0]
+
+
+def block_q(drafter, feats: Tensor, ctx_valid: Tensor, ids: Tensor, anchors: Tensor, W: int,
+            lengths: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    """The drafter's proposal logits at slots 1..W of the block at every anchor and their vocabulary:
+    ([B, A, W, Vq] with gradients, vocab [Vq] | None), `slots.slot_logits` of `slots.block_rows`."""
+    return slot_logits(drafter, *block_rows(drafter, feats, ctx_valid, ids, anchors, W, lengths))
 
 
 def block_q_logits(drafter, feats: Tensor, ctx_valid: Tensor, ids: Tensor, anchors: Tensor, W: int) -> Tensor:
-    """Drafter logits of slots 1..W of the block at every anchor: [B, A, W, Vq] (with gradients)."""
-    return drafter.logits(block_hidden(drafter, feats, ctx_valid, ids, anchors, W))
+    """`block_q`'s logits alone: [B, A, W, Vq] (with gradients)."""
+    return block_q(drafter, feats, ctx_valid, ids, anchors, W)[0]
 
 
 # ---- row chunks: the [rows, V] logits exist one chunk at a time (`kernels.chunked.map_rows`) ---------------------
 # p_rows [B, A, W, X] are the target's final-normed hidden states when p_head (the target's head) is given,
-# else its logits; q comes from the drafter's hidden states [B, A, W, H].
+# else its logits; q comes from the drafter's hidden states [B, A, W, H] (and, when its head reads them, the
+# rows' seeds [B, A, W]: `slots.row_keys` carries seeds + slot indices through the chunks).
 
 
 def _p(p_head, rows: Tensor) -> Tensor:
     return rows if p_head is None else p_head(rows)
 
 
+def _q(drafter, h: Tensor, keys: tuple, vocab) -> tuple[Tensor, Tensor | None]:
+    """(q logits, vocab) of one chunk of hidden rows h [c, H] with its row keys (() = no seeds: `vocab`)."""
+    return slot_logits(drafter, h, *keys) if keys else (drafter.logits(h), vocab)
+
+
 def chunked_overlap(drafter, hidden: Tensor, p_rows: Tensor, vocab, backend, temperature: float, chunk: int,
-                    p_head=None) -> Tensor:
-    """α [B, A, W] from hidden [B, A, W, H] and p_rows: q logits, p logits, both softmaxes and the overlap
-    computed `chunk` rows at a time (checkpointed: recomputed in backward)."""
-    fn = lambda h, p: overlap(drafter.logits(h), _p(p_head, p), vocab, backend, temperature)  # noqa: E731  [c]
-    return map_rows(fn, chunk, hidden.flatten(0, -2), p_rows.detach().flatten(0, -2)).view(hidden.shape[:-1])
+                    p_head=None, seeds: Tensor | None = None) -> Tensor:
+    """α [B, A, W] from hidden [B, A, W, H] (seeds [B, A, W]: theirs, when the head reads them) and p_rows:
+    q logits, p logits, both softmaxes and the overlap computed `chunk` rows at a time (checkpointed:
+    recomputed in backward)."""
+    def fn(h, p, *k):  # [c]
+        q, v = _q(drafter, h, k, vocab)
+        return overlap(q, _p(p_head, p), v, backend, temperature)
+    return map_rows(fn, chunk, hidden.flatten(0, -2), p_rows.detach().flatten(0, -2), *row_keys(seeds)).view(
+        hidden.shape[:-1])
 
 
 @torch.no_grad()
-def chunked_branches(drafter, hidden: Tensor, u: Tensor, temperature: float, chunk: int, vocab_chunk: int) -> Tensor:
+def chunked_branches(drafter, hidden: Tensor, u: Tensor, temperature: float, chunk: int, vocab_chunk: int,
+                     seeds: Tensor | None = None) -> Tensor:
     """Branch tokens [B, A, W] sampled from q with uniforms u [B, A, W], `chunk` rows at a time."""
-    fn = lambda h, uu: sample_branches(drafter.logits(h), uu, temperature, drafter.draft_vocab, vocab_chunk)  # noqa: E731
-    return map_rows(fn, chunk, hidden.detach().flatten(0, -2), u.to(hidden.device).flatten()).view(u.shape)
+    def fn(h, uu, *k):
+        q, v = _q(drafter, h, k, drafter.draft_vocab)
+        return sample_branches(q, uu, temperature, v, vocab_chunk)
+    return map_rows(fn, chunk, hidden.detach().flatten(0, -2), u.to(hidden.device).flatten(), *row_keys(seeds)).view(
+        u.shape)
 
 
 @torch.no_grad()
 def chunked_token_probs(drafter, hidden: Tensor, p_rows: Tensor, branch: Tensor, temperature: float,
-                        chunk: int, p_head=None) -> tuple[Tensor, Tensor]:
+                        chunk: int, p_head=None, seeds: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """(q^T, p^T) at each branch token, [B, A, W] each, `chunk` rows at a time (the acceptance tests)."""
     sp = SamplingParams(temperature)
     y = branch.flatten()
-    q = map_rows(lambda h, t: proposal_prob(process_logits(drafter.logits(h), sp), t, drafter.draft_vocab), chunk,
-                 hidden.detach().flatten(0, -2), y)
+
+    def q_at(h, t, *k):
+        q, v = _q(drafter, h, k, drafter.draft_vocab)
+        return proposal_prob(process_logits(q, sp), t, v)
+    q = map_rows(q_at, chunk, hidden.detach().flatten(0, -2), y, *row_keys(seeds))
     p = map_rows(lambda pr, t: process_logits(_p(p_head, pr), sp).gather(-1, t[:, None]).squeeze(-1), chunk,
                  p_rows.flatten(0, -2), y)
     return q.view_as(branch), p.view_as(branch)
@@ -132,17 +160,17 @@ def specopd_terms(target, drafter, batch: dict, W: int, temperature: float = 1.0
     if chunk_rows > 0:
         return _specopd_chunked(target, drafter, batch, trunk, W, temperature, seed, step, first_rejection, backend,
                                 chunk_rows, vocab_chunk)
-    q_logits = block_q_logits(drafter, trunk.taps, trunk.valid, ids, anchors, W)  # [B, A, W, Vq]
+    q_logits, vocab = block_q(drafter, trunk.taps, trunk.valid, ids, anchors, W, seq_len)  # [B, A, W, Vq], [Vq]|None
     u = branch_uniforms(seed, step, batch["seq"].cpu(), anchors.cpu(), W)  # [B, A, W] per-branch streams
-    branch = sample_branches(q_logits.detach(), u, temperature, drafter.draft_vocab, vocab_chunk)  # [B, A, W] fresh samples
+    branch = sample_branches(q_logits.detach(), u, temperature, vocab, vocab_chunk)  # [B, A, W] fresh samples
     lengths = branch_lengths(anchors, batch["anchor_valid"], seq_len, W)  # [B, A] W_b
     valid = prefix_mask(lengths, W)  # [B, A, W]
     p_logits = branch_target_logits(target, trunk, anchors, branch, lengths)  # [B, A, W, V], no grad
     sup = None
     if first_rejection:  # the acceptance tests draw from the branch's own second stream
         ua = branch_uniforms(seed, step, batch["seq"].cpu(), anchors.cpu(), W, ACCEPT_STREAM)  # [B, A, W]
-        sup = first_rejection_mask(branch, p_logits, valid, temperature, q_logits.detach(), drafter.draft_vocab, ua)
-    return _terms(q_logits, p_logits, branch, valid, drafter.draft_vocab, backend, temperature, sup)
+        sup = first_rejection_mask(branch, p_logits, valid, temperature, q_logits.detach(), vocab, ua)
+    return _terms(q_logits, p_logits, branch, valid, vocab, backend, temperature, sup)
 
 
 def _specopd_chunked(target, drafter, batch: dict, trunk, W: int, temperature: float, seed: int, step: int,
@@ -152,9 +180,9 @@ def _specopd_chunked(target, drafter, batch: dict, trunk, W: int, temperature: f
     if temperature <= 0:  # as `overlap` would, before any work
         raise ValueError(f"the E2E-TV overlap needs a sampling temperature > 0 (got {temperature})")
     ids, seq_len, anchors = batch["ids"], batch["seq_len"], batch["anchors"]
-    hidden = block_hidden(drafter, trunk.taps, trunk.valid, ids, anchors, W)  # [B, A, W, H]
+    hidden, seeds = block_rows(drafter, trunk.taps, trunk.valid, ids, anchors, W, seq_len)  # [B, A, W, H], [B, A, W]|None
     u = branch_uniforms(seed, step, batch["seq"].cpu(), anchors.cpu(), W)  # [B, A, W]
-    branch = chunked_branches(drafter, hidden, u, temperature, chunk, vocab_chunk)  # [B, A, W]
+    branch = chunked_branches(drafter, hidden, u, temperature, chunk, vocab_chunk, seeds)  # [B, A, W]
     lengths = branch_lengths(anchors, batch["anchor_valid"], seq_len, W)
     valid = prefix_mask(lengths, W)
     p_hidden = branch_target_hidden(target, trunk, anchors, branch, lengths)  # [B, A, W, H_target], no grad
@@ -163,9 +191,9 @@ def _specopd_chunked(target, drafter, batch: dict, trunk, W: int, temperature: f
     sup = None
     if first_rejection:  # temperature > 0: the speculative-sampling test
         ua = branch_uniforms(seed, step, batch["seq"].cpu(), anchors.cpu(), W, ACCEPT_STREAM)
-        q_tok, p_tok = chunked_token_probs(drafter, hidden, p_hidden, branch, temperature, chunk, head)
-        sup = first_rejection_mask(branch, None, valid, temperature, None, drafter.draft_vocab, ua, q_tok, p_tok)
-    alpha = chunked_overlap(drafter, hidden, p_hidden, drafter.draft_vocab, backend, temperature, chunk, head)
+        q_tok, p_tok = chunked_token_probs(drafter, hidden, p_hidden, branch, temperature, chunk, head, seeds)
+        sup = first_rejection_mask(branch, None, valid, temperature, None, None, ua, q_tok, p_tok)
+    alpha = chunked_overlap(drafter, hidden, p_hidden, drafter.draft_vocab, backend, temperature, chunk, head, seeds)
     return _from_alpha(alpha, p_greedy, branch, valid, sup)
 
 
@@ -174,7 +202,7 @@ def offpolicy_tv_terms(target, drafter, batch: dict, W: int, backend: str | None
     """E2E-TV on the reference tokens: p_{b,i} = trunk row a_b+i−1 (teacher forcing)."""
     ids, seq_len, anchors = batch["ids"], batch["seq_len"], batch["anchors"]
     trunk = trunk_pass(target, ids, seq_len, drafter.target_layer_ids, hidden_only=chunk_rows > 0)
-    hidden = block_hidden(drafter, trunk.taps, trunk.valid, ids, anchors, W)  # [B, A, W, H]
+    hidden, seeds = block_rows(drafter, trunk.taps, trunk.valid, ids, anchors, W, seq_len)  # [B, A, W, H], [B, A, W]|None
     branch = reference_branches(ids, anchors, W)  # [B, A, W]
     lengths = branch_lengths(anchors, batch["anchor_valid"], seq_len, W)
     valid = prefix_mask(lengths, W)
@@ -184,9 +212,11 @@ def offpolicy_tv_terms(target, drafter, batch: dict, W: int, backend: str | None
     p_rows = src.gather(1, rows.flatten(1)[..., None].expand(-1, -1, X)).view(*rows.shape, X)
     if chunk_rows > 0:
         head = target.head
-        alpha = chunked_overlap(drafter, hidden, p_rows, drafter.draft_vocab, backend, temperature, chunk_rows, head)
+        alpha = chunked_overlap(drafter, hidden, p_rows, drafter.draft_vocab, backend, temperature, chunk_rows, head,
+                                seeds)
         return _from_alpha(alpha, chunked_argmax(p_rows, chunk_rows, head), branch, valid)
-    return _terms(drafter.logits(hidden), p_rows, branch, valid, drafter.draft_vocab, backend, temperature)
+    q_logits, vocab = slot_logits(drafter, hidden, seeds)  # [B, A, W, Vq], [Vq] | None
+    return _terms(q_logits, p_rows, branch, valid, vocab, backend, temperature)
 
 
 def draft_opd_terms(target, drafter, batch: dict, W: int, rounds: int, temperature: float = 1.0, seed: int = 0,
@@ -200,9 +230,12 @@ def draft_opd_terms(target, drafter, batch: dict, W: int, rounds: int, temperatu
     ro = draft_opd_rollout(target, drafter, prefixes, rounds, W, temperature, seed, step, seq_ids, eos_ids,
                            vocab_chunk=vocab_chunk)
     ctx_valid = torch.arange(ro.ids.shape[1], device=ro.ids.device)[None, :] < ro.seq_len[:, None]
-    hidden = block_hidden(drafter, ro.feats, ctx_valid, ro.ids, ro.anchors, W)  # [B, R, W, H]
+    # the rounds' blocks again (a seeded drafter: the seeds of the committed text, as its rollout state had them)
+    hidden, seeds = block_rows(drafter, ro.feats, ctx_valid, ro.ids, ro.anchors, W, ro.seq_len)  # [B, R, W, H]
     valid = ro.anchor_valid[..., None].expand(-1, -1, W)
     if chunk_rows > 0:
-        alpha = chunked_overlap(drafter, hidden, ro.p_logits, drafter.draft_vocab, backend, temperature, chunk_rows)
+        alpha = chunked_overlap(drafter, hidden, ro.p_logits, drafter.draft_vocab, backend, temperature, chunk_rows,
+                                seeds=seeds)
         return _from_alpha(alpha, ro.p_logits.argmax(-1), ro.branch, valid)
-    return _terms(drafter.logits(hidden), ro.p_logits, ro.branch, valid, drafter.draft_vocab, backend, temperature)
+    q_logits, vocab = slot_logits(drafter, hidden, seeds)  # [B, R, W, Vq], [Vq] | None
+    return _terms(q_logits, ro.p_logits, ro.branch, valid, vocab, backend, temperature)

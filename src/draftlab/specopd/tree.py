@@ -5,8 +5,9 @@
   the drafter block at a_b is x_{a_b}; the branch y_{b,1..W} sits at logical positions a_b+1..a_b+W.
   A branch that would run past the end of the reference is cut to W_b = min(W, L−1−a_b) tokens.
 - Branch sampling: one drafter pass per anchor block (all anchors of a sequence in one
-  `forward_train`), then slot by slot y_{b,i} ~ q_θ(· | x_{≤a_b}) (DFlash slots are MASK inputs, so
-  the pass gives every slot's distribution at once). Each branch draws from its own stream,
+  `forward_train`), then slot by slot y_{b,i} ~ q_θ(· | x_{≤a_b}) (DFlash slots are MASK inputs — a
+  seeded drafter's: its seeds of x_{≤a_b}, then MASK — so the pass gives every slot's distribution at once;
+  `slots` gives that q as the engine proposes from it). Each branch draws from its own stream,
   keyed by (seed, step, sequence id, anchor): samples do not depend on batch composition or rank.
 - Packed scoring: one trunk pass fills the target's K/V (and returns the drafter's context taps and
   the trunk logits); then `draftlab.verifier.tree.score_tree` appends the W−1 rows of every branch

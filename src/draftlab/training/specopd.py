@@ -15,6 +15,8 @@ names in `draftlab.specopd.objectives`):
 - `offpolicy_ce`     pretraining's CE step (= continued pretraining);
 - `sequential`       the Draft-OPD-style sequential loop (draft -> verify -> accepted prefix decides).
 The E2E-TV numerator and branch count are summed across ranks before dividing (`distributed_loss`).
+A seeded drafter trains with its seeds in every objective: the terms read its q through
+`draftlab.specopd.slots` (seeded blocks, seed bias, seed column), the CE arm is pretraining's seeded step.
 """
 from __future__ import annotations
 
