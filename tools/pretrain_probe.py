@@ -11,7 +11,8 @@ wall-clock minutes of two probes are not comparable unless each ran alone (`trai
 for that reading). `table` lists every probe beside the one named `base` with the difference in held-out τ.
 A seeded drafter's probe also records the validation's per-slot seed report (`seed_report`: the seed's hit
 rate, top-1 where a seed exists and where none does, overrides and how often they were right) and, when the
-plain drafter of the pipeline exists (models/drafter/pretrained, stage pretrain_drafter), the pretrain_seeded
+plain drafter exists (models/drafter/pretrained of stage pretrain_drafter, else the `base` probe's, which a
+plain probe saves under checkpoints/probes/NAME/drafter), the pretrain_seeded
 stage's comparison table (`comparison`: seeded vs teacher-forced lookup vs the `dflash-pld` hybrid vs plain, on
 all / looping / non-looping held-out references, paired bootstrap intervals over sequences), e.g.
 
@@ -80,6 +81,12 @@ def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
 
 
 PLAIN = ROOT / "models" / "drafter" / "pretrained"
+BASE_PROBE = ROOT / "checkpoints" / "probes" / "base" / "drafter"
+
+
+def plain_drafter() -> Path | None:
+    """The comparison's plain drafter: the pipeline's (stage pretrain_drafter), else the `base` probe's."""
+    return next((p for p in (PLAIN, BASE_PROBE) if (p / "config.json").exists()), None)
 
 
 def compare(target, df, seeded, params) -> dict:
@@ -88,10 +95,11 @@ def compare(target, df, seeded, params) -> dict:
     from draftlab.pipeline.seeded import heldout_comparison
     from draftlab.training.features import SequenceSet
 
-    plain = load_drafter(PLAIN, target)
+    plain_dir = plain_drafter()
+    plain = load_drafter(plain_dir, target)
     comp = heldout_comparison(target, seeded, plain, SequenceSet.from_dataframe(df), params.pretrain.val_anchor_stride,
                               params.pld, log=lambda m: print(m, flush=True))
-    return {k: v for k, v in comp.items() if k != "per_sequence"}
+    return {"plain_drafter": str(plain_dir.relative_to(ROOT)), **{k: v for k, v in comp.items() if k != "per_sequence"}}
 
 
 def comparison_row(r: dict) -> dict:
