@@ -15,6 +15,16 @@ arms — talks to a `Corrector` through these methods only, never by type:
 block's slot-0 token, the draft vocabulary, and either the full draft logits or the top-K candidates
 (or a head to compute the logits from). Shapes: N blocks (any leading dims), n proposed slots,
 K candidates, Vd draft vocabulary, H hidden width.
+
+A seeded drafter (SPEC §5, `arch.seed = "lookup"`) reads its slots' seeds in its head as well as in its
+block input: the seed bias adds a learned per-slot logit to each slot's seed, and the seed column
+(`arch.seed_logit` with a draft vocabulary) gives a seed outside the draft vocabulary its own logit as
+column Vd. `drafter_block` is the one place a training-side block gets them: its head is the drafter's
+head on the slots' seeds (`slot_logits`, what the engine's `draft` computes), and `extra` maps column Vd to
+each slot's seed, so the top-K candidates (`draft_candidates`), a walk's chosen ids (`target_ids`) and the
+labels' columns (`DraftBlock.label_index`) are the engine's. At run time the engine's draft output already
+carries both (its logits and `extra_ids`). A plain drafter's block has `seeds = extra = None` and every
+path is what it was.
 """
 from __future__ import annotations
 
@@ -25,6 +35,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from draftlab.drafter.state import seed_column_ids
 from draftlab.io import save_weights_folder
 
 
@@ -36,26 +47,40 @@ class DraftBlock:
     logits: Tensor | None = None  # [*, n, Vd] draft logits of the proposed slots
     head: Callable[[Tensor], Tensor] | None = None  # hidden [..., H] -> logits [..., Vd] when logits is None
     cand: tuple[Tensor, Tensor] | None = None  # precomputed top-K: ids [*, n, K] (target ids), logits [*, n, K]
+    # a seeded drafter whose head reads its seeds (seed bias / seed column; see `drafter_block`):
+    seeds: Tensor | None = None  # [*, n] the proposed slots' seeds (target ids, MASK where none): `head` reads them
+    extra: Tensor | None = None  # [*, n] the seed column's target id per slot (-1: none); logits then have Vd+1 columns
 
     def full_logits(self) -> Tensor:
-        """[*, n, Vd] draft logits (computed from `head` when not given)."""
+        """[*, n, Vd] draft logits, [*, n, Vd+1] with the seed column (computed from `head` when not given)."""
         if self.logits is None:
             if self.head is None:
                 raise ValueError("this corrector needs the draft logits: give DraftBlock.logits or .head")
-            self.logits = self.head(self.hidden)
+            self.logits = self.head(self.hidden) if self.seeds is None else self.head(self.hidden, self.seeds)
         return self.logits
 
     def rows(self, sl: slice) -> "DraftBlock":
         """The blocks sl of a flat [N, ...] DraftBlock (every per-block tensor sliced alike)."""
         cut = lambda t: None if t is None else t[sl]  # noqa: E731
         return DraftBlock(self.hidden[sl], cut(self.slot0), self.vocab, cut(self.logits), self.head,
-                          None if self.cand is None else (self.cand[0][sl], self.cand[1][sl]))
+                          None if self.cand is None else (self.cand[0][sl], self.cand[1][sl]), cut(self.seeds),
+                          cut(self.extra))
 
     def candidates(self, k: int) -> tuple[Tensor, Tensor]:
         """Top-K of every proposed slot: (target ids [*, n, K], logits [*, n, K]), best first."""
         if self.cand is None:
-            self.cand = draft_candidates(self.full_logits(), k, self.vocab)
+            self.cand = draft_candidates(self.full_logits(), k, self.vocab, self.extra)
         return self.cand
+
+    def label_index(self, labels: Tensor, draft_index: Tensor) -> Tensor:
+        """Target ids labels [*, n] -> their column in the draft logits [*, n]: the draft index
+        (draft_index [V]: target id -> draft index, -1 outside), Vd (the seed column) for a label outside the
+        draft vocabulary that is its slot's seed, -1 where the head cannot express it."""
+        didx = draft_index[labels]  # [*, n]
+        if self.extra is None:
+            return didx
+        col = torch.full_like(didx, self.vocab.numel())  # [*, n] the seed column's index
+        return torch.where((didx < 0) & (self.extra == labels), col, didx)
 
 
 @dataclass
@@ -84,11 +109,55 @@ def scale_grad(x: Tensor, weight: float) -> Tensor:
     return d + weight * (x - d)  # value: exactly x (x − d = 0); gradient: weight
 
 
-def draft_candidates(logits: Tensor, k: int, vocab: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Top-K of draft logits [..., Vd] -> (target ids [..., K], logits [..., K]), best first.
-    The logits are gathered, so gradients flow into `logits` (co-training)."""
+def target_ids(idx: Tensor, vocab: Tensor | None = None, extra: Tensor | None = None) -> Tensor:
+    """Draft indices idx [...] -> target ids: vocab[idx] (None: identity); with the seed column, index Vd ->
+    the slot's seed (extra [...], broadcastable to idx)."""
+    if vocab is None:
+        return idx
+    return vocab[idx] if extra is None else seed_column_ids(idx, vocab, extra)
+
+
+def draft_candidates(logits: Tensor, k: int, vocab: Tensor | None = None,
+                     extra: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Top-K of draft logits [..., Vd] ([..., Vd+1] with the seed column, extra [...] its target id per slot)
+    -> (target ids [..., K], logits [..., K]), best first. The logits are gathered, so gradients flow into
+    `logits` (co-training)."""
     vals, idx = logits.topk(min(k, logits.shape[-1]), dim=-1)
-    return (idx if vocab is None else vocab[idx]), vals
+    return target_ids(idx, vocab, None if extra is None else extra[..., None]), vals
+
+
+# ---- a seeded drafter's head, the one place the corrector side reads its seeds ----------------------------
+
+
+def seed_columns(drafter, seeds: Tensor | None) -> Tensor | None:
+    """The seed column's target id per slot [...] (-1 where the seed is MASK or inside the draft vocabulary)
+    when the drafter's logits have the column (a seeded drafter with `arch.seed_logit` and a draft vocabulary)
+    and the slots' seeds [...] are given; None otherwise (the logits then have Vd columns)."""
+    if seeds is None or not drafter.arch.seeded or not drafter.seed_column:
+        return None
+    return drafter.seed_ids(seeds)
+
+
+def slot_logits(drafter, hidden: Tensor, seeds: Tensor | None = None,
+                slots: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    """The drafter's head on proposed slots as the engine's `draft` applies it: hidden [..., H], seeds [...]
+    (the rows' seeds; None: a plain block), slots [...] (the rows' slot indices 1..n; None: the last dim of
+    seeds is slots 1..n) -> (logits [..., Vd] or [..., Vd+1] with the seed bias and seed column, extra [...]
+    the seed column's target ids or None)."""
+    if seeds is None or not drafter.arch.seeded:
+        return drafter.logits(hidden), None
+    return drafter.logits(hidden, seeds, slots), seed_columns(drafter, seeds)
+
+
+def drafter_block(drafter, hidden: Tensor, slot0: Tensor | None = None, seeds: Tensor | None = None,
+                  logits: Tensor | None = None, cand: tuple[Tensor, Tensor] | None = None) -> DraftBlock:
+    """The DraftBlock of a (training-side) drafter pass: hidden [*, n, H] of the proposed slots 1..n, slot0 [*],
+    seeds [*, n] (a seeded drafter's seeds of slots 1..n, the block input's; ignored for a plain drafter),
+    logits [*, n, Vd(+1)] when already computed on the same seeds (else the head computes them on demand),
+    cand: precomputed top-K. The head and the candidates read the seeds as the engine's draft does."""
+    seeds = seeds if seeds is not None and drafter.arch.seeded and drafter.reads_seeds else None
+    return DraftBlock(hidden, slot0, drafter.draft_vocab, logits, drafter.logits, cand, seeds,
+                      seed_columns(drafter, seeds))
 
 
 class Corrector(nn.Module):

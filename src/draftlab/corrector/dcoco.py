@@ -24,6 +24,10 @@ drops the slot state g_i from z (W_h does not exist; z = W_z b + β_z from the t
 (Zeroing the whole z instead would make Δθ constant over each K×K grid, i.e. exactly DFlash's
 argmax at inference, so it could not be the paper's "−candidate state" row.)
 
+On a seeded drafter the candidates are its top-K over the draft vocabulary and the seed column, with the
+seed bias in their logits (`draftlab.corrector.base.drafter_block`): the seed competes with the model's
+alternatives as in the engine's draft, and nothing else in the scorer changes.
+
 It implements the corrector interface (`draftlab.corrector.base.Corrector`): `propose` scores the
 top-K candidates of a drafted block and walks a path rule, `loss` is the joint K² loss of
 `draftlab.corrector.loss`, `save` writes config.json (the `DCOCOArch`) + model.safetensors;
@@ -227,13 +231,14 @@ class DCOCOCorrector(Corrector):
 
 
 def corrector_inputs(hidden: Tensor, logits: Tensor, k: int, vocab: Tensor | None = None,
-                     detach: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+                     detach: bool = False, extra: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """Drafter outputs over the whole block (slot 0 included): hidden [*, S, d], logits [*, S, Vd]
+    ([*, S, Vd+1] with a seeded drafter's seed column, extra [*, S] its target ids: a draft's `extra_ids`)
     -> the corrector's inputs for the n = S−1 proposed slots: hidden [*, n, d], cand_ids [*, n, K],
     cand_logits [*, n, K]. detach=True is the frozen-backbone mode (no gradient into the drafter)."""
     if detach:
         hidden, logits = hidden.detach(), logits.detach()
-    ids, vals = draft_candidates(logits[..., 1:, :], k, vocab)
+    ids, vals = draft_candidates(logits[..., 1:, :], k, vocab, None if extra is None else extra[..., 1:])
     return hidden[..., 1:, :], ids, vals
 
 

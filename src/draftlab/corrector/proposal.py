@@ -5,10 +5,12 @@ every corrector family: called once per round with the drafter's draft output (l
 hidden [B, S, H], vocab, block_ids [B, S]), it hands the n = S−1 proposed slots to
 `corrector.propose` (DCOCO: score the top-K grid in one batched op and walk the path rule; DSpark /
 Domino: walk slot by slot from the block's slot-0 token) and returns `Proposal(tokens [B, n], q=None)`.
-The proposal is deterministic at every temperature: at T>0 the verifier applies the point-mass rule
-(accept with p_j(ŷ_j), on rejection resample from p_j without ŷ_j), which keeps decoding lossless
-without any proposal distribution. The corrector's extras (DCOCO's K×K grid and chosen path) are
-recorded with the round for the explorer.
+On a seeded drafter the draft's logits already carry the seed bias and, with the seed column, one column
+more whose target id per slot is the draft's `extra_ids`: the block hands both on, so the candidates and
+the walks see what the training side's `drafter_block` gives them. The proposal is deterministic at every
+temperature: at T>0 the verifier applies the point-mass rule (accept with p_j(ŷ_j), on rejection resample
+from p_j without ŷ_j), which keeps decoding lossless without any proposal distribution. The corrector's
+extras (DCOCO's K×K grid and chosen path) are recorded with the round for the explorer.
 """
 from __future__ import annotations
 
@@ -30,8 +32,10 @@ class CorrectorProposal:
 
     @torch.no_grad()
     def __call__(self, draft: DraftOutput, sp=None, generator: torch.Generator | None = None) -> Proposal:
+        extra = getattr(draft, "extra_ids", None)  # [B, S] a seeded drafter's seed column (logits [B, S, Vd+1])
         block = DraftBlock(hidden=draft.hidden[:, 1:], slot0=draft.block_ids[:, 0], vocab=draft.vocab,
-                           logits=draft.logits[:, 1:])  # the n proposed slots
+                           logits=draft.logits[:, 1:],
+                           extra=None if extra is None else extra[:, 1:])  # the n proposed slots
         out = self.corrector.propose(block, self.rule, self.lam, self.backend)  # tokens [B, n]
         self.last_extras = out.extras
         return Proposal(out.tokens, None, None, extras=out.extras or None)  # deterministic: point mass at T>0

@@ -14,8 +14,9 @@ codebook is zero-initialised here, so the untrained selector returns the drafter
 Differences from the reference, both deliberate: the proposal is the argmax path at every temperature
 (like the other correctors, verified with the point-mass rule at T>0; the reference samples from
 softmax(score/T) over the K candidates and reports that q), and candidates come from the drafter's draft
-vocabulary when it has one. Training (the reference's recipe is not in the package): decay-weighted
-cross-entropy over the K candidates of each slot under teacher forcing (prev = the previous label),
+vocabulary when it has one (on a seeded drafter with the seed column, from it and each slot's seed column:
+`extra`, `draftlab.corrector.base.drafter_block`). Training (the reference's recipe is not in the package):
+decay-weighted cross-entropy over the K candidates of each slot under teacher forcing (prev = the previous label),
 supervised where the target's token is among the top-K; the gradient reaches the drafter through ℓ.
 """
 from __future__ import annotations
@@ -51,10 +52,13 @@ class CandidateSelector(SequentialCorrector):
         return unary.float() + bias.float()
 
     @torch.no_grad()
-    def walk(self, hidden: Tensor, logits: Tensor, slot0: Tensor, vocab: Tensor | None = None) -> Tensor:
-        """hidden [*, n, H], logits [*, n, Vd], slot0 [*] -> tokens [*, n] target ids (the argmax path)."""
+    def walk(self, hidden: Tensor, logits: Tensor, slot0: Tensor, vocab: Tensor | None = None,
+             extra: Tensor | None = None) -> Tensor:
+        """hidden [*, n, H], logits [*, n, Vd] ([*, n, Vd+1] with the seed column, extra [*, n] its target ids),
+        slot0 [*] -> tokens [*, n] target ids (the argmax path)."""
         lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
-        cand, unary = draft_candidates(logits.reshape(-1, n, logits.shape[-1]), self.top_k, vocab)  # [N, n, K]
+        cand, unary = draft_candidates(logits.reshape(-1, n, logits.shape[-1]), self.top_k, vocab,
+                                       None if extra is None else extra.reshape(-1, n))  # [N, n, K]
         h = hidden.reshape(-1, n, H)
         prev, out = slot0.reshape(-1), []
         for p in range(n):
@@ -66,11 +70,11 @@ class CandidateSelector(SequentialCorrector):
     def loss(self, block, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
         """CE over each slot's K candidates (teacher-forced prev), w_p = exp(−(p−1)/ρ); a slot counts when
-        its label is among the candidates. block.hidden [B, A, n, H], block.logits [B, A, n, Vd]. One loss
+        its label is among the candidates. block.hidden [B, A, n, H], block.logits [B, A, n, Vd(+1)]. One loss
         only: `kind` must be `joint` (the `Corrector.loss` signature)."""
         if kind != "joint":
             raise DraftlabError(f"the candidate selector has one loss; loss kind {kind!r} needs the dcoco family")
-        cand, unary = draft_candidates(block.full_logits(), self.top_k, block.vocab)  # [B, A, n, K]
+        cand, unary = draft_candidates(block.full_logits(), self.top_k, block.vocab, block.extra)  # [B, A, n, K]
         prev = teacher_tokens(block.slot0, labels)  # [B, A, n]
         s = self.scores(block.hidden, unary, cand, prev)  # [B, A, n, K]
         hit = cand == labels[..., None]  # [B, A, n, K]

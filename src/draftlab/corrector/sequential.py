@@ -13,6 +13,12 @@ before it: prev_p = the token at slot p−1 (prev_1 = slot 0, the last committed
   to the slot's hidden state before the drafter's own head: drafter.logits(h_p + U s_p). The head is
   linear, so this is ℓ_p + W_head U s_p, which is what is computed (exactly ℓ_p at init).
 
+On a seeded drafter with the seed column (`draftlab.corrector.base.drafter_block`) the logits have Vd+1
+columns, the last one slot p's seed (`extra` [*, n] its target id, -1: none): Domino's re-applied head adds
+(U s_p)·W_full[seed] there (the column is the seed's full LM-head row, so ℓ_p + δ_p is still exactly the
+drafter's head with its seed bias and seed column on h_p + U s_p), DSpark's table has no row for a token
+outside its Vd outputs and adds 0 to the column. The seed bias is a constant per slot, already in ℓ_p.
+
 The zero-initialised output (W2, U) makes δ ≡ 0 at init: the walk returns the drafter's argmax block.
 `forward(hidden, prev)` is the teacher-forced δ of every slot at once (training; prev from
 `teacher_tokens`); `step` is one slot of inference and `walk` walks a block with it.
@@ -29,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock
+from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock, target_ids
 from draftlab.corrector.dcoco import ArchDict
 from draftlab.corrector.loss import transition_weights
 from draftlab.corrector.variants import SEQUENTIAL
@@ -85,12 +91,13 @@ class SequentialCorrector(Corrector):
     def parameter_breakdown(self) -> dict[str, int]:
         return count_parameters(self.arch)
 
-    def forward(self, hidden: Tensor, prev: Tensor) -> Tensor:
-        """Teacher-forced: hidden [*, n, H], prev [*, n] target ids -> δ [*, n, Vd] fp32."""
+    def forward(self, hidden: Tensor, prev: Tensor, extra: Tensor | None = None) -> Tensor:
+        """Teacher-forced: hidden [*, n, H], prev [*, n] target ids -> δ [*, n, Vd] fp32 ([*, n, Vd+1] with the
+        seed column, extra [*, n] its target ids)."""
         raise NotImplementedError
 
-    def step(self, h: Tensor, prev: Tensor, state):
-        """One slot: h [N, H], prev [N] -> (δ [N, Vd] fp32, state for the next slot)."""
+    def step(self, h: Tensor, prev: Tensor, state, extra: Tensor | None = None):
+        """One slot: h [N, H], prev [N] (extra [N]: the seed column's ids) -> (δ [N, Vd(+1)] fp32, next state)."""
         raise NotImplementedError
 
     # ---- the corrector interface ---------------------------------------------------------------------
@@ -98,36 +105,41 @@ class SequentialCorrector(Corrector):
     def propose(self, block: DraftBlock, rule: str = "greedy", lam: float = 0.75,
                 backend: str | None = None) -> Correction:
         """The slot-by-slot walk from the block's slot-0 token (its only path rule; `rule` is ignored)."""
-        return Correction(self.walk(block.hidden, block.full_logits(), block.slot0, block.vocab))
+        return Correction(self.walk(block.hidden, block.full_logits(), block.slot0, block.vocab, block.extra))
 
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
         """Decay-weighted CE of the teacher-forced corrected logits ℓ_p + δ_p (draft vocabulary) against
         the target's greedy tokens, w_p = exp(−(p−1)/ρ); teacher forcing: slot p's previous token is the
-        label of slot p−1, slot 1's is the block's slot-0 token. Labels outside the draft vocabulary and
-        invalid slots get weight 0. block.hidden [B, A, n, H], block.logits [B, A, n, Vd], block.slot0 [B, A].
-        One loss only: `kind` must be `joint`."""
+        label of slot p−1, slot 1's is the block's slot-0 token. Labels the head cannot express (outside the
+        draft vocabulary, and not the slot's seed column) and invalid slots get weight 0. block.hidden
+        [B, A, n, H], block.logits [B, A, n, Vd(+1)], block.slot0 [B, A]. One loss only: `kind` must be `joint`."""
         if kind != "joint":
             raise DraftlabError(f"the sequential correctors have one loss; loss kind {kind!r} needs the dcoco family")
-        corrected = block.full_logits() + self(block.hidden, teacher_tokens(block.slot0, labels))  # [B, A, n, Vd]
-        didx = draft_index[labels]  # [B, A, n] draft index, -1 outside the draft vocabulary
+        corrected = block.full_logits() + self(block.hidden, teacher_tokens(block.slot0, labels),
+                                               block.extra)  # [B, A, n, Vd(+1)]
+        didx = block.label_index(labels, draft_index)  # [B, A, n] logit column, -1 where not expressible
         mask = valid & (didx >= 0)  # [B, A, n]
         w = transition_weights(labels.shape[-1], rho, labels.device) * mask  # [B, A, n]
         ce = F.cross_entropy(corrected.flatten(0, 2), didx.clamp(min=0).flatten(), reduction="none").view_as(w)
         return CorrectionLoss((ce * w).sum(), w.sum(), mask, valid)
 
     @torch.no_grad()
-    def walk(self, hidden: Tensor, logits: Tensor, slot0: Tensor, vocab: Tensor | None = None) -> Tensor:
+    def walk(self, hidden: Tensor, logits: Tensor, slot0: Tensor, vocab: Tensor | None = None,
+             extra: Tensor | None = None) -> Tensor:
         """Slot-by-slot walk: hidden [*, n, H], logits [*, n, Vd] (slots 1..n), slot0 [*] target ids,
-        vocab [Vd] draft index -> target id (None: identity) -> tokens [*, n] target ids."""
+        vocab [Vd] draft index -> target id (None: identity); with the seed column logits [*, n, Vd+1] and
+        extra [*, n] its target ids -> tokens [*, n] target ids."""
         lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
         h = hidden.reshape(-1, n, H).to(self.dtype)  # [N, n, H]
-        lg = logits.reshape(-1, n, logits.shape[-1])  # [N, n, Vd]
+        lg = logits.reshape(-1, n, logits.shape[-1])  # [N, n, Vd(+1)]
+        ex = None if extra is None else extra.reshape(-1, n)  # [N, n]
         prev, state, out = slot0.reshape(-1), None, []
         for p in range(n):
-            delta, state = self.step(h[:, p], prev, state)  # [N, Vd]
+            col = None if ex is None else ex[:, p]  # [N]
+            delta, state = self.step(h[:, p], prev, state, col)  # [N, Vd(+1)]
             idx = (lg[:, p].float() + delta).argmax(-1)  # [N] draft indices
-            prev = idx if vocab is None else vocab[idx]
+            prev = target_ids(idx, vocab, col)
             out.append(prev)
         return torch.stack(out, -1).reshape(*lead, n)
 
@@ -142,14 +154,17 @@ class DSparkCorrector(SequentialCorrector):
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)
 
-    def forward(self, hidden: Tensor, prev: Tensor) -> Tensor:
+    def forward(self, hidden: Tensor, prev: Tensor, extra: Tensor | None = None) -> Tensor:
         e = self.table(prev.to(self.device))  # [..., r] (prev [...])
         if self.gate is not None:
             e = e * torch.sigmoid(self.gate(hidden.to(self.dtype)))  # [..., r] (hidden [..., H])
-        return self.out(e).float()  # [..., Vd]
+        delta = self.out(e).float()  # [..., Vd]
+        if extra is None:
+            return delta
+        return torch.cat([delta, delta.new_zeros(*delta.shape[:-1], 1)], -1)  # [..., Vd+1]: no bias on the seed column
 
-    def step(self, h: Tensor, prev: Tensor, state):
-        return self(h, prev), None  # Markov: no state beyond the previous token
+    def step(self, h: Tensor, prev: Tensor, state, extra: Tensor | None = None):
+        return self(h, prev, extra), None  # Markov: no state beyond the previous token
 
 
 class DominoCorrector(SequentialCorrector):
@@ -171,19 +186,27 @@ class DominoCorrector(SequentialCorrector):
             e = emb(prev.to(emb.weight.device))  # [*, De], frozen
         return self.inp(e.to(self.device, self.dtype))  # [*, r]
 
-    def _delta(self, s: Tensor) -> Tensor:
+    def _delta(self, s: Tensor, extra: Tensor | None = None) -> Tensor:
+        """s [*, r] (extra [*]: the seed column's ids) -> W_head U s [*, Vd] (+ the column's (U s)·W_full[seed])."""
         w = head_weight(self._drafter)  # [Vd, H]
-        return F.linear(self.up(s).to(w.dtype), w).float()  # [*, Vd] = W_head U s
+        u = self.up(s)  # [*, H]
+        delta = F.linear(u.to(w.dtype), w).float()  # [*, Vd] = W_head U s
+        if extra is None:
+            return delta
+        rows = self._drafter.lm_head.weight[extra.clamp(min=0)]  # [*, H] the seeds' full-head rows (frozen)
+        col = (u.to(rows.dtype) * rows).sum(-1).float().masked_fill(extra < 0, 0.0)  # [*] (ℓ is −inf there)
+        return torch.cat([delta, col[..., None]], -1)  # [*, Vd+1]
 
-    def forward(self, hidden: Tensor, prev: Tensor) -> Tensor:
+    def forward(self, hidden: Tensor, prev: Tensor, extra: Tensor | None = None) -> Tensor:
         lead, n = prev.shape[:-1], prev.shape[-1]
         x = self._inputs(prev.reshape(-1, n))  # [N, n, r]
         s, _ = self.gru(x)  # [N, n, r]: s_p has read prev_1..prev_p
-        return self._delta(s).reshape(*lead, n, -1)  # [*, n, Vd]
+        ex = None if extra is None else extra.reshape(-1, n)  # [N, n]
+        return self._delta(s, ex).reshape(*lead, n, -1)  # [*, n, Vd(+1)]
 
-    def step(self, h: Tensor, prev: Tensor, state):
+    def step(self, h: Tensor, prev: Tensor, state, extra: Tensor | None = None):
         s, state = self.gru(self._inputs(prev)[:, None], state)  # [N, 1, r], [1, N, r]
-        return self._delta(s[:, 0]), state
+        return self._delta(s[:, 0], extra), state
 
 
 def build_sequential(arch: SequentialArch, drafter) -> SequentialCorrector:

@@ -4,6 +4,10 @@ top-K oracle (the verifier's token whenever it is in the top-K) and the reachabl
 slot 1 fixed to the drafter's top-1, the only blocks prefix-first greedy can propose) — all through
 `greedy_accept_length`.
 
+On a seeded drafter every block reads its seeds as the engine does (`draftlab.corrector.base.drafter_block`):
+the candidates are the top-K over the draft vocabulary and the seed column with the seed bias in their
+logits, and the sequential walks re-apply the same head.
+
 `eval_batch` is one validation batch (the co-training module's validation and `evaluate_rules` both
 use it); `evaluate_rules` scores a whole validation set for several path rules at once.
 """
@@ -13,7 +17,7 @@ import torch
 from torch import Tensor
 
 from draftlab.config import PretrainConfig
-from draftlab.corrector.base import Corrector, DraftBlock, draft_candidates
+from draftlab.corrector.base import Corrector, DraftBlock, draft_candidates, drafter_block, slot_logits
 from draftlab.corrector.paths import oracle_path
 from draftlab.corrector.variants import RULES
 from draftlab.drafter.model import DFlashDrafter
@@ -26,15 +30,43 @@ ROW_CHUNK = 4096  # drafter rows per top-K call in validation
 BLOCK_CHUNK = 256  # blocks per corrector call in validation (the torch scorer forms [N, n−1, K, K, m])
 
 
-def candidates(drafter: DFlashDrafter, hidden: Tensor, k: int) -> tuple[Tensor, Tensor]:
+def candidates(drafter: DFlashDrafter, hidden: Tensor, k: int, seeds: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Top-K of the proposed slots, the head run in row chunks (no [rows, Vd] tensor for every block at
-    once): hidden [B, A, S, H] (slot 0 included) -> (cand_ids [B, A, n, K] target ids, cand_logits [B, A, n, K])."""
+    once): hidden [B, A, S, H] (slot 0 included), seeds [B, A, n] (a seeded drafter's: its head reads them,
+    `draftlab.corrector.base.slot_logits`) -> (cand_ids [B, A, n, K] target ids, cand_logits [B, A, n, K])."""
     B, A, S, H = hidden.shape
     rows = hidden[:, :, 1:].reshape(-1, H)  # [B*A*n, H]
-    ids, vals = zip(*(draft_candidates(drafter.logits(rows[c:c + ROW_CHUNK]), k, drafter.draft_vocab)
-                      for c in range(0, rows.shape[0], ROW_CHUNK)))
+    col = None if seeds is None else seeds.reshape(-1)  # [B*A*n] each row's seed
+    slots = torch.arange(1, S, device=rows.device).repeat(B * A)  # [B*A*n] each row's slot
+    part = lambda t, c: None if t is None else t[c:c + ROW_CHUNK]  # noqa: E731
+
+    def top(c: int) -> tuple[Tensor, Tensor]:
+        logits, extra = slot_logits(drafter, rows[c:c + ROW_CHUNK], part(col, c), part(slots, c))
+        return draft_candidates(logits, k, drafter.draft_vocab, extra)
+
+    ids, vals = zip(*(top(c) for c in range(0, rows.shape[0], ROW_CHUNK)))
     K = ids[0].shape[-1]
     return torch.cat(ids).view(B, A, S - 1, K), torch.cat(vals).view(B, A, S - 1, K)
+
+
+def batch_seeds(drafter: DFlashDrafter, batch: dict) -> Tensor | None:
+    """A seeded drafter's block seeds [B, A, n] of a batch (its own, or computed from its ids); None if plain."""
+    if not drafter.arch.seeded:
+        return None
+    if "seeds" in batch:
+        return batch["seeds"]
+    return drafter.train_seeds(batch["ids"], batch["anchors"], batch.get("seq_len"))
+
+
+def eval_block(drafter: DFlashDrafter, batch: dict, hidden: Tensor, seeds: Tensor | None,
+               k: int) -> DraftBlock:
+    """The flat DraftBlock [B*A, n, ...] of a validation batch's drafter pass (hidden [B, A, S, H], seeds
+    [B, A, n] | None), with its top-K candidates computed in row chunks."""
+    n = hidden.shape[2] - 1
+    flat = lambda x: None if x is None else x.reshape(-1, n, *x.shape[3:])  # noqa: E731  [B*A, n, ...]
+    cand_ids, cand_logits = candidates(drafter, hidden, k, seeds)  # [B, A, n, K]
+    slot0 = batch["ids"].gather(1, batch["anchors"]).reshape(-1)  # [B*A] the blocks' slot-0 tokens
+    return drafter_block(drafter, flat(hidden[:, :, 1:]), slot0, flat(seeds), cand=(flat(cand_ids), flat(cand_logits)))
 
 
 @torch.no_grad()
@@ -105,16 +137,13 @@ def eval_batch(drafter: DFlashDrafter, corrector: Corrector, batch: dict, featur
                stats: SetStats, k: int, rules: tuple[str, ...], lam: float, backend: str | None = None) -> None:
     """One validation batch into `stats`: drafter pass, top-K, corrected paths, targets."""
     feats, greedy = features
-    hidden = drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"],
-                                   batch.get("seeds"))  # [B, A, S, H]
-    cand_ids, cand_logits = candidates(drafter, hidden, k)  # [B, A, n, K]
+    seeds = batch_seeds(drafter, batch)  # [B, A, n] | None
+    hidden = drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"], seeds)  # [B, A, S, H]
+    block = eval_block(drafter, batch, hidden, seeds, k)  # [B*A, n, ...]
     tgt, valid = block_targets(batch, greedy, drafter.block_size)  # [B, A, n]
     n = hidden.shape[2] - 1
-    flat = lambda x: x.reshape(-1, n, *x.shape[3:])  # noqa: E731  [B*A, n, ...]
-    slot0 = batch["ids"].gather(1, batch["anchors"]).reshape(-1)  # [B*A] the blocks' slot-0 tokens
-    block = DraftBlock(flat(hidden[:, :, 1:]), slot0, drafter.draft_vocab, head=drafter.logits,
-                       cand=(flat(cand_ids), flat(cand_logits)))
-    stats.update(flat(cand_ids), flat(tgt), flat(valid), corrected_paths(corrector, block, rules, lam, backend))
+    stats.update(block.cand[0], tgt.reshape(-1, n), valid.reshape(-1, n),
+                 corrected_paths(corrector, block, rules, lam, backend))
 
 
 @torch.no_grad()

@@ -13,6 +13,9 @@ logit path (`scale_grad`: 1 = the paper's joint training, 0 = stop-gradient); `f
 drafter for the first fraction of the budget (the corrector alone trains), after which the drafter joins
 with its own learning-rate warm-up and decay over the rest of the budget; `frozen=True` (the
 frozen-backbone ablation) runs the drafter without gradients throughout and trains only the corrector.
+On a seeded drafter the corrector reads the blocks as the engine drafts them: the drafter pass's logits
+carry the seed bias and the seed column, and `draftlab.corrector.base.drafter_block` maps the column to each
+slot's seed (candidates, labels, the sequential correctors' re-applied head).
 Validation: `draftlab.training.corrector_eval` (corrected vs uncorrected vs both oracles, every path
 rule asked for); the best state (drafter + corrector) is the one with the highest corrected held-out τ.
 `train_corrector(...)`: one variant's run, resumable, through the shared fit driver.
@@ -29,7 +32,7 @@ import torch
 from torch import Tensor
 
 from draftlab.config import CorrectorConfig, PretrainConfig
-from draftlab.corrector.base import Corrector, DraftBlock, scale_grad
+from draftlab.corrector.base import Corrector, drafter_block, scale_grad
 from draftlab.corrector.variants import Variant
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
@@ -100,7 +103,8 @@ class CoTrainModule(DrafterModule):
             hidden, logits = scale_grad(hidden, self.grad_hidden), scale_grad(logits, self.grad_logits)
         labels, valid = block_targets(batch, d["greedy"], self.drafter.block_size)  # [B, A, n]
         slot0 = batch["ids"].gather(1, batch["anchors"])  # [B, A] the blocks' slot-0 tokens
-        block = DraftBlock(hidden, slot0, self.drafter.draft_vocab, logits)
+        # a seeded drafter's logits already read the blocks' seeds (seed bias / seed column); the block maps them
+        block = drafter_block(self.drafter, hidden, slot0, self._seeds(batch), logits)
         cl = self.corrector.loss(block, labels, valid, self.t2d, self.ccfg.rho, self.ccfg.cumulative_mask,
                                  self.loss_kind)
         l_corr = global_ratio(cl.num, cl.den)
