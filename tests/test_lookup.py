@@ -45,7 +45,6 @@ def test_pld_greedy_equals_ar(llama_target, case):
     ref = generate_ar(t, prompts, 18, eos_ids=[]).tokens
     res = _pld(t, S=5, max_ngram=3, num_tokens=4).generate(prompts, 18, eos_ids=[])
     assert res.tokens == ref
-    assert res.round_times[:, 0].max() < 1e-3  # no draft phase
     if case == "one-token":  # a looping stream: lookup gets whole blocks accepted
         assert max(res.accepted[0]) >= 1
 
