@@ -109,3 +109,40 @@ def test_the_corrector_stage_refuses_a_specopd_state_on_the_other_base(root, lla
                                             r"re-run the specopd stage") as e:
         stage.check_specopd_base(specopd, method_base(True), ["specopd-dcoco"])
     assert "\n" not in str(e.value)
+
+
+def test_sizing_proxies_a_seeded_method_by_its_plain_twin(root, tmp_path, capsys):
+    """tools/size_benchmark.py --paired --proxy-twins on a pilot from before the seeded methods: a `-seeded` method
+    arm is sized by its plain twin's rows (said so), the seeded drafter's own arm gets none."""
+    import json
+    import sys
+
+    from draftlab.bench.sizing import pair_sizes, with_proxies
+    from draftlab.params import load_params
+
+    pilot = json.loads((root / "results" / "benchmark.json").read_text())
+    strip = lambda table: {k: v for k, v in table.items() if not k.endswith(SEEDED_SUFFIX)}  # noqa: E731
+    pilot = {**pilot, "summary": strip(pilot["summary"]), "simulated": strip(pilot.get("simulated") or {}),
+             "suites": {s: {tk: strip(a) for tk, a in temps.items()} for s, temps in pilot["suites"].items()},
+             "concurrency": {tk: strip(a) for tk, a in (pilot.get("concurrency") or {}).items()}}
+    proxied = with_proxies(pilot, {"dspark-seeded": "dspark"})
+    assert proxied["suites"]["mt-bench"]["t0"]["dspark-seeded"] is pilot["suites"]["mt-bench"]["t0"]["dspark"]
+    assert "dspark-seeded" not in pilot["suites"]["mt-bench"]["t0"]  # the pilot itself is not changed
+    f = tmp_path / "pilot.json"
+    f.write_text(json.dumps(pilot))
+    sys.path.insert(0, str(root / "tools"))
+    import size_benchmark
+
+    args = [str(f), "--paired", "--params", str(root / "params.yaml"), "--json"]
+    plans = []
+    for extra in ([], ["--proxy-twins"]):
+        assert size_benchmark.main([*args, *extra]) == 0
+        plans.append(json.loads(capsys.readouterr().out)["pairs"])
+    pair, own = "dspark-seeded vs dcoco-seeded (t0)", "dflash-seeded vs pld (t0)"
+    assert plans[0][pair]["missing"] and not plans[1][pair]["missing"]
+    suites = load_params(root / "params.yaml").benchmark.suites
+    plain = pair_sizes(pilot, [["dspark", "dcoco"]], [0.0], suites=suites)["dspark vs dcoco (t0)"]
+    assert plans[1][pair]["tau_sd_by_suite"] == plain["tau_sd_by_suite"]  # the twins' spreads, as they were measured
+    assert plans[0][own]["missing"] and plans[1][own]["missing"]  # dflash-seeded is another drafter, not a method
+    assert size_benchmark.main(args[:-1] + ["--proxy-twins"]) == 0
+    assert "dspark-seeded by dspark" in capsys.readouterr().out
