@@ -290,8 +290,8 @@ METHOD_ARMS: dict[str, ArmFactory] = {
 ARM_TABLE: dict[str, ArmFactory] = {
     "ar": ar_arm,
     "dflash": drafter_arm(lambda c: c.drafter),
-    "dflash-seeded": seeded_arm,
     **{name: on_base(f, "plain") for name, f in METHOD_ARMS.items()},
+    "dflash-seeded": seeded_arm,
     **{name + SEEDED_SUFFIX: on_base(f, "seeded") for name, f in METHOD_ARMS.items()},
     "pld": pld_arm,
     "dflash-pld": hybrid_arm(),
