@@ -3,8 +3,10 @@
 A colour depends only on the arm's name, never on which arms a chart happens to show: the arms of the
 arm table (and the ones announced for it) have a hand-picked colour — families share a hue family
 (DFlash blues/greens, DCOCO reds/oranges, sequential correctors olive/grey, drafter-free baselines
-light tones) — and any other name gets a colour derived from a hash of the name (md5, so it is the
-same in every process), placed on a hue circle away from the grey of AR.
+light tones) —; an arm on the seeded drafter (`dflash-seeded`, the methods' `<name>-seeded`, issue 20) gets a
+darker shade of its plain twin's colour, so a method keeps its hue on either drafter; and any other name gets a
+colour derived from a hash of the name (md5, so it is the same in every process), placed on a hue circle away from
+the grey of AR.
 """
 from __future__ import annotations
 
@@ -35,10 +37,32 @@ ARM_COLOURS: dict[str, str] = {
 }
 
 
+SEEDED_SUFFIX = "-seeded"  # the arm table's naming rule for arms on the seeded drafter (draftlab.config.seeded)
+
+
+def _twin(name: str) -> str | None:
+    """The plain twin of a seeded arm with a hand-picked colour (`dcoco-seeded` -> `dcoco`), else None."""
+    plain = name[: -len(SEEDED_SUFFIX)] if name.endswith(SEEDED_SUFFIX) else None
+    return plain if plain in ARM_COLOURS else None
+
+
+def _darker(colour: str) -> str:
+    r, g, b = (int(colour[i:i + 2], 16) / 255.0 for i in (1, 3, 5))
+    h, light, sat = colorsys.rgb_to_hls(r, g, b)
+    if sat < 0.1:  # a grey twin (domino): a steel tint at its own lightness, not a darker grey (AR's)
+        r, g, b = colorsys.hls_to_rgb(0.6, light, 0.25)
+    else:
+        r, g, b = colorsys.hls_to_rgb(h, light * 0.62, min(1.0, sat * 1.1))
+    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+
+
 def arm_colour(name: str) -> str:
-    """The arm's colour: the table's, else one derived from the name's md5."""
+    """The arm's colour: the table's; for a seeded arm, a darker shade of its plain twin's; else one derived from
+    the name's md5."""
     if name in ARM_COLOURS:
         return ARM_COLOURS[name]
+    if _twin(name):
+        return _darker(ARM_COLOURS[_twin(name)])
     h = hashlib.md5(name.encode("utf-8")).digest()
     hue = h[0] / 255.0
     light = 0.38 + 0.2 * (h[1] / 255.0)
@@ -48,10 +72,16 @@ def arm_colour(name: str) -> str:
 
 
 def arm_order(arms) -> list[str]:
-    """Arms in a stable order: the table's order first, then the others alphabetically."""
+    """Arms in a stable order: the table's order first (a seeded arm right after its plain twin), then the others
+    alphabetically."""
     known = list(ARM_COLOURS)
     arms = list(dict.fromkeys(str(a) for a in arms))
-    return sorted(arms, key=lambda a: (known.index(a) if a in known else len(known), a))
+
+    def key(a: str):
+        base = a if a in known else _twin(a)
+        return (known.index(base) + (0.5 if base != a else 0.0) if base else len(known), a)
+
+    return sorted(arms, key=key)
 
 
 def arm_legend(columns: int = 1, title: str | None = "arm") -> alt.Legend:

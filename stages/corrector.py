@@ -2,7 +2,9 @@
 ablation variants, the sequential baselines dspark / domino (SPEC §2.4) and the dflash-long control.
 
 Reads models/target, data/references.parquet and the base drafter (`corrector.base_drafter`,
-default models/drafter/pretrained; for the composed variants the specopd stage's folder
+default models/drafter/pretrained; models/drafter/seeded when `seeded.methods`, issue 20: the arms are then
+`dcoco-seeded`, ...; the dflash-long control continues the same base, and the report and every saved folder's
+`info` record which: `base_kind`, `base_folder`; for the composed variants the specopd stage's folder
 `corrector.specopd_drafter`: specopd-dcoco-t1 starts from its t1/ state (best T=1 acceptance, the T=1
 arm), specopd-dcoco from its t0/ state (best greedy τ, the T=0 arm) — or from t1/ when t0/ is SpecOPD's
 initialisation, so that it builds on a drafter SpecOPD changed; the two runs are then one). Writes, per variant of `corrector.variants`,
@@ -38,24 +40,31 @@ _log = stage_log("corrector")
 
 def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
+    from draftlab.pipeline.layout import method_base
     from draftlab.tracking import lightning_logger
     from draftlab.pipeline.corrector import cotrain_from_references, specopd_bases
 
     t, c = params.target, params.corrector
     require_references()
+    base = method_base(params.seeded.methods, c.base_drafter)
+    base.check()
+    specopd, choice = specopd_bases(c.specopd_drafter)
+    check_specopd_base(specopd, base, c.variants)
     target, df = load_inputs(params)
-    with training_run("corrector", params, ("target", "profile", "corrector", "pretrain")) as mlrun:
+    _log(f"training on the {base.kind} drafter {base.folder}")
+    with training_run("corrector", params, ("target", "profile", "corrector", "pretrain", "seeded")) as mlrun:
         def logger_for(name: str):
             lg = lightning_logger(mlrun, params.tracking.experiment)
             if lg is not None and hasattr(lg, "_prefix"):
                 lg._prefix = name  # one MLflow run, one metric namespace per trained variant
             return lg
 
-        specopd, choice = specopd_bases(c.specopd_drafter)
-        out = cotrain_from_references(target, df, c, params.pretrain, {"pretrained": c.base_drafter, **specopd}, WORK,
+        # "pretrained" is the variants' name for the stage's own base (corrector.variants.BASES): the method base here
+        out = cotrain_from_references(target, df, c, params.pretrain, {"pretrained": base.folder, **specopd}, WORK,
                                       feature_roots=[PRETRAIN_FEATURES], logger_for=logger_for, log=_log)
         out.report["specopd_base_choice"] = choice
-        info = {"stage": "corrector", "profile": params.profile.name, "target": t.name}
+        out.report.update(base.record())
+        info = {"stage": "corrector", "profile": params.profile.name, "target": t.name, **base.record()}
         for v, o in out.variants.items():
             rules = {"path_rule": o.report["path_rule"], "lam": c.lam, "kernels": c.kernels, "k": o.report["k"]}
             save_drafter(o.drafter, OUT / v / "drafter", info={**info, "variant": v, "sim_tau_uncorrected":
@@ -82,6 +91,25 @@ def run(params) -> None:
                  f"{r['sim_tau_uncorrected']:.3f}, "
                  f"oracles {r['sim_tau_oracle']:.3f} / reachable {r['sim_tau_oracle_reachable']:.3f}), "
                  f"proposal share {'-' if share is None else f'{share:.1%}'}")
+
+
+def check_specopd_base(specopd: dict[str, str], base, variants: list[str]) -> None:
+    """The SpecOPD states the composed variants start from were trained on the same base drafter as this stage's
+    (both stages follow seeded.methods; a stale specopd output is one line)."""
+    from pathlib import Path
+
+    from draftlab.bench.arms import trained_base
+    from draftlab.corrector.variants import TABLE
+    from draftlab.errors import DraftlabError
+
+    for key in sorted({TABLE[v].base for v in variants} & set(specopd)):
+        folder = specopd[key]
+        if (Path(folder) / "config.json").exists():
+            got = trained_base(folder)
+            if got != base.kind:
+                raise DraftlabError(f"{folder} (SpecOPD's state for the {key} variants) was trained on the {got} drafter, "
+                                    f"but this stage trains on the {base.kind} one ({base.folder}); re-run the specopd "
+                                    f"stage (dvc repro specopd)")
 
 
 if __name__ == "__main__":

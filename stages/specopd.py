@@ -1,6 +1,8 @@
-"""Stage specopd: branch-parallel on-policy distillation of the pretrained drafter (SPEC §3).
+"""Stage specopd: branch-parallel on-policy distillation of the base drafter (SPEC §3).
 
-Reads models/target, data/references.parquet and models/drafter/pretrained; writes SpecOPD's two kept
+Reads models/target, data/references.parquet and the base drafter: models/drafter/pretrained (the plain one,
+`specopd.base_drafter`), or models/drafter/seeded when `seeded.methods` (issue 20: the arms are then
+`dflash-specopd-seeded`); the report and each state's `info` record which (`base_kind`, `base_folder`). Writes SpecOPD's two kept
 states, models/drafter/specopd/t0/ (best held-out greedy simulated τ: the T=0 arms) and .../t1/ (best
 held-out T=1 surrogate: the T=1 arms), each saying in its config.json `info` how it was selected and
 whether it is the initialisation; metrics/specopd.json (both selected states, simulated τ before/after,
@@ -33,21 +35,25 @@ def run(params) -> None:
 
     from draftlab.errors import DraftlabError
     from draftlab.drafter.checkpoint import save_drafter
+    from draftlab.pipeline.layout import method_base
     from draftlab.tracking import lightning_logger
     from draftlab.pipeline.specopd import specopd_from_references
 
     t, cfg = params.target, params.specopd
     require_references()
-    if not (Path(cfg.base_drafter) / "config.json").exists():
-        raise DraftlabError(f"{cfg.base_drafter} not found; run the pretrain_drafter stage first")
+    base = method_base(params.seeded.methods, cfg.base_drafter)
+    if not (Path(base.folder) / "config.json").exists():
+        raise DraftlabError(f"{base.folder} not found; run the {base.stage} stage first")
+    base.check()
     target, df = load_inputs(params)
-    with training_run("specopd", params, ("target", "profile", "specopd")) as mlrun:
-        out = specopd_from_references(target, df, cfg, cfg.base_drafter, WORK, FEATURES,
+    _log(f"training on the {base.kind} drafter {base.folder}")
+    with training_run("specopd", params, ("target", "profile", "specopd", "seeded")) as mlrun:
+        out = specopd_from_references(target, df, cfg, base.folder, WORK, FEATURES,
                                       logger=lightning_logger(mlrun, params.tracking.experiment), log=_log)
-        rep = {**out.report, "target": t.name, "profile": params.profile.name}
+        rep = {**out.report, **base.record(), "target": t.name, "profile": params.profile.name}
         for name, (drafter, sel) in out.states().items():
             save_drafter(drafter, OUT / name, info={"stage": "specopd", "profile": params.profile.name,
-                                                    "target": t.name, "base": cfg.base_drafter, **sel})
+                                                    "target": t.name, "base": base.folder, **base.record(), **sel})
         cols = list(out.curve[0]) if out.curve else ["step", "train_minutes", "heldout"]
         extra = {k: v for obj, row in rep["baselines"].items() for k, v in numeric(row, f"baseline/{obj}/").items()}
         extra.update({f"cost/{k}": v for k, v in rep["scoring_cost"].items() if isinstance(v, (int, float))})

@@ -618,6 +618,14 @@ def test_one_colour_per_arm_everywhere(fixture_root):
     assert len(set(ARM_COLOURS.values())) == len(ARM_COLOURS)  # distinct (more arms than a 10-colour palette)
     new = arm_colour("brand-new-arm")
     assert new == arm_colour("brand-new-arm") and new not in ARM_COLOURS.values() and new.startswith("#")
+    # an arm on the seeded drafter: a shade of its plain twin's colour, distinct from every other, next to it in order
+    from colours import arm_order
+
+    seeded = [f"{a}-seeded" for a in ARM_COLOURS if a not in ("ar", "hf-generate", "pld", "dflash-pld", "dflash-ref")]
+    shades = [arm_colour(a) for a in seeded]
+    assert len(set(shades) | set(ARM_COLOURS.values())) == len(shades) + len(ARM_COLOURS)
+    assert arm_order(["pld", "dcoco-seeded", "ar", "dflash-seeded", "dcoco", "dflash"]) == [
+        "ar", "dflash", "dflash-seeded", "pld", "dcoco", "dcoco-seeded"]
 
 
 def _colour_scales(spec):

@@ -19,8 +19,10 @@ def test_committed_params_is_default_composition(root):
 @pytest.mark.parametrize("target", ["smollm2-135m", "qwen3-4b", "qwen3-8b", "llama-3.1-8b", "tiny-random"])
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "cpu-long", "gpu"])
 def test_every_preset_composes_and_validates(root, target, profile):
+    from draftlab.bench.arms import arm_names
+
     raw = compose_params([f"target={target}", f"profile={profile}"], root / "conf")
-    params = build_params(raw)
+    params = build_params(raw, arms=arm_names())  # arm names too: the method arms match seeded.methods
     assert params.target.name == target and params.profile.name == profile
 
 
@@ -80,7 +82,7 @@ def test_arm_names_are_checked_against_the_arm_table(root):
     two = ["benchmark.arms=[ar,dflash]", "benchmark.ablation_arms=[]", "benchmark.pairs=[[dflash,ar]]",
            "benchmark.sampled_arms=[]"]
     p = load_params(root / "params.yaml", two, arms=known)
-    assert {"dcoco", "pld"} <= set(p.benchmark.concurrency_arms)  # swept arms outside `arms`
+    assert {"dcoco-seeded", "pld"} <= set(p.benchmark.concurrency_arms)  # swept arms outside `arms`
     assert compose_params(["benchmark/arms=two"], root / "conf", arms=known)["benchmark"]["arms"] == ["ar", "dflash"]
     with pytest.raises(ConfigError, match=r"benchmark.concurrency_arms names unknown arm 'nosuch'"):
         load_params(root / "params.yaml", ["benchmark.concurrency_arms=[ar,nosuch]"], arms=known)
@@ -100,15 +102,16 @@ def test_headline_ablation_and_pairs_fail_in_one_line(root):
 
     known = arm_names()
     cases = [
-        (["benchmark.ablation_arms=[dflash-long,specopd-dcoco,dcoco]"],
-         r"^benchmark: arm 'dcoco' is in both benchmark.arms and benchmark.ablation_arms; keep it in one list"),
-        (["benchmark.ablation_arms=[dflash-long,specopd-dcoco,nosuch]"],
+        (["benchmark.ablation_arms=[dflash-long-seeded,specopd-dcoco-seeded,dcoco-seeded]"],
+         r"^benchmark: arm 'dcoco-seeded' is in both benchmark.arms and benchmark.ablation_arms; keep it in one list"),
+        (["benchmark.ablation_arms=[dflash-long-seeded,specopd-dcoco-seeded,nosuch]"],
          r"^benchmark.ablation_arms names unknown arm 'nosuch'; known arms: "),
-        (["benchmark.pairs=[[dcoco,dcoco-nopair]]", "benchmark.ablation_arms=[]"],
-         r"^benchmark.pairs names 'dcoco-nopair', which does not run; add it to benchmark.arms or "
+        (["benchmark.pairs=[[dcoco-seeded,dcoco-nopair-seeded]]", "benchmark.ablation_arms=[]"],
+         r"^benchmark.pairs names 'dcoco-nopair-seeded', which does not run; add it to benchmark.arms or "
          r"benchmark.ablation_arms, or drop it from benchmark.pairs"),
-        (["benchmark.sampled_arms=[ar,dcoco-nopair]", "benchmark.ablation_arms=[dflash-long,specopd-dcoco]"],
-         r"^benchmark.sampled_arms names 'dcoco-nopair', which does not run"),
+        (["benchmark.sampled_arms=[ar,dcoco-nopair-seeded]",
+          "benchmark.ablation_arms=[dflash-long-seeded,specopd-dcoco-seeded]"],
+         r"^benchmark.sampled_arms names 'dcoco-nopair-seeded', which does not run"),
         (["benchmark.ablation_prompts_per_suite=9"],
          r"^benchmark.ablation_prompts_per_suite=9 exceeds benchmark.prompts_per_suite=4; they are the first prompts"),
     ]
@@ -185,8 +188,9 @@ def test_seeded_section_resolves_and_fails_in_one_line(root):
         (["seeded.drafter={seed_min_match: 5}"], r"^seeded.drafter.seed_min_match=5 must lie in 1..seeded.drafter"),
         (["seeded.drafter={seed: none}"], r"^seeded.drafter.seed='none': the seeded drafter always seeds"),
         (["seeded.drafter={block_size: 6}"], r"^seeded.drafter.block_size=6 differs from drafter.block_size=8"),
-        (["seeded.enabled=false"], r"^benchmark.arms names 'dflash-seeded' but seeded.enabled=false .*set "
-                                   r"seeded.enabled=true or drop it from benchmark.arms"),
+        (["seeded.enabled=false", "seeded.methods=false"],
+         r"^benchmark.arms names 'dflash-seeded' but seeded.enabled=false .*set seeded.enabled=true or drop it from "
+         r"benchmark.arms"),
     ]
     for overrides, msg in cases:
         with pytest.raises(ConfigError, match=msg) as e:
@@ -199,3 +203,46 @@ def test_seeded_section_resolves_and_fails_in_one_line(root):
     smoke = build_params(compose_params(["profile=smoke"], root / "conf"))
     assert smoke.seeded.enabled and "dflash-seeded" in smoke.benchmark.arms
     assert smoke.seeded.resolve(smoke.drafter, smoke.pretrain)[1].max_steps < smoke.pretrain.max_steps
+
+
+def test_seeded_methods_name_their_arms_and_fail_in_one_line(root):
+    """Issue 20 item 5: seeded.methods (cpu, cpu-long, smoke: true; gpu: false) needs seeded.enabled and another
+    configured base; a method arm whose name does not match the base it picks (`-seeded` or not) is one line in any
+    list of the benchmark section."""
+    from draftlab.bench.arms import arm_names
+
+    known = arm_names()
+    cpu = load_params(root / "params.yaml", arms=known)
+    assert cpu.seeded.methods and {"dcoco-seeded", "dflash-specopd-seeded", "dflash"} <= set(cpu.benchmark.arms)
+    assert not {"dcoco", "dflash-specopd"} & set(cpu.benchmark.running_arms())
+    gpu = build_params(compose_params(["profile=gpu"], root / "conf"), arms=known)
+    assert not gpu.seeded.methods and "dcoco" in gpu.benchmark.arms
+    plain = build_params(compose_params(["seeded.methods=false", "benchmark/arms=all"], root / "conf"), arms=known)
+    assert "dcoco" in plain.benchmark.arms and "dflash-seeded" in plain.benchmark.arms
+    small = ["benchmark.ablation_arms=[]", "benchmark.sampled_arms=[]", "benchmark.pairs=[]"]
+    cases = [
+        (["seeded.enabled=false"], r"^seeded.methods=true needs seeded.enabled=true .*set seeded.enabled=true or "
+                                   r"seeded.methods=false$"),
+        (["specopd.base_drafter=models/drafter/imported"], r"^specopd.base_drafter='models/drafter/imported' conflicts "
+                                                           r"with seeded.methods=true"),
+        (["corrector.base_drafter=x"], r"^corrector.base_drafter='x' conflicts with seeded.methods=true"),
+        (["benchmark.arms=[ar,dflash,dcoco]", *small],
+         r"^benchmark.arms names 'dcoco', a method trained on the plain drafter, but seeded.methods=true .*name it "
+         r"'dcoco-seeded' \(benchmark/arms=seeded lists them\) or set seeded.methods=false$"),
+        (["benchmark.concurrency_arms=[ar,dspark]"], r"^benchmark.concurrency_arms names 'dspark', a method trained on "
+                                                     r"the plain drafter"),
+        (["benchmark.pairs=[[dcoco-seeded,dflash-long]]"], r"^benchmark.pairs names 'dflash-long', a method"),
+        (["seeded.methods=false"], r"^benchmark.arms names 'dcoco-seeded', a method trained on the seeded drafter, but "
+                                   r"seeded.methods=false .*name it 'dcoco' \(benchmark/arms=all lists them\) or set "
+                                   r"seeded.methods=true$"),
+    ]
+    for overrides, msg in cases:
+        with pytest.raises(ConfigError, match=msg) as e:
+            load_params(root / "params.yaml", overrides, arms=known)
+        assert "\n" not in str(e.value)
+    # the plain drafter's own arms and the peers are no method: fine under either flag
+    for flag in ("true", "false"):
+        p = load_params(root / "params.yaml", [f"seeded.methods={flag}", "benchmark.arms=[ar,dflash,dflash-seeded,"
+                                               "dflash-pld,dflash-ref,pld]", *small, "benchmark.concurrency_arms=[]"],
+                        arms=known)
+        assert p.seeded.methods is (flag == "true")

@@ -340,8 +340,9 @@ def workdir(root, target, tmp_path_factory):
     from draftlab.verifier.load import load_target
 
     wd = tmp_path_factory.mktemp("stage")
+    # the plain drafter as the methods' base (smoke trains them on the seeded one: seeded.methods, issue 20)
     params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
-                             "tracking.uri=sqlite:///" + str(wd / "mlruns.db")],
+                             "seeded.methods=false", "benchmark/arms=all", "tracking.uri=sqlite:///" + str(wd / "mlruns.db")],
                             cwd=root, capture_output=True, text=True, check=True).stdout
     (wd / "params.yaml").write_text(params)
     r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, capture_output=True, text=True)
@@ -404,6 +405,10 @@ def test_stage_end_to_end(root, workdir):
     assert set(m["variants"]["dcoco"]["rules"]) == {"greedy", "globalsum", "geometric"}
     assert m["dflash-long"]["steps"] == 3 and (workdir / "models" / "drafter" / "long" / "config.json").exists()
     assert m["summary"]["sim_tau_base_drafter"] is not None
+    # the base it trained on is recorded (seeded.methods=false: the plain drafter), in the report and every folder
+    assert (m["base_kind"], m["base_folder"]) == ("plain", "models/drafter/pretrained")
+    for sub in ("models/corrector/dcoco/drafter", "models/corrector/dcoco/corrector", "models/drafter/long"):
+        assert json.loads((workdir / sub / "config.json").read_text())["info"]["base_kind"] == "plain", sub
     # a re-run with the same settings resumes every finished run instead of training again
     r2 = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=workdir,
                         capture_output=True, text=True)
@@ -425,6 +430,10 @@ def test_stage_end_to_end(root, workdir):
 
     for name in ("dcoco", "dcoco-frozen", "dflash-long"):
         assert build_arm(name, ctx).generate([prompt], 10, SamplingParams(), [], None).tokens == ref, name
+    from draftlab.errors import DraftlabError
+
+    with pytest.raises(DraftlabError, match=r"^arm dcoco-seeded: .* was trained on the plain drafter"):  # the record
+        build_arm("dcoco-seeded", ctx)
 
 
 def test_stage_fails_with_one_line_without_base_drafter(root, workdir, tmp_path):

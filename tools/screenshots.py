@@ -32,7 +32,8 @@ EXCEPTION = "[...document.querySelectorAll('[data-testid=\"stException\"]')].map
 
 
 def scored_arm(root: Path) -> str | None:
-    """An arm whose recorded rounds carry DCOCO transition scores (dcoco preferred), for the heatmap view."""
+    """An arm whose recorded rounds carry DCOCO transition scores (dcoco preferred, on either drafter: `dcoco`,
+    `dcoco-seeded`), for the heatmap view."""
     import pandas as pd
 
     f = root / "data" / "benchmark_rounds.parquet"
@@ -41,7 +42,7 @@ def scored_arm(root: Path) -> str | None:
     except Exception:  # noqa: BLE001 - no rounds, or no arm records scores: no heatmap view
         return None
     arms = sorted(set(df.loc[df["transition_scores"].notna(), "arm"]))
-    return "dcoco" if "dcoco" in arms else (arms[0] if arms else None)
+    return next((a for a in ("dcoco", "dcoco-seeded") if a in arms), arms[0] if arms else None)
 
 
 def views(root: Path, compare: str | None) -> list[tuple[str, dict]]:

@@ -23,6 +23,11 @@ assumptions: draftlab.bench.sizing), and the predicted minutes of the whole benc
 
     .venv/bin/python tools/size_benchmark.py --paired --safety 1.5
     .venv/bin/python tools/size_benchmark.py --paired -S benchmark.max_new_tokens=192 -S benchmark.prompts_per_suite=8
+
+--proxy-twins: a method arm on the seeded drafter that the pilot lacks is sized by its plain twin's pilot rows (the
+arm table's naming rule: `dcoco-seeded` by `dcoco`), for a pilot from before the methods ran on the seeded drafter;
+an assumption (on the seeded drafter spreads and costs differ), listed in the output. The seeded drafter's own arm
+(`dflash-seeded`) is another drafter, not a method: it gets no proxy.
 """
 from __future__ import annotations
 
@@ -49,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spread-scaling", choices=("constant", "sqrt"), default="constant",
                     help="--paired: how the pilot's per-prompt spreads change with max_new_tokens")
     ap.add_argument("--overhead-minutes", type=float, default=2.0, help="--paired: loading and warm-up, added once")
+    ap.add_argument("--proxy-twins", action="store_true", help="--paired: size an arm the pilot lacks by its plain "
+                                                               "twin's rows (dcoco-seeded by dcoco); stated as assumed")
     a = ap.parse_args(argv)
     f = Path(a.detail)
     if not f.exists() and f == Path("results/benchmark.json") and Path("metrics/benchmark.json").exists():
@@ -86,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
+    from draftlab.bench.arms import arm_names
+    from draftlab.bench.sizing import with_proxies
+    from draftlab.config.seeded import method_arm_base, plain_name
     from draftlab.errors import ConfigError
     from draftlab.params import load_params
 
@@ -102,6 +112,12 @@ def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
                      concurrency=list(b.concurrency), concurrency_arms=list(b.concurrency_arms),
                      concurrency_temperatures=list(b.concurrency_temperatures),
                      concurrency_max_new_tokens=b.concurrency_max_new_tokens, simulated=b.simulated)
+    proxies = {}
+    if a.proxy_twins:
+        pilot_arms, known = set(detail.get("summary") or {}), arm_names()
+        proxies = {arm: plain_name(arm) for arm in [*b.arms, *b.ablation_arms, *b.concurrency_arms]  # methods only
+                   if arm not in pilot_arms and method_arm_base(arm, known) == "seeded" and plain_name(arm) in pilot_arms}
+        detail = with_proxies(detail, proxies)
     res = paired_plan(detail, plan, b.target_tau_diff_halfwidth, b.target_ratio_halfwidth, a.level, a.safety,
                       a.spread_scaling, a.overhead_minutes)
     if a.json:
@@ -110,6 +126,9 @@ def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
     print(f"pilot: {f} (max_new_tokens {res['pilot_max_new_tokens']}, prompts per suite "
           f"{(detail.get('setup') or {}).get('prompts', '?')}); predicted for max_new_tokens {res['max_new_tokens']}, "
           f"spreads × {a.safety} ({a.spread_scaling} with length). A PREDICTION from the pilot, not a measurement.")
+    if proxies:
+        print("arms not in the pilot, sized by their plain twin's rows (an assumption: --proxy-twins): "
+              + ", ".join(f"{k} by {v}" for k, v in proxies.items()))
     if res["assumed_suites"]:
         print(f"suites {', '.join(res['suites'])}; not in the pilot, assumed at the pilot suites' root-mean-square "
               f"spread and mean cost: {', '.join(res['assumed_suites'])}")
@@ -130,7 +149,8 @@ def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
     print(f"headline pairs at T=0 meet the targets with prompts_per_suite={res['prompts_per_suite']}: {res['meets_t0']}")
     print(f"predicted minutes: {res['minutes']:.1f} ({', '.join(f'{k} {v}' for k, v in res['parts'].items())})")
     if res["missing_from_pilot"]:
-        print(f"not in the pilot (no cost counted): {', '.join(res['missing_from_pilot'])}")
+        print(f"not in the pilot (no cost counted): {', '.join(res['missing_from_pilot'])}"
+              + ("" if a.proxy_twins else "; --proxy-twins sizes a -seeded arm by its plain twin"))
     return 0
 
 

@@ -5,7 +5,9 @@ committed metrics/ and dvc.lock are never touched. Re-running is incremental (DV
 whose inputs did not change). Extra arguments are Hydra overrides, e.g. `target=tiny-random`.
 The run also benchmarks the example local suite (examples/my_prompts.jsonl as `my-prompts`) and
 checks that it reached results/benchmark.json, and that the seeded drafter's outputs
-(models/drafter/seeded, its comparison table and the `dflash-seeded` arm) are there; MLflow runs are tagged with this repository's commit.
+(models/drafter/seeded, its comparison table and the `dflash-seeded` arm) are there, and, with `seeded.methods`
+(the smoke default), that the method stages recorded the seeded drafter as their base and its `-seeded` arms ran;
+MLflow runs are tagged with this repository's commit.
 Open the result in the explorer with `draftlab explore --root .smoke`.
 """
 from __future__ import annotations
@@ -52,7 +54,25 @@ def check_seeded(root: Path) -> str:
     summary = json.loads((root / "results" / "benchmark.json").read_text()).get("summary", {})
     if "dflash-seeded" not in summary:
         return f"the dflash-seeded arm is missing from .smoke/results/benchmark.json (arms: {sorted(summary)})"
-    return ""
+    return check_seeded_methods(root, summary)
+
+
+def check_seeded_methods(root: Path, summary: dict) -> str:
+    """With seeded.methods: every folder the specopd and corrector stages wrote records the seeded drafter as its
+    base (info base_kind), and the benchmark ran the methods' -seeded arms. '' when fine (or methods is off)."""
+    import yaml
+
+    if not (yaml.safe_load((root / "params.yaml").read_text()).get("seeded") or {}).get("methods"):
+        return ""
+    folders = [root / "models" / "drafter" / "specopd" / "t0", root / "models" / "drafter" / "long",
+               *sorted(p.parent for p in (root / "models" / "corrector").glob("*/drafter/config.json"))]
+    for f in folders:
+        cfg = f / "config.json"
+        kind = json.loads(cfg.read_text()).get("info", {}).get("base_kind") if cfg.exists() else None
+        if kind != "seeded":
+            return f"{f.relative_to(root)} was not trained on the seeded drafter (info base_kind={kind!r}, seeded.methods=true)"
+    ran = sorted(a for a in summary if a.endswith("-seeded") and a != "dflash-seeded")
+    return "" if ran else f"no method arm on the seeded drafter (<method>-seeded) in the benchmark (arms: {sorted(summary)})"
 
 
 def main(argv: list[str]) -> int:

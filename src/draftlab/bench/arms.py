@@ -12,7 +12,8 @@ docs/architecture.md). A speculative arm is a drafter (or None) plus a proposal 
 | arm | drafter | proposal step |
 |---|---|---|
 | `ar` | — (the target alone) | — |
-| `dflash`, `dflash-long` | pretrained / long-control drafter | its own choice |
+| `dflash` | pretrained drafter | its own choice |
+| `dflash-long` | the long-control drafter | its own choice |
 | `dflash-seeded` | the seeded drafter (`drafter.seed=lookup`: blocks start from the lookup continuation) | its own choice |
 | `dflash-specopd` | SpecOPD's t0 state at T=0, its t1 state at T>0 | its own choice |
 | `dcoco` (+ `-globalsum`, `-geometric`) | the dcoco variant's co-trained drafter | DCOCO, that path rule |
@@ -23,19 +24,25 @@ docs/architecture.md). A speculative arm is a drafter (or None) plus a proposal 
 | `dflash-pld` (`-switch`, `-splice`) | pretrained drafter | lookup where an n-gram of ≥ `pld.min_match` matched, else the drafter |
 | `dflash-ref` | pretrained drafter, run by the authors' `dflash_generate` (batch 1, greedy) | theirs |
 | `hf-generate`, `hf-generate-pld` | — (Hugging Face `generate`, batch 1, greedy; plain / `prompt_lookup_num_tokens`) | — |
+The method arms (`METHOD_ARMS`: `dflash-specopd`, `dflash-long`, the `dcoco*` rows, `specopd-dcoco`, `dspark`,
+`domino`, `dflash2`) are each in the table twice: the plain name decodes the stages' checkpoints trained on the plain
+drafter (`seeded.methods=false`), the name + `-seeded` (`dcoco-seeded`, ...) the same folders trained on the seeded
+drafter (`seeded.methods=true`); an arm whose name does not match the base its checkpoint records is one line
+(`on_base`). `dflash-pld`, `dflash-ref` always use the plain drafter, `dflash-seeded` the seeded one alone.
 Corrector and lookup proposals are deterministic, so at T>0 the verifier applies the point-mass rule. Arms built on
 SpecOPD decode each temperature with the state selected by that temperature's metric (`ByTemperature`).
 The reference rows (`dflash-ref`, `hf-generate*`) are greedy only: the runner skips them at T>0.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import torch
 
 from draftlab.config import BenchmarkConfig
+from draftlab.config.seeded import SEEDED_SUFFIX, plain_name
 from draftlab.corrector.families import load_corrector, read_corrector_info
 from draftlab.corrector.proposal import CorrectorProposal
 from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep
@@ -44,7 +51,7 @@ from draftlab.decoding.lookup import LookupHybrid, PromptLookup
 from draftlab.decoding.common import GenerationResult
 from draftlab.decoding.speculative import SpeculativeEngine
 from draftlab.decoding.verify import SamplingParams
-from draftlab.drafter.checkpoint import DISABLED
+from draftlab.drafter.checkpoint import DISABLED, read_arch
 from draftlab.errors import DraftlabError
 
 
@@ -188,6 +195,40 @@ def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
     return build
 
 
+def trained_base(folder: str, drafter=None) -> str | None:
+    """'seeded' | 'plain': the base drafter the stage that wrote `folder` trained on (its info's `base_kind`); for a
+    folder without that record (older stages), what its drafter is (`arch.seed`, else that of the loaded `drafter`);
+    None when nothing says (a stub drafter that no folder holds)."""
+    if (Path(folder) / "config.json").exists():
+        arch, info = read_arch(folder)
+        kind = info.get("base_kind")
+        return kind if kind in ("plain", "seeded") else "seeded" if arch.seeded else "plain"
+    arch = getattr(drafter, "arch", None)
+    return None if arch is None else ("seeded" if arch.seeded else "plain")
+
+
+def on_base(factory: ArmFactory, base: str) -> ArmFactory:
+    """The method arm `factory` builds, checked to decode checkpoints trained on the `base` drafter ('plain' |
+    'seeded'): every drafter folder it reads is compared with the stage's record (`trained_base`); a mismatch is
+    one line naming the arm and the fix."""
+    def build(name: str, ctx: ArmContext) -> Arm:
+        def load(folder: str) -> Drafter:
+            drafter = ctx.drafter(folder)
+            got = trained_base(folder, drafter)
+            if got is not None and got != base:
+                fix = (f"benchmark it as '{plain_name(name)}' (benchmark/arms=all), or set seeded.methods=true and re-run "
+                       f"the specopd and corrector stages" if base == "seeded" else
+                       f"benchmark it as '{name}{SEEDED_SUFFIX}' (benchmark/arms=seeded), or set seeded.methods=false "
+                       f"and re-run the specopd and corrector stages")
+                raise DraftlabError(f"arm {name}: {folder} was trained on the {got} drafter, but the arm's name says the "
+                                    f"{base} one; {fix}")
+            return drafter
+
+        return factory(name, replace(ctx, load_drafter=load))
+
+    return build
+
+
 def _pld(ctx: ArmContext):
     if ctx.pld is None:
         from draftlab.config import PLDConfig  # the defaults
@@ -226,13 +267,14 @@ def reference_arm(kind: str) -> ArmFactory:
     return build
 
 
-ARM_TABLE: dict[str, ArmFactory] = {
-    "ar": ar_arm,
-    "dflash": drafter_arm(lambda c: c.drafter),
+# The method arms: what the specopd and corrector stages train (and the dflash-long control), on the base drafter
+# `seeded.methods` picks. Each is in ARM_TABLE twice, under its plain name (trained on the plain drafter) and with the
+# suffix -seeded (on the seeded drafter); both read the same folders, and each refuses a checkpoint the stage
+# trained on the other base (`on_base`).
+METHOD_ARMS: dict[str, ArmFactory] = {
     "dflash-specopd": by_temperature(drafter_arm(lambda c: f"{c.specopd_drafter}/t0"),
                                      drafter_arm(lambda c: f"{c.specopd_drafter}/t1")),
     "dflash-long": drafter_arm(lambda c: c.long_drafter),
-    "dflash-seeded": seeded_arm,
     "dcoco": corrector_arm("dcoco"),
     "dcoco-globalsum": corrector_arm("dcoco", "globalsum"),
     "dcoco-geometric": corrector_arm("dcoco", "geometric"),
@@ -243,6 +285,14 @@ ARM_TABLE: dict[str, ArmFactory] = {
     "dspark": corrector_arm("dspark"),
     "domino": corrector_arm("domino"),
     "dflash2": corrector_arm("dflash2"),
+}
+
+ARM_TABLE: dict[str, ArmFactory] = {
+    "ar": ar_arm,
+    "dflash": drafter_arm(lambda c: c.drafter),
+    **{name: on_base(f, "plain") for name, f in METHOD_ARMS.items()},
+    "dflash-seeded": seeded_arm,
+    **{name + SEEDED_SUFFIX: on_base(f, "seeded") for name, f in METHOD_ARMS.items()},
     "pld": pld_arm,
     "dflash-pld": hybrid_arm(),
     "dflash-pld-switch": hybrid_arm("switch"),

@@ -18,6 +18,8 @@ answer length, give the intervals a stated half-width, and what that costs (tool
   grows slowly with the context); the sweep scales with its own token count; the teacher-forced τ pass
   with L / L0; `overhead_minutes` (loading, warm-up) is added once. A suite of the plan that the pilot lacks
   (a new suite) is assumed to have the pilot suites' root-mean-square spread and their mean cost.
+- `with_proxies`: a pilot in which arms it lacks stand in for arms it has (e.g. `dcoco-seeded` sized by the plain
+  `dcoco`'s rows before any run decoded the methods on the seeded drafter): an assumption the caller states.
 - `achieved`: the half-widths a finished run reached, paired and per arm, against the targets — what the
   benchmark stage records in `setup`.
 """
@@ -142,6 +144,21 @@ class BenchPlan:
     concurrency_temperatures: list[float] = field(default_factory=lambda: [0.0])
     concurrency_max_new_tokens: int = 32
     simulated: bool = True
+
+
+def with_proxies(detail: dict, proxies: dict[str, str]) -> dict:
+    """A copy of the pilot `detail` in which each arm `new` of `proxies` (new -> pilot arm) has the pilot arm's rows
+    (per suite and temperature, the sweep, the teacher-forced pass, the summary); arms the pilot has keep theirs."""
+    out = {**detail}
+    suites = {s: {tk: dict(arms) for tk, arms in temps.items()} for s, temps in (detail.get("suites") or {}).items()}
+    conc = {tk: dict(arms) for tk, arms in (detail.get("concurrency") or {}).items()}
+    sim, summ = dict(detail.get("simulated") or {}), dict(detail.get("summary") or {})
+    for new, old in proxies.items():
+        for table in [*(a for temps in suites.values() for a in temps.values()), *conc.values(), sim, summ]:
+            if old in table and new not in table:
+                table[new] = table[old]
+    out.update(suites=suites, concurrency=conc, simulated=sim, summary=summ)
+    return out
 
 
 def _tk(t: float) -> str:

@@ -403,6 +403,13 @@ class Params:
         for s in self.benchmark.suites:
             check_suite("benchmark.suites", s, SUITES, self.data.local_suites)
         self.seeded.check_across(self.drafter, self.pretrain, self.benchmark)
+        if self.seeded.methods:  # the methods' base is then the seeded drafter: another configured base is a conflict
+            for key, folder, plain in (("specopd.base_drafter", self.specopd.base_drafter, SpecOPDConfig.base_drafter),
+                                       ("corrector.base_drafter", self.corrector.base_drafter,
+                                        CorrectorConfig.base_drafter)):
+                if folder != plain:
+                    raise ConfigError(f"{key}={folder!r} conflicts with seeded.methods=true (the methods then train on "
+                                      f"models/drafter/seeded); drop {key} or set seeded.methods=false")
         if CHAT_SUITE in self.benchmark.suites and self.data.train_suite != "sharegpt":
             raise ConfigError(f"benchmark.suites names '{CHAT_SUITE}', the ShareGPT prompts of the held-out pool, but "
                               f"data.train_suite={self.data.train_suite!r} has no ShareGPT pool; set "
@@ -410,5 +417,7 @@ class Params:
 
     def check_arms(self, known: Collection[str]) -> None:
         """Arm names against the arm table (`draftlab.bench.arms.arm_names()`, passed in by the caller:
-        the schema sits below the benchmark layer)."""
+        the schema sits below the benchmark layer); first the method arms' names against the base `seeded.methods`
+        picks (`dcoco` where `dcoco-seeded` is meant says so, rather than that `dcoco` does not run)."""
+        self.seeded.check_arm_bases(self.benchmark, known)
         self.benchmark.check_arms("benchmark", known)

@@ -8,6 +8,12 @@ applies them (seed=lookup implied) and the result passes the same checks as the 
 errors naming `seeded.drafter.<key>` / `seeded.pretrain.<key>`. Disabled (`enabled: false`, the `gpu`
 default), the pretrain_seeded stage writes a small "disabled" report and no model, and the `dflash-seeded`
 arm is refused by the config check (`check_across`).
+
+`methods` (issue 20 item 5): the method stages (specopd, corrector: DCOCO and its ablations, DSpark, Domino,
+DFlash-2, the dflash-long control) train on the seeded drafter instead of the plain one. Their benchmark arms
+then carry the suffix `-seeded` (`dcoco-seeded`, ...): the arm table holds every method arm under both names
+(draftlab.bench.arms), and `check_arm_bases` refuses, in one line, a name that does not match the base the
+flag picks.
 """
 from __future__ import annotations
 
@@ -19,6 +25,25 @@ from typing import Any
 from draftlab.errors import ConfigError
 
 SEEDED_ARM = "dflash-seeded"  # the benchmark arm that reads the seeded drafter (draftlab.bench.arms)
+PLAIN_ARM = "dflash"  # the plain drafter's arm (no method: its -seeded twin is SEEDED_ARM, the seeded drafter alone)
+# the naming rule of the method arms: the arm of a method trained on the seeded drafter is its plain name + this
+SEEDED_SUFFIX = "-seeded"
+
+
+def method_arm_base(name: str, known) -> str | None:
+    """Which base drafter the arm `name` of the arm table (`known`: its names) decodes a method trained on:
+    'seeded' for a method arm with the suffix (`dcoco-seeded`), 'plain' for one whose seeded twin is in the
+    table (`dcoco`), None for every other arm (ar, dflash, dflash-seeded, the peers)."""
+    if name in (SEEDED_ARM, PLAIN_ARM):
+        return None
+    if name.endswith(SEEDED_SUFFIX) and name[: -len(SEEDED_SUFFIX)] in known:
+        return "seeded"
+    return "plain" if name + SEEDED_SUFFIX in known else None
+
+
+def plain_name(name: str) -> str:
+    """The arm name without the seeded suffix (`dcoco-seeded` -> `dcoco`)."""
+    return name[: -len(SEEDED_SUFFIX)] if name.endswith(SEEDED_SUFFIX) else name
 
 
 def _override(section: Any, over: dict[str, Any], key: str) -> Any:
@@ -52,8 +77,14 @@ class SeededConfig:
     enabled: bool = False  # false: the stage writes a "disabled" report and no model
     drafter: dict[str, Any] = field(default_factory=dict)  # overrides of drafter.* (seed=lookup is implied)
     pretrain: dict[str, Any] = field(default_factory=dict)  # overrides of pretrain.* (the budget, the lr, ...)
+    # the specopd and corrector stages train on the seeded drafter (models/drafter/seeded) instead of the plain
+    # one; their arms are then named <method>-seeded (dcoco-seeded, dflash-specopd-seeded, ...)
+    methods: bool = False
 
     def check(self, p: str) -> None:
+        if self.methods and not self.enabled:
+            raise ConfigError(f"{p}.methods=true needs {p}.enabled=true (the methods train on the seeded drafter, which "
+                              f"stage pretrain_seeded trains only when enabled); set {p}.enabled=true or {p}.methods=false")
         if self.drafter.get("seed", "lookup") != "lookup":
             raise ConfigError(f"{p}.drafter.seed={self.drafter['seed']!r}: the seeded drafter always seeds "
                               f"(seed=lookup); drop the key (the plain drafter is drafter.*)")
@@ -82,3 +113,25 @@ class SeededConfig:
                 raise ConfigError(f"{key} names '{SEEDED_ARM}' but {p}.enabled=false (no stage trains "
                                   f"models/drafter/seeded); set {p}.enabled=true or drop it from {key} (benchmark/arms=paper "
                                   "is the list without it)")
+
+    def check_arm_bases(self, benchmark, known, p: str = "seeded") -> None:
+        """Every method arm the benchmark section names (arms, ablation_arms, sampled_arms, pairs, the sweep's arms
+        and base) matches the base drafter `methods` picks: `<method>-seeded` when true, the plain name when
+        false; `known` is the arm table's names (the rule: `method_arm_base`)."""
+        want = "seeded" if self.methods else "plain"
+        lists = (("arms", benchmark.arms), ("ablation_arms", benchmark.ablation_arms),
+                 ("sampled_arms", benchmark.sampled_arms), ("pairs", [a for pair in benchmark.pairs for a in pair]),
+                 ("concurrency_arms", benchmark.concurrency_arms), ("concurrency_base", [benchmark.concurrency_base]))
+        for key, names in lists:
+            for a in names:
+                base = method_arm_base(a, known)
+                if base is None or base == want:
+                    continue
+                if self.methods:
+                    raise ConfigError(f"benchmark.{key} names '{a}', a method trained on the plain drafter, but "
+                                      f"{p}.methods=true (the specopd and corrector stages train on models/drafter/seeded):"
+                                      f" name it '{a}{SEEDED_SUFFIX}' (benchmark/arms=seeded lists them) or set "
+                                      f"{p}.methods=false")
+                raise ConfigError(f"benchmark.{key} names '{a}', a method trained on the seeded drafter, but {p}.methods="
+                                  f"false (the specopd and corrector stages train on models/drafter/pretrained): name it "
+                                  f"'{plain_name(a)}' (benchmark/arms=all lists them) or set {p}.methods=true")

@@ -4,11 +4,13 @@ file, so an unreadable input is reported with the command that rebuilds it."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from draftlab.bench.arms import Checkpoints
 
 TARGET = "models/target"  # prepare_target
 REFERENCES = "data/references.parquet"  # reference
+PLAIN_DRAFTER = "models/drafter/pretrained"  # pretrain_drafter: the plain drafter (the dflash arm)
 SEEDED_DRAFTER = "models/drafter/seeded"  # the seeded drafter (drafter.seed=lookup): the dflash-seeded arm
 SPECOPD_DRAFTER = "models/drafter/specopd"  # specopd: t0/ (greedy τ) and t1/ (T=1) states
 LONG_DRAFTER = "models/drafter/long"  # corrector (the dflash-long control)
@@ -20,6 +22,46 @@ CHECKS = "data/checks"  # check_params: params.ok, reference_prompts.json, bench
 def checkpoints(drafter: str) -> Checkpoints:
     """The trained models the benchmark arms read; `drafter` is benchmark.drafter (the dflash arm's)."""
     return Checkpoints(drafter, SPECOPD_DRAFTER, LONG_DRAFTER, CORRECTORS, SEEDED_DRAFTER)
+
+
+@dataclass(frozen=True)
+class MethodBase:
+    """The drafter the method stages (specopd, corrector) train from: `kind` 'plain' | 'seeded' and its folder."""
+
+    kind: str
+    folder: str
+
+    @property
+    def stage(self) -> str:
+        """The stage that writes the folder."""
+        return "pretrain_seeded" if self.kind == "seeded" else "pretrain_drafter"
+
+    def record(self) -> dict:
+        """What a stage writes into its report and its model folders' info (read back by the benchmark's arms)."""
+        return {"base_kind": self.kind, "base_folder": self.folder}
+
+    def check(self) -> None:
+        """One line when the folder holds a drafter of the other kind (a plain one where the seeded base should be,
+        or the reverse); a folder without a drafter is left to the recipe's own message."""
+        from pathlib import Path
+
+        from draftlab.drafter.checkpoint import read_arch
+        from draftlab.errors import DraftlabError
+
+        if not (Path(self.folder) / "config.json").exists():
+            return
+        seeded = read_arch(self.folder)[0].seeded
+        if seeded != (self.kind == "seeded"):
+            raise DraftlabError(f"{self.folder} holds a {'seeded' if seeded else 'plain'} drafter, but seeded.methods="
+                                f"{str(self.kind == 'seeded').lower()} trains the methods on the {self.kind} one; re-run "
+                                f"the {self.stage} stage or fix the folder")
+
+
+def method_base(seeded_methods: bool, plain: str = PLAIN_DRAFTER) -> MethodBase:
+    """`seeded.methods` true: the seeded drafter (models/drafter/seeded); false: the plain one, `plain` (the
+    stage's `base_drafter` key, default models/drafter/pretrained). Both folders are deps of both stages in
+    dvc.yaml, so the graph does not change with the flag."""
+    return MethodBase("seeded", SEEDED_DRAFTER) if seeded_methods else MethodBase("plain", str(plain))
 
 
 def producer(path: str) -> tuple[str, str, bool] | None:
