@@ -2,7 +2,8 @@
 
 Plain dataclasses, no OmegaConf: loading, validating and composing params.yaml live in
 `draftlab.params` (`python -m draftlab.config compose ...` prints the composition: config/__main__.py).
-- `draftlab.config.sections`: target, profile, data, tracking, reference, drafter, benchmark, `Params`;
+- `draftlab.config.sections`: target, profile, data, tracking, reference, drafter, `Params`;
+- `draftlab.config.benchmark`: the benchmark and pld sections;
 - `draftlab.config.training`: pretrain, specopd, corrector and the parts they share (`Budget`,
   `Optim`, `Schedule`, `Batches`, `Validation`, `Run`);
 - `draftlab.config.seeded`: the `seeded` section (the seeded drafter's overrides of drafter / pretrain);

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Collection
 
 from draftlab.errors import ConfigError
 
@@ -29,3 +29,12 @@ def parts(obj: Any, *kinds: type) -> dict[str, Any]:
 
 KERNEL_BACKENDS = ("auto", "torch", "triton")  # auto = Triton on CUDA, the torch reference elsewhere
 PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed")
+
+
+def check_suite(key: str, name: str, packaged: Collection[str], local: dict[str, str]) -> None:
+    """`name` is a packaged suite of `packaged` or a local suite of data.local_suites."""
+    if name in packaged or name in local:
+        return
+    mine = ", ".join(local) or "none"
+    raise ConfigError(f"{key} names unknown suite '{name}'; packaged: {', '.join(packaged)}; local (data.local_suites): "
+                      f"{mine}; add your own file with data.local_suites.{name}=path/to/prompts.jsonl")
