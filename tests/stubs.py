@@ -159,3 +159,16 @@ def sharp_drafter(target, block_size: int, taps: list[int], mask_id: int, vocab=
             if isinstance(m, torch.nn.Linear):
                 m.weight.normal_(0, std)
     return d
+
+
+def objective_terms(arm: str, target, drafter, batch, W: int, T: float, chunk: int = 0, vchunk: int = 0):
+    """One SpecOPD objective's terms on `batch` (arm: specopd | first_rejection | offpolicy_tv | sequential), with
+    row chunking `chunk` and vocabulary chunking `vchunk` (0 = off): the chunked-vs-unchunked tests' one call."""
+    from draftlab.specopd.terms import draft_opd_terms, offpolicy_tv_terms, specopd_terms
+
+    if arm == "offpolicy_tv":
+        return offpolicy_tv_terms(target, drafter, batch, W, temperature=T, chunk_rows=chunk)
+    if arm == "sequential":
+        return draft_opd_terms(target, drafter, batch, W, rounds=2, temperature=T, chunk_rows=chunk, vocab_chunk=vchunk)
+    return specopd_terms(target, drafter, batch, W, T, seed=3, step=1, first_rejection=arm == "first_rejection",
+                         chunk_rows=chunk, vocab_chunk=vchunk)

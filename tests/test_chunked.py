@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from stubs import sharp_drafter
+from stubs import objective_terms, sharp_drafter
 from draftlab.kernels.chunked import map_rows
 from draftlab.specopd.sampling import grid_bits, sample_rows_chunked
 from draftlab.specopd.terms import (
-    chunked_branches, chunked_overlap, draft_opd_terms, offpolicy_tv_terms, specopd_terms,
+    chunked_branches, chunked_overlap, specopd_terms,
 )
 from draftlab.specopd.tree import sample_branch_anchors, sample_from
 from draftlab.specopd.loss import overlap
@@ -183,10 +183,7 @@ def test_chunked_terms_equal_unchunked(target, arm, T):
     d = make_drafter(target, torch.arange(3, 60))
 
     def run(chunk, vchunk):
-        if arm == "offpolicy_tv":
-            return offpolicy_tv_terms(target, d, batch, W, temperature=T, chunk_rows=chunk)
-        if arm == "sequential":
-            return draft_opd_terms(target, d, batch, W, rounds=2, temperature=T, chunk_rows=chunk, vocab_chunk=vchunk)
+        return objective_terms(arm, target, d, batch, W, T, chunk, vchunk)
         return specopd_terms(target, d, batch, W, T, seed=3, step=1, first_rejection=arm == "first_rejection",
                              chunk_rows=chunk, vocab_chunk=vchunk)
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stubs import sharp_drafter
+from stubs import objective_terms, sharp_drafter
 import draftlab.specopd.draft_opd as draft_opd_mod
 import draftlab.specopd.terms as terms_mod
 from draftlab.decoding.api import DrafterProposal
 from draftlab.decoding.verify import SamplingParams
 from draftlab.specopd.draft_opd import draft_opd_rollout
 from draftlab.specopd.slots import block_rows, slot_logits
-from draftlab.specopd.terms import block_q, draft_opd_terms, offpolicy_tv_terms, specopd_terms
+from draftlab.specopd.terms import block_q, specopd_terms
 from draftlab.specopd.tree import branch_uniforms, sample_from, trunk_pass
 
 S, W, MASK = 5, 4, 1
@@ -136,10 +136,7 @@ def test_every_objective_trains_the_seeded_drafter_chunked_or_not(target, arm):
     T = 0.5  # the tiny target's p is flat: at T=1 a q over 32 ids may cover p wherever it has mass (zero gradient)
 
     def run(chunk, vchunk):
-        if arm == "offpolicy_tv":
-            return offpolicy_tv_terms(target, d, batch, W, temperature=T, chunk_rows=chunk)
-        if arm == "sequential":
-            return draft_opd_terms(target, d, batch, W, rounds=2, temperature=T, chunk_rows=chunk, vocab_chunk=vchunk)
+        return objective_terms(arm, target, d, batch, W, T, chunk, vchunk)
         return specopd_terms(target, d, batch, W, T, seed=3, step=1, first_rejection=arm == "first_rejection",
                              chunk_rows=chunk, vocab_chunk=vchunk)
 
