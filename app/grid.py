@@ -8,6 +8,9 @@ column j for slot j+1), `committed` [n] (the final output token at each slot, -1
 - `transition_scores` [n−1][K][K]: S_p(a, b) (SPEC §2.1); every rule in draftlab.corrector.paths.RULES is
   then replayed with `select_path`;
 - `path_<rule>` [n]: candidate indices chosen by that rule (e.g. the live proposal step's `last_extras["path_<rule>"]`).
+A seeded drafter's arms add (draftlab.decoding.common.seed_marks), shown as the grid's first row when present:
+- `seed_ids` [n]: the block's seed at each slot (its input; -1 = MASK, no seed);
+- `seed_kept` [n]: 1 = the drafter's top-1 kept the seed, 0 = it changed it, -1 = no seed.
 
 Replays never judge tokens here: accepted lengths come from draftlab.decoding.verify.greedy_accept_length,
 the one verification routine. At T=0 the committed output is the target's greedy continuation, so any
@@ -28,15 +31,21 @@ STATUS_COLOURS = {
     "corrected-accepted": "#9ecbff",
     "corrected-rejected": "#ffc078",
     "unverified": "#eeeeee",
+    "cut": "#f8f9fa",
     "corrected": "#dbe4ff",
     "": "#ffffff",
 }
+SEED_COLOURS = {1: "#fff3bf", 0: "#e5dbff", -1: "#f1f3f5"}  # seed_kept -> background of the seed row
+SEED_CLASS = {1: "kept", 0: "changed", -1: "none"}  # seed_kept -> the cell's class (seed-kept, ...)
+SEED_HELP = {1: "seed, kept by the drafter (its top-1)", 0: "seed, changed by the drafter (its top-1 differs)",
+             -1: "no seed (MASK)"}
 STATUS_HELP = {
     "accepted": "accepted (drafter's token)",
     "rejected": "first rejected slot",
     "corrected-accepted": "corrected (≠ drafter argmax) and accepted",
     "corrected-rejected": "corrected (≠ drafter argmax) and rejected",
     "unverified": "after the first rejection (not judged)",
+    "cut": "not proposed (the verify-width rule cut the block)",
     "corrected": "corrected (≠ drafter argmax), not judged",
 }
 
@@ -76,6 +85,14 @@ class RoundGrid:
     scores: np.ndarray | None  # [n−1, K, K]
     missing: list[str]
     path_ranks: dict[str, list[int]] = field(default_factory=dict)  # rule -> candidate rank per slot [n]
+    seeds: list[int] | None = None  # [n] the block's seed per slot (-1 = MASK); None: not a seeded drafter
+    seed_kept: list[int] | None = None  # [n] 1 kept / 0 changed by the drafter's top-1 / -1 no seed
+
+    def seed_summary(self) -> tuple[int, int, int] | None:
+        """(seeded slots, kept, changed) of the round; None without seed records."""
+        if self.seed_kept is None:
+            return None
+        return sum(k >= 0 for k in self.seed_kept), sum(k == 1 for k in self.seed_kept), sum(k == 0 for k in self.seed_kept)
 
     @property
     def tau(self) -> int:
@@ -86,7 +103,9 @@ def statuses(tokens: list[int], argmax: list[int] | None, acc: int | None) -> li
     out = []
     for j, t in enumerate(tokens):
         corrected = argmax is not None and t != argmax[j]
-        if acc is None:
+        if t < 0:  # a slot the arm did not propose (a verify-width rule verified fewer)
+            out.append("cut")
+        elif acc is None:
             out.append("corrected" if corrected else "")
         elif j < acc:
             out.append("corrected-accepted" if corrected else "accepted")
@@ -142,13 +161,17 @@ def corrected_paths(row, cand_ids, cand_logits) -> tuple[dict[str, list[int]], n
 def build(row) -> RoundGrid:
     """RoundGrid of one parquet row (a pandas Series)."""
     props = [int(t) for t in as_list(row["proposals"])]
-    n = len(props)
     cand_ids = as_list(row.get("topk_ids"))
     cand_logits = as_list(row.get("topk_logits"))
     cand_ids = [[int(x) for x in r] for r in cand_ids] if cand_ids else None
     cand_logits = [[float(x) for x in r] for r in cand_logits] if cand_logits else None
     K = len(cand_ids[0]) if cand_ids else 0
+    n = len(cand_ids) if cand_ids else len(props)  # the drafter's slots; a verify-width rule proposes W <= n
     missing = []
+    if len(props) < n:
+        missing.append(f"slots {len(props) + 1}..{n}: not proposed (the arm's verify-width rule verified {len(props)} "
+                       f"of {n}); a 0 means the round was one AR step")
+        props = props + [-1] * (n - len(props))
     if cand_ids is None:
         missing.append("the drafter's top-K candidates (`topk_ids`) were not recorded for this arm")
     argmax = [r[0] for r in cand_ids] if cand_ids else None
@@ -158,7 +181,8 @@ def build(row) -> RoundGrid:
     greedy = float(row.get("temperature", 0.0) or 0.0) <= 0.0
     acc = int(row["accepted"])
     if tt is not None:
-        target, label = [int(x) for x in tt[:n]], "target (verifier argmax)"
+        target = [int(x) for x in tt[:n]]
+        target, label = target + [-1] * (n - len(target)), "target (verifier argmax)"  # -1: a slot not verified
     elif committed is not None:
         target, label = committed, "committed output"
     else:
@@ -191,8 +215,10 @@ def build(row) -> RoundGrid:
     if not greedy:
         missing.append("replaying other paths needs T=0 rounds (at T>0 acceptance is random)")
     ranks = {rule: [int(i) for i in idx] for rule, idx in cpaths.items() if f"corrected: {rule}" in raw}
+    seeds, kept = (as_list(row.get(c)) for c in ("seed_ids", "seed_kept"))
     return RoundGrid(n, K, cand_ids, cand_logits, argmax, paths, target, label, committed, acc, greedy, scores, missing,
-                     ranks)
+                     ranks, None if seeds is None else [int(x) for x in seeds],
+                     None if kept is None else [int(x) for x in kept])
 
 
 def cell_status(g: RoundGrid, j: int, k: int) -> str:
@@ -275,6 +301,14 @@ def grid_html(g: RoundGrid, tok) -> str:
     n = g.n
     head = "".join(f"<th>slot {j + 1}</th>" for j in range(n))
     rows = [f'<tr><th class="rowh">rank \\ slot</th>{head}<th>acc</th></tr>']
+    if g.seeds is not None:  # the block's input: what the seeded drafter started from, and what it did with it
+        cells = []
+        for sid, k in zip(g.seeds, g.seed_kept or [-1] * len(g.seeds)):
+            text = "MASK" if sid < 0 else tok(sid)
+            cells.append(f'<td class="dl-seed seed-{SEED_CLASS.get(k, "none")}" '
+                         f'style="background:{SEED_COLOURS.get(k, "#fff")}" title="{html.escape(SEED_HELP.get(k, ""))}'
+                         f'{"" if sid < 0 else f" · id {sid}"}">{html.escape(text)}</td>')
+        rows.append(f'<tr><th class="rowh">seed (block input)</th>{"".join(cells)}<td></td></tr>')
     if g.cand_ids:
         for k in range(g.K):
             cells = []
@@ -286,17 +320,21 @@ def grid_html(g: RoundGrid, tok) -> str:
             rows.append(f'<tr><th class="rowh">top-{k + 1}</th>{"".join(cells)}<td></td></tr>')
         rows.append(f'<tr class="sep"><td colspan="{n + 2}"></td></tr>')
     for p in g.paths:
-        cells = "".join(cell_html(tok(t), s, title=f"id {t} · {STATUS_HELP.get(s, '')}") for t, s in zip(p.tokens, p.statuses))
+        cells = "".join(cell_html("–" if t < 0 else tok(t), s, title=f"id {t} · {STATUS_HELP.get(s, '')}")
+                        for t, s in zip(p.tokens, p.statuses))
         acc = "–" if p.accepted is None else str(p.accepted)
         rows.append(f'<tr class="dl-path"><th class="rowh" title="{html.escape(p.note)}">{html.escape(p.name)}'
                     f'{" ⚠" if p.note else ""}</th>{cells}<td><b>{acc}</b></td></tr>')
     if g.target is not None:
-        cells = "".join(cell_html(tok(t), title=f"id {t}") for t in g.target)
+        cells = "".join(cell_html("–" if t < 0 else tok(t), title=f"id {t}") for t in g.target)
         rows.append(f'<tr><th class="rowh">{html.escape(g.target_label)}</th>{cells}<td></td></tr>')
     if g.committed is not None and g.target_label != "committed output":
-        cells = "".join(cell_html(tok(t), title=f"id {t}") for t in g.committed)
+        cells = "".join(cell_html("–" if t < 0 else tok(t), title=f"id {t}") for t in g.committed)
         rows.append(f'<tr><th class="rowh">committed output</th>{cells}<td></td></tr>')
     legend = "".join(f'<span class="dl-leg" style="background:{STATUS_COLOURS[s]}">{html.escape(h)}</span>'
                      for s, h in STATUS_HELP.items())
     legend += '<span class="dl-leg" style="outline:2px dashed #2b8a3e">the verifier\'s token among the candidates</span>'
+    if g.seeds is not None:
+        legend += "".join(f'<span class="dl-leg" style="background:{SEED_COLOURS[k]}">{html.escape(h)}</span>'
+                          for k, h in SEED_HELP.items())
     return f'{GRID_CSS}<div class="dl-grid-wrap"><table class="dl-grid">{"".join(rows)}</table>{legend}</div>'

@@ -1,7 +1,8 @@
 """The explorer's Candidate grid page: one round of one prompt of the recorded rounds
 (data/benchmark_rounds.parquet) — every slot's top-K candidates with the paths each rule walked
 (app/grid.py builds them), the accepted length per round, and for a DCOCO arm that records them the
-K×K transition scores of every slot pair as a table and a heatmap."""
+K×K transition scores of every slot pair as a table and a heatmap. A seeded drafter's round also shows
+its seeds (the block's input) and, per slot, whether the drafter kept or changed the seed."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -52,6 +53,12 @@ def candidate_grid(root: Path) -> None:
     m3.metric("τ of this prompt", f"{(d['accepted'].mean() + 1):.2f}")
     m4.metric("n × K", f"{g.n} × {g.K}" if g.K else f"{g.n} × –")
     st.markdown(G.grid_html(g, tok), unsafe_allow_html=True)
+    seeds = g.seed_summary()
+    if seeds is not None:
+        prompt_kept = [k for v in d["seed_kept"] for k in (G.as_list(v) or []) if k >= 0]
+        st.caption(f"Seeds: {seeds[0]} of this round's {g.n} slots started from the lookup's guess; the drafter kept "
+                   f"{seeds[1]} and changed {seeds[2]} (its top-1 against the seed). Over this prompt's rounds it kept "
+                   f"{sum(k == 1 for k in prompt_kept)} of {len(prompt_kept)} seeds.")
     for msg in g.missing:
         st.caption(f"Not shown: {msg}.")
     for p in g.paths:

@@ -40,12 +40,13 @@ def run(params) -> None:
 
         return tick
 
-    logged = ("target", "data", "reference", "benchmark", "profile", "pld")  # reference: the chat suite's carving
+    logged = ("target", "data", "reference", "benchmark", "profile", "pld", "seeded")  # reference: the chat suite's carving
     with stage_run("benchmark", {k: p[k] for k in logged}, params.tracking,
                    {"target": t.name, "profile": params.profile.name}) as mlrun:
         detail, runs = run_benchmark(target, cfg, params.data, checkpoints,
                                      {"target": t.name, "profile": params.profile.name}, progress,
-                                     params.pld, params.drafter.block_size, reference=params.reference)
+                                     params.pld, params.drafter.block_size, reference=params.reference,
+                                     seeded_verify=params.seeded.verify)
         if bar is not None:
             bar.close()
         detail["config"] = to_dict(params.benchmark)

@@ -493,6 +493,47 @@ def test_accepted_length_visible_when_every_round_rejects(tmp_path):
     assert any("accepted 0 proposals" in c.value for c in at.caption)
 
 
+
+def _seeded_rounds() -> pd.DataFrame:
+    """Rounds of a seeded drafter (issue 20 item 6): slot 1's seed 'These' is kept (the drafter's top-1), slot 2's
+    seed ' keys' changed (its top-1 is ' key'), slots 3-4 MASK; and of its cut arm, whose verify-width rule
+    proposed 1 of the 4 slots."""
+    base = _rounds()
+    base = base[(base["arm"] == "dflash") & (base["temperature"] == 0.0)].copy()
+    rows = []
+    for arm, props in (("dflash-seeded", None), ("dflash-seeded-cut", [26])):
+        for _, r in base.iterrows():
+            row = r.to_dict()
+            row["arm"] = arm
+            row["seed_ids"], row["seed_kept"] = [26, 21, -1, -1], [1, 0, -1, -1]
+            if props is not None:
+                row["proposals"], row["accepted"] = props, 1
+                row["target_tokens"] = row["target_tokens"][:2]  # the verifier judged slot 0 and 1 proposal
+            rows.append(row)
+    return pd.concat([_rounds(), pd.DataFrame(rows)], ignore_index=True)
+
+
+def test_grid_marks_seeded_slots_and_cut_blocks(tmp_path):
+    root = write_fixture(tmp_path, mlflow_runs=False)
+    _seeded_rounds().to_parquet(root / L.ROUNDS)
+    at = app(root, "Candidate grid")
+    at.selectbox(key="grid_arm").select("dflash-seeded").run()
+    assert not at.exception, [e.value for e in at.exception]
+    html = grid_html(at)
+    assert "seed (block input)" in html and html.count("dl-seed seed-kept") == 1 and html.count("seed-changed") == 1
+    assert html.count("dl-seed seed-none") == 2 and "MASK" in html and "changed by the drafter" in html
+    cap = [c.value for c in at.caption if c.value.startswith("Seeds:")]
+    assert cap and "2 of this round's 4 slots" in cap[0] and "kept 1 and changed 1" in cap[0]
+    assert "kept 3 of 6 seeds" in cap[0]  # three rounds of this prompt, each with one kept and one changed seed
+    at.selectbox(key="grid_arm").select("dflash-seeded-cut").run()
+    assert not at.exception, [e.value for e in at.exception]
+    html = grid_html(at)
+    assert html.count("st-cut") == 3 and "seed (block input)" in html  # slots 2-4 of the proposal were not proposed
+    assert any("not proposed" in c.value for c in at.caption)
+    at.selectbox(key="grid_arm").select("dflash").run()  # a plain drafter's grid has no seed row
+    assert "seed (block input)" not in grid_html(at)
+
+
 # ---------------------------------------------------------------- comparison of two results
 def _variant(root: Path, delta: float) -> None:
     f = root / L.BENCH_JSON

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from draftlab.cli import Mark, mark_tokens, render
+from draftlab.cli import Mark, legend, mark_tokens, render, seed_counts
 from draftlab.decoding.common import GenerationResult, RoundRecord
 
 DRAFTLAB = Path(sys.executable).parent / "draftlab"
@@ -90,6 +90,23 @@ def test_marks_and_rendering():
     assert re.sub(r"\x1b\[[0-9;]*m", "", colored) == "klmvnoup"
 
 
+
+def test_seed_marks_in_decode():
+    """A seeded drafter's rounds (`seed_kept`): accepted tokens from a seeded slot are marked by what the drafter
+    did with the seed; the legend names the seed kinds only for such output."""
+    res = _result()
+    res.records[0].extras["seed_kept"] = torch.tensor([[1, 0, -1]])  # slot 1 kept its seed, slot 2 changed it
+    res.records[1].extras["seed_kept"] = torch.tensor([[-1, -1, -1]])  # no seed
+    kinds = [m.kind for m in mark_tokens(res, corrects=False)]
+    assert kinds == ["target", "seed-kept", "seed-changed", "rejected", "target", "accepted", "rejected", "target"]
+    assert [m.kind for m in mark_tokens(res, corrects=True)][2] == "corrected"  # a correction outranks the seed mark
+    dec = lambda ids: "".join(chr(ord("a") + i % 26) for i in ids)  # noqa: E731
+    assert render(mark_tokens(res, corrects=False), dec, color=False) == "k«l»‹m›(~v~)n[o](~u~)p"
+    assert seed_counts(res) == (2, 1) and seed_counts(_result()) is None
+    assert "«accepted, the drafter kept the slot's seed»" in legend(False, seeded=True)
+    assert "seed" not in legend(False) and "\x1b[33m" in legend(True, seeded=True)
+
+
 # ---- decode: end to end on a tiny pipeline -------------------------------------------------------------------
 
 
@@ -116,6 +133,9 @@ def outputs(root, tmp_path_factory) -> Path:
         for p in d.parameters():
             p.mul_(3.0)
     save_drafter(d, wd / "models" / "drafter" / "pretrained")
+    torch.manual_seed(0)  # the seeded drafter (the dflash-seeded arms), copying its seeds at initialisation
+    arch = arch_from_target(t, 4, 1, [0, 1], t.vocab_size - 1, seed="lookup", seed_bias=8.0)
+    save_drafter(DFlashDrafter.from_target(arch, t).eval(), wd / "models" / "drafter" / "seeded")
     save_drafter(d, wd / "models" / "corrector" / "dcoco" / "drafter")
     corr = build_corrector(CorrectorConfig(k=4, dim=8, hidden=16), d, "dcoco")
     corr.save(wd / "models" / "corrector" / "dcoco" / "corrector",
@@ -123,7 +143,7 @@ def outputs(root, tmp_path_factory) -> Path:
     return wd
 
 
-@pytest.mark.parametrize("arm", ["dflash", "dcoco", "ar"])
+@pytest.mark.parametrize("arm", ["dflash", "dcoco", "ar", "dflash-seeded-cut"])
 def test_decode_prints_marked_text_tau_and_speed(outputs, arm):
     r = cli("decode", "--root", str(outputs), "--arm", arm, "--prompt", "Tell me a story.", "--max-new-tokens", "12",
             "--color", "never", cwd=outputs)
@@ -136,6 +156,9 @@ def test_decode_prints_marked_text_tau_and_speed(outputs, arm):
     rounds, tau = int(m.group(1)), float(m.group(3))
     if arm == "ar":
         assert tau == 1.0 and rounds == 12 and "[" not in text
+    elif arm.startswith("dflash-seeded"):  # seed marks: in the legend and the stats line (tokens «kept» ‹changed›)
+        assert 1.0 <= tau <= 4 and rounds <= 12
+        assert "the drafter kept the slot's seed" in legend and re.search(r"seeded slots \d+, the drafter kept \d+", stats)
     else:
         assert 1.0 <= tau <= 4 and rounds <= 12
         assert ("[" in text) == (tau > 1.0)  # accepted draft tokens are bracketed

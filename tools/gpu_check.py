@@ -15,6 +15,9 @@ Sections (`--sections`, default all; each fails soft: its error is recorded and 
                 time split (draft / propose / verify / commit) of dflash, dcoco, dspark, domino at 1..64
                 streams; AR step time; verify time for 1, 8, 16 tokens; break-even τ; the PROJECTED tokens/s ratio
                 to DFlash = (τ ratio measured on CPU, results/benchmark.json) × (round-time ratio measured here).
+3b. seeded      a seeded drafter's rounds beside plain DFlash's at 1 and 8 streams: dflash, dflash-seeded and
+                dflash-seeded-cut (the verify-width rule), per-phase ms, τ, verified width, seeded slots
+                (tools/gpu_check_seeded.py).
 4. specopd      supervised positions/s of the branch-parallel SpecOPD update vs the sequential Draft-OPD loop
                 at L=2048, A=512, W=7 on the random target.
 5. specopd_scale SpecOPD at the gpu profile's shape (B=8, A=256, W=15, full vocabulary) with chunking on:
@@ -48,7 +51,7 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = "draftlab-gpu-check-v1"
-SECTIONS = ("kernels", "engine", "concurrency", "specopd", "specopd_scale")
+SECTIONS = ("kernels", "engine", "concurrency", "seeded", "specopd", "specopd_scale")
 PAPER_STREAMS = (1, 4, 8, 16, 32, 64)
 DRY_STREAMS = (1, 3)
 CONC_ARMS = ("dflash", "dcoco", "dspark", "domino")  # dflash is the base of every ratio
@@ -133,7 +136,7 @@ PAPER = dict(
     drafter=dict(block_size=16, num_layers=5), dcoco=dict(k=16, dim=128, mlp_hidden=256), seq_rank=64,
     prompt_tokens=256, new_tokens=32, verify_tokens=(1, 8, 16), streams=PAPER_STREAMS,
     specopd=dict(L=2048, A=512, W=7, prompt=256, rounds=16, seq_batches=(1, 8), steps=3),
-    kernel_reps=(5, 30), budget_s=450.0, section_reserve_s=dict(specopd=75.0, specopd_scale=60.0),
+    kernel_reps=(5, 30), budget_s=450.0, section_reserve_s=dict(seeded=30.0, specopd=75.0, specopd_scale=60.0),
 )
 DRY = dict(
     target=dict(num_layers=2, hidden=64, heads=4, kv_heads=1, head_dim=16, intermediate=192, vocab=384,
@@ -141,7 +144,7 @@ DRY = dict(
     drafter=dict(block_size=16, num_layers=1), dcoco=dict(k=4, dim=16, mlp_hidden=32), seq_rank=8,
     prompt_tokens=24, new_tokens=6, verify_tokens=(1, 8, 16), streams=DRY_STREAMS,
     specopd=dict(L=48, A=8, W=7, prompt=12, rounds=3, seq_batches=(1, 2), steps=1),
-    kernel_reps=(1, 2), budget_s=110.0, section_reserve_s=dict(specopd=10.0, specopd_scale=5.0),
+    kernel_reps=(1, 2), budget_s=110.0, section_reserve_s=dict(seeded=5.0, specopd=10.0, specopd_scale=5.0),
 )
 TINY = dict(vocab=96, hidden=64, layers=3, heads=4, kv_heads=2, intermediate=128)  # engine-check targets
 
@@ -867,8 +870,20 @@ def section_specopd_scale(ctx) -> dict:
     return _scale_module().section_specopd_scale(sys.modules[__name__], ctx)
 
 
+def _seeded_module():
+    """tools/gpu_check_seeded.py (the seeded drafter's rounds), imported from this file's folder."""
+    _scale_module()  # puts this folder on sys.path
+    import gpu_check_seeded
+
+    return gpu_check_seeded
+
+
+def section_seeded(ctx) -> dict:
+    return _seeded_module().section_seeded(sys.modules[__name__], ctx)
+
+
 RUNNERS = {"kernels": section_kernels, "engine": section_engine, "concurrency": section_concurrency,
-           "specopd": section_specopd, "specopd_scale": section_specopd_scale}
+           "seeded": section_seeded, "specopd": section_specopd, "specopd_scale": section_specopd_scale}
 
 
 def run(args) -> int:
@@ -1037,6 +1052,7 @@ def render_doc(out: dict) -> str:
             lines.append(f"\nNote: {note}")
         for err in c.get("errors", []):
             lines.append(f"\nError ({err['arm']}, {err['streams']} streams): {err['error']}")
+    lines += _seeded_module().render_seeded(secs.get("seeded"))
     sp = secs.get("specopd")
     if sp and sp.get("arms"):
         lines += ["", f"### 4. SpecOPD training throughput (L={sp['L']}, A={sp['A']}, W={sp['W']}, {sp['precision']})", "",

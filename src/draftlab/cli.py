@@ -97,13 +97,15 @@ def cmd_exp(a: argparse.Namespace, rest: list[str]) -> int:
 class Mark:
     token: int
     kind: str  # target (the verifier's own token) | accepted | corrected (accepted, a corrector changed it) | rejected
+    # | seed-kept / seed-changed (accepted from a seeded slot whose seed the drafter kept / changed)
 
 
 def mark_tokens(result, corrects: bool, stream: int = 0) -> list[Mark]:
     """The output of `stream` with each token's fate, from the engine's round records: the accepted
     proposals of each round (`corrected` when the proposal step changed the drafter's argmax and
-    `corrects`), the first rejected proposal of the round (not in the text; shown before the token the
-    verifier put in its place), and the verifier's own tokens (the first token, each round's bonus)."""
+    `corrects`; `seed-kept` / `seed-changed` from a seeded slot, by the round's `seed_kept` record), the first
+    rejected proposal of the round (not in the text; shown before the token the verifier put in its place),
+    and the verifier's own tokens (the first token, each round's bonus)."""
     tokens = result.tokens[stream]
     kinds = ["target"] * len(tokens)
     rejected: dict[int, int] = {}
@@ -114,9 +116,11 @@ def mark_tokens(result, corrects: bool, stream: int = 0) -> list[Mark]:
             off, acc = int(rec.offset[i]), int(rec.accepted[i])
             props = rec.proposals[i].tolist()
             argmax = rec.topk_ids[i, :, 0].tolist() if rec.topk_ids is not None else props
+            kept = rec.extras["seed_kept"][i].tolist() if "seed_kept" in rec.extras else [-1] * len(props)
             for j in range(1, acc + 1):
                 if off + j < len(tokens):
-                    kinds[off + j] = "corrected" if corrects and props[j - 1] != argmax[j - 1] else "accepted"
+                    seed = SEED_KINDS.get(kept[j - 1], "accepted")
+                    kinds[off + j] = "corrected" if corrects and props[j - 1] != argmax[j - 1] else seed
             if acc < len(props) and off + acc + 1 < len(tokens):
                 rejected[off + acc + 1] = props[acc]
     out: list[Mark] = []
@@ -127,13 +131,26 @@ def mark_tokens(result, corrects: bool, stream: int = 0) -> list[Mark]:
     return out
 
 
+def seed_counts(result, stream: int = 0) -> tuple[int, int] | None:
+    """(seeded slots, of them kept by the drafter) over the rounds of `stream`; None without seed records."""
+    recs = [(r, i) for r in result.records if "seed_kept" in r.extras for i, s in enumerate(r.stream.tolist()) if s == stream]
+    if not recs:
+        return None
+    kept = [k for r, i in recs for k in r.extras["seed_kept"][i].tolist() if k >= 0]
+    return len(kept), sum(kept)
+
+
+SEED_KINDS = {1: "seed-kept", 0: "seed-changed"}  # seed_kept record -> kind of an accepted token (-1: no seed)
 STYLE = {  # kind -> (ANSI SGR, bracket open, bracket close)
     "accepted": ("32", "[", "]"),
     "corrected": ("1;36", "{", "}"),
+    "seed-kept": ("33", "«", "»"),
+    "seed-changed": ("35", "‹", "›"),
     "rejected": ("9;31", "(~", "~)"),
     "target": ("", "", ""),
 }
 LEGEND = {"accepted": "accepted draft token", "corrected": "corrected by the corrector, accepted",
+          "seed-kept": "accepted, the drafter kept the slot's seed", "seed-changed": "accepted, the drafter changed the seed",
           "rejected": "rejected proposal (not in the text)", "target": "the target's own token"}
 
 
@@ -166,10 +183,13 @@ def render(marks: list[Mark], decode: Callable[[list[int]], str], color: bool) -
     return "".join(out)
 
 
-def legend(color: bool) -> str:
+def legend(color: bool, seeded: bool = False) -> str:
+    """The legend line; the seed kinds only for a seeded drafter's output."""
     parts = []
     for kind, what in LEGEND.items():
         sgr, left, right = STYLE[kind]
+        if kind.startswith("seed-") and not seeded:
+            continue
         if kind == "target":
             parts.append(f"plain = {what}")
         else:
@@ -205,7 +225,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     arm = build_arms(target, p.benchmark, layout.checkpoints(p.benchmark.drafter), pad, p.pld, p.drafter.block_size,
-                     [a.arm])[a.arm]
+                     [a.arm], p.seeded.verify)[a.arm]
     ids, _ = encode_prompt(tok, a.prompt, p.data.thinking, p.data.max_prompt_tokens)
     sp = SamplingParams(a.temperature, p.benchmark.top_p, p.benchmark.top_k)
     gen = torch.Generator(device=target.device).manual_seed(a.seed)
@@ -219,11 +239,13 @@ def cmd_decode(a: argparse.Namespace) -> int:
     acc = res.accepted[0] if res.accepted else []
     tau = sum(x + 1 for x in acc) / len(acc) if acc else 1.0
     n = len(res.tokens[0])
-    print(legend(color) if arm.speculative else "legend: plain = the target's own token (AR)")
+    seeds = seed_counts(res)
+    print(legend(color, seeds is not None) if arm.speculative else "legend: plain = the target's own token (AR)")
     print(render(mark_tokens(res, corrects), dec, color))
     print(f"arm {a.arm} · T={a.temperature:g} · {n} tokens in {len(acc) or n} {'rounds' if acc else 'steps'} · "
           f"τ {tau:.2f} · {n / max(res.wall_s, 1e-9):.1f} tokens/s ({wall:.2f} s incl. prefill "
-          f"{res.prefill_s:.2f} s) · finish: {res.finish_reason[0]}")
+          f"{res.prefill_s:.2f} s) · finish: {res.finish_reason[0]}"
+          + (f" · seeded slots {seeds[0]}, the drafter kept {seeds[1]}" if seeds else ""))
     return 0
 
 

@@ -15,6 +15,7 @@ docs/architecture.md). A speculative arm is a drafter (or None) plus a proposal 
 | `dflash` | pretrained drafter | its own choice |
 | `dflash-long` | the long-control drafter | its own choice |
 | `dflash-seeded` | the seeded drafter (`drafter.seed=lookup`: blocks start from the lookup continuation) | its own choice |
+| `dflash-seeded-cut` | the seeded drafter | its own choice, cut to the seeded span + sure slots (`seeded.verify`, `SpanProposal`) |
 | `dflash-specopd` | SpecOPD's t0 state at T=0, its t1 state at T>0 | its own choice |
 | `dcoco` (+ `-globalsum`, `-geometric`) | the dcoco variant's co-trained drafter | DCOCO, that path rule |
 | `dcoco-nopair` / `-nocand` / `-frozen` | that variant's drafter | DCOCO, greedy |
@@ -51,6 +52,7 @@ from draftlab.decoding.lookup import LookupHybrid, PromptLookup
 from draftlab.decoding.common import GenerationResult
 from draftlab.decoding.speculative import SpeculativeEngine
 from draftlab.decoding.verify import SamplingParams
+from draftlab.decoding.width import SpanProposal
 from draftlab.drafter.checkpoint import DISABLED, read_arch
 from draftlab.errors import DraftlabError
 
@@ -85,6 +87,7 @@ class ArmContext:
     kernels: str | None = None  # overrides the kernel backend the correctors were saved with (auto | torch | triton)
     pld: Any = None  # prompt-lookup settings (a PLDConfig: max_ngram, num_tokens, min_match, hybrid)
     block_size: int = 8  # S of the drafter-less `pld` arm (the drafter's block size, for a same-width comparison)
+    seeded_verify: Any = None  # the dflash-seeded-cut arm's verify-width rule (a VerifyConfig: rule, extra, min_prob)
 
     def drafter(self, folder: str) -> Drafter:
         if self.load_drafter is None:
@@ -153,8 +156,8 @@ def drafter_arm(folder: Callable[[Checkpoints], str]) -> ArmFactory:
     return build
 
 
-def seeded_arm(name: str, ctx: ArmContext) -> Arm:
-    """DFlash decoding with the seeded drafter (its blocks start from the lookup continuation, SPEC §5)."""
+def seeded_drafter(name: str, ctx: ArmContext) -> Drafter:
+    """The seeded drafter of `ctx.checkpoints.seeded_drafter` (one line when it is absent, disabled or plain)."""
     folder = ctx.checkpoints.seeded_drafter
     if not folder:
         raise DraftlabError(f"arm {name}: no seeded drafter folder given (Checkpoints.seeded_drafter); the benchmark "
@@ -166,7 +169,24 @@ def seeded_arm(name: str, ctx: ArmContext) -> Arm:
     if not drafter.arch.seeded:
         raise DraftlabError(f"arm {name}: the drafter at {folder} is plain (drafter.seed=none); train it with "
                             f"drafter.seed=lookup")
-    return SpeculativeArm(name, ctx.target, drafter, None, ctx.pad_id, ctx.cfg.compact_threshold)
+    return drafter
+
+
+def seeded_arm(name: str, ctx: ArmContext) -> Arm:
+    """DFlash decoding with the seeded drafter (its blocks start from the lookup continuation, SPEC §5)."""
+    return SpeculativeArm(name, ctx.target, seeded_drafter(name, ctx), None, ctx.pad_id, ctx.cfg.compact_threshold)
+
+
+def seeded_cut_arm(name: str, ctx: ArmContext) -> Arm:
+    """The seeded drafter, verifying only its seeded span + the slots it is sure of (`seeded.verify`)."""
+    v = ctx.seeded_verify
+    if v is None:
+        from draftlab.config.seeded import VerifyConfig  # the defaults
+
+        v = VerifyConfig()
+    drafter = seeded_drafter(name, ctx)
+    step = SpanProposal(drafter.mask_token_id, v.rule, v.extra, v.min_prob)
+    return SpeculativeArm(name, ctx.target, drafter, step, ctx.pad_id, ctx.cfg.compact_threshold)
 
 
 def by_temperature(greedy: ArmFactory, sampled: ArmFactory) -> ArmFactory:
@@ -292,6 +312,7 @@ ARM_TABLE: dict[str, ArmFactory] = {
     "dflash": drafter_arm(lambda c: c.drafter),
     **{name: on_base(f, "plain") for name, f in METHOD_ARMS.items()},
     "dflash-seeded": seeded_arm,
+    "dflash-seeded-cut": seeded_cut_arm,
     **{name + SEEDED_SUFFIX: on_base(f, "seeded") for name, f in METHOD_ARMS.items()},
     "pld": pld_arm,
     "dflash-pld": hybrid_arm(),

@@ -62,9 +62,10 @@ def _final_tokens(run: BatchRun) -> torch.Tensor:
 
 def round_hits(run: BatchRun, rec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """For one RoundRecord: committed [b, n] (final output token at each slot, -1 beyond the end),
-    defined [b, n] bool, hit_at_k [b, n, K] bool (committed token within the top-k, k = 1..K)."""
+    defined [b, n] bool, hit_at_k [b, n, K] bool (committed token within the top-k, k = 1..K). n = the drafter's
+    slots (its top-K's), which a verify-width rule may propose fewer of (`draftlab.decoding.width`)."""
     toks = _final_tokens(run)
-    n = rec.proposals.shape[1]
+    n = rec.topk_ids.shape[1] if rec.topk_ids is not None else rec.proposals.shape[1]
     idx = (rec.offset[:, None] + torch.arange(1, n + 1)).clamp(max=toks.shape[1] - 1)  # [b, n]
     committed = toks[rec.stream[:, None], idx]  # [b, n]
     defined = committed >= 0

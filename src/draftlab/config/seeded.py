@@ -14,6 +14,11 @@ DFlash-2, the dflash-long control) train on the seeded drafter instead of the pl
 then carry the suffix `-seeded` (`dcoco-seeded`, ...): the arm table holds every method arm under both names
 (draftlab.bench.arms), and `check_arm_bases` refuses, in one line, a name that does not match the base the
 flag picks.
+
+`seeded.verify` (issue 20 item 4) is the verify-width rule of the `dflash-seeded-cut` arm
+(`draftlab.decoding.width.SpanProposal`): `rule` full | span, `extra` drafter slots after the seeded span,
+`min_prob` the drafter's probability that they are right. Only the benchmark reads it (dvc.yaml: the
+pretrain_seeded stage depends on seeded.enabled / drafter / pretrain, not on it).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from draftlab.config.checks import _choice, _unit
 from draftlab.errors import ConfigError
 
 SEEDED_ARM = "dflash-seeded"  # the benchmark arm that reads the seeded drafter (draftlab.bench.arms)
@@ -44,6 +50,12 @@ def method_arm_base(name: str, known) -> str | None:
 def plain_name(name: str) -> str:
     """The arm name without the seeded suffix (`dcoco-seeded` -> `dcoco`)."""
     return name[: -len(SEEDED_SUFFIX)] if name.endswith(SEEDED_SUFFIX) else name
+
+
+CUT_ARM = "dflash-seeded-cut"  # the seeded drafter with the verify-width rule `seeded.verify`
+SEEDED_ARMS = (SEEDED_ARM, CUT_ARM)
+# = draftlab.decoding.width.VERIFY_RULES (a test keeps them equal; importing decoding here would cost seconds)
+VERIFY_RULES = ("full", "span")
 
 
 def _override(section: Any, over: dict[str, Any], key: str) -> Any:
@@ -71,6 +83,28 @@ def _override(section: Any, over: dict[str, Any], key: str) -> Any:
 
 
 @dataclass
+class VerifyConfig:
+    """The verify-width rule of the `dflash-seeded-cut` arm (draftlab.decoding.width: the seeded span, then up
+    to `extra` drafter slots while the drafter's probability that they are all right stays >= min_prob; no seed
+    and an unsure slot 1: an AR step). Defaults: issue 20's CPU figures (a verified position ~1/7 of an AR step
+    dearer, ~6.7 of 45 ms); re-derive min_prob from tools/verify_cost.py (`break_even_min_prob`)."""
+
+    rule: str = "span"  # full (the whole block, = dflash-seeded) | span
+    extra: int = 3  # drafter slots verified after the seeded span at most (0..S-1)
+    min_prob: float = 0.15  # in 0..1: add a slot while the product of the added slots' top-1 probabilities >= it
+
+    def check(self, p: str, block_size: int | None = None) -> None:
+        """The checks of draftlab.decoding.width.check_verify, one line each naming `p.<key>`."""
+        _choice(f"{p}.rule", self.rule, VERIFY_RULES)
+        if self.extra < 0:
+            raise ConfigError(f"{p}.extra={self.extra} must be >= 0 (drafter slots verified after the seeded span)")
+        if block_size is not None and self.extra > block_size - 1:
+            raise ConfigError(f"{p}.extra={self.extra} must lie in 0..{block_size - 1} (at most S-1 proposals, S = "
+                              f"drafter.block_size={block_size})")
+        _unit(f"{p}.min_prob", self.min_prob)
+
+
+@dataclass
 class SeededConfig:
     """The seeded drafter of the pretrain_seeded stage (models/drafter/seeded, the `dflash-seeded` arm)."""
 
@@ -80,11 +114,13 @@ class SeededConfig:
     # the specopd and corrector stages train on the seeded drafter (models/drafter/seeded) instead of the plain
     # one; their arms are then named <method>-seeded (dcoco-seeded, dflash-specopd-seeded, ...)
     methods: bool = False
+    verify: VerifyConfig = field(default_factory=VerifyConfig)  # the dflash-seeded-cut arm's verify width
 
     def check(self, p: str) -> None:
         if self.methods and not self.enabled:
             raise ConfigError(f"{p}.methods=true needs {p}.enabled=true (the methods train on the seeded drafter, which "
                               f"stage pretrain_seeded trains only when enabled); set {p}.enabled=true or {p}.methods=false")
+        self.verify.check(f"{p}.verify")
         if self.drafter.get("seed", "lookup") != "lookup":
             raise ConfigError(f"{p}.drafter.seed={self.drafter['seed']!r}: the seeded drafter always seeds "
                               f"(seed=lookup); drop the key (the plain drafter is drafter.*)")
@@ -99,8 +135,9 @@ class SeededConfig:
         return d, t
 
     def check_across(self, drafter, pretrain, benchmark, p: str = "seeded") -> None:
-        """Enabled: the resolved sections pass their checks. Disabled: a benchmark arm list that names the
-        seeded arm (no stage trains it) is one line."""
+        """`verify.extra` fits the block. Enabled: the resolved sections pass their checks. Disabled: a benchmark
+        arm list that names a seeded arm (no stage trains the drafter) is one line."""
+        self.verify.check(f"{p}.verify", drafter.block_size)
         if self.enabled:
             d, _ = self.resolve(drafter, pretrain, p)
             if d.block_size != drafter.block_size:
@@ -109,10 +146,11 @@ class SeededConfig:
                                   f"drop {p}.drafter.block_size")
             return
         for key, names in (("benchmark.arms", benchmark.arms), ("benchmark.ablation_arms", benchmark.ablation_arms)):
-            if SEEDED_ARM in names:
-                raise ConfigError(f"{key} names '{SEEDED_ARM}' but {p}.enabled=false (no stage trains "
-                                  f"models/drafter/seeded); set {p}.enabled=true or drop it from {key} (benchmark/arms=paper "
-                                  "is the list without it)")
+            for arm in SEEDED_ARMS:
+                if arm in names:
+                    raise ConfigError(f"{key} names '{arm}' but {p}.enabled=false (no stage trains "
+                                      f"models/drafter/seeded); set {p}.enabled=true or drop it from {key} "
+                                      "(benchmark/arms=paper is the list without it)")
 
     def check_arm_bases(self, benchmark, known, p: str = "seeded") -> None:
         """Every method arm the benchmark section names (arms, ablation_arms, sampled_arms, pairs, the sweep's arms

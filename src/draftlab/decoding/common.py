@@ -24,7 +24,18 @@ class RoundRecord:
     target_tokens: Tensor | None = None  # [b, S] target argmax after each verified slot (column j is the
     # target's choice for slot j+1; T=0 only)
     extras: dict[str, Tensor] = field(default_factory=dict)  # the proposal step's own [b, ...] records
-    # (DCOCO: transition_scores [b, n−1, K, K], path_<rule> [b, n])
+    # (DCOCO: transition_scores [b, n−1, K, K], path_<rule> [b, n]); a seeded drafter's rounds add the seed
+    # marks (`seed_marks`: seed_ids [b, n], seed_kept [b, n])
+
+
+def seed_marks(block_ids: Tensor, mask_token_id: int, top1: Tensor) -> dict[str, Tensor]:
+    """Per slot of a seeded block: block_ids [b, S] (slot 0 = last committed token, then seeds / MASK), the
+    drafter's top-1 target ids top1 [b, n] -> seed_ids [b, n] (the slot's seed, -1 = unseeded) and seed_kept
+    [b, n] (1 = the drafter kept the seed as its top-1, 0 = it changed it, -1 = unseeded)."""
+    seeds = block_ids[:, 1:]
+    has = seeds != mask_token_id
+    none = torch.full_like(seeds, -1)
+    return {"seed_ids": torch.where(has, seeds, none), "seed_kept": torch.where(has, (top1 == seeds).long(), none)}
 
 
 @dataclass

@@ -6,7 +6,7 @@ stops. Around each round the engine does the per-stream bookkeeping: emit tokens
 EOS / max_new_tokens, drop finished streams (target cache, drafter state, a proposal step that
 tracks streams), feed the committed tokens to whatever tracks them (`TracksStreams`: prompt lookup,
 a seeded drafter's state), compact the caches, record the round (top-K, proposals, the proposal
-step's extras).
+step's extras; for a drafter that says it is `seeded`, per slot its seed and whether its top-1 kept it).
 The drafter and the proposal step are anything that implements `draftlab.decoding.api`; the drafter
 may be None (the proposal step then declares `block_size`).
 """
@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from draftlab.decoding.api import CompactingDrafter, Drafter, DrafterProposal, ProposalStep, TracksStreams
-from draftlab.decoding.common import Clock, GenerationResult, Outputs, RoundRecord, drop_finished, maybe_compact
+from draftlab.decoding.common import (Clock, GenerationResult, Outputs, RoundRecord, drop_finished, maybe_compact,
+                                     seed_marks)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
@@ -92,10 +93,13 @@ class SpeculativeEngine:
     def _record(self, r: RoundResult, rows: list[int], offsets: list[int]) -> RoundRecord:
         ids, logits = r.draft.topk(self.record_topk) if self.drafter is not None else (None, None)  # [b, S, K]
         res, prop = r.result, r.proposal
+        extras = {k: v.float().cpu() if v.is_floating_point() else v.cpu() for k, v in (prop.extras or {}).items()}
+        if ids is not None and getattr(self.drafter, "seeded", False):  # seeds in slots 1..m: what became of them
+            extras.update(seed_marks(r.draft.block_ids.cpu(), self.drafter.mask_token_id, ids[:, 1:, 0].cpu()))
         return RoundRecord(
             stream=torch.tensor(rows), offset=torch.tensor(offsets), accepted=res.accepted.cpu(),
             proposals=prop.tokens.cpu(), topk_ids=None if ids is None else ids[:, 1:].cpu(),
             topk_logits=None if logits is None else logits[:, 1:].float().cpu(),
             target_tokens=None if res.target_tokens is None else res.target_tokens.cpu(),
-            extras={k: v.float().cpu() if v.is_floating_point() else v.cpu() for k, v in (prop.extras or {}).items()},
+            extras=extras,
         )

@@ -147,6 +147,11 @@ class DFlashDrafter(nn.Module):
         return list(self.arch.target_layer_ids)
 
     @property
+    def seeded(self) -> bool:
+        """Whether `block_input` puts seeds in slots 1..m (the engine then records them per round)."""
+        return self.arch.seeded
+
+    @property
     def device(self) -> torch.device:
         return self.fc.weight.device
 

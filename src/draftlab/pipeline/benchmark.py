@@ -49,9 +49,10 @@ def drafter_dtype(name: str, target) -> torch.dtype:
 
 
 def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int, pld=None, block_size: int = 8,
-               names: list[str] | None = None) -> dict:
+               names: list[str] | None = None, seeded_verify=None) -> dict:
     """name -> Arm for every arm of `names` (default: the headline, then the ablation arms; drafters loaded once
-    per folder); pld: the PLDConfig, block_size: S of the drafter-less `pld` arm."""
+    per folder); pld: the PLDConfig, block_size: S of the drafter-less `pld` arm; seeded_verify: the
+    `seeded.verify` section (the dflash-seeded-cut arm's verify width; None = its defaults)."""
     drafters: dict = {}
     dtype = drafter_dtype(cfg.drafter_dtype, target)
 
@@ -60,22 +61,23 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
             drafters[folder] = load_drafter(folder, target, dtype=dtype)
         return drafters[folder]
 
-    ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size)
+    ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size, seeded_verify=seeded_verify)
     return {name: build_arm(name, ctx) for name in (cfg.running_arms() if names is None else names)}
 
 
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
         progress: Callable[[int], Callable[[str], None]] | None = None, pld=None,
-        block_size: int = 8, *, reference: ReferenceConfig) -> tuple[dict, BenchRuns]:
+        block_size: int = 8, *, reference: ReferenceConfig, seeded_verify=None) -> tuple[dict, BenchRuns]:
     """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
     pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms; reference (the
-    reference section) tells which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out."""
+    reference section) tells which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out;
+    seeded_verify (seeded.verify) the dflash-seeded-cut arm's verify width."""
     t_start = time.perf_counter()
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     window = int(getattr(target.config, "max_position_embeddings", 4096))
     suites, pool = select(cfg, data, tok, window, reference)
-    arms = build_arms(target, cfg, checkpoints, pad, pld, block_size)
+    arms = build_arms(target, cfg, checkpoints, pad, pld, block_size, seeded_verify=seeded_verify)
     tick = progress(plan_size(cfg, suites, arms)) if progress else None
     with torch.no_grad():
         runs = run_benchmark(arms, suites, cfg, target.eos_token_ids, target.device, tick, pool)

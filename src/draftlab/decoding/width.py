@@ -1,0 +1,99 @@
+"""Verify-width rules: a proposal step that verifies fewer positions where a (seeded) drafter is unsure.
+
+On a CPU the target's verify pass costs about linearly in the positions it verifies (issue 20 item 4:
+8 positions ~92 ms against ~45 ms for one AR step), so proposing a slot costs time whether or not it is
+accepted. `SpanProposal` wraps the drafter's own choice (or any proposal step) and cuts each stream's
+block to
+    L = m + e,
+where m is the block's seeded span (the leading slots 1..m of `DraftOutput.block_ids` that hold a seed, not
+MASK; 0 for a plain drafter) and e the number of the following slots m+1..m+`extra` the drafter is sure
+of: slot j is added while the drafter's probability that every added slot up to j is right,
+Π_{i=m+1..j} c_i with c_i its top-1 probability at slot i, stays >= `min_prob`. Without a seed and with
+c_1 < min_prob, L = 0: nothing is proposed and the round is one AR step (the target's token after slot 0,
+as `pld` does when nothing matched). Rule `full` proposes the whole block (the inner step unchanged).
+
+A batch verifies W = max_b L_b (one width per verify pass); a stream with L_b < W keeps the inner step's own
+proposals up to W (its q too), which costs nothing extra. Exact by construction:
+- the cut only shortens the inner step's proposal (tokens [:, :W], q [:, :W]); at T=0 every verified
+  token is the target's greedy choice, so the output is AR's token for token;
+- W is a function of the block's input and the drafter's logits only (c_i is read from the logits at
+  temperature 1, never from the sampled tokens), so it is fixed before any proposal is drawn; verifying the
+  first W proposals with the min(1, p/q) rule is lossless for any such W (past the cut the bonus token is
+  drawn from the target's p).
+Every round records `verify_len` [B] (L_b) and `seed_span` [B] (m) in its extras.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from draftlab.decoding.api import DraftOutput, DrafterProposal, Proposal, ProposalStep
+from draftlab.decoding.verify import SamplingParams
+from draftlab.errors import DraftlabError
+
+VERIFY_RULES = ("full", "span")  # seeded.verify.rule: the whole block | the seeded span + sure drafter slots
+
+
+def check_verify(rule: str, extra: int, min_prob: float, block_size: int | None = None,
+                 where: str = "seeded.verify") -> None:
+    """One-line errors naming the `seeded.verify.*` key (the library's check; the config checks the same)."""
+    if rule not in VERIFY_RULES:
+        raise DraftlabError(f"{where}.rule={rule!r} is not valid; choose one of: {', '.join(VERIFY_RULES)}")
+    if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
+        raise DraftlabError(f"{where}.extra={extra!r} must be an integer >= 0 (drafter slots verified after the "
+                            f"seeded span)")
+    if block_size is not None and extra > block_size - 1:
+        raise DraftlabError(f"{where}.extra={extra} must lie in 0..{block_size - 1} (at most S-1 proposals, S = "
+                            f"drafter.block_size={block_size})")
+    if not 0.0 <= min_prob <= 1.0:
+        raise DraftlabError(f"{where}.min_prob={min_prob} must lie in 0..1 (the drafter's probability that the "
+                            f"added slots are right)")
+
+
+def seeded_span(block_ids: Tensor, mask_token_id: int) -> Tensor:
+    """block_ids [B, S] -> m [B] long: the number of leading proposal slots (1..m) that hold a seed (not MASK)."""
+    return (block_ids[:, 1:] != mask_token_id).long().cumprod(-1).sum(-1)
+
+
+def confidence(logits: Tensor) -> Tensor:
+    """Draft logits [B, n, Vd(+1)] of the proposal slots -> the drafter's top-1 probability c [B, n] (softmax at
+    temperature 1: a function of the logits alone, whatever the sampling parameters)."""
+    return logits.float().softmax(-1).amax(-1)
+
+
+def cut_lengths(span: Tensor, conf: Tensor, extra: int, min_prob: float) -> Tensor:
+    """span m [B], c [B, n] -> L [B] in 0..n: m plus the slots m+1..m+extra added while the running product of
+    their c stays >= min_prob."""
+    B, n = conf.shape
+    j = torch.arange(n, device=conf.device)[None, :]  # [1, n] slot j+1
+    after = (j >= span[:, None]) & (j < span[:, None] + extra)  # [B, n] the candidate drafter slots
+    run = torch.where(after, conf, torch.ones_like(conf)).cumprod(-1)  # [B, n] product over added slots up to j
+    sure = (run >= min_prob) & after  # [B, n]
+    ok = sure | (j < span[:, None])  # seeded slots always; then sure slots, prefix only
+    return ok.long().cumprod(-1).sum(-1)
+
+
+class SpanProposal(DrafterProposal):
+    """The verify-width rule (module docstring): `inner` (default: the drafter's own choice) cut to the seeded
+    span + up to `extra` slots the drafter is sure of (`rule="span"`), or left whole (`rule="full"`).
+    mask_token_id: the drafter's MASK id (an unseeded slot of `block_ids`)."""
+
+    def __init__(self, mask_token_id: int, rule: str = "span", extra: int = 3, min_prob: float = 0.15,
+                 inner: ProposalStep | None = None):
+        check_verify(rule, extra, min_prob)
+        self.mask_token_id, self.rule, self.extra, self.min_prob = int(mask_token_id), rule, extra, float(min_prob)
+        self.inner = inner
+
+    def __call__(self, draft: DraftOutput, sp: SamplingParams, generator: torch.Generator | None = None) -> Proposal:
+        base = self.inner(draft, sp, generator) if self.inner is not None else super().__call__(draft, sp, generator)
+        n = base.tokens.shape[1]
+        span = seeded_span(draft.block_ids, self.mask_token_id).to(base.tokens.device)  # [B]
+        if self.rule == "full":
+            L = torch.full_like(span, n)
+        else:
+            L = cut_lengths(span.clamp(max=n), confidence(draft.logits[:, 1:n + 1]).to(span.device), self.extra,
+                            self.min_prob)
+        W = int(L.max()) if L.numel() else 0
+        extras = {**(base.extras or {}), "verify_len": L.cpu(), "seed_span": span.cpu()}
+        q = None if base.q is None else base.q[:, :W]
+        return Proposal(base.tokens[:, :W], q, base.q_vocab, extras)

@@ -1,0 +1,65 @@
+"""tools/verify_cost.py (issue 20 item 4) on a tiny random target: a --tiny --quick run writes a valid
+metrics file (every width, batch and context; plain / seeded drafters with the draft and the full
+vocabulary head; medians inside their intervals), the interval and slope helpers, one-line bad input."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def vc():
+    spec = importlib.util.spec_from_file_location("verify_cost", ROOT / "tools" / "verify_cost.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tiny_run_writes_a_valid_file(vc, tmp_path, capsys):
+    out = tmp_path / "metrics" / "verify_cost.json"
+    rc = vc.main(["--tiny", "--quick", "--reps", "3", "--warmup", "0", "--batches", "1,2", "--contexts", "24",
+                  "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    d = json.loads(out.read_text())
+    assert d["schema"] == vc.SCHEMA and d["setup"]["tiny"] and d["setup"]["quick"]
+    S = d["setup"]["block_size"]
+    assert {(r["batch"], r["context"], r["width"]) for r in d["verify"]} == {
+        (b, 24, w) for b in (1, 2) for w in range(1, S + 1)}
+    for r in d["verify"] + d["draft"]:
+        lo, hi = r["ci_ms"]
+        assert 0 < lo <= r["median_ms"] <= hi and r["n"] == 3
+    names = {r["drafter"] for r in d["draft"]}
+    assert names == {"plain/draft-vocab", "plain/full-vocab", "seeded/draft-vocab", "seeded/full-vocab"}
+    assert {r["head_vocab"] for r in d["draft"]} == {64, 256}
+    assert all(r["seeded"] == r["drafter"].startswith("seeded") for r in d["draft"])
+    for f in d["fits"]:
+        assert f["ar_ms"] > 0 and f["break_even_min_prob"] == pytest.approx(f["per_position_ms"] / f["ar_ms"], rel=1e-4)
+        assert set(f["full_head_extra_ms"]) == {"plain", "seeded"}
+    printed = capsys.readouterr().out
+    assert "break-even min_prob" in printed and "w= 1" in printed and str(out) in printed
+    assert not list(out.parent.glob(".*"))  # written atomically: no temp file left
+
+
+def test_helpers(vc):
+    assert vc.median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)  # few values: [min, max]
+    m, lo, hi = vc.median_ci([float(i) for i in range(1, 101)])
+    assert m == 50.5 and 35 <= lo < m < hi <= 66  # the order statistics around the middle
+    assert vc.slope([1, 2, 3, 4], [5.0, 7.0, 9.0, 11.0]) == pytest.approx(2.0)
+    p = vc.looping_prompts(2, 40, 50, 0)
+    assert [len(x) for x in p] == [40, 40] and all(1 <= t <= 48 for x in p for t in x)
+    assert p[0][1:8] == p[0][25:32]  # the motif repeats: a seeded drafter finds seeds
+
+
+@pytest.mark.parametrize("args,msg", [(["--batches", "0"], "--batches '0' must be a comma list of positive integers"),
+                                      (["--contexts", "x"], "--contexts 'x' must be"),
+                                      (["--reps", "-1"], "--reps -1 must be >= 1")])
+def test_bad_input_is_one_line(vc, tmp_path, capsys, args, msg):
+    assert vc.main(["--tiny", "--quick", "--out", str(tmp_path / "x.json"), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and msg in err and "\n" not in err
+    assert not (tmp_path / "x.json").exists()
