@@ -31,9 +31,11 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 repro: install .dvc
 	dvc repro
 
-# Unit tests, then Triton kernels under the interpreter (own process), then the smoke pipeline.
+# Unit tests (TEST_WORKERS pytest-xdist processes, one test file each at a time; every test is single-threaded),
+# then Triton kernels under the interpreter (own process), then the smoke pipeline.
+TEST_WORKERS ?= 2
 test: install
-	DRAFTLAB_INSTALL_CHROMIUM=1 $(PY) -m pytest tests --ignore=tests/kernels
+	DRAFTLAB_INSTALL_CHROMIUM=1 $(PY) -m pytest tests --ignore=tests/kernels -n $(TEST_WORKERS) --dist loadfile
 	@if ls tests/kernels/test_*.py >/dev/null 2>&1; then TRITON_INTERPRET=1 $(PY) -m pytest tests/kernels -m interpret; fi
 	$(MAKE) --no-print-directory smoke
 
