@@ -163,7 +163,8 @@ def test_stage_trains_when_enabled_and_leaves_a_marker_when_disabled(root, tmp_p
     assert load_drafter("models/drafter/seeded", t).arch.seed == "lookup"
     assert Path("plots/pretrain_seeded_budget.csv").read_text().startswith("step,train_minutes,")
     stage.run(build_params(raw, ["seeded.enabled=false", "seeded.methods=false", "benchmark.arms=[ar,dflash]",
-                                 "benchmark.pairs=[[dflash,ar]]"]))
+                                 "benchmark.pairs=[[dflash,ar]]", "benchmark.ablation_arms=[]",
+                                 "benchmark.concurrency_arms=[ar,dflash]"]))
     assert [f.name for f in Path("models/drafter/seeded").iterdir()] == ["disabled.json"]
     assert json.loads(Path("results/pretrain_seeded.json").read_text())["enabled"] is False
     ctx = ArmContext(t, BenchmarkConfig(), Checkpoints("", "", "", "", "models/drafter/seeded"),

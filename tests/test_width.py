@@ -156,8 +156,10 @@ def test_bad_input_lines(root):
             load_params(root / "params.yaml", [ov])
         assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match=r"^benchmark.arms names 'dflash-seeded-cut' but seeded.enabled=false") as e:
-        load_params(root / "params.yaml", ["seeded.enabled=false", "benchmark.arms=[ar,dflash-seeded-cut]",
-                                           "benchmark.pairs=[]", "benchmark.sampled_arms=[]"])
+        load_params(root / "params.yaml", ["seeded.enabled=false", "seeded.methods=false",
+                                           "benchmark.arms=[ar,dflash-seeded-cut]", "benchmark.pairs=[]",
+                                           "benchmark.sampled_arms=[]", "benchmark.ablation_arms=[]",
+                                           "benchmark.concurrency_arms=[ar]"])
     assert "\n" not in str(e.value)
     for args, msg in ((("cut", 1, 0.5), "seeded.verify.rule='cut'"), (("span", -1, 0.5), "seeded.verify.extra=-1"),
                       (("span", 8, 0.5, 8), r"seeded.verify.extra=8 must lie in 0..7"),
