@@ -270,3 +270,16 @@ def test_plain_drafter_blocks_are_unchanged(llama_target):
         assert torch.equal(ids, o_ids) and torch.equal(vals, o_vals)
         full = candidates(d, torch.cat([h[:, :1], h], 1)[None], K, seeds[None])  # slot 0 prepended
         assert torch.equal(full[0][0], o_ids) and torch.equal(full[1][0], o_vals)
+
+
+def test_scale_grad_keeps_minus_inf_and_scales_the_gradient():
+    """Co-training's per-path gradient weight on the seed column's -inf logits: the value stays x exactly (-inf, not
+    NaN, which top-K would rank first), the gradient is weight × the upstream one."""
+    from draftlab.corrector.base import scale_grad
+
+    x = torch.tensor([1.5, float("-inf"), -2.0], requires_grad=True)
+    for w in (0.1, 0.5):
+        y = scale_grad(x, w)
+        assert torch.equal(y.detach(), x.detach())
+        (g,) = torch.autograd.grad(torch.where(torch.isfinite(y), y, torch.zeros_like(y)).mul(3.0).sum(), x)
+        assert torch.allclose(g, torch.tensor([3.0 * w, 0.0, 3.0 * w]))

@@ -105,8 +105,21 @@ def scale_grad(x: Tensor, weight: float) -> Tensor:
         return x
     if weight == 0.0:
         return x.detach()
-    d = x.detach()
-    return d + weight * (x - d)  # value: exactly x (x − d = 0); gradient: weight
+    return _ScaleGrad.apply(x, weight)  # value: exactly x, -inf entries included (a seed column); gradient: weight
+
+
+class _ScaleGrad(torch.autograd.Function):
+    """Identity forward, gradient × weight backward. (`d + w·(x − d)` with d = x.detach() would turn the seed
+    column's -inf logits into NaN: -inf − -inf.)"""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: float) -> Tensor:
+        ctx.weight = weight
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
+        return grad * ctx.weight, None
 
 
 def target_ids(idx: Tensor, vocab: Tensor | None = None, extra: Tensor | None = None) -> Tensor:
