@@ -76,6 +76,12 @@ def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
     best = out.result.best_metrics.get(rep["sim_tau_split"], {})
     if "seed_hit" in best:  # a seeded drafter: the validation's per-slot seed report at the best step
         res["seed_report"] = {k: best[k] for k in SEED_REPORT}
+    if params.drafter.seed == "none":  # a plain probe's drafter: the comparison's `plain` when the stage's is absent
+        from draftlab.drafter.checkpoint import save_drafter
+
+        save_drafter(out.drafter, work / name / "drafter", info={"probe": name, "sim_tau": rep["sim_tau"]})
+    elif plain_drafter() is not None:
+        res["comparison"] = compare(target, df, out.drafter, params)
     write_json(OUT / f"{name}.json", res)
     return res
 
