@@ -18,6 +18,7 @@ from draftlab.specopd.objectives import BASELINES
 
 LABELS = ("reference", "greedy")  # pretraining labels: the reference token, or the target's greedy token (see PretrainConfig)
 ANCHOR_REGIONS = ("response", "all")  # where pretraining anchors may lie
+TRAIN_ATTENTIONS = ("auto", "split", "dense", "flex")  # the drafter's training attention (DFlashDrafter.train_attention)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,11 +106,15 @@ class Run:
     resume: bool = True  # continue an interrupted run with the same settings from its last checkpoint
     precision: str = "auto"  # auto = 32-true on CPU, bf16-mixed on CUDA
     seed: int = 0
+    # the drafter's training forward (draftlab.drafter.flex): auto = block-sparse flex attention on CUDA, the split
+    # path on CPU (flex attention has no backward there); split | dense (one SDPA call) | flex. Equal results
+    train_attention: str = "auto"
 
     def check_run(self, p: str) -> None:
         for k in ("val_every", "checkpoint_every"):
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
         _choice(f"{p}.precision", self.precision, PRECISIONS)
+        _choice(f"{p}.train_attention", self.train_attention, TRAIN_ATTENTIONS)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -33,6 +33,9 @@ from draftlab.training.features import SequenceSet
 from draftlab.training.fit import TrainResult
 from draftlab.training.pretrain import train_drafter
 
+# run settings that do not change what a run trains (memory and kernel choices): not part of its run key
+NOT_IDENTITY = ("resume", "checkpoint_every", "chunk_rows", "train_attention")
+
 
 @dataclass
 class VariantOutcome:
@@ -112,7 +115,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         vkeys = ckeys if sequential else {kk: vv for kk, vv in ckeys.items() if kk not in seq_keys}
         # the key names what is trained, not the row's name: two rows that train the same thing share one run
         key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), frozen, vkeys, minutes,
-                      {kk: vv for kk, vv in asdict(view).items() if kk not in ("resume", "checkpoint_every", "chunk_rows")},
+                      {kk: vv for kk, vv in asdict(view).items() if kk not in NOT_IDENTITY},
                       {kk: vv for kk, vv in asdict(row).items() if kk not in ("name", "base")})
         log(f"corrector: {v} ({mode_text(row, frozen)}, {minutes:g} min / {view.max_steps or '-'} steps, K={k}, "
             f"corrector {corrector.num_parameters():,} parameters)")
@@ -177,7 +180,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         drafter = load_drafter(base_drafters["pretrained"], target).train()
         view = ccfg.run_settings(pcfg, 0.0, max_steps=steps, k=pcfg.topk)
         key = run_key(seqs.fingerprint(), file_digest(Path(base_drafters["pretrained"])), "dflash-long",
-                      {kk: vv for kk, vv in asdict(view).items() if kk not in ("resume", "checkpoint_every", "chunk_rows")})
+                      {kk: vv for kk, vv in asdict(view).items() if kk not in NOT_IDENTITY})
         log(f"corrector: dflash-long control ({steps} steps of the drafter alone)")
         res = train_drafter(drafter, seqs, view, work_root / "runs" / key, store=store, target=on_fly,
                             logger=logger_for("dflash-long") if logger_for else None, log=log)

@@ -85,6 +85,7 @@ class DrafterModule(L.LightningModule):
                  val_names: list[str] | None = None, target=None, val_labels: str = "greedy", teacher=None):
         super().__init__()
         self.drafter, self.cfg, self.total_steps = drafter, cfg, total_steps
+        drafter.train_attention = getattr(cfg, "train_attention", "auto")  # auto: flex on CUDA, split on CPU
         self.teacher = teacher  # training.distill.TapTeacher when cfg.kd_weight > 0
         if teacher is not None and drafter.seed_column:
             raise DraftlabError("pretrain.kd_weight > 0 with drafter.seed_logit=true is not implemented (the teacher "
