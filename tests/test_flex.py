@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from draftlab.config import PretrainConfig
+from draftlab.config import CorrectorConfig, PretrainConfig, SpecOPDConfig
 from draftlab.drafter import DFlashDrafter, arch_from_target
 from draftlab.drafter import flex as dflex
 from draftlab.drafter import model as dmodel
@@ -138,6 +138,9 @@ def test_choice_and_capability_check(target):
         d.forward_train(*x)
     with pytest.raises(ConfigError, match=r"pretrain.train_attention='sparse' is not valid"):
         PretrainConfig(train_attention="sparse").check("pretrain")
+    # SpecOPD's run settings carry its own choice; co-training's are pretraining's (CorrectorConfig.run_settings)
+    assert SpecOPDConfig(train_attention="dense").run_settings(1, 0.0).train_attention == "dense"
+    assert CorrectorConfig().run_settings(PretrainConfig(train_attention="flex"), 1.0).train_attention == "flex"
 
 
 def test_training_module_sets_the_drafter_attention(target):
