@@ -107,20 +107,22 @@ def config_json(cfg: TargetConfig, prepared: str | Path | None = None) -> Path |
 def target_shape(cfg: TargetConfig, prepared: str | Path | None = None) -> TargetShape:
     """The target's numbers (see the module docstring); a one-line ConfigError when neither source has them."""
     preset = {f.name: getattr(cfg.arch, f.name) for f in fields(cfg.arch)}
-    if cfg.source == "random":  # the random section is the model's own definition
-        r = cfg.random
-        preset.update(num_layers=r.num_layers, hidden_size=r.hidden_size, num_heads=r.num_heads,
-                      num_kv_heads=r.num_kv_heads, head_dim=r.hidden_size // r.num_heads,
-                      intermediate_size=r.intermediate_size, tie_word_embeddings=True)
     vals, source, notes = dict(preset), f"preset target.arch ({cfg.name})", []
-    path = config_json(cfg, prepared)
-    if path is not None:
-        found = _from_json(path)
+    found, where = None, ""
+    if cfg.source == "random":  # the random section is the model's own definition (the vocabulary: its tokenizer's)
+        r = cfg.random
+        found = dict(num_layers=r.num_layers, hidden_size=r.hidden_size, num_heads=r.num_heads,
+                     num_kv_heads=r.num_kv_heads, head_dim=r.hidden_size // r.num_heads,
+                     intermediate_size=r.intermediate_size, tie_word_embeddings=True)
+        where = "target.random"
+    elif (path := config_json(cfg, prepared)) is not None:
+        found, where = _from_json(path), str(path)
+    if found is not None:
         for k, v in found.items():
-            if preset.get(k) and preset[k] != v:
-                notes.append(f"target.arch.{k}={preset[k]} in the preset, {v} in {path}: using {v}")
+            if (isinstance(preset.get(k), bool) or preset.get(k)) and preset[k] != v:
+                notes.append(f"target.arch.{k}={preset[k]} in the preset, {v} in {where}: using {v}")
         vals.update(found)
-        source = str(path)
+        source = where if cfg.source != "random" else f"{where} + the preset's vocabulary"
     if not vals.get("head_dim") and vals.get("hidden_size") and vals.get("num_heads"):
         vals["head_dim"] = vals["hidden_size"] // vals["num_heads"]
     missing = [k for k in REQUIRED if not vals.get(k)]

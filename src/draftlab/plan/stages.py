@@ -175,7 +175,8 @@ def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
     evals = M.specopd_step(t, d, B, L, A, W, s.chunk_rows, s.vocab_chunk, tb, ab, fused, grad=False)
     which, mem = ((f"update: B={_local(B, dev)}{_of(B, dev)}", train) if M.total(train) >= M.total(evals)
                   else (f"T=1 evaluation: B={B}", evals))
-    notes = []
+    notes = [f"update at B={_local(B, dev)}: {M.total(train) / GiB:.1f} GiB; T=1 evaluation at B={B} (no gradients): "
+             f"{M.total(evals) / GiB:.1f} GiB"]
     if "sequential" in s.baselines:  # its rollout records p logits [B, R, W, V] (not chunked)
         seq = B * s.seq_rounds * W * t.vocab * 4
         notes.append(f"the sequential arm's rollout also keeps p logits [B, R, W, V] = {seq / GiB:.1f} GiB")
