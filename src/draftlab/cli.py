@@ -10,6 +10,9 @@
   only `draftlab compose` / `draftlab check` check arm names).
 - `draftlab decode --arm NAME --prompt TEXT`: decode one prompt with any arm of the arm table from the
   pipeline's outputs; prints the text with each token's fate marked, then τ and tokens/s.
+- `draftlab plan [key=value ...] [-S override ...] [--gpus N --gpu-mem GiB --tflops T --json]`: the cost plan
+  (draftlab.plan) of the composition: per stage tokens, FLOPs, time, peak device memory, disk; exit 2 with one
+  line when a step or a cache does not fit.
 - `draftlab explore [--root DIR]`: the Streamlit explorer on 127.0.0.1.
 - `draftlab export DRAFTER_FOLDER OUT [--for dflash|vllm|sglang] [--dtype bfloat16] [--target DIR]`: our
   drafter folder -> the DFlash folder (config.json with dflash_config + model.safetensors) that the
@@ -87,6 +90,16 @@ def cmd_exp(a: argparse.Namespace, rest: list[str]) -> int:
         return 0
     os.execvp("dvc", argv)
     return 0  # not reached
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    from draftlab.plan.report import render
+    from draftlab.plan.stages import Device
+
+    dev = Device(a.device, a.gpus, a.tflops, a.efficiency, a.bandwidth, a.gpu_mem, a.fill, a.tau)
+    text, err = render(validate(a.params, a.overrides, a.set, a.conf), dev, a.json, disk_gib=a.disk)
+    print(text)
+    return _fail(err) if err else 0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -313,6 +326,18 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("-S", "--set", action="append", default=[], metavar="OVERRIDE",
                    help="compose conf/ with this override, as `dvc exp run -S` does (repeatable)")
     c.set_defaults(func=cmd_check)
+
+    c = sub.add_parser("plan", help="the cost plan: per stage tokens, FLOPs, time, peak memory, disk (no weights)")
+    params_args(c)
+    c.add_argument("-S", "--set", action="append", default=[], metavar="OVERRIDE", help="as for check")
+    for flag, kind, default in (("--gpus", int, 1), ("--gpu-mem", float, 80.0), ("--tflops", float, 989.0),
+                                ("--efficiency", float, 0.4), ("--bandwidth", float, 3350.0), ("--fill", float, 1.0),
+                                ("--tau", float, 3.0)):
+        c.add_argument(flag, type=kind, default=default, help=f"(default {default}; see draftlab.plan.stages.Device)")
+    c.add_argument("--disk", type=float, default=None, help="free disk GiB of the run's machine (default: free here)")
+    c.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    c.add_argument("--json", action="store_true", help="machine output")
+    c.set_defaults(func=cmd_plan)
 
     c = sub.add_parser("compose", help="print params.yaml composed from conf/ (target=, profile=, key=value)")
     c.add_argument("--conf", default="conf")

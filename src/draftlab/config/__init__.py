@@ -13,7 +13,7 @@ Name lists belong to the packages that define them (`draftlab.corrector.variants
 """
 from draftlab.config.sections import (  # noqa: F401
     BenchmarkConfig, DataConfig, DrafterConfig, Params, PLDConfig, ProfileConfig, RandomModelConfig, ReferenceConfig,
-    TargetConfig, TrackingConfig,
+    TargetArchConfig, TargetConfig, TrackingConfig,
 )
 from draftlab.config.seeded import SeededConfig  # noqa: F401
 from draftlab.config.training import (  # noqa: F401

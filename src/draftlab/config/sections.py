@@ -41,6 +41,28 @@ class RandomModelConfig:
 
 
 @dataclass
+class TargetArchConfig:
+    """The target's architecture numbers, for `draftlab plan` offline (the presets in conf/target carry them;
+    0 = unknown). A prepared, local or cached hub folder's config.json is read instead when present."""
+
+    num_layers: int = 0
+    hidden_size: int = 0
+    num_heads: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0  # 0 = hidden_size / num_heads
+    intermediate_size: int = 0
+    vocab_size: int = 0
+    tie_word_embeddings: bool = False
+
+    def check(self, p: str) -> None:
+        for k in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size",
+                  "vocab_size"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if self.num_heads and self.num_kv_heads and self.num_heads % self.num_kv_heads:
+            raise ConfigError(f"{p}.num_heads={self.num_heads} must divide by {p}.num_kv_heads={self.num_kv_heads}")
+
+
+@dataclass
 class TargetConfig:
     """Which target (verifier) model, where its weights come from, and how to run it."""
 
@@ -57,6 +79,7 @@ class TargetConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     attn_implementation: str = "sdpa"  # sdpa | eager
     random: RandomModelConfig = field(default_factory=RandomModelConfig)
+    arch: TargetArchConfig = field(default_factory=TargetArchConfig)  # architecture numbers (draftlab plan)
 
     def check(self, p: str) -> None:
         _choice(f"{p}.source", self.source, ("packaged-gguf", "local", "hub", "random"))
@@ -68,6 +91,7 @@ class TargetConfig:
         if self.source in ("local", "hub") and not self.path:
             raise ConfigError(f"{p}.path must name a folder or hub id when {p}.source={self.source}")
         self.random.check(f"{p}.random")
+        self.arch.check(f"{p}.arch")
 
 
 @dataclass
