@@ -160,7 +160,7 @@ class FeatureStore:
 
         key = cls.key(target_key or target_fingerprint(target), seqs, taps, dtype)
         return rank_zero_first(lambda: cls._open_or_build(root, key, target, seqs, taps, batch_tokens, dtype, log),
-                               torch.device(target.device).type)
+                               torch.device(getattr(target, "device", "cpu")).type)
 
     @classmethod
     def _open_or_build(cls, root: str | Path, key: str, target, seqs: SequenceSet, taps: list[int], batch_tokens: int,

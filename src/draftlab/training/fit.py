@@ -102,11 +102,10 @@ def placement(device: torch.device, par: TrainerConfig) -> dict:
     accel, devices = accelerator(device)
     if par.world == 1:
         return {"accelerator": accel, "devices": devices}
-    from lightning.pytorch.strategies import DDPStrategy
-
     dist.ensure_group(device.type)
     # find_unused_parameters: a co-training warm-up leaves the drafter's parameters without gradients
-    strategy = DDPStrategy(process_group_backend="nccl" if accel == "gpu" else "gloo", find_unused_parameters=True)
+    strategy = dist.StreamKeepingDDP(process_group_backend="nccl" if accel == "gpu" else "gloo",
+                                     find_unused_parameters=True)
     return {"accelerator": accel, "devices": par.devices, "num_nodes": par.num_nodes, "strategy": strategy}
 
 
