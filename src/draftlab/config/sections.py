@@ -8,6 +8,7 @@ from typing import Collection
 from draftlab.config.benchmark import BenchmarkConfig, PLDConfig
 from draftlab.config.checks import _choice, _positive, _unit, check_suite
 from draftlab.config.seeded import SeededConfig
+from draftlab.config.trainer import TrainerConfig
 from draftlab.config.training import CorrectorConfig, PretrainConfig, SpecOPDConfig
 from draftlab.data.suites import CHAT_SUITE, EVAL_SUITES, SUITES, check_suite_name, load_local_file, load_local_jsonl
 from draftlab.errors import ConfigError, DraftlabError
@@ -261,10 +262,12 @@ class Params:
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     pld: PLDConfig = field(default_factory=PLDConfig)
     seeded: SeededConfig = field(default_factory=SeededConfig)  # the seeded drafter beside the plain one
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)  # processes / devices of the training stages
 
     def check_across(self) -> None:
         """Checks that involve two sections (each section's own `check` has run)."""
         S = self.drafter.block_size
+        self.trainer.check_machine("trainer", self.target.device)
         if self.pretrain.seed_dropout and self.drafter.seed == "none":
             raise ConfigError(f"pretrain.seed_dropout={self.pretrain.seed_dropout} needs seeds to drop: set "
                               f"drafter.seed=lookup (or pretrain.seed_dropout=0)")
