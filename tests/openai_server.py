@@ -42,12 +42,13 @@ def make_app(target, name: str, token_ids: bool):
         gen = dict(max_new_tokens=int(req.get("max_tokens", 16)), eos_token_id=stop_ids or None,
                    pad_token_id=stop_ids[0] if stop_ids else 0)
         if temperature > 0:
-            torch.manual_seed(int(req.get("seed") or 0))
             gen.update(do_sample=True, temperature=temperature, top_p=float(req.get("top_p", 1.0)),
                        top_k=int(req.get("top_k") or 0) or None)
         else:
             gen.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        with lock, torch.no_grad():
+        with lock, torch.no_grad():  # one request at a time: the seed below is the global torch RNG's
+            if temperature > 0:
+                torch.manual_seed(int(req.get("seed") or 0))
             out = target.model.generate(input_ids=torch.tensor([prompt]), **gen)[0, len(prompt):].tolist()
         cut = next((j + 1 for j, t in enumerate(out) if t in stop_ids), None)
         out = out[:cut] if cut is not None else out

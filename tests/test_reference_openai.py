@@ -88,7 +88,7 @@ def test_openai_rows_are_deterministic_resumable_and_equal_the_ar_engine(server,
     assert [r["finish_reason"] for r in rows] == [r["finish_reason"] for r in ar_rows]
     a = stats["agreement"]
     assert (a["sample"], a["identical"], a["rate"], a["below_threshold"]) == (4, 4, 1.0, False)
-    assert stats["servers"] == {server: 10} and stats["server_models"] == [NAME] and stats["batches"] == 3
+    assert stats["servers"] == [{"url": server, "rows": 10}] and stats["server_models"] == [NAME] and stats["batches"] == 3
     # a second run asks again (fresh work folder): the same greedy tokens
     again, _ = generate_references(target, prompts, engine="openai", client=client, shards=tmp_path / "b", **ARGS)
     assert [r["response_ids"] for r in again] == [r["response_ids"] for r in rows]
@@ -108,6 +108,19 @@ def test_request_sends_token_ids_and_explicit_greedy_settings(server, target):
     sampled = OpenAIEngine([server], [EOS], concurrency=1, retries=0, temperature=0.7, top_k=20)
     q = sampled.payload([4], 3, NAME, seed=11)
     assert (q["temperature"], q["top_k"], q["seed"]) == (0.7, 20, 11)
+
+
+def test_sampled_references_ask_each_prompt_with_its_own_seed(server, target, tmp_path):
+    """At T > 0 each request carries a seed from (reference.seed, prompt id): a re-run asks the same, so the
+    sampled rows repeat; another reference.seed asks other seeds. No agreement reading for sampled runs."""
+    prompts = _prompts()
+    client = OpenAIEngine([server], target.eos_token_ids, concurrency=2, retries=0, temperature=1.0)
+    kw = dict(ARGS, temperature=1.0, engine="openai", client=client, agreement_sample=4)
+    a, st = generate_references(target, prompts, seed=0, **kw)
+    b, _ = generate_references(target, prompts, seed=0, **kw)
+    c, _ = generate_references(target, prompts, seed=1, **kw)
+    assert [r["response_ids"] for r in a] == [r["response_ids"] for r in b] != [r["response_ids"] for r in c]
+    assert "agreement" not in st
 
 
 # response bodies as vLLM and SGLang write them (docs/references.md names the source files and commits read)

@@ -147,7 +147,8 @@ def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: in
              "batches": len(plan_idx), "batches_resumed": resumed, "batches_generated": len(plan_idx) - resumed,
              "generated_tokens": n_gen_tokens, "generation_s": gen_wall}
     if engine == "openai":
-        stats["servers"] = {u: sum(r["server"] == u for r in rows) for u in sorted({r["server"] for r in rows})}
+        stats["servers"] = [{"url": u, "rows": sum(r["server"] == u for r in rows)}  # a list: URLs are no metric names
+                            for u in sorted({r["server"] for r in rows})]
         stats["server_models"] = sorted({r["server_model"] for r in rows})
         if temperature == 0 and agreement_sample > 0:
             a = _agreement(client, prompts, rows, max_new_tokens, agreement_sample, agreement_threshold, seed)
