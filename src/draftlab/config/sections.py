@@ -172,9 +172,30 @@ class ReferenceConfig:
     # ar: the project's AR engine (finished streams dropped, in-place KV, prefill logits of the last
     # token only; 1.26x `generate` on 128 ShareGPT prompts, identical tokens); hf: transformers `generate`
     engine: str = "ar"
+    # engine openai: OpenAI-compatible servers (vLLM, SGLang) answer /v1/completions with token-id prompts
+    # (docs/references.md); each batch's prompts are spread over servers x concurrency requests in flight
+    servers: list[str] = field(default_factory=list)  # base URLs, e.g. http://gpu1:8000 (no /v1)
+    server_model: str = ""  # the model name every server must list at /v1/models ("" = the one each lists)
+    concurrency: int = 8  # requests in flight per server
+    timeout_s: float = 600.0  # per request
+    retries: int = 3  # per request, after a connection error, timeout or 5xx (then the run stops, resumable)
+    agreement_sample: int = 32  # greedy: prompts sent a second time; the report gives the share answered alike
+    agreement_threshold: float = 0.95  # the report flags an agreement rate below this (a reading, not a failure)
 
     def check(self, p: str) -> None:
-        _choice(f"{p}.engine", self.engine, ("ar", "hf"))
+        _choice(f"{p}.engine", self.engine, ("ar", "hf", "openai"))
+        if self.engine == "openai":
+            if not self.servers:
+                raise ConfigError(f"{p}.servers is empty but {p}.engine=openai; list the servers' base URLs, e.g. "
+                                  f"{p}.servers='[http://127.0.0.1:8000]', or set {p}.engine=ar")
+            for u in self.servers:
+                if not isinstance(u, str) or not u.startswith(("http://", "https://")):
+                    raise ConfigError(f"{p}.servers has {u!r}; each entry must be an http:// or https:// base URL")
+        _positive(f"{p}.concurrency", self.concurrency)
+        _positive(f"{p}.timeout_s", self.timeout_s)
+        _positive(f"{p}.retries", self.retries, allow_zero=True)
+        _positive(f"{p}.agreement_sample", self.agreement_sample, allow_zero=True)
+        _unit(f"{p}.agreement_threshold", self.agreement_threshold)
         _positive(f"{p}.num_train_prompts", self.num_train_prompts)
         _positive(f"{p}.num_heldout_prompts", self.num_heldout_prompts, allow_zero=True)
         _positive(f"{p}.num_eval_per_suite", self.num_eval_per_suite, allow_zero=True)
