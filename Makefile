@@ -10,7 +10,7 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export PYTHONWARNINGS := ignore
 
-.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry check exp
+.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry check exp speculators-env
 
 install: $(STAMP)
 
@@ -78,6 +78,17 @@ MLFLOW_DB ?= mlruns.db
 mlflow-ui: install
 	@test -f $(MLFLOW_DB) || { echo "error: no MLflow store at $(MLFLOW_DB) yet: every stage logs a run there (make repro, or make smoke and MLFLOW_DB=.smoke/mlruns.db)" >&2; exit 2; }
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_DB)) --host 127.0.0.1 --port 5000 --workers 1
+
+# vLLM's speculators 0.9.0 (its DFlash converter) in a separate venv: it pins transformers<=5.19, the project runs
+# 5.24. tests/test_export_speculators.py runs the converter on an export when $(SPEC_VENV) exists (docs/export.md).
+SPEC_VENV ?= .specenv
+SPEC_PIP := $(SPEC_VENV)/bin/python -m pip --disable-pip-version-check -q
+speculators-env:
+	test -x $(SPEC_VENV)/bin/python || python3 -m venv $(SPEC_VENV)
+	$(SPEC_PIP) install torch==2.13.0 2>&1 | grep -v "is ignored" || true
+	$(SPEC_PIP) install --no-deps speculators==0.9.0 hs-connectors==0.9.0 2>&1 | grep -v "is ignored" || true
+	$(SPEC_PIP) install -r requirements-speculators.txt 2>&1 | grep -v "is ignored" || true
+	$(SPEC_VENV)/bin/python -c "import speculators.convert.entrypoints"
 
 clean-smoke:
 	rm -rf .smoke

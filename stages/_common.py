@@ -1,6 +1,7 @@
 """Shared CLI glue for stage scripts: parse `key=value` overrides, load and validate params.yaml (arm
 names against the arm table), set threads and seeds, and turn a `DraftlabError` into one line on
-stderr (exit 2); for an unreadable input file that line also names the stage that rebuilds it. And
+stderr (exit 2); for an unreadable input file that line also names the stage that rebuilds it; a
+training stage on several devices (params.trainer) re-executed under torchrun when started plainly. And
 each stage's two report files: the full detail `results/<stage>.json` (a DVC out, `cache: false`) and
 the few headline numbers `metrics/<stage>.json` (a DVC metric, so `dvc metrics show` stays one screen)."""
 from __future__ import annotations
@@ -61,7 +62,15 @@ def write_report(stage: str, report: dict, rows: dict[str, dict] | None = None) 
     return (detail,)
 
 
-def stage_main(name: str, run: Callable, argv: list[str] | None = None) -> int:
+def relaunch_command(devices: int, script: str, argv: list[str]) -> list[str]:
+    """The command that runs this stage as `devices` processes on this node (torchrun, standalone)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}", script, *argv]
+
+
+def stage_main(name: str, run: Callable, argv: list[str] | None = None, distributed: bool = False) -> int:
+    """Parse, validate and run a stage. `distributed`: a training stage, which runs on params.trainer's
+    processes: started as one process with trainer.devices > 1 on one node, it re-executes itself under
+    torchrun (every rank then runs it; `draftlab.training.dist`)."""
     os.environ.setdefault("DVC_NO_ANALYTICS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -75,6 +84,16 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None) -> int:
     t0 = time.time()
     try:
         params = load_params(PARAMS, argv, arms=arm_names())
+        if distributed:
+            from draftlab.config.trainer import launched
+            from draftlab.training.dist import configure
+
+            if params.trainer.world > 1 and launched()[0] == 1:  # num_nodes == 1 here (checked)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                cmd = relaunch_command(params.trainer.devices, sys.argv[0], argv)
+                os.execv(cmd[0], cmd)
+            configure(params.trainer)
         import torch
 
         if params.profile.threads:
@@ -92,5 +111,6 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"[{name}] interrupted; outputs were not replaced (re-run to resume)", file=sys.stderr)
         return 130
-    print(f"[{name}] done in {time.time() - t0:.1f}s", file=sys.stderr)
+    if os.environ.get("RANK", "0") in ("", "0"):
+        print(f"[{name}] done in {time.time() - t0:.1f}s", file=sys.stderr)
     return 0

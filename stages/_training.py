@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -14,9 +15,10 @@ REFERENCES = Path("data/references.parquet")
 
 
 def stage_log(stage: str) -> Callable[[str], None]:
-    """A log function that writes `[stage] msg` lines to stderr."""
+    """A log function that writes `[stage] msg` lines to stderr (under DDP: rank 0's only)."""
     def log(msg: str) -> None:
-        print(f"[{stage}] {msg}", file=sys.stderr, flush=True)
+        if os.environ.get("RANK", "0") in ("", "0"):
+            print(f"[{stage}] {msg}", file=sys.stderr, flush=True)
 
     return log
 
@@ -33,8 +35,11 @@ def load_inputs(params):
     from draftlab.io import read_parquet
     from draftlab.verifier.load import load_target
 
+    from draftlab.training.dist import local_device
+
     t = params.target
-    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
+    # under DDP each rank's target on its local rank's device (cuda -> cuda:LOCAL_RANK)
+    target = load_target(TARGET, local_device(t.device), t.dtype, t.attn_implementation)
     return target, read_parquet(REFERENCES)
 
 

@@ -2,6 +2,11 @@
 (every section, the rules across sections, arm names against the arm table, every record of every
 local prompt file), so a typo or an unknown arm fails here in one line, before DVC removes any output.
 
+It also runs the cost plan's memory and disk check (`draftlab.plan.report.check_run`) for the device the run
+will use: each stage's largest step against a CUDA device's memory (target.device; auto = CUDA when present)
+or, on CPU, the machine's physical RAM, and each feature cache against the free disk; a step or cache that does
+not fit is one line naming the key to change (`draftlab plan` prints the terms).
+
 It always runs (a few seconds) and writes, atomically and only after the checks pass:
 - data/checks/params.ok: constant text; every stage depends on it, so it orders them after this one
   and never makes one re-run;
@@ -37,8 +42,10 @@ def run(params) -> None:
     from pathlib import Path
 
     from draftlab.io import atomic_write
-    from draftlab.pipeline.layout import CHECKS
+    from draftlab.pipeline.layout import CHECKS, TARGET
+    from draftlab.plan.report import check_run
 
+    print(f"memory: {check_run(params, TARGET)}")
     out = Path(CHECKS)
     for stage, files in local_files(params).items():
         record = {name: {"path": path, "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}

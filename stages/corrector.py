@@ -42,6 +42,7 @@ def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.pipeline.layout import method_base
     from draftlab.tracking import lightning_logger
+    from draftlab.training.dist import is_rank_zero
     from draftlab.pipeline.corrector import cotrain_from_references, specopd_bases
 
     t, c = params.target, params.corrector
@@ -62,6 +63,8 @@ def run(params) -> None:
         # "pretrained" is the variants' name for the stage's own base (corrector.variants.BASES): the method base here
         out = cotrain_from_references(target, df, c, params.pretrain, {"pretrained": base.folder, **specopd}, WORK,
                                       feature_roots=[PRETRAIN_FEATURES], logger_for=logger_for, log=_log)
+        if not is_rank_zero():  # DDP: the other ranks trained their shares; rank 0 writes the outputs
+            return
         out.report["specopd_base_choice"] = choice
         out.report.update(base.record())
         info = {"stage": "corrector", "profile": params.profile.name, "target": t.name, **base.record()}
@@ -113,4 +116,4 @@ def check_specopd_base(specopd: dict[str, str], base, variants: list[str]) -> No
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main("corrector", run))
+    raise SystemExit(stage_main("corrector", run, distributed=True))

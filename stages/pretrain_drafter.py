@@ -30,6 +30,7 @@ def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.pipeline.pretrain_drafter import pretrain_from_references
     from draftlab.tracking import lightning_logger
+    from draftlab.training.dist import is_rank_zero
 
     t = params.target
     require_references()
@@ -37,6 +38,8 @@ def run(params) -> None:
     with training_run("pretrain_drafter", params, ("target", "profile", "drafter", "pretrain")) as mlrun:
         logger = lightning_logger(mlrun, params.tracking.experiment)
         out = pretrain_from_references(target, df, params.drafter, params.pretrain, WORK, logger=logger, log=_log)
+        if not is_rank_zero():  # DDP: the other ranks trained their shares; rank 0 writes the outputs
+            return
         rep = out.report
         save_drafter(out.drafter, OUT, info={"stage": "pretrain_drafter", "profile": params.profile.name,
                                              "target": t.name, "best_step": rep["best_step"], "sim_tau": rep["sim_tau"]})
@@ -47,4 +50,4 @@ def run(params) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main("pretrain_drafter", run))
+    raise SystemExit(stage_main("pretrain_drafter", run, distributed=True))

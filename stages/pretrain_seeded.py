@@ -58,9 +58,11 @@ def run(params) -> None:
     from draftlab.drafter.checkpoint import load_drafter, save_drafter
     from draftlab.pipeline.seeded import pretrain_seeded
     from draftlab.tracking import lightning_logger
+    from draftlab.training.dist import is_rank_zero
 
     if not params.seeded.enabled:
-        write_disabled(params)
+        if is_rank_zero():
+            write_disabled(params)
         return
     t = params.target
     require_references()
@@ -71,6 +73,8 @@ def run(params) -> None:
         logger = lightning_logger(mlrun, params.tracking.experiment)
         out = pretrain_seeded(target, df, plain, dcfg, pcfg, params.pld, WORK, logger=logger, log=_log,
                               seed=params.profile.seed, feature_root=FEATURES)
+        if not is_rank_zero():  # DDP: the other ranks trained their shares; rank 0 writes the outputs
+            return
         rep = {**out.report, "enabled": True, "seed": dcfg.seed, "seed_logit": dcfg.seed_logit,
                "overrides": {"drafter": dict(params.seeded.drafter), "pretrain": dict(params.seeded.pretrain)}}
         save_drafter(out.drafter, OUT, info={"stage": "pretrain_seeded", "profile": params.profile.name,
@@ -83,4 +87,4 @@ def run(params) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main("pretrain_seeded", run))
+    raise SystemExit(stage_main("pretrain_seeded", run, distributed=True))

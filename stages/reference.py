@@ -2,7 +2,9 @@
 (data/references.parquet), the drafter's training and validation data.
 
 Finished batches go to the work folder data/references.shards/ (plan.json + batch-NNNNN.parquet) as they
-finish, so a killed run resumes from them; the folder is deleted once the final file and report are written."""
+finish, so a killed run resumes from them; the folder is deleted once the final file and report are written.
+With reference.engine=openai the servers in reference.servers generate (docs/references.md) and only the
+target's tokenizer, config and EOS ids are read here."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,11 +25,18 @@ def run(params) -> None:
     from draftlab.data.references import select_prompts
     from draftlab.io import write_parquet
     from draftlab.pipeline.reference import generate_references
-    from draftlab.verifier.load import load_target
+    from draftlab.pipeline.openai_engine import OpenAIEngine
+    from draftlab.verifier.load import load_target, load_target_info
     from draftlab.tracking import stage_run
 
     cfg, t = params.reference, params.target
-    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
+    client = None
+    if cfg.engine == "openai":
+        target = load_target_info(TARGET)
+        client = OpenAIEngine(cfg.servers, target.eos_token_ids, cfg.server_model, cfg.concurrency, cfg.timeout_s,
+                              cfg.retries, cfg.temperature, cfg.top_p, cfg.top_k)
+    else:
+        target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
     window = int(getattr(target.config, "max_position_embeddings", 4096))
     prompts, sel = select_prompts(params.data, cfg, target.tokenizer, window)
     p = to_dict(params)
@@ -35,7 +44,10 @@ def run(params) -> None:
                    {"target": t.name, "profile": params.profile.name}) as mlrun:
         rows, stats = generate_references(target, prompts, cfg.max_new_tokens, cfg.batch_size, cfg.temperature,
                                           cfg.top_p, cfg.top_k, cfg.seed, engine=cfg.engine,
-                                          shards=SHARDS, identity={"target": p["target"]})
+                                          shards=SHARDS, identity={"target": p["target"], **(
+                                              {"server_model": sorted(set(client.models.values()))} if client else {})},
+                                          client=client, agreement_sample=cfg.agreement_sample,
+                                          agreement_threshold=cfg.agreement_threshold)
         df = pd.DataFrame(rows)
         write_parquet(OUT, df)
         per_split = {s: {"sequences": int((df.split == s).sum()),

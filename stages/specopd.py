@@ -37,6 +37,7 @@ def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.pipeline.layout import method_base
     from draftlab.tracking import lightning_logger
+    from draftlab.training.dist import is_rank_zero
     from draftlab.pipeline.specopd import specopd_from_references
 
     t, cfg = params.target, params.specopd
@@ -50,6 +51,8 @@ def run(params) -> None:
     with training_run("specopd", params, ("target", "profile", "specopd", "seeded")) as mlrun:
         out = specopd_from_references(target, df, cfg, base.folder, WORK, FEATURES,
                                       logger=lightning_logger(mlrun, params.tracking.experiment), log=_log)
+        if not is_rank_zero():  # DDP: the other ranks trained their shares; rank 0 writes the outputs
+            return
         rep = {**out.report, **base.record(), "target": t.name, "profile": params.profile.name}
         for name, (drafter, sel) in out.states().items():
             save_drafter(drafter, OUT / name, info={"stage": "specopd", "profile": params.profile.name,
@@ -68,4 +71,4 @@ def run(params) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main("specopd", run))
+    raise SystemExit(stage_main("specopd", run, distributed=True))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from draftlab.cli import Mark, legend, mark_tokens, render, seed_counts
+from draftlab.bench.marks import Mark, legend, mark_tokens, render, seed_counts
 from draftlab.decoding.common import GenerationResult, RoundRecord
 
 DRAFTLAB = Path(sys.executable).parent / "draftlab"

@@ -20,7 +20,7 @@ LAYERS = [
     ["drafter"],
     ["decoding"],
     ["corrector", "specopd"],
-    ["config", "params"],
+    ["config", "params", "plan"],
     ["training", "tracking"],
     ["bench"],
     ["pipeline"],

@@ -8,7 +8,8 @@ bf16 autocast) and records, for each of
               step-0 `heldout_tv` runs per batch),
     update    one full SpecOPD update (terms, backward, AdamW step),
 the median seconds and the peak allocated device memory (`torch.cuda.max_memory_allocated`, reset
-before each). `--dry` runs the same code at tiny sizes on CPU (no peak memory there: the CPU test of
+before each), beside the cost plan's prediction for the same step (`draftlab.plan.memory.specopd_step`, the
+model `draftlab plan` sums; issue 21 item 1). `--dry` runs the same code at tiny sizes on CPU (no peak memory there: the CPU test of
 bounded memory is tests/test_chunked.py, measured with the torch profiler).
 
 Kept apart from gpu_check.py (already ~1,100 lines); it reaches the library and gpu_check's helpers
@@ -58,6 +59,19 @@ def _measure(g, ctx, fn, steps: int) -> dict:
     return out
 
 
+def predicted_gib(target, drafter, s: dict, cuda: bool) -> dict:
+    """The plan's peak for each case at this shape (bf16 activations on CUDA; the target's own dtype)."""
+    from draftlab.plan import memory as M
+    from draftlab.plan.arch import shapes_of
+
+    t, d = shapes_of(target, drafter)
+    tb, ab = target.embed_tokens.weight.element_size(), 2 if cuda else 4
+    kw = dict(B=s["B"], L=s["L"], A=s["A"], W=s["W"], chunk=s["chunk_rows"], vocab_chunk=s["vocab_chunk"], tb=tb,
+              ab=ab, fused=cuda)
+    return {name: M.total(M.specopd_step(t, d, grad=grad, **kw)) / 2 ** 30
+            for name, grad in (("t1_eval", False), ("update", True))}
+
+
 def section_specopd_scale(g, ctx) -> dict:
     import torch
 
@@ -90,12 +104,13 @@ def section_specopd_scale(g, ctx) -> dict:
         opt.zero_grad(set_to_none=True)
         return {"positions": t.positions, "loss": float(loss.detach())}
 
+    predicted = predicted_gib(target, drafter, s, ctx.dev.type == "cuda")
     for name, fn in (("t1_eval", t1_eval), ("update", update)):
         if ctx.budget.left() < 5:
             res["errors"].append({"case": name, "error": "skipped: time budget spent"})
             continue
         try:
-            res["cases"][name] = _measure(g, ctx, fn, s["steps"])
+            res["cases"][name] = {**_measure(g, ctx, fn, s["steps"]), "predicted_gib": predicted[name]}
         except Exception as e:  # an out-of-memory is a result: recorded, the next case still runs
             res["errors"].append({"case": name, "error": g.one_line(e)})
         if ctx.dev.type == "cuda":
@@ -112,9 +127,11 @@ def render_scale(sp: dict) -> list[str]:
     f = lambda x, fmt: "–" if x is None else fmt.format(x)  # noqa: E731
     lines = ["", f"### 5. SpecOPD at the gpu profile's shape (B={sp['B']}, A={sp['A']}, W={sp['W']}, L={sp['L']}, "
                  f"V={sp['vocab']:,}; chunk_rows {sp['chunk_rows']}, vocab_chunk {sp['vocab_chunk']}; {sp['precision']})",
-             "", "| case | supervised positions | s | peak allocated GiB |", "|---|---|---|---|"]
+             "", "| case | supervised positions | s | peak allocated GiB | predicted GiB (draftlab plan) |",
+             "|---|---|---|---|---|"]
     for name, c in sp["cases"].items():
-        lines.append(f"| {name} | {c.get('positions')} | {f(c.get('s'), '{:.3f}')} | {f(c.get('peak_gib'), '{:.1f}')} |")
+        lines.append(f"| {name} | {c.get('positions')} | {f(c.get('s'), '{:.3f}')} | {f(c.get('peak_gib'), '{:.1f}')} | "
+                     f"{f(c.get('predicted_gib'), '{:.1f}')} |")
     if sp.get("device_memory_gib"):
         lines.append(f"\nDevice memory: {sp['device_memory_gib']:.0f} GiB.")
     for err in sp.get("errors", []):

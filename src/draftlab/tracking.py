@@ -82,7 +82,9 @@ class StageRun:
 
 @contextlib.contextmanager
 def stage_run(stage: str, params: dict[str, Any], cfg: TrackingConfig, tags: dict[str, Any] | None = None) -> Iterator[StageRun]:
-    if not cfg.enabled:
+    from draftlab.training.dist import is_rank_zero
+
+    if not cfg.enabled or not is_rank_zero():  # under DDP one MLflow run, rank 0's
         yield StageRun(None, None, "")
         return
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")

@@ -7,7 +7,9 @@
   stream's last token.
 - speedup: aggregate tokens/s over the AR arm's on the same prompts in the same run (an arm that decoded
   fewer prompts — an ablation arm, a T>0 subset — against AR on those prompts only).
-- round split: mean seconds per round of each phase (draft / propose / verify / book; AR: verify / book).
+- round split: mean seconds per round of each phase (draft / propose / verify / commit; AR: verify / commit),
+  from the engines' `PhaseTimer` (CUDA events on a GPU, perf_counter on CPU); `round_wall_ms`: the mean
+  wall time of a round, read at its one synchronisation (None for a peer's opaque loop).
 - coverage[j][k]: share of slots j whose finally committed token (the output token at that position)
   is among the drafter's top-k there; oracle τ: per round, slots accepted while that token is in the
   top-K (an ideal re-selector), + 1; reachable oracle τ (`oracle_tau_reachable`): the same with slot 1
@@ -92,6 +94,7 @@ def group_metrics(runs: list[BatchRun]) -> dict:
         "prefill_s": sum(r.prefill_s for r in res) / max(len(res), 1),
         "rounds": R, "round_ms": {p: 1e3 * float(v) for p, v in zip(phases, round_s)},
         "round_total_ms": 1e3 * float(round_s.sum()),
+        "round_wall_ms": _round_wall_ms(res),
     }
     total = float(round_s.sum())
     m["round_share"] = {p: (float(v) / total if total > 0 else None) for p, v in zip(phases, round_s)}
@@ -108,6 +111,12 @@ def group_metrics(runs: list[BatchRun]) -> dict:
     if sources:
         m["sources"] = sources
     return m
+
+
+def _round_wall_ms(res) -> float | None:
+    """Mean wall ms per round over the runs that timed their rounds (None when none did)."""
+    walls = [r.round_wall for r in res if r.round_wall is not None and r.round_wall.numel()]
+    return 1e3 * float(torch.cat(walls).mean()) if walls else None
 
 
 def source_metrics(runs: list[BatchRun]) -> dict:

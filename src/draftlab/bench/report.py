@@ -5,16 +5,20 @@ speedup per temperature with the half-width of their interval, so `dvc metrics s
 arm), plot CSVs (τ per slot, coverage, speedup per suite, throughput vs concurrency, and per arm the peers
 table: τ, tokens/s, ratio to AR, the tokens-equal-AR flag and the proposal sources; τ and tokens/s by
 position in the answer) and the per-round Parquet file for the explorer. Every row of every table carries
-`ablation` (the arm is one of `benchmark.ablation_arms`: a smaller sample). Every file is written atomically
-(draftlab.io)."""
+`ablation` (the arm is one of `benchmark.ablation_arms`: a smaller sample). Every figure is an in-engine one
+(draftlab's own engine: eager PyTorch on the HF model code, not a serving engine's): `setup.engine` says so
+and how the rounds were timed, and every table with tokens/s carries `engine: draftlab` (a serving engine's
+rows, `tools/serve_bench.py`, carry `engine: vllm|sglang`). Every file is written atomically (draftlab.io)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from draftlab.bench.metrics import round_hits
 from draftlab.bench.runner import BatchRun
+from draftlab.decoding.common import PhaseTimer
 from draftlab.io import atomic_write, write_json, write_json_folder, write_parquet
 
 DETAIL = "results/benchmark.json"
@@ -29,6 +33,18 @@ PLOTS = {
     "peers": "plots/benchmark_peers.csv",
     "positions": "plots/benchmark_positions.csv",
 }
+ENGINE = "draftlab"  # the engine behind every figure of this report
+ENGINE_TABLES = ("speedup", "concurrency", "peers", "positions")  # the plot tables with tokens/s
+
+
+def engine_label(device) -> dict:
+    """`setup.engine`: what the report's tokens/s are (in-engine) and how the engine timed its rounds."""
+    return {"name": ENGINE, "tokens_per_s": "in-engine",
+            "what": "draftlab's own engine (eager PyTorch on the Hugging Face model code, ragged batches): "
+                    "the method's speed in this engine, not a serving engine's (vLLM / SGLang: tools/serve_bench.py)",
+            "phase_timing": PhaseTimer(torch.device(device)).method}
+
+
 CONC_COLS = ("tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream", "tau", "tau_ratio", "tokens_per_s_ratio",
              "round_total_ms", "propose_ms", "round_overhead_ms")
 
@@ -84,7 +100,11 @@ def plot_frames(detail: dict) -> dict[str, pd.DataFrame]:
     }
     rows = {"peers": peer_rows(detail.get("summary", {})), "tau_per_slot": slot_rows, "coverage": cov_rows,
             "speedup": sp_rows, "concurrency": conc_rows, "positions": pos_rows}
-    return {k: pd.DataFrame(rows[k], columns=cols[k]) for k in cols}
+    frames = {k: pd.DataFrame(rows[k], columns=cols[k]) for k in cols}
+    engine = (detail.get("setup") or {}).get("engine", {}).get("name", ENGINE)
+    for k in ENGINE_TABLES:
+        frames[k]["engine"] = engine  # in-engine tokens/s, labelled as such
+    return frames
 
 
 COPY_COLS = ("copy_share", "repeat_share", "loop_share")

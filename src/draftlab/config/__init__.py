@@ -6,6 +6,7 @@ Plain dataclasses, no OmegaConf: loading, validating and composing params.yaml l
 - `draftlab.config.benchmark`: the benchmark and pld sections;
 - `draftlab.config.training`: pretrain, specopd, corrector and the parts they share (`Budget`,
   `Optim`, `Schedule`, `Batches`, `Validation`, `Run`);
+- `draftlab.config.trainer`: the `trainer` section (devices / DDP of the training stages);
 - `draftlab.config.seeded`: the `seeded` section (the seeded drafter's overrides of drafter / pretrain);
 - `draftlab.config.checks`: the validators.
 Name lists belong to the packages that define them (`draftlab.corrector.variants`,
@@ -13,9 +14,10 @@ Name lists belong to the packages that define them (`draftlab.corrector.variants
 """
 from draftlab.config.sections import (  # noqa: F401
     BenchmarkConfig, DataConfig, DrafterConfig, Params, PLDConfig, ProfileConfig, RandomModelConfig, ReferenceConfig,
-    TargetConfig, TrackingConfig,
+    TargetArchConfig, TargetConfig, TrackingConfig,
 )
 from draftlab.config.seeded import SeededConfig  # noqa: F401
+from draftlab.config.trainer import TrainerConfig  # noqa: F401
 from draftlab.config.training import (  # noqa: F401
     Batches, Budget, CorrectorConfig, EpochBudget, Optim, PretrainConfig, Run, Schedule, SpecOPDConfig, Validation,
 )

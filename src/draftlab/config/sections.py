@@ -8,6 +8,7 @@ from typing import Collection
 from draftlab.config.benchmark import BenchmarkConfig, PLDConfig
 from draftlab.config.checks import _choice, _positive, _unit, check_suite
 from draftlab.config.seeded import SeededConfig
+from draftlab.config.trainer import TrainerConfig
 from draftlab.config.training import CorrectorConfig, PretrainConfig, SpecOPDConfig
 from draftlab.data.suites import CHAT_SUITE, EVAL_SUITES, SUITES, check_suite_name, load_local_file, load_local_jsonl
 from draftlab.errors import ConfigError, DraftlabError
@@ -41,6 +42,28 @@ class RandomModelConfig:
 
 
 @dataclass
+class TargetArchConfig:
+    """The target's architecture numbers, for `draftlab plan` offline (the presets in conf/target carry them;
+    0 = unknown). A prepared, local or cached hub folder's config.json is read instead when present."""
+
+    num_layers: int = 0
+    hidden_size: int = 0
+    num_heads: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0  # 0 = hidden_size / num_heads
+    intermediate_size: int = 0
+    vocab_size: int = 0
+    tie_word_embeddings: bool = False
+
+    def check(self, p: str) -> None:
+        for k in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size",
+                  "vocab_size"):
+            _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if self.num_heads and self.num_kv_heads and self.num_heads % self.num_kv_heads:
+            raise ConfigError(f"{p}.num_heads={self.num_heads} must divide by {p}.num_kv_heads={self.num_kv_heads}")
+
+
+@dataclass
 class TargetConfig:
     """Which target (verifier) model, where its weights come from, and how to run it."""
 
@@ -57,6 +80,7 @@ class TargetConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     attn_implementation: str = "sdpa"  # sdpa | eager
     random: RandomModelConfig = field(default_factory=RandomModelConfig)
+    arch: TargetArchConfig = field(default_factory=TargetArchConfig)  # architecture numbers (draftlab plan)
 
     def check(self, p: str) -> None:
         _choice(f"{p}.source", self.source, ("packaged-gguf", "local", "hub", "random"))
@@ -68,6 +92,7 @@ class TargetConfig:
         if self.source in ("local", "hub") and not self.path:
             raise ConfigError(f"{p}.path must name a folder or hub id when {p}.source={self.source}")
         self.random.check(f"{p}.random")
+        self.arch.check(f"{p}.arch")
 
 
 @dataclass
@@ -147,9 +172,30 @@ class ReferenceConfig:
     # ar: the project's AR engine (finished streams dropped, in-place KV, prefill logits of the last
     # token only; 1.26x `generate` on 128 ShareGPT prompts, identical tokens); hf: transformers `generate`
     engine: str = "ar"
+    # engine openai: OpenAI-compatible servers (vLLM, SGLang) answer /v1/completions with token-id prompts
+    # (docs/references.md); each batch's prompts are spread over servers x concurrency requests in flight
+    servers: list[str] = field(default_factory=list)  # base URLs, e.g. http://gpu1:8000 (no /v1)
+    server_model: str = ""  # the model name every server must list at /v1/models ("" = the one each lists)
+    concurrency: int = 8  # requests in flight per server
+    timeout_s: float = 600.0  # per request
+    retries: int = 3  # per request, after a connection error, timeout or 5xx (then the run stops, resumable)
+    agreement_sample: int = 32  # greedy: prompts sent a second time; the report gives the share answered alike
+    agreement_threshold: float = 0.95  # the report flags an agreement rate below this (a reading, not a failure)
 
     def check(self, p: str) -> None:
-        _choice(f"{p}.engine", self.engine, ("ar", "hf"))
+        _choice(f"{p}.engine", self.engine, ("ar", "hf", "openai"))
+        if self.engine == "openai":
+            if not self.servers:
+                raise ConfigError(f"{p}.servers is empty but {p}.engine=openai; list the servers' base URLs, e.g. "
+                                  f"{p}.servers='[http://127.0.0.1:8000]', or set {p}.engine=ar")
+            for u in self.servers:
+                if not isinstance(u, str) or not u.startswith(("http://", "https://")):
+                    raise ConfigError(f"{p}.servers has {u!r}; each entry must be an http:// or https:// base URL")
+        _positive(f"{p}.concurrency", self.concurrency)
+        _positive(f"{p}.timeout_s", self.timeout_s)
+        _positive(f"{p}.retries", self.retries, allow_zero=True)
+        _positive(f"{p}.agreement_sample", self.agreement_sample, allow_zero=True)
+        _unit(f"{p}.agreement_threshold", self.agreement_threshold)
         _positive(f"{p}.num_train_prompts", self.num_train_prompts)
         _positive(f"{p}.num_heldout_prompts", self.num_heldout_prompts, allow_zero=True)
         _positive(f"{p}.num_eval_per_suite", self.num_eval_per_suite, allow_zero=True)
@@ -237,10 +283,12 @@ class Params:
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     pld: PLDConfig = field(default_factory=PLDConfig)
     seeded: SeededConfig = field(default_factory=SeededConfig)  # the seeded drafter beside the plain one
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)  # processes / devices of the training stages
 
     def check_across(self) -> None:
         """Checks that involve two sections (each section's own `check` has run)."""
         S = self.drafter.block_size
+        self.trainer.check_machine("trainer", self.target.device)
         if self.pretrain.seed_dropout and self.drafter.seed == "none":
             raise ConfigError(f"pretrain.seed_dropout={self.pretrain.seed_dropout} needs seeds to drop: set "
                               f"drafter.seed=lookup (or pretrain.seed_dropout=0)")

@@ -18,6 +18,7 @@ from draftlab.specopd.objectives import BASELINES
 
 LABELS = ("reference", "greedy")  # pretraining labels: the reference token, or the target's greedy token (see PretrainConfig)
 ANCHOR_REGIONS = ("response", "all")  # where pretraining anchors may lie
+TRAIN_ATTENTIONS = ("auto", "split", "dense", "flex")  # the drafter's training attention (DFlashDrafter.train_attention)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,11 +106,15 @@ class Run:
     resume: bool = True  # continue an interrupted run with the same settings from its last checkpoint
     precision: str = "auto"  # auto = 32-true on CPU, bf16-mixed on CUDA
     seed: int = 0
+    # the drafter's training forward (draftlab.drafter.flex): auto = block-sparse flex attention on CUDA, the split
+    # path on CPU (flex attention has no backward there); split | dense (one SDPA call) | flex. Equal results
+    train_attention: str = "auto"
 
     def check_run(self, p: str) -> None:
         for k in ("val_every", "checkpoint_every"):
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
         _choice(f"{p}.precision", self.precision, PRECISIONS)
+        _choice(f"{p}.train_attention", self.train_attention, TRAIN_ATTENTIONS)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -251,7 +256,10 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
     # other variants validate at their end: their comparison point)
     kernels: str = "auto"  # auto (Triton on CUDA) | torch | triton
     max_minutes: float = 6.0  # training minutes of the main corrector; 0 = no time limit
-    variant_max_minutes: float = 0.0  # budget of each ablation variant (not dspark/domino); 0 = max_minutes
+    variant_max_minutes: float = 0.0  # training minutes of each ablation variant; 0 = max_minutes x variant_budget_fraction
+    # the ablations' share of the main arms' budget (`variant_budget`): their max_steps and epochs (and their minutes
+    # where variant_max_minutes is 0) are the section's times this fraction; in (0, 1], 1 = the full budget
+    variant_budget_fraction: float = 1.0
     drafter_lr: float = 3e-4  # drafter learning rate in co-training (`lr` is the corrector's)
     seed: int = 42
     seq_rank: int = 64  # r of the sequential baselines: DSpark's bias rank, Domino's GRU width
@@ -276,10 +284,24 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
             _choice(f"{p}.variants[]", v, VARIANTS)
         for k in ("variant_max_minutes", "val_every"):
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if not 0.0 < self.variant_budget_fraction <= 1.0:
+            raise ConfigError(f"{p}.variant_budget_fraction={self.variant_budget_fraction!r} must lie in (0, 1]: the "
+                              f"ablations' share of the main arms' budget (1 = the full budget)")
         self.check_budget(p)
         self.check_optim(p)
         self.check_batches(p)
         _positive(f"{p}.drafter_lr", self.drafter_lr, allow_zero=True)
+
+    def variant_budget(self, main_arm: bool) -> dict:
+        """The budget of one variant: a main arm (the main variant, the sequential baselines) trains on this
+        section's max_minutes / max_steps / epochs; an ablation on variant_max_minutes (0 = max_minutes x
+        variant_budget_fraction) and max_steps / epochs x variant_budget_fraction (a step limit stays >= 1;
+        0 = no limit stays 0). Returns {max_minutes, max_steps, epochs}."""
+        if main_arm:
+            return {"max_minutes": self.max_minutes, "max_steps": self.max_steps, "epochs": self.epochs}
+        f = self.variant_budget_fraction
+        return {"max_minutes": self.variant_max_minutes or self.max_minutes * f,
+                "max_steps": max(1, int(self.max_steps * f + 0.5)) if self.max_steps else 0, "epochs": self.epochs * f}
 
     def run_settings(self, pretrain: PretrainConfig, max_minutes: float, max_steps: int | None = None,
                      k: int | None = None) -> PretrainConfig:

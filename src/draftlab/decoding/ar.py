@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from draftlab.decoding.common import Clock, GenerationResult, Outputs, drop_finished, maybe_compact
+from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, drop_finished, maybe_compact
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.streams import StreamCache
 from draftlab.verifier.model import TargetModel
@@ -30,33 +30,34 @@ def generate_ar(
 ) -> GenerationResult:
     dev = target.device
     eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
-    clock = Clock(dev)
-    t_start = clock()
+    timer = PhaseTimer(dev)
+    t_start = timer.now()
     B = len(prompts)
     sc = StreamCache(target, B)
     out = sc.prefill(prompts, pad_id, last_logits_only=True)
     last = sample_next(out.logits[:, -1], sp, generator)  # [B]
     outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
     rows = list(range(B))  # original stream index of each active row
-    done = outputs.emit(rows, last[:, None], torch.ones(B, dtype=torch.long), clock())
+    done = outputs.emit(rows, last[:, None], torch.ones(B, dtype=torch.long), timer.host_time)
     rows, (last,) = drop_finished(done, rows, (last,), sc)
-    t_prefill = clock()
-    times, active = [], []
+    t_prefill = timer.now()
+    times, walls, active = [], [], []
     while rows:
-        t0 = clock()
+        timer.start_round()
         logits = sc.append(last[:, None]).logits[:, -1]  # [b, V]
         last = sample_next(logits, sp, generator)  # [b]
-        t1 = clock()
-        done = outputs.emit(rows, last[:, None], torch.ones(len(rows), dtype=torch.long), t1)
+        timer.mark()  # verify | commit
+        done = outputs.emit(rows, last[:, None], torch.ones(len(rows), dtype=torch.long), timer.host_time)
         active.append(len(rows))
         rows, (last,) = drop_finished(done, rows, (last,), sc)
         maybe_compact(sc.valid, compact_threshold, lambda: sc.compact(0.0))
-        t2 = clock()
-        times.append((t1 - t0, t2 - t1))
-    t_end = clock()
+        phases, wall = timer.end_round()
+        times.append(phases)
+        walls.append(wall)
+    t_end = timer.now()
     return GenerationResult(
         tokens=outputs.tokens, finish_reason=outputs.finish, t_done=outputs.t_done,
         prefill_s=t_prefill - t_start, wall_s=t_end - t_start, phases=AR_PHASES,
         round_times=torch.tensor(times, dtype=torch.float64).reshape(-1, len(AR_PHASES)),
-        round_streams=torch.tensor(active, dtype=torch.long),
+        round_streams=torch.tensor(active, dtype=torch.long), round_wall=torch.tensor(walls, dtype=torch.float64),
     )

@@ -1,11 +1,13 @@
-"""Pieces shared by the AR and speculative engines: the result type, the per-round record, a phase
-clock (synchronises CUDA so phase times are real), and the per-stream output bookkeeping (EOS and
-max-new-tokens stops, finishing times) done with one host transfer per round.
+"""Pieces shared by the AR and speculative engines: the result type, the per-round record, the phase
+timer (`PhaseTimer`: perf_counter on CPU; CUDA events on a GPU, one synchronisation per round), and the
+per-stream output bookkeeping (EOS and max-new-tokens stops, finishing times) done with one host transfer
+per round.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -46,27 +48,87 @@ class GenerationResult:
     prefill_s: float
     wall_s: float
     phases: tuple[str, ...]  # names of round_times' columns
-    round_times: Tensor  # [R, len(phases)] seconds per round (AR: one round = one step)
+    round_times: Tensor  # [R, len(phases)] seconds per round (AR: one round = one step); on CUDA the
+    # GPU time between the phase marks (CUDA events), on CPU perf_counter differences (`PhaseTimer`)
     round_streams: Tensor  # [R] active streams per round
     accepted: list[list[int]] = field(default_factory=list)  # per stream, acc per round (speculative)
     records: list[RoundRecord] = field(default_factory=list)
     block_size: int = 1  # S of the speculative engine (1 = AR)
+    round_wall: Tensor | None = None  # [R] wall seconds per round (end to end, read at the round's one
+    # synchronisation); None for a run without rounds of its own (a peer's opaque loop)
 
     @property
     def num_tokens(self) -> int:
         return sum(len(t) for t in self.tokens)
 
 
-class Clock:
-    """perf_counter that first waits for queued CUDA work, so a phase's time is its own."""
+def cuda_events(device: torch.device):
+    """The event backend of `PhaseTimer` on `device`: `torch.cuda` (Event, synchronize) on a CUDA device,
+    None elsewhere (perf_counter). Looked up on every timer built, so a test can swap in a fake."""
+    return torch.cuda if device.type == "cuda" else None
+
+
+class PhaseTimer:
+    """Times the phases of the engines' rounds (the one timer every engine uses).
+
+    A round is `start_round()`, one `mark()` per phase boundary, `end_round()` -> (seconds per phase, the
+    round's wall seconds). On CPU every mark is a `perf_counter` read, as the engines always did: phase =
+    the difference of consecutive marks. On CUDA a mark records an event on the current stream and never
+    waits; `end_round()` records the last event, synchronises once (the round's wall time is read then)
+    and resolves the events' elapsed times — the GPU time between the points where the stream reached
+    consecutive marks. So a round synchronises exactly once, and only for its wall time; the host
+    transfers the round needs anyway (accepted lengths, emitted tokens) still wait for their data.
+    `now()` is a synchronised clock for the marks outside rounds (start, after prefill, end);
+    `host_time()` reads perf_counter without waiting (a stream's finishing time, read after the round's
+    host transfer of its tokens, needs no synchronisation of its own). The round's wall time runs from
+    the previous round's end (or the last `now()`) to this round's end.
+    """
 
     def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
+        self.events = cuda_events(device)
+        self._marks: list = []
+        self._last = perf_counter()
 
-    def __call__(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
+    @property
+    def method(self) -> str:
+        """How the phases are timed: `cuda-events` or `perf_counter`."""
+        return "perf_counter" if self.events is None else "cuda-events"
+
+    def now(self) -> float:
+        if self.events is not None:
+            self.events.synchronize()
+        self._last = perf_counter()
+        return self._last
+
+    @staticmethod
+    def host_time() -> float:
+        return perf_counter()
+
+    def _mark(self):
+        if self.events is None:
+            return perf_counter()
+        e = self.events.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def start_round(self) -> None:
+        self._marks = [self._mark()]
+
+    def mark(self) -> None:
+        self._marks.append(self._mark())
+
+    def end_round(self) -> tuple[list[float], float]:
+        """-> (seconds of each phase, one per mark after the start, the round's wall seconds)."""
+        self.mark()
+        m, self._marks = self._marks, []
+        if self.events is None:
+            phases, end = [b - a for a, b in zip(m, m[1:])], m[-1]
+        else:
+            self.events.synchronize()  # the round's one synchronisation
+            end = perf_counter()
+            phases = [a.elapsed_time(b) / 1e3 for a, b in zip(m, m[1:])]  # elapsed_time is in ms
+        wall, self._last = end - self._last, end
+        return phases, wall
 
 
 class Outputs:
@@ -80,10 +142,12 @@ class Outputs:
         self.eos = torch.tensor(sorted(set(eos_ids or ())), dtype=torch.long)
         self.start = start
 
-    def emit(self, rows: list[int], new: Tensor, n_new: Tensor, now: float) -> Tensor:
+    def emit(self, rows: list[int], new: Tensor, n_new: Tensor, clock: Callable[[], float]) -> Tensor:
         """Append the first n_new[i] tokens of new[i] (new [b, T], n_new [b]) to stream rows[i], cut at
-        the first EOS and at max_new_tokens. Returns done [b] bool (CPU)."""
+        the first EOS and at max_new_tokens; a stream that stops gets `clock()` (read once the tokens are
+        on the host, e.g. `PhaseTimer.host_time`) as its finishing time. Returns done [b] bool (CPU)."""
         new, n_new = new.cpu(), n_new.cpu()  # the round's one host transfer
+        now = clock()
         T = new.shape[1]
         live = torch.arange(T)[None, :] < n_new[:, None]  # [b, T]
         is_eos = torch.isin(new, self.eos) & live if self.eos.numel() else torch.zeros_like(live)

@@ -19,12 +19,12 @@ the caller. Shapes: b active streams, S block size, W proposals verified this ro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import Tensor
 
 from draftlab.decoding.api import BlockInput, BuildsBlocks, Drafter, DraftOutput, Proposal, ProposalStep
+from draftlab.decoding.common import PhaseTimer
 from draftlab.decoding.verify import SamplingParams, VerifyResult, verify_block
 from draftlab.verifier.model import TargetOutput
 from draftlab.verifier.streams import StreamCache
@@ -41,7 +41,6 @@ class RoundResult:
     accepted: list[int]  # acc per stream (one host transfer)
     positions: Tensor  # [b, S] logical positions of the block's slots
     context: tuple  # the drafter's next context: feats [b, k, F], valid [b, k] bool, positions [b, k]
-    times: tuple[float, float, float, float]  # clock at the start, after draft, after propose, after verify
 
 
 def tap_ids(drafter: Drafter | None) -> list[int]:
@@ -65,12 +64,15 @@ def valid_positions(valid: Tensor) -> Tensor:
 
 def speculative_round(cache: StreamCache, drafter: Drafter | None, state, proposer: ProposalStep, last: Tensor,
                       context: tuple, sp: SamplingParams, generator: torch.Generator | None = None,
-                      clock: Callable[[], float] | None = None, block_size: int | None = None) -> RoundResult:
+                      timer: PhaseTimer | None = None, block_size: int | None = None) -> RoundResult:
     """One round for the b active streams. last [b]: each stream's last committed token (slot 0);
     context: the (feats, valid, positions) the drafter has not seen yet (from prefill or the previous
-    round); block_size: S when there is no drafter. `clock` (e.g. `common.Clock`) times the phases."""
-    tick = clock or (lambda: 0.0)
-    t0 = tick()
+    round); block_size: S when there is no drafter. `timer` (`common.PhaseTimer`) gets the round's start
+    and a mark after draft, propose and verify; the caller closes the round (`end_round`) after its own
+    bookkeeping, which is the commit phase's rest."""
+    mark = (lambda: None) if timer is None else timer.mark
+    if timer is not None:
+        timer.start_round()
     S = drafter.block_size if drafter is not None else block_size
     if not S or S < 2:
         raise ValueError(f"block size {S!r}: an arm without a drafter must give its proposal step's block_size (>= 2)")
@@ -83,16 +85,16 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
         d = drafter.draft(state, block, pos)
     else:
         d = BlockInput(torch.cat([last[:, None], last.new_zeros((b, S - 1))], 1))
-    t1 = tick()
+    mark()
     prop = proposer(d, sp, generator)  # tokens [b, W]
-    t2 = tick()
+    mark()
     W = prop.tokens.shape[1]
     v = cache.append(torch.cat([last[:, None], prop.tokens], 1), taps=tap_ids(drafter))  # logits [b, W+1, V]
     res = verify_block(v.logits, prop.tokens, sp, prop.q, prop.q_vocab, generator)
-    t3 = tick()
+    mark()
     acc = res.accepted  # [b]
     cache.commit(acc + 1, W + 1)
     acc_l = acc.tolist()
     k = max(acc_l) + 1  # the context grows by slot 0 + accepted proposals (acc + 1 positions)
     ctx = (None if v.taps is None else v.taps[:, :k], slots[None, :k] < (acc + 1)[:, None], pos[:, :k])
-    return RoundResult(d, prop, v, res, acc_l, pos, ctx, (t0, t1, t2, t3))
+    return RoundResult(d, prop, v, res, acc_l, pos, ctx)

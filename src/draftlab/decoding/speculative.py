@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 
 from draftlab.decoding.api import CompactingDrafter, Drafter, DrafterProposal, ProposalStep, TracksStreams
-from draftlab.decoding.common import (Clock, GenerationResult, Outputs, RoundRecord, drop_finished, maybe_compact,
-                                     seed_marks)
+from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundRecord, drop_finished,
+                                     maybe_compact, seed_marks)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
@@ -40,8 +40,8 @@ class SpeculativeEngine:
         target, drafter = self.target, self.drafter
         dev, B, S = target.device, len(prompts), self.block_size
         eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
-        clock = Clock(dev)
-        t_start = clock()
+        timer = PhaseTimer(dev)
+        t_start = timer.now()
         sc = StreamCache(target, B)
         state = drafter.new_state(B) if drafter is not None else None
         # what tracks the committed text: a proposal step (prompt lookup) and a drafter state (a seeded drafter)
@@ -51,21 +51,21 @@ class SpeculativeEngine:
         last = sample_next(pre.logits[:, -1], sp, generator)  # [B] slot 0 of the first block
         outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
         rows = list(range(B))  # original stream index of each active row
-        done = outputs.emit(rows, last[:, None], torch.ones(B, dtype=torch.long), clock())
+        done = outputs.emit(rows, last[:, None], torch.ones(B, dtype=torch.long), timer.host_time)
         for t in trackers:
             t.start(prompts, last)
         caches = [c for c in (sc, state, *(t for t in trackers if t is not state)) if c is not None]
         rows, (last, *ctx) = drop_finished(done, rows, (last, *ctx), *caches)
-        t_prefill = clock()
-        times, active, records = [], [], []
+        t_prefill = timer.now()
+        times, walls, active, records = [], [], [], []
         accepted: list[list[int]] = [[] for _ in range(B)]
         while rows:
-            r = speculative_round(sc, drafter, state, self.proposer, last, ctx, sp, generator, clock, S)
+            r = speculative_round(sc, drafter, state, self.proposer, last, ctx, sp, generator, timer, S)
             acc, res, prop = r.result.accepted, r.result, r.proposal
             ctx = r.context
             new = torch.cat([prop.tokens, res.next_token[:, None]], 1).scatter(1, acc[:, None], res.next_token[:, None])  # [b, W+1]
             offsets = [len(outputs.tokens[i]) - 1 for i in rows]
-            done = outputs.emit(rows, new, acc + 1, clock())
+            done = outputs.emit(rows, new, acc + 1, timer.host_time)
             for t in trackers:
                 t.extend(new, acc + 1)
             for i, a in zip(rows, r.accepted):
@@ -79,15 +79,16 @@ class SpeculativeEngine:
                 maybe_compact(sc.valid, self.compact_threshold, lambda: sc.compact(0.0))
                 if isinstance(drafter, CompactingDrafter):
                     maybe_compact(state.valid, self.compact_threshold, lambda: drafter.compact(state, 0.0))
-            t0, t1, t2, t3 = r.times
-            t4 = clock()
-            times.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3))
-        t_end = clock()
+            phases, wall = timer.end_round()  # draft, propose, verify, commit
+            times.append(phases)
+            walls.append(wall)
+        t_end = timer.now()
         return GenerationResult(
             tokens=outputs.tokens, finish_reason=outputs.finish, t_done=outputs.t_done,
             prefill_s=t_prefill - t_start, wall_s=t_end - t_start, phases=PHASES,
             round_times=torch.tensor(times, dtype=torch.float64).reshape(-1, len(PHASES)),
             round_streams=torch.tensor(active, dtype=torch.long), accepted=accepted, records=records, block_size=S,
+            round_wall=torch.tensor(walls, dtype=torch.float64),
         )
 
     def _record(self, r: RoundResult, rows: list[int], offsets: list[int]) -> RoundRecord:

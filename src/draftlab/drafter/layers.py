@@ -1,5 +1,6 @@
 """The DFlash drafter's building blocks (SPEC §1): RMSNorm, rotary positions, the block attention
-(split: context and block parts, exact; dense: one SDPA call with the block mask) and the decoder layer
+(split: context and block parts, exact; dense: one SDPA call with the block mask; flex: block-sparse flex
+attention with a BlockMask, `draftlab.drafter.flex`, for the training forward) and the decoder layer
 whose queries attend to [context K/V; the block's own K/V]. Plain torch; `draftlab.drafter.model`
 assembles them into the drafter."""
 from __future__ import annotations
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from draftlab.drafter.arch import DrafterArch
+from draftlab.drafter.flex import flex_block_attention
 
 
 class RMSNorm(nn.Module):
@@ -93,7 +95,9 @@ def dense_block_attention(q: Tensor, k_ctx: Tensor, v_ctx: Tensor, ctx_mask: Ten
     return out.transpose(1, 2).reshape(B, A, S, h * d)
 
 
-ATTENTION = {"split": lambda *a: block_attention(*a), "dense": lambda *a: dense_block_attention(*a)}
+# flex reads the BlockMask of `flex.build_block_mask` where the others read ctx_mask [B, A, L]
+ATTENTION = {"split": lambda *a: block_attention(*a), "dense": lambda *a: dense_block_attention(*a),
+             "flex": lambda *a: flex_block_attention(*a)}
 
 
 class DrafterLayer(nn.Module):
@@ -126,7 +130,8 @@ class DrafterLayer(nn.Module):
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, k_ctx: Tensor, v_ctx: Tensor, ctx_mask: Tensor,
                 attention: str = "split") -> Tensor:
-        """x [B, A, S, H]; cos/sin [B, A, S, d]; k_ctx/v_ctx [B, hk, L, d]; ctx_mask [B, A, L]."""
+        """x [B, A, S, H]; cos/sin [B, A, S, d]; k_ctx/v_ctx [B, hk, L, d]; ctx_mask [B, A, L] bool (for
+        attention="flex": the forward's BlockMask, `draftlab.drafter.flex.build_block_mask`)."""
         B, A, S, _ = x.shape
         hs = self.input_layernorm(x)
         c, s = cos[..., None, :], sin[..., None, :]  # [B, A, S, 1, d]

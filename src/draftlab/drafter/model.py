@@ -16,6 +16,8 @@ Architecture (as in z-lab's DFlash V1):
 Two forward paths share every parameter and the same attention routine:
 - training: `forward_train` runs all blocks of a sequence in one pass (each block sees context
   strictly before its anchor, bidirectional inside itself, never another block);
+  its attention is `train_attention` (auto: block-sparse flex attention on CUDA, `draftlab.drafter.flex`;
+  the split path on CPU);
 - inference: `new_state` / `extend_context` cache each layer's rotated context K/V (ragged batches
   keep rejected slots as masked holes), `block_input` builds each stream's block ids and `draft` runs
   one block per stream.
@@ -37,10 +39,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from draftlab.drafter.arch import FORMAT, DrafterArch, arch_from_target  # noqa: F401  (re-exported)
+from draftlab.drafter.flex import build_block_mask, flex_available, flex_supported
 from draftlab.drafter.layers import DrafterLayer, RMSNorm, Rotary
 from draftlab.drafter.masks import CONVENTION, block_input_ids, block_positions, context_mask
 from draftlab.drafter.state import DraftOutput, DrafterState, seed_column_ids  # noqa: F401  (re-exported)
 from draftlab.drafter.vocab import target_to_draft
+from draftlab.errors import DraftlabError
 from draftlab.ngram import StreamSeeds, sequence_seeds
 
 # ---- the drafter ----------------------------------------------------------------------------------------
@@ -62,6 +66,8 @@ class DFlashDrafter(nn.Module):
         self.norm = RMSNorm(H, arch.rms_norm_eps)
         self.rotary = Rotary(arch.head_dim, arch.rope_theta)
         self.attention = "auto"  # auto (split on CPU, dense SDPA on CUDA) | split | dense; a runtime choice
+        # the training forward's (`forward_train`): auto (flex on CUDA, else `attention`) | split | dense | flex
+        self.train_attention = "auto"
         if vocab is not None:
             vocab = vocab.to(device=lm_head.weight.device, dtype=torch.long)
             if vocab.numel() != arch.draft_vocab_size:
@@ -175,6 +181,22 @@ class DFlashDrafter(nn.Module):
             return self.attention
         return "dense" if self.device.type == "cuda" else "split"
 
+    def train_attention_impl(self, grad: bool) -> str:
+        """The attention of `forward_train`: `train_attention`, where auto = block-sparse flex attention on CUDA
+        (`draftlab.drafter.flex`), else `attention_impl()` (split on CPU). grad: whether gradients are needed
+        (flex attention has no backward on CPU)."""
+        choice = self.train_attention
+        if choice == "auto":
+            return "flex" if self.device.type == "cuda" and flex_supported(self.device, grad) else self.attention_impl()
+        if choice == "flex" and not flex_supported(self.device, grad):
+            why = ("this torch build has no torch.nn.attention.flex_attention" if not flex_available() else
+                   f"torch {torch.__version__} runs flex attention's backward on CUDA only")
+            raise DraftlabError(f"train_attention=flex cannot train on {self.device.type}: {why}; "
+                                f"use train_attention=auto, split or dense")
+        if choice not in ("split", "dense", "flex"):
+            raise DraftlabError(f"train_attention={choice!r} is not one of auto, split, dense, flex")
+        return choice
+
     # ---- shared pieces of both paths --------------------------------------------------------------
     def project_context(self, feats: Tensor, positions: Tensor) -> tuple[list[Tensor], list[Tensor]]:
         """feats [B, T, n_taps*H] (target taps), positions [B, T] -> per-layer k, v [B, hk, T, d]."""
@@ -188,15 +210,19 @@ class DFlashDrafter(nn.Module):
         return [k for k, _ in kv], [v for _, v in kv]
 
     def run_blocks(self, block_ids: Tensor, block_pos: Tensor, keys: list[Tensor], values: list[Tensor],
-                   ctx_mask: Tensor) -> Tensor:
-        """block_ids, block_pos [B, A, S]; per-layer context k/v [B, hk, L, d]; ctx_mask [B, A, L]
-        -> final hidden states [B, A, S, H] (after the drafter's own norm)."""
+                   ctx_mask: Tensor, attention: str | None = None) -> Tensor:
+        """block_ids, block_pos [B, A, S]; per-layer context k/v [B, hk, L, d]; ctx_mask [B, A, L]; attention:
+        split | dense | flex (None = `attention_impl()`) -> final hidden states [B, A, S, H] (after the
+        drafter's own norm)."""
         with torch.no_grad():
             x = self.embed_tokens(block_ids)  # [B, A, S, H], frozen
         x = x.to(self.dtype)
         cos, sin = self.rotary(block_pos)  # [B, A, S, d]
+        attention = attention or self.attention_impl()
+        if attention == "flex":  # one BlockMask of the same rule, shared by every layer
+            ctx_mask = build_block_mask(ctx_mask, self.block_size)
         for layer, k, v in zip(self.layers, keys, values):
-            x = layer(x, cos, sin, k, v, ctx_mask, self.attention_impl())
+            x = layer(x, cos, sin, k, v, ctx_mask, attention)
         return self.norm(x)
 
     def logits(self, hidden: Tensor, seeds: Tensor | None = None, slots: Tensor | None = None) -> Tensor:
@@ -285,7 +311,7 @@ class DFlashDrafter(nn.Module):
         ids = block_input_ids(input_ids, anchors, self.block_size, self.mask_token_id,
                               seeds if self.arch.seeded else None)  # [B, A, S]
         return self.run_blocks(ids, block_positions(anchors, self.block_size), keys, values,
-                               context_mask(anchors, ctx_valid))
+                               context_mask(anchors, ctx_valid), self.train_attention_impl(torch.is_grad_enabled()))
 
     def train_seeds(self, input_ids: Tensor, anchors: Tensor, lengths: Tensor | None = None) -> Tensor:
         """Teacher-forced seeds [B, A, n] of every anchor (`draftlab.ngram.sequence_seeds`: from x_{<=a})."""

@@ -14,7 +14,7 @@ from draftlab.bench.arms import ArmContext, Checkpoints, build_arm
 from draftlab.bench.metrics import compute
 from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, run_benchmark
 from draftlab.bench.simulate import simulated_tau
-from draftlab.bench.report import mark_ablation
+from draftlab.bench.report import engine_label, mark_ablation
 from draftlab.bench.sizing import achieved
 from draftlab.bench.uncertainty import add_intervals
 from draftlab.config import BenchmarkConfig, DataConfig, ReferenceConfig
@@ -89,7 +89,7 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
         detail["simulated"] = simulated(arms, runs.runs, suites, detail, cfg, target)
     t_sim = time.perf_counter() - t_sim
     detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
-                       "threads": torch.get_num_threads(), "prompts": {s: len(v) for s, v in suites.items()},
+                       "engine": engine_label(target.device), "threads": torch.get_num_threads(), "prompts": {s: len(v) for s, v in suites.items()},
                        "sweep_pool": len(pool), "size": size(cfg, suites),
                        # where the stage's time went (the sizing rule's cost per prompt: tools/size_benchmark.py);
                        # total = this recipe from prompt selection to the last interval (loading, warm-up included)

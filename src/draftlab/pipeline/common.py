@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Callable
 
+import torch
+
+from draftlab.training.dist import rank_zero_first
 from draftlab.training.features import FeatureStore, SequenceSet, target_fingerprint
 
 
@@ -26,7 +29,14 @@ def file_digest(path: Path) -> str:
 
 def open_features(roots: list[Path], target, seqs: SequenceSet, taps: list[int], batch_tokens: int,
                   log: Callable[[str], None] = print) -> tuple[FeatureStore, dict]:
-    """Reuse a complete feature cache from any of `roots` (e.g. pretraining's), else build it in the last."""
+    """Reuse a complete feature cache from any of `roots` (e.g. pretraining's), else build it in the last.
+    Under DDP rank 0 looks (and builds) first, the others after a barrier: every rank takes the same branch."""
+    return rank_zero_first(lambda: _open_features(roots, target, seqs, taps, batch_tokens, log),
+                           torch.device(getattr(target, "device", "cpu")).type)
+
+
+def _open_features(roots: list[Path], target, seqs: SequenceSet, taps: list[int], batch_tokens: int,
+                   log: Callable[[str], None]) -> tuple[FeatureStore, dict]:
     tkey = target_fingerprint(target)
     key = FeatureStore.key(tkey, seqs, taps, "float16")
     for r in roots:

@@ -9,6 +9,8 @@ share of a real speculative round (`draftlab.bench.share`, once per corrector ar
 do not change its cost). The report holds, per variant: the drafter's own τ before / after, the
 corrected τ, the top-K and the reachable oracle with the headroom closed against each, per slot, per
 rule; variants on a shorter budget also get dcoco's corrected and drafter τ at the same minutes.
+Budgets (`variant_view`): the main variant and the sequential baselines train on the section's budget, the
+ablations on `corrector.variant_max_minutes` and `corrector.variant_budget_fraction` of its steps and epochs.
 """
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ from draftlab.training.cotrain import train_corrector
 from draftlab.training.features import SequenceSet
 from draftlab.training.fit import TrainResult
 from draftlab.training.pretrain import train_drafter
+
+# run settings that do not change what a run trains (memory and kernel choices): not part of its run key
+NOT_IDENTITY = ("resume", "checkpoint_every", "chunk_rows", "train_attention")
 
 
 @dataclass
@@ -80,8 +85,9 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     held = seqs.indices("heldout") or seqs.indices("train")
     share_set = [seqs.seq(i)[: int(seqs.prompt_len[i])].tolist() for i in held[:share_prompts]]
     out = CoTrainOutcome()
+    # the budget settings enter each key as the variant's resolved budget (minutes, the view's steps and epochs)
     ckeys = {k: v for k, v in asdict(ccfg).items() if k not in ("variants", "control", "kernels", "base_drafter",
-                                                                "specopd_drafter")}
+                                                                "specopd_drafter", "variant_budget_fraction")}
     seq_keys = ("seq_rank", "seq_gate")  # only in the sequential variants' run keys (DCOCO's stay as they were)
     main = "dcoco" if "dcoco" in ccfg.variants else ccfg.variants[0]
     backend = None if ccfg.kernels == "auto" else ccfg.kernels
@@ -89,13 +95,11 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     shares: dict[str, dict] = {}  # corrector architecture -> the engine share measurement (weights do not change it)
     for v in ccfg.variants:
         row = TABLE[v].resolve(ccfg.grad_hidden, ccfg.grad_logits, ccfg.frozen_warmup)
-        # the sequential baselines get DCOCO's own budget (their comparison is the paper's, SPEC §2.4)
         sequential = row.sequential
-        full = v == main or sequential or not ccfg.variant_max_minutes
-        minutes = ccfg.max_minutes if full else ccfg.variant_max_minutes
         drafter = load_drafter(base_of(v), target).train()
         k = min(ccfg.k, drafter.arch.draft_vocab_size or drafter.arch.target_vocab_size)
-        view = ccfg.run_settings(pcfg, minutes, k=k)
+        role, view = variant_view(ccfg, pcfg, v, main, k)
+        minutes = view.max_minutes
         if v != main:  # only the main run validates on the way (dcoco at its ablations' budget); the rest at their end
             view = replace(view, val_every=0)
         frozen = row.frozen or ccfg.frozen_backbone
@@ -112,9 +116,10 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         vkeys = ckeys if sequential else {kk: vv for kk, vv in ckeys.items() if kk not in seq_keys}
         # the key names what is trained, not the row's name: two rows that train the same thing share one run
         key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), frozen, vkeys, minutes,
-                      {kk: vv for kk, vv in asdict(view).items() if kk not in ("resume", "checkpoint_every", "chunk_rows")},
+                      {kk: vv for kk, vv in asdict(view).items() if kk not in NOT_IDENTITY},
                       {kk: vv for kk, vv in asdict(row).items() if kk not in ("name", "base")})
-        log(f"corrector: {v} ({mode_text(row, frozen)}, {minutes:g} min / {view.max_steps or '-'} steps, K={k}, "
+        log(f"corrector: {v} ({mode_text(row, frozen)}; {role} budget {minutes:g} min / {view.max_steps or '-'} "
+            f"steps / {view.epochs:g} epochs, K={k}, "
             f"corrector {corrector.num_parameters():,} parameters)")
         res = train_corrector(drafter, corrector, seqs, view, ccfg, work_root / "runs" / key, store, on_fly, frozen,
                               rule, logger_for(v) if logger_for else None, log=log, val_rules=rules, variant=row)
@@ -155,6 +160,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
             "params_drafter_trained": 0 if frozen else drafter.num_trainable_parameters(),
             "steps": res.steps, "best_step": res.best_step, "train_minutes": res.train_seconds / 60.0,
             "best_train_minutes": res.best_train_minutes, "wall_s": res.wall_s, "budget_minutes": minutes,
+            "budget": {"role": role, "max_minutes": minutes, "max_steps": view.max_steps, "epochs": view.epochs},
             "resumed_from_step": res.resumed_from_step,
             "supervised_transition_frac": res.extras["supervised_transition_frac"],
             "proposal_share_of_round": share.get("proposal_share_of_round"), "engine": share,
@@ -177,7 +183,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         drafter = load_drafter(base_drafters["pretrained"], target).train()
         view = ccfg.run_settings(pcfg, 0.0, max_steps=steps, k=pcfg.topk)
         key = run_key(seqs.fingerprint(), file_digest(Path(base_drafters["pretrained"])), "dflash-long",
-                      {kk: vv for kk, vv in asdict(view).items() if kk not in ("resume", "checkpoint_every", "chunk_rows")})
+                      {kk: vv for kk, vv in asdict(view).items() if kk not in NOT_IDENTITY})
         log(f"corrector: dflash-long control ({steps} steps of the drafter alone)")
         res = train_drafter(drafter, seqs, view, work_root / "runs" / key, store=store, target=on_fly,
                             logger=logger_for("dflash-long") if logger_for else None, log=log)
@@ -203,6 +209,16 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
             "sim_tau_dflash_long": out.report.get("dflash-long", {}).get("sim_tau"),
         }
     return out
+
+
+def variant_view(ccfg: CorrectorConfig, pcfg: PretrainConfig, v: str, main: str, k: int) -> tuple[str, PretrainConfig]:
+    """The budget role of variant v ("main": the main variant and the sequential baselines, whose comparison with it
+    is the paper's, SPEC §2.4; "ablation": every other variant) and its run settings with that budget
+    (`CorrectorConfig.variant_budget`)."""
+    role = "main" if v == main or TABLE[v].sequential else "ablation"
+    budget = ccfg.variant_budget(role == "main")
+    return role, replace(ccfg.run_settings(pcfg, budget["max_minutes"], k=k), max_steps=budget["max_steps"],
+                         epochs=budget["epochs"])
 
 
 def specopd_bases(folder: str | Path) -> tuple[dict[str, str], dict]:

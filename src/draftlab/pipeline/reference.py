@@ -4,9 +4,13 @@ and the rows become data/references.parquet, the drafter's training and validati
 
 Takes a target and token-id prompts, returns rows and throughput stats; the stage decides paths. With a
 work folder (`draftlab.pipeline.shards`) each finished batch is written as a shard and a killed run resumes.
+Engine "openai" (`draftlab.pipeline.openai_engine`): the same prompt ids go to OpenAI-compatible servers instead
+of the local target (which then only lends its tokenizer and EOS ids); each row records which server and model
+answered, and greedy runs send a sample of prompts twice for the agreement reading.
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from pathlib import Path
@@ -17,6 +21,7 @@ from draftlab.data.references import EncodedPrompt
 from draftlab.pipeline import shards as S
 from draftlab.decoding.ar import generate_ar
 from draftlab.decoding.verify import SamplingParams
+from draftlab.pipeline.openai_engine import OpenAIEngine, agreement
 
 
 def _generate_hf(target, batch: list[list[int]], max_new_tokens: int, pad: int, eos: set[int], temperature: float,
@@ -37,6 +42,22 @@ def _generate_hf(target, batch: list[list[int]], max_new_tokens: int, pad: int, 
     return [out[r, L:].tolist() for r in range(len(batch))]
 
 
+def _key(seed: int, prompt_id: str) -> int:
+    """A stable 63-bit number per (seed, prompt id): the openai engine's per-request sampling seed and the
+    agreement sample's order (independent of batching and of resuming)."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{prompt_id}".encode()).digest()[:8], "big") >> 1
+
+
+def _agreement(client: OpenAIEngine, prompts: list[EncodedPrompt], rows: list[dict], max_new_tokens: int,
+               sample: int, threshold: float, seed: int) -> dict:
+    """Send `sample` prompts (a seeded choice) a second time and compare with their rows, token for token."""
+    pick = sorted(range(len(prompts)), key=lambda i: _key(seed, "agreement:" + prompts[i].prompt.id))[:sample]
+    again = client.generate([prompts[i].ids for i in pick], max_new_tokens)
+    out = agreement([list(rows[i]["response_ids"]) for i in pick], [a.tokens for a in again], threshold)
+    out["other_server"] = sum(a.server != rows[i]["server"] for a, i in zip(again, pick))
+    return out
+
+
 def _fmt_s(s: float) -> str:
     s = int(round(s))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
@@ -46,14 +67,19 @@ def _fmt_s(s: float) -> str:
 def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: int, batch_size: int,
                         temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int = 0,
                         progress: bool = True, engine: str = "ar", shards: str | Path | None = None,
-                        identity: dict | None = None) -> tuple[list[dict], dict]:
+                        identity: dict | None = None, client: OpenAIEngine | None = None,
+                        agreement_sample: int = 0, agreement_threshold: float = 0.95) -> tuple[list[dict], dict]:
     """Batched generation, prompts sorted by length. Returns rows and throughput stats.
     engine "ar": the project's AR engine (drops finished streams, in-place KV buffers, prefill logits
-    of the last prompt token only); "hf": transformers `generate` (finished rows keep computing).
+    of the last prompt token only); "hf": transformers `generate` (finished rows keep computing); "openai":
+    `client`'s servers answer each batch's prompts (rows gain `server` and `server_model`; greedy: the stats'
+    `agreement` over `agreement_sample` prompts sent twice, flagged below `agreement_threshold`).
     shards: a work folder (`draftlab.pipeline.shards`): each finished batch is written there and a re-run
     reads the batches that exist and generates only the others, as the uninterrupted run would batch them
     (`identity`: what else must match to resume, e.g. the target's settings). The rows are the same either way.
     progress: one line per finished batch (done / total batches and sequences, tokens/s, ETA) on stderr."""
+    if engine == "openai" and client is None:
+        raise ValueError("engine openai needs a client (draftlab.pipeline.openai_engine.OpenAIEngine)")
     tok = target.tokenizer
     pad = tok.pad_token_id if tok is not None and tok.pad_token_id is not None else target.eos_token_ids[0]
     eos = set(target.eos_token_ids)
@@ -78,12 +104,16 @@ def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: in
         else:
             tb = time.time()
             batch = [prompts[i].ids for i in idx]
-            if engine == "hf":
+            served = None
+            if engine == "openai":
+                served = client.generate(batch, max_new_tokens, [_key(seed, prompts[i].prompt.id) for i in idx])
+                outs = [a.tokens for a in served]
+            elif engine == "hf":
                 outs = _generate_hf(target, batch, max_new_tokens, pad, eos, temperature, top_p, top_k)
             else:
                 outs = generate_ar(target, batch, max_new_tokens, sp, sorted(eos), generator, pad).tokens
             batch_rows = []
-            for i, resp in zip(idx, outs):
+            for n, (i, resp) in enumerate(zip(idx, outs)):
                 cut = next((j + 1 for j, t in enumerate(resp) if t in eos), None)
                 finish = "eos" if cut is not None else "length"
                 resp = resp[:cut] if cut is not None else resp
@@ -92,6 +122,8 @@ def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: in
                                    "prompt_ids": ep.ids, "response_ids": resp,
                                    "text": tok.decode(resp, skip_special_tokens=True) if tok is not None else "",
                                    "finish_reason": finish})
+                if served is not None:
+                    batch_rows[-1].update(server=served[n].server, server_model=served[n].model)
             if shards is not None:
                 S.write_shard(Path(shards), k, batch_rows, S.rng_state(generator, target.device))
             gen_wall += time.time() - tb
@@ -114,4 +146,15 @@ def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: in
              "finish_length": sum(r["finish_reason"] == "length" for r in rows), "engine": engine,
              "batches": len(plan_idx), "batches_resumed": resumed, "batches_generated": len(plan_idx) - resumed,
              "generated_tokens": n_gen_tokens, "generation_s": gen_wall}
+    if engine == "openai":
+        stats["servers"] = [{"url": u, "rows": sum(r["server"] == u for r in rows)}  # a list: URLs are no metric names
+                            for u in sorted({r["server"] for r in rows})]
+        stats["server_models"] = sorted({r["server_model"] for r in rows})
+        if temperature == 0 and agreement_sample > 0:
+            a = _agreement(client, prompts, rows, max_new_tokens, agreement_sample, agreement_threshold, seed)
+            stats["agreement"] = a
+            if progress or a["below_threshold"]:
+                print(f"reference: greedy agreement {a['identical']}/{a['sample']} prompts answered alike twice "
+                      f"(rate {a['rate']:.3f}, threshold {agreement_threshold:g}"
+                      f"{'; BELOW the threshold' if a['below_threshold'] else ''})", file=sys.stderr, flush=True)
     return rows, stats  # type: ignore[return-value]

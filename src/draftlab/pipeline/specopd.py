@@ -59,7 +59,8 @@ def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str |
     # memory settings (the cache, chunk sizes) are not part of a run's identity: a run resumes across them
     train_keys = {k: v for k, v in asdict(scfg).items() if k not in ("resume", "checkpoint_every", "baselines",
                                                                      "cost_anchors", "cost_sequences", "tv_eval_seqs",
-                                                                     "cache_features", "chunk_rows", "vocab_chunk")}
+                                                                     "cache_features", "chunk_rows", "vocab_chunk",
+                                                                     "train_attention")}
     key = run_key(seqs.fingerprint(), file_digest(Path(base_drafter)), train_keys)
     objectives = ["specopd"] + [a for a in scfg.baselines if a != "specopd"]
     results: dict[str, ObjectiveResult] = {}

@@ -118,8 +118,9 @@ class CoTrainModule(DrafterModule):
         self.transitions_supervised += float(out["mask"].sum())
         self.transitions_total += int(out["pair_valid"].sum())
         self.log_train(out["drafter"], bs)
-        self.log("train/corrector_loss", out["corrector"].detach(), batch_size=bs, prog_bar=True)
-        self.log("train/total_loss", out["loss"].detach(), batch_size=bs)
+        ddp = self.trainer.world_size > 1  # each rank's loss is W x its share of the global ratio: mean = global loss
+        self.log("train/corrector_loss", out["corrector"].detach(), batch_size=bs, prog_bar=True, sync_dist=ddp)
+        self.log("train/total_loss", out["loss"].detach(), batch_size=bs, sync_dist=ddp)
         self.log("train/supervised_transition_frac", self.transitions_supervised / max(self.transitions_total, 1),
                  batch_size=bs)
         return out["loss"]

@@ -12,6 +12,11 @@ anchors (validation), length-bucketed to limit padding, with the target's tap fe
   block inputs of slots 1..n at its anchors (the drafter's `forward_train` takes them). With
   `pretrain.seed_dropout` = p > 0, each *training* block's seeds all become MASK with probability p (drawn per
   block from a generator seeded by `pretrain.seed`); validation batches never drop a seed.
+- Data parallel (`trainer.devices` > 1): every rank's loader walks the same global batches (same
+  shuffle, and the same anchors and seed-dropout draws, so the random streams match the one-process
+  run's), and `Collate` keeps the rank's share, sequences r, r+W, r+2W, ... of each global batch (the
+  union over ranks is the one-process batch; the features are read for the share only). A global batch
+  with fewer sequences than ranks (the last one of a pass) is skipped by every rank.
 (SpecOPD's variant with branch anchors, `BranchDataModule`, lives in draftlab.training.specopd.)
 """
 from __future__ import annotations
@@ -32,14 +37,20 @@ from draftlab.training.features import FeatureStore, SequenceSet
 
 class BucketBatchSampler(Sampler):
     """Shuffled batches of sequence indices; within windows of `window` batches, sequences are
-    sorted by length so a batch pads little. A new shuffle every pass."""
+    sorted by length so a batch pads little. A new shuffle every pass. With `world` > 1 ranks the
+    batches are the global ones (every rank the same; `Collate` takes the rank's share) and a batch
+    smaller than `world` is skipped."""
 
-    def __init__(self, indices: list[int], lengths: np.ndarray, batch_size: int, seed: int, window: int = 50):
+    def __init__(self, indices: list[int], lengths: np.ndarray, batch_size: int, seed: int, window: int = 50,
+                 world: int = 1):
         self.indices, self.lengths, self.batch_size, self.seed, self.window = list(indices), lengths, batch_size, seed, window
+        self.world = world
         self.epoch = 0
 
     def __len__(self) -> int:
-        return math.ceil(len(self.indices) / self.batch_size)
+        n = len(self.indices)
+        last = n % self.batch_size
+        return n // self.batch_size + (1 if last and last >= self.world else 0)
 
     def __iter__(self):
         rng = np.random.default_rng(self.seed + self.epoch)
@@ -51,7 +62,8 @@ class BucketBatchSampler(Sampler):
             chunk = sorted(perm[w:w + span], key=lambda i: int(self.lengths[i]))
             batches += [chunk[j:j + self.batch_size] for j in range(0, len(chunk), self.batch_size)]
         for j in rng.permutation(len(batches)):
-            yield batches[j]
+            if len(batches[j]) >= self.world:
+                yield batches[j]
 
 
 class TrainBlocks(Dataset):
@@ -115,15 +127,31 @@ class Collate:
     anchor + `extra`: blocks never see position >= their anchor; distillation reads the target's
     features at the block's own positions, extra = S-1), and from the store feats [B, Lc, F] fp32
     and greedy [B, T] (target greedy token per position, -1 unknown); with a `SeedTable` seeds [B, A, n], each
-    block's seeds MASK with probability `seed_dropout` (training batches only)."""
+    block's seeds MASK with probability `seed_dropout` (training batches only). `share(rank, world)`
+    makes it keep the rank's share of each (global) batch, items rank::world."""
 
     def __init__(self, seqs: SequenceSet, store: FeatureStore | None, extra: int = 0, seeds: SeedTable | None = None,
                  seed_dropout: float = 0.0, dropout_seed: int = 0):
         self.seqs, self.store, self.extra, self.seeds = seqs, store, extra, seeds
         self.seed_dropout = seed_dropout
         self.gen = torch.Generator().manual_seed(dropout_seed) if seed_dropout > 0 else None
+        self.rank, self.world = 0, 1
+
+    def share(self, rank: int, world: int) -> "Collate":
+        """A copy that keeps the share of rank `rank` among `world` ranks (its own dropout generator)."""
+        out = Collate(self.seqs, self.store, self.extra, self.seeds, self.seed_dropout)
+        out.gen = None if self.gen is None else torch.Generator().set_state(self.gen.get_state())
+        out.rank, out.world = rank, world
+        return out
 
     def __call__(self, items) -> dict:
+        drop_all = None
+        if self.world > 1:  # the rank's share; the dropout draws stay those of the whole batch
+            if self.gen is not None:
+                A_all = max(max(len(a) for _, a in items), 1)
+                drop_all = torch.rand((len(items), A_all), generator=self.gen) < self.seed_dropout  # [B_all, A_all]
+                drop_all = drop_all[self.rank::self.world]
+            items = items[self.rank::self.world]
         B = len(items)
         lens = [int(self.seqs.lengths[i]) for i, _ in items]
         T, A = max(lens), max(max(len(a) for _, a in items), 1)
@@ -141,7 +169,8 @@ class Collate:
         if self.seeds is not None:
             batch["seeds"] = self.seeds.batch_seeds(items, ids, anchors)  # [B, A, n]
             if self.gen is not None:  # seed dropout: a dropped block carries no seed (an unseeded block)
-                drop = torch.rand(anchors.shape, generator=self.gen) < self.seed_dropout  # [B, A]
+                drop = (torch.rand(anchors.shape, generator=self.gen) < self.seed_dropout if drop_all is None
+                        else drop_all[:, :A])  # [B, A]
                 batch["seeds"] = batch["seeds"].masked_fill(drop[..., None], self.seeds.mask)
         if self.store is not None:
             feats = np.zeros((B, Lc, self.store.feats.shape[1]), dtype=np.float32)
@@ -192,12 +221,15 @@ class DrafterDataModule(L.LightningDataModule):
     train_items = None  # the Dataset class of training items (None: TrainBlocks; SpecOPD: BranchBlocks)
 
     def train_dataloader(self) -> DataLoader:
-        sampler = BucketBatchSampler(self.train_idx, self.seqs.lengths, self.cfg.batch_size, self.cfg.seed)
+        trainer = self.trainer
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        sampler = BucketBatchSampler(self.train_idx, self.seqs.lengths, self.cfg.batch_size, self.cfg.seed, world=world)
         if self.train_items is None:
             items = TrainBlocks(self.seqs, self.S, self.cfg.anchors_per_seq, self.cfg.anchor_region)
         else:
             items = self.train_items(self.seqs, self.S, self.cfg.anchors_per_seq)
-        return DataLoader(items, batch_sampler=sampler, collate_fn=self.train_collate, num_workers=0)
+        collate = self.train_collate if world == 1 else self.train_collate.share(rank, world)
+        return DataLoader(items, batch_sampler=sampler, collate_fn=collate, num_workers=0)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [DataLoader(ValBlocks(self.seqs, idx, self.S, self.cfg.val_anchor_stride, self.cfg.anchors_per_seq),

@@ -7,6 +7,7 @@
   (`greedy[t]` = argmax of the logits at t-1, i.e. the token greedy decoding puts at t; -1 at t=0).
 - `FeatureStore`: the same for every sequence, stored once as fp16 (`feats.npy`, memory-mapped) and
   int32 (`greedy.npy`) under a folder keyed by the target, the taps and the data, so re-runs reuse it.
+  Under DDP rank 0 builds it while the other ranks wait at a barrier, then they open it.
 """
 from __future__ import annotations
 
@@ -153,8 +154,17 @@ class FeatureStore:
     def open_or_build(cls, root: str | Path, target, seqs: SequenceSet, taps: list[int], batch_tokens: int = 4096,
                       dtype: str = "float16", target_key: str | None = None,
                       log: Callable[[str], None] = print) -> tuple["FeatureStore", dict]:
-        """Reuse root/<key>/ when complete, else compute it (atomically). Returns (store, stats)."""
+        """Reuse root/<key>/ when complete, else compute it (atomically). Returns (store, stats). Several
+        processes (DDP): rank 0 computes it, the others wait and reuse it (`dist.rank_zero_first`)."""
+        from draftlab.training.dist import rank_zero_first
+
         key = cls.key(target_key or target_fingerprint(target), seqs, taps, dtype)
+        return rank_zero_first(lambda: cls._open_or_build(root, key, target, seqs, taps, batch_tokens, dtype, log),
+                               torch.device(getattr(target, "device", "cpu")).type)
+
+    @classmethod
+    def _open_or_build(cls, root: str | Path, key: str, target, seqs: SequenceSet, taps: list[int], batch_tokens: int,
+                       dtype: str, log: Callable[[str], None]) -> tuple["FeatureStore", dict]:
         path = Path(root) / key
         if (path / "meta.json").exists():
             store = cls(path)

@@ -1,8 +1,9 @@
 """The one fit driver of every training job: Lightning Trainer setup, resume, final validation and the
 `TrainResult`, written once.
 
-`fit(module, dm, cfg, workdir, ...)` builds the Trainer (CPU or one GPU, precision, validation
-cadence, gradient clipping, `LastCheckpoint`), resumes from `workdir/last.ckpt` when present (the
+`fit(module, dm, cfg, workdir, ...)` builds the Trainer (CPU or one GPU; or DDP over
+`trainer.devices` x `trainer.num_nodes` processes, `draftlab.training.dist`; precision, validation
+cadence, gradient clipping, `LastCheckpoint`: written by rank 0), resumes from `workdir/last.ckpt` when present (the
 step count, optimiser, schedule, training clock, history and best state all continue), optionally
 validates before training, fits, and validates the last step when it was not validated.
 `train(...)` then loads the best state into the model(s) and assembles the `TrainResult`.
@@ -22,8 +23,9 @@ from typing import Callable
 import lightning as L
 import torch
 
-from draftlab.config import PretrainConfig
+from draftlab.config import PretrainConfig, TrainerConfig
 from draftlab.errors import DraftlabError
+from draftlab.training import dist
 from draftlab.training.data import DrafterDataModule
 from draftlab.training.module import DrafterModule
 
@@ -34,11 +36,14 @@ def quiet_lightning() -> None:
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*")
+    # under DDP every rank validates every set (the same figures on each): nothing to sync
+    warnings.filterwarnings("ignore", message=r".*when logging on epoch level in distributed setting.*")
 
 
 class LastCheckpoint(L.Callback):
     """Writes workdir/last.ckpt (atomically) every `every` steps, at the end of training and when
-    training is interrupted, so a re-run resumes where it stopped."""
+    training is interrupted, so a re-run resumes where it stopped. Every rank takes part in saving
+    (Lightning writes on rank 0 and waits for all); rank 0 alone moves the file into place."""
 
     def __init__(self, path: Path, every: int):
         self.path, self.every = Path(path), every
@@ -46,7 +51,8 @@ class LastCheckpoint(L.Callback):
     def _save(self, trainer: L.Trainer) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         trainer.save_checkpoint(tmp, weights_only=False)  # full state (optimiser, loops) for resuming
-        os.replace(tmp, self.path)
+        if trainer.is_global_zero:
+            os.replace(tmp, self.path)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self.every and trainer.global_step % self.every == 0:
@@ -56,6 +62,8 @@ class LastCheckpoint(L.Callback):
         self._save(trainer)
 
     def on_exception(self, trainer, pl_module, exception) -> None:
+        if trainer.world_size > 1:  # saving waits for every rank, and the others may be gone
+            return
         try:
             self._save(trainer)
         except Exception:  # best effort
@@ -87,6 +95,20 @@ def accelerator(device: torch.device) -> tuple[str, list[int] | int]:
     return "cpu", 1
 
 
+def placement(device: torch.device, par: TrainerConfig) -> dict:
+    """The Trainer's accelerator / devices / strategy / num_nodes: one process on `device` (today's
+    run), or DDP over par.devices x par.num_nodes processes (each on its local rank's device; the
+    process group is the launcher's, `draftlab.training.dist`)."""
+    accel, devices = accelerator(device)
+    if par.world == 1:
+        return {"accelerator": accel, "devices": devices}
+    dist.ensure_group(device.type)
+    # find_unused_parameters: a co-training warm-up leaves the drafter's parameters without gradients
+    strategy = dist.StreamKeepingDDP(process_group_backend="nccl" if accel == "gpu" else "gloo",
+                                     find_unused_parameters=True)
+    return {"accelerator": accel, "devices": par.devices, "num_nodes": par.num_nodes, "strategy": strategy}
+
+
 def budget_steps(cfg: PretrainConfig, dm: DrafterDataModule) -> int:
     """The step budget from max_steps and epochs (0 = none; max_minutes is checked while training)."""
     total = cfg.max_steps
@@ -110,12 +132,12 @@ def fit(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, workd
     not validated."""
     quiet_lightning()
     total = module.total_steps
-    accel, devices = accelerator(module.drafter.device)
-    precision = cfg.precision if cfg.precision != "auto" else ("bf16-mixed" if accel == "gpu" else "32-true")
+    where = placement(module.drafter.device, dist.settings())
+    precision = cfg.precision if cfg.precision != "auto" else ("bf16-mixed" if where["accelerator"] == "gpu" else "32-true")
     ckpt = workdir / "last.ckpt"
     every = log_every_n_steps or max(1, min(20, cfg.val_every or 20, dm.steps_per_epoch()))
     trainer = L.Trainer(
-        accelerator=accel, devices=devices, precision=precision, max_steps=total or -1, max_epochs=-1,
+        **where, precision=precision, max_steps=total or -1, max_epochs=-1,
         val_check_interval=cfg.val_every or 10**9, check_val_every_n_epoch=None, num_sanity_val_steps=0,
         logger=logger if logger is not None else False, enable_checkpointing=False,
         callbacks=[LastCheckpoint(ckpt, cfg.checkpoint_every), *(callbacks or [])],

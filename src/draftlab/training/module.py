@@ -7,6 +7,9 @@ over the fraction of the budget spent (steps, training minutes or epochs, whiche
 gradient clipping. Validation: simulated τ, per-slot accuracy and top-K coverage against the
 target's greedy tokens; the best state by held-out simulated τ is kept; every validation adds a row
 to the budget curve (τ vs training minutes). Counters, history and the best state survive a resume.
+Under DDP (`trainer.devices` > 1) every step's clock is the ranks' mean and its counters and loss
+(`loss_curve`: the global training loss per step) are summed over ranks, so the schedule, the budget
+stop and the reports are the same on every rank; validation runs every set on every rank (same figures).
 
 Pretraining trains this module as it is (its step is the off-policy CE); co-training
 (`draftlab.training.cotrain`) and SpecOPD (`draftlab.training.specopd`) extend it.
@@ -85,6 +88,7 @@ class DrafterModule(L.LightningModule):
                  val_names: list[str] | None = None, target=None, val_labels: str = "greedy", teacher=None):
         super().__init__()
         self.drafter, self.cfg, self.total_steps = drafter, cfg, total_steps
+        drafter.train_attention = getattr(cfg, "train_attention", "auto")  # auto: flex on CUDA, split on CPU
         self.teacher = teacher  # training.distill.TapTeacher when cfg.kd_weight > 0
         if teacher is not None and drafter.seed_column:
             raise DraftlabError("pretrain.kd_weight > 0 with drafter.seed_logit=true is not implemented (the teacher "
@@ -106,7 +110,9 @@ class DrafterModule(L.LightningModule):
         self.best: dict | None = None
         self.last_val: dict = {}
         self.start_step = 0
+        self.loss_curve: list[float] = []  # the global training loss of every optimiser step
         self._t_last: float | None = None
+        self._marks = (0, 0, 0)  # the counters at the last step's sync (slot predictions, labels, uncovered)
         self._stats: dict[str, BlockStats] = {}
 
     # ---- budget -------------------------------------------------------------------------------------
@@ -227,7 +233,8 @@ class DrafterModule(L.LightningModule):
         return out[:, 0], out[:, 1]
 
     def log_train(self, loss: Tensor, bs: int) -> None:
-        self.log("train/loss", loss.detach(), batch_size=bs, prog_bar=True)
+        # under DDP each rank's loss is W x its share of the global ratio: the mean over ranks is the global loss
+        self.log("train/loss", loss.detach(), batch_size=bs, prog_bar=True, sync_dist=self.trainer.world_size > 1)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=bs)
         self.log("train/slot_preds_per_s", self.slot_predictions / max(self.train_seconds, 1e-9), batch_size=bs)
         self.log("train/uncovered_label_frac", self.uncovered / max(self.labels_seen, 1), batch_size=bs)
@@ -242,16 +249,34 @@ class DrafterModule(L.LightningModule):
     def on_train_start(self) -> None:
         self.start_step = int(self.global_step)
         self._t_last = time.time()
+        self._marks = (self.slot_predictions, self.labels_seen, self.uncovered)
         if self.progress() >= 1.0:
             self.trainer.should_stop = True
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         now = time.time()
-        if self._t_last is not None:
-            self.train_seconds += now - self._t_last
+        dt = now - self._t_last if self._t_last is not None else 0.0
         self._t_last = now
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        dt, loss = self._sync_step(dt, float(loss.detach()) if isinstance(loss, Tensor) else float("nan"))
+        self.train_seconds += dt
+        self.loss_curve.append(loss)
         if self.progress() >= 1.0:
             self.trainer.should_stop = True
+
+    def _sync_step(self, dt: float, loss: float) -> tuple[float, float]:
+        """One all-reduce per step under DDP: (the ranks' mean step time, the global loss); the counters
+        become the sums over ranks. One process: (dt, loss) unchanged."""
+        world = self.trainer.world_size
+        if world <= 1:
+            return dt, loss
+        m = self._marks
+        own = [self.slot_predictions - m[0], self.labels_seen - m[1], self.uncovered - m[2]]
+        v = torch.tensor([dt, loss, *own], dtype=torch.float64, device=self.device)
+        v = self.trainer.strategy.reduce(v, reduce_op="sum").tolist()
+        self.slot_predictions, self.labels_seen, self.uncovered = (m[i] + int(round(v[2 + i])) for i in range(3))
+        self._marks = (self.slot_predictions, self.labels_seen, self.uncovered)
+        return v[0] / world, v[1] / world
 
     # ---- validation ----------------------------------------------------------------------------------------
     def new_val_stats(self):
@@ -343,7 +368,8 @@ class DrafterModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["draftlab"] = {"train_seconds": self.train_seconds, "slot_predictions": self.slot_predictions,
                                   "uncovered": self.uncovered, "labels_seen": self.labels_seen,
-                                  "history": self.history, "best": self.best, "last_val": self.last_val}
+                                  "history": self.history, "best": self.best, "last_val": self.last_val,
+                                  "loss_curve": self.loss_curve}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         st = checkpoint.get("draftlab", {})
@@ -354,3 +380,4 @@ class DrafterModule(L.LightningModule):
         self.history = list(st.get("history", []))
         self.best = st.get("best")
         self.last_val = st.get("last_val", {})
+        self.loss_curve = list(st.get("loss_curve", []))

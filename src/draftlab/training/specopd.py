@@ -75,7 +75,8 @@ def distributed_loss(module: L.LightningModule, numerator: Tensor, count: Tensor
     gradient averaging over R ranks then gives ∇ Σ_r num_r / Σ_r cnt_r exactly."""
     strategy, world = module.trainer.strategy, module.trainer.world_size
     total = strategy.reduce(count.detach().float(), reduce_op="sum").clamp(min=1)
-    value = strategy.reduce(numerator.detach().float(), reduce_op="sum") / total
+    # a copy: the all-reduce works in place, and detach().float() of an fp32 tensor is the numerator's own storage
+    value = strategy.reduce(numerator.detach().float().clone(), reduce_op="sum") / total
     return numerator * world / total, value
 
 

@@ -191,3 +191,45 @@ def load_target(path: str | Path, device: str = "auto", dtype: str = "auto", att
             raise DraftlabError(f"target {ref} {problem}") from None
         raise InputFileError(ref, problem) from None
     return TargetModel(model.to(dev), tok, name=path.name)
+
+
+class TargetInfo:
+    """What a target lends when another engine runs it (the reference stage's openai engine): its tokenizer,
+    config and EOS ids, on the CPU, without the weights. Reads like a `TargetModel` where the stage needs it."""
+
+    def __init__(self, tokenizer, config, generation_config, name: str):
+        self.tokenizer, self.config, self.generation_config, self.name = tokenizer, config, generation_config, name
+        self.device = torch.device("cpu")
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        eos = getattr(self.generation_config, "eos_token_id", None)
+        eos = eos if eos is not None else self.config.eos_token_id
+        return [eos] if isinstance(eos, int) else list(eos or [])
+
+
+def load_target_info(path: str | Path) -> TargetInfo:
+    """The tokenizer, config and generation config of a prepared target folder (or the folder / hub id its
+    manifest points at); no weights are read."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    path = Path(path)
+    info = read_json(path / MANIFEST) if (path / MANIFEST).exists() else {}
+    ref = info["path"] if info.get("source") in ("local", "hub") else str(path)
+    if info.get("source") != "hub" and not (Path(ref) / "config.json").exists():
+        raise DraftlabError(f"target folder {ref} has no config.json; run `dvc repro prepare_target` or fix target.path")
+    try:
+        tok = AutoTokenizer.from_pretrained(ref)
+        cfg = AutoConfig.from_pretrained(ref)
+        try:
+            gen = GenerationConfig.from_pretrained(ref)
+        except OSError:  # no generation_config.json: the config's EOS
+            gen = None
+    except Exception as e:  # noqa: BLE001 (JSON, HF errors: corrupt or incompatible)
+        raise InputFileError(ref, f"could not be read as a tokenizer + config ({_first_line(e)})") from None
+    return TargetInfo(tok, cfg, gen, path.name)
+
+
+def _first_line(e: Exception) -> str:
+    s = str(e).strip().splitlines()
+    return s[0][:300] if s else type(e).__name__

@@ -1,0 +1,112 @@
+"""Decoded text with each token's fate marked, for `draftlab decode`: from the engine's round records, which
+tokens the target wrote itself, which draft tokens were accepted (corrected by a corrector, or a seeded slot
+whose seed the drafter kept / changed) and the first rejected proposal of each round; rendered with ANSI
+colours or brackets."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class Mark:
+    token: int
+    kind: str  # target (the verifier's own token) | accepted | corrected (accepted, a corrector changed it) | rejected
+    # | seed-kept / seed-changed (accepted from a seeded slot whose seed the drafter kept / changed)
+
+
+def mark_tokens(result, corrects: bool, stream: int = 0) -> list[Mark]:
+    """The output of `stream` with each token's fate, from the engine's round records: the accepted
+    proposals of each round (`corrected` when the proposal step changed the drafter's argmax and
+    `corrects`; `seed-kept` / `seed-changed` from a seeded slot, by the round's `seed_kept` record), the first
+    rejected proposal of the round (not in the text; shown before the token the verifier put in its place),
+    and the verifier's own tokens (the first token, each round's bonus)."""
+    tokens = result.tokens[stream]
+    kinds = ["target"] * len(tokens)
+    rejected: dict[int, int] = {}
+    for rec in result.records:
+        for i, s in enumerate(rec.stream.tolist()):
+            if s != stream:
+                continue
+            off, acc = int(rec.offset[i]), int(rec.accepted[i])
+            props = rec.proposals[i].tolist()
+            argmax = rec.topk_ids[i, :, 0].tolist() if rec.topk_ids is not None else props
+            kept = rec.extras["seed_kept"][i].tolist() if "seed_kept" in rec.extras else [-1] * len(props)
+            for j in range(1, acc + 1):
+                if off + j < len(tokens):
+                    seed = SEED_KINDS.get(kept[j - 1], "accepted")
+                    kinds[off + j] = "corrected" if corrects and props[j - 1] != argmax[j - 1] else seed
+            if acc < len(props) and off + acc + 1 < len(tokens):
+                rejected[off + acc + 1] = props[acc]
+    out: list[Mark] = []
+    for i, (t, k) in enumerate(zip(tokens, kinds)):
+        if i in rejected:
+            out.append(Mark(rejected[i], "rejected"))
+        out.append(Mark(t, k))
+    return out
+
+
+def seed_counts(result, stream: int = 0) -> tuple[int, int] | None:
+    """(seeded slots, of them kept by the drafter) over the rounds of `stream`; None without seed records."""
+    recs = [(r, i) for r in result.records if "seed_kept" in r.extras for i, s in enumerate(r.stream.tolist()) if s == stream]
+    if not recs:
+        return None
+    kept = [k for r, i in recs for k in r.extras["seed_kept"][i].tolist() if k >= 0]
+    return len(kept), sum(kept)
+
+
+SEED_KINDS = {1: "seed-kept", 0: "seed-changed"}  # seed_kept record -> kind of an accepted token (-1: no seed)
+STYLE = {  # kind -> (ANSI SGR, bracket open, bracket close)
+    "accepted": ("32", "[", "]"),
+    "corrected": ("1;36", "{", "}"),
+    "seed-kept": ("33", "«", "»"),
+    "seed-changed": ("35", "‹", "›"),
+    "rejected": ("9;31", "(~", "~)"),
+    "target": ("", "", ""),
+}
+LEGEND = {"accepted": "accepted draft token", "corrected": "corrected by the corrector, accepted",
+          "seed-kept": "accepted, the drafter kept the slot's seed", "seed-changed": "accepted, the drafter changed the seed",
+          "rejected": "rejected proposal (not in the text)", "target": "the target's own token"}
+
+
+def render(marks: list[Mark], decode: Callable[[list[int]], str], color: bool) -> str:
+    """Text of `marks` with runs of one kind coloured (ANSI) or bracketed; token text is decoded
+    incrementally over the committed tokens, so multi-byte characters split across tokens stay intact."""
+    pieces: list[tuple[str, str]] = []
+    committed: list[int] = []
+    prev = ""
+    for m in marks:
+        if m.kind == "rejected":
+            text = decode([m.token])
+        else:
+            committed.append(m.token)
+            full = decode(committed)
+            text, prev = full[len(prev):], full
+        if pieces and pieces[-1][0] == m.kind:
+            pieces[-1] = (m.kind, pieces[-1][1] + text)
+        else:
+            pieces.append((m.kind, text))
+    out = []
+    for kind, text in pieces:
+        sgr, left, right = STYLE[kind]
+        if not text or not sgr:
+            out.append(text)
+        elif color:
+            out.append(f"\x1b[{sgr}m{text}\x1b[0m")
+        else:
+            out.append(f"{left}{text}{right}")
+    return "".join(out)
+
+
+def legend(color: bool, seeded: bool = False) -> str:
+    """The legend line; the seed kinds only for a seeded drafter's output."""
+    parts = []
+    for kind, what in LEGEND.items():
+        sgr, left, right = STYLE[kind]
+        if kind.startswith("seed-") and not seeded:
+            continue
+        if kind == "target":
+            parts.append(f"plain = {what}")
+        else:
+            parts.append(f"\x1b[{sgr}m{what}\x1b[0m" if color else f"{left}{what}{right}")
+    return "legend: " + ", ".join(parts)

@@ -1,0 +1,113 @@
+"""Data-parallel plumbing of the training stages (Lightning DDP over `trainer.devices` processes per node).
+
+- `configure(cfg)` / `settings()`: the process's `TrainerConfig` (set once by the stage script from
+  params.trainer; the default is one process, today's single-device run). `fit` reads it.
+- `world_size()`, `global_rank()`, `is_rank_zero()`: from the initialised process group, else from the
+  launcher's environment (torchrun sets WORLD_SIZE / RANK / LOCAL_RANK before the script starts).
+- `local_device(name)`: target.device for this rank (`cuda` -> `cuda:<local rank>` when several run).
+- `StreamKeepingDDP`: Lightning's DDP strategy without its re-seeding at setup, so every rank's random
+  streams (anchors, shuffles) continue exactly as the one-process run's do.
+- `rank_zero_first(fn, device_type)`: rank 0 runs `fn` (e.g. builds the feature cache), all ranks meet
+  at a barrier, then the others run it (and reuse what rank 0 wrote). The process group is created
+  from the environment when it does not exist yet (Lightning then reuses it).
+"""
+from __future__ import annotations
+
+import random
+from typing import Callable, TypeVar
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from lightning.pytorch.strategies import DDPStrategy
+
+from draftlab.config.trainer import TrainerConfig, launched
+
+T = TypeVar("T")
+_settings = TrainerConfig()
+
+
+def configure(cfg: TrainerConfig) -> None:
+    """Set the process's data-parallel settings (the stage script calls it with params.trainer)."""
+    global _settings
+    _settings = cfg
+
+
+def settings() -> TrainerConfig:
+    return _settings
+
+
+def _initialised() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def world_size() -> int:
+    return dist.get_world_size() if _initialised() else launched()[0]
+
+
+def global_rank() -> int:
+    return dist.get_rank() if _initialised() else launched()[1]
+
+
+def is_rank_zero() -> bool:
+    return global_rank() == 0
+
+
+def local_device(name: str) -> str:
+    """The device this rank's target goes to: `cuda` / `auto` (with CUDA) -> cuda:<local rank> when
+    several processes run; otherwise `name` unchanged."""
+    world, _, local, _ = launched()
+    if world > 1 and (name == "cuda" or (name == "auto" and torch.cuda.is_available())):
+        return f"cuda:{local}"
+    return name
+
+
+def ensure_group(device_type: str) -> bool:
+    """Create the default process group from the launcher's environment when several processes run
+    (nccl on CUDA, gloo on CPU, as Lightning's DDP would); False for one process."""
+    if launched()[0] <= 1:
+        return False
+    if not _initialised():
+        if device_type == "cuda":
+            torch.cuda.set_device(launched()[2])
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return True
+
+
+class StreamKeepingDDP(DDPStrategy):
+    """DDPStrategy whose setup leaves the random generators as they were: Lightning's re-seeds them
+    (`reset_seed` to seed_everything's seed) at every fit / validate, which a one-process run does not,
+    so a DDP run would draw other training anchors than the one-process run on the same global batch."""
+
+    def setup_distributed(self) -> None:
+        state = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+                 torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None)
+        super().setup_distributed()
+        random.setstate(state[0])
+        np.random.set_state(state[1])
+        torch.set_rng_state(state[2])
+        if state[3] is not None:
+            torch.cuda.set_rng_state_all(state[3])
+
+
+_depth = 0  # rank_zero_first calls in progress (a nested one runs its fn directly: one barrier per outer call)
+
+
+def rank_zero_first(fn: Callable[[], T], device_type: str = "cpu") -> T:
+    """fn() on rank 0, a barrier, then fn() on the other ranks (one process, or inside another
+    rank_zero_first: just fn()). Every rank must call it at the same point (it is a collective)."""
+    global _depth
+    if _depth or not ensure_group(device_type):
+        return fn()
+
+    def call() -> T:
+        global _depth
+        _depth += 1
+        try:
+            return fn()
+        finally:
+            _depth -= 1
+
+    out = call() if dist.get_rank() == 0 else None
+    dist.barrier()
+    return out if dist.get_rank() == 0 else call()

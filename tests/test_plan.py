@@ -1,0 +1,194 @@
+"""The cost plan (issue 21 item 1): `draftlab plan` runs offline on the presets' numbers, fits the gpu profile's
+SpecOPD shape in 80 GB with its chunking and refuses it without, reads a config.json over the preset (and says
+where they disagree), refuses in one line what does not fit; and its memory model is checked against the peak
+memory that the torch profiler measures for three real training steps on CPU (±25%)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from conftest import tiny_target
+from test_chunked import peak_bytes
+from draftlab.cli import main
+from draftlab.errors import ConfigError
+from draftlab.plan import memory as M
+from draftlab.plan.arch import shapes_of, target_shape
+from draftlab.plan.stages import GiB, Device, check_fit, plan
+
+GPU = ["-S", "target=qwen3-8b", "-S", "profile=gpu", "--gpus", "8", "--gpu-mem", "80", "--disk", "100000"]
+NO_CHUNKS = ["-S", "specopd.chunk_rows=0", "-S", "specopd.vocab_chunk=0"]
+
+
+def _plan_json(capsys, *extra):
+    rc = main(["plan", *GPU, *extra, "--json"])
+    cap = capsys.readouterr()
+    return rc, json.loads(cap.out), cap.err
+
+
+def test_qwen3_8b_on_8_gpus_runs_offline_and_fits(capsys):
+    rc = main(["plan", *GPU])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "36 layers, hidden 4096, heads 32/8, head_dim 128, intermediate 12288, vocab 151936" in out
+    for stage in ("reference", "pretrain_drafter", "specopd", "corrector", "benchmark"):
+        assert f"\n{stage} " in out, stage
+    assert "assumptions: time = FLOPs / (8 GPU x 989 TFLOP/s x 0.4 efficiency)" in out
+    rc, js, _ = _plan_json(capsys)
+    spec = next(s for s in js["stages"] if s["stage"] == "specopd")
+    assert js["fits"] and 0 < spec["peak_gib"] < 80 and spec["hours"] > 0 and spec["flops"] > 0
+    assert "chunk_rows=2048, vocab_chunk=16384" in spec["step"]
+
+
+def test_the_profile_specopd_shape_fits_with_chunks_and_not_without(capsys):
+    from draftlab.cli import validate
+
+    p = validate("params.yaml", [], ["target=qwen3-8b", "profile=gpu"])
+    t = target_shape(p.target)
+    from draftlab.plan.arch import drafter_shape
+
+    d = drafter_shape(t, p.drafter)
+    s = p.specopd
+    assert (s.batch_size, s.anchors_per_seq, d.block_size - 1, d.draft_vocab) == (8, 256, 15, 151936)
+    # the T=1 evaluation at the whole profile shape (B=8, A=256, W=15, full vocabulary) with the profile's chunks
+    L = p.data.max_prompt_tokens + p.reference.max_new_tokens
+    ev = M.total(M.specopd_step(t, d, 8, L, 256, 15, s.chunk_rows, s.vocab_chunk, 2, 2, True, grad=False))
+    assert ev < 80 * GiB
+    p.specopd.chunk_rows = p.specopd.vocab_chunk = 0
+    unchunked = next(x for x in plan(p, t, Device(gpus=8)) if x.name == "specopd")
+    assert unchunked.peak > 150 * GiB  # the issue's estimate of the unchunked evaluation: well over 150 GB
+    rc = main(["plan", *GPU, *NO_CHUNKS])
+    cap = capsys.readouterr()
+    assert rc == 2 and "\nspecopd " in cap.out  # the table shows what it would need
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: specopd: its largest step") and "specopd.chunk_rows" in err[0]
+    assert "more than the 80 GiB of --gpu-mem" in err[0]
+
+
+def test_bad_input_is_one_line(capsys):
+    assert main(["plan", "-S", "target=nosuch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "target='nosuch' is not a preset; choose one of:" in err[0] and "qwen3-8b" in err[0]
+    assert main(["plan", "-S", "target=qwen3-8b", "-S", "profile=gpu", "--gpu-mem", "8", "--disk", "100000"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "more than the 8 GiB of --gpu-mem; lower it with" in err[0]
+
+
+def test_a_config_json_wins_and_a_disagreement_is_reported(tmp_path, capsys):
+    cfg = {"num_hidden_layers": 28, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936, "tie_word_embeddings": False}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    rc = main(["plan", *GPU, "-S", "target.source=local", "-S", f"target.path={tmp_path}"])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"28 layers" in out and f"(from {tmp_path / 'config.json'})" in out
+    assert f"warning: target.arch.num_layers=36 in the preset, 28 in {tmp_path / 'config.json'}: using 28" in out
+
+
+def test_presets_agree_with_their_models(root):
+    import yaml
+
+    from draftlab.config import RandomModelConfig, TargetArchConfig, TargetConfig
+
+    def preset(name):  # conf/target/NAME.yaml as the target section (no Hydra: only its own keys matter here)
+        raw = yaml.safe_load((root / "conf" / "target" / f"{name}.yaml").read_text())
+        arch, rnd = TargetArchConfig(**raw.pop("arch")), RandomModelConfig(**raw.pop("random", {}))
+        return TargetConfig(**raw, arch=arch, random=rnd)
+
+    tiny = preset("tiny-random")
+    assert target_shape(tiny).notes == ()  # target.arch restates target.random
+    tiny.arch.num_layers = 5
+    assert target_shape(tiny).notes == ("target.arch.num_layers=5 in the preset, 4 in target.random: using 4",)
+    for name, params in (("qwen3-8b", 8.19e9), ("qwen3-4b", 4.02e9), ("llama-3.1-8b", 8.03e9), ("smollm2-135m", 1.35e8)):
+        t = target_shape(preset(name), prepared=None)
+        assert t.params() == pytest.approx(params, rel=0.01), name  # the models' published sizes
+
+
+def test_a_cache_larger_than_the_disk_and_a_step_larger_than_the_device_refuse():
+    from draftlab.cli import validate
+
+    p = validate("params.yaml", [], ["target=qwen3-8b", "profile=gpu", "pretrain.cache_features=true"])
+    stages = plan(p, target_shape(p.target), Device(gpus=8))
+    with pytest.raises(ConfigError, match=r"pretrain_drafter: its feature cache .* set pretrain.cache_features=false"):
+        check_fit(stages, 80, 10 * GiB)
+    with pytest.raises(ConfigError, match=r"more than the 1 GiB of cuda:0; lower it with"):
+        check_fit(stages, 1, None, "cuda:0")
+    assert check_fit(stages, 80, None) == []
+
+
+# ---- the memory model against measured peaks ----------------------------------------------------------------
+
+
+def _resident(*mods, opt=None) -> int:
+    """Bytes that exist before the step: weights, buffers and the optimizer's moments (each tensor once)."""
+    seen = {}
+    for m in mods:
+        for x in [*m.parameters(), *m.buffers()]:
+            seen[x.data_ptr()] = x.numel() * x.element_size()
+    for st in opt.state.values():
+        seen.update({v.data_ptr(): v.numel() * v.element_size() for v in st.values() if torch.is_tensor(v)})
+    return sum(seen.values())
+
+
+def _measured(step, target, drafter, opt) -> int:
+    step()  # the first step creates the AdamW moments; the measured one is a steady-state step
+    opt.zero_grad(set_to_none=True)
+    return _resident(target, drafter, opt=opt) + peak_bytes(step)
+
+
+def _pretrain(V, B, L, A, S, chunk):
+    from draftlab.config import PretrainConfig
+    from draftlab.drafter import DFlashDrafter, arch_from_target
+    from draftlab.training.module import DrafterModule
+
+    target = tiny_target("llama", vocab=V)
+    torch.manual_seed(0)
+    d = DFlashDrafter.from_target(arch_from_target(target, S, 2, [], 1, 0), target)
+    m = DrafterModule(d, PretrainConfig(chunk_rows=chunk, batch_size=B, anchors_per_seq=A, cache_features=False), 10,
+                      target=target)
+    opt = m.configure_optimizers()["optimizer"]
+    g = torch.Generator().manual_seed(0)
+    anc = torch.stack([torch.randperm(L - S - 4, generator=g)[:A].sort().values + 2 for _ in range(B)])
+    batch = {"ids": torch.randint(3, V, (B, L), generator=g), "ctx_valid": torch.ones(B, L, dtype=torch.bool),
+             "anchors": anc, "anchor_valid": torch.ones(B, A, dtype=torch.bool), "seq_len": torch.full((B,), L)}
+
+    def step():  # the stage's training step (DrafterModule.training_step's drafter_step) + backward + AdamW
+        opt.zero_grad(set_to_none=True)
+        m.drafter_step(batch, dense=False)["loss"].backward()
+        opt.step()
+    t, ds = shapes_of(target, d)
+    return _measured(step, target, d, opt), M.total(M.pretrain_step(t, ds, B, L, A, chunk, 4, 4, fused=False))
+
+
+def _specopd(V, B, L, A, W, chunk, vchunk):
+    from draftlab.drafter import DFlashDrafter, arch_from_target
+    from draftlab.specopd.terms import specopd_terms
+    from draftlab.specopd.tree import sample_branch_anchors
+
+    target = tiny_target("llama", vocab=V)
+    torch.manual_seed(0)
+    d = DFlashDrafter.from_target(arch_from_target(target, W + 1, 1, [], 1, 0), target)
+    opt = torch.optim.AdamW(d.parameters())
+    anc = torch.stack([sample_branch_anchors(L, 4, A, torch.Generator().manual_seed(b)) for b in range(B)])
+    b = {"ids": torch.randint(3, V, (B, L), generator=torch.Generator().manual_seed(0)), "seq_len": torch.full((B,), L),
+         "anchors": anc, "seq": torch.arange(B), "anchor_valid": torch.ones_like(anc, dtype=torch.bool)}
+
+    def step():  # one SpecOPD update: terms (trunk, blocks, sampling, tree, overlaps) + backward + AdamW
+        opt.zero_grad(set_to_none=True)
+        t = specopd_terms(target, d, b, W, 1.0, chunk_rows=chunk, vocab_chunk=vchunk)
+        (t.numerator / t.count).backward()
+        opt.step()
+    t, ds = shapes_of(target, d)
+    return _measured(step, target, d, opt), M.total(M.specopd_step(t, ds, B, L, A, W, chunk, vchunk, 4, 4, fused=False))
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("case,run", [
+    ("pretrain, whole logits (V=4096)", lambda: _pretrain(4096, 2, 64, 8, 5, 0)),
+    ("pretrain, row chunks of 16, more blocks (V=512)", lambda: _pretrain(512, 2, 96, 16, 5, 16)),
+    ("specopd update, whole logits", lambda: _specopd(4096, 2, 40, 6, 4, 0, 0)),
+    ("specopd update, row + vocabulary chunks", lambda: _specopd(4096, 2, 40, 6, 4, 12, 512)),
+])
+def test_predicted_peak_memory_is_within_25_percent_of_the_measured(case, run):
+    measured, predicted = run()
+    assert 0.75 <= predicted / measured <= 1.25, (case, measured, predicted)

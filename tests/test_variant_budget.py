@@ -1,0 +1,64 @@
+"""Corrector variant budgets (issue 21, item 4): the main arms (the main variant and the sequential baselines)
+train on the section's budget, the ablations on `variant_max_minutes` and `variant_budget_fraction` of its steps
+and epochs; the cpu profile's budgets are the ones of the rule before the fraction existed; bad values are one line."""
+from __future__ import annotations
+
+import pytest
+
+from draftlab.corrector.variants import TABLE, VARIANTS
+from draftlab.errors import ConfigError
+from draftlab.params import build_params, compose_params
+from draftlab.pipeline.corrector import variant_view
+
+
+def _views(params):
+    c = params.corrector
+    main = "dcoco" if "dcoco" in c.variants else c.variants[0]
+    return main, {v: variant_view(c, params.pretrain, v, main, c.k) for v in VARIANTS}
+
+
+def test_gpu_profile_ablations_get_the_stated_fraction(root):
+    gpu = build_params(compose_params(["profile=gpu"], root / "conf"))
+    c = gpu.corrector
+    assert 0 < c.variant_budget_fraction < 1 and c.epochs > 0  # the profile states an epoch budget and a fraction
+    main, views = _views(gpu)
+    for v, (role, view) in views.items():
+        if v == main or TABLE[v].sequential:
+            assert role == "main" and view.epochs == c.epochs and view.max_minutes == c.max_minutes, v
+        else:
+            assert role == "ablation" and view.epochs == pytest.approx(c.epochs * c.variant_budget_fraction), v
+            assert view.max_steps == 0 and view.max_minutes == 0.0, v  # no other limit appears
+    assert {v for v, (r, _) in views.items() if r == "main"} == {"dcoco", "dspark", "domino", "dflash2"}
+    assert {"nopair", "nocand", "frozen", "specopd-dcoco", "specopd-dcoco-t1"} <= {
+        v for v, (r, _) in views.items() if r == "ablation"}
+
+
+def test_cpu_profile_budgets_are_unchanged(root):
+    """The rule before the fraction: main arms max_minutes, every other variant variant_max_minutes (0 = the full
+    budget), the section's steps and epochs for all: the same run settings, field for field."""
+    cpu = build_params(compose_params(["profile=cpu"], root / "conf"))
+    c = cpu.corrector
+    assert c.variant_budget_fraction == 1.0
+    main, views = _views(cpu)
+    for v, (role, view) in views.items():
+        full = v == main or TABLE[v].sequential or not c.variant_max_minutes
+        old = c.run_settings(cpu.pretrain, c.max_minutes if full else c.variant_max_minutes, k=c.k)
+        assert view == old, v
+
+
+def test_step_budgets_scale_and_stay_limited(root):
+    p = build_params(compose_params(["profile=cpu", "corrector.max_steps=10", "corrector.variant_budget_fraction=0.25",
+                                     "corrector.variant_max_minutes=0", "corrector.epochs=2"], root / "conf"))
+    c = p.corrector
+    assert c.variant_budget(True) == {"max_minutes": c.max_minutes, "max_steps": 10, "epochs": 2.0}
+    assert c.variant_budget(False) == {"max_minutes": c.max_minutes * 0.25, "max_steps": 3, "epochs": 0.5}
+    tiny = build_params(compose_params(["profile=cpu", "corrector.max_steps=1", "corrector.variant_budget_fraction=0.1"],
+                                       root / "conf")).corrector
+    assert tiny.variant_budget(False)["max_steps"] == 1  # a step limit never becomes 0 (= no limit)
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "-0.25"])
+def test_bad_fraction_is_one_line(root, value):
+    with pytest.raises(ConfigError, match=r"^corrector.variant_budget_fraction=.* must lie in \(0, 1\]") as e:
+        build_params(compose_params([f"corrector.variant_budget_fraction={value}"], root / "conf"))
+    assert "\n" not in str(e.value)
