@@ -142,8 +142,11 @@ def test_torchrun_two_ranks_equal_one_process(root, pipeline):
     assert outs(one) == outs(two)
     assert sorted(p.name for p in (two / "metrics").rglob("*.json")) == sorted(
         p.name for p in (one / "metrics").rglob("*.json"))
-    # the feature cache was built once (by rank 0) and read by both ranks
-    assert len(list((two / "checkpoints" / "pretrain_drafter" / "features").glob("*/meta.json"))) == 1
+    # the feature caches (one per key the stages ask for) are the 1-process run's, each complete, and no rank left a
+    # half-built one behind (rank 0 builds behind a barrier; a second builder would leave a temp folder or a clash)
+    caches = lambda wd: sorted(p.name for p in (wd / "checkpoints" / "pretrain_drafter" / "features").iterdir())  # noqa: E731
+    assert caches(two) == caches(one) and all(not n.startswith(".") for n in caches(two)), (caches(one), caches(two))
+    assert all((two / "checkpoints" / "pretrain_drafter" / "features" / n / "meta.json").exists() for n in caches(two))
     # a re-run on 2 ranks resumes the finished run from its last.ckpt (both ranks load it; nothing retrains)
     before = (two / "models" / "drafter" / "pretrained" / "model.safetensors").read_bytes()
     r = launch(root, two, "pretrain_drafter", 2)
