@@ -11,12 +11,50 @@ Run: python tests/openai_server.py --port P [--name tiny-llama] [--arch llama] [
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(port: int, *args: str, timeout_s: float = 300.0):
+    """This server as a subprocess on 127.0.0.1:`port` (extra `args`: --name, --seed, --target-dir, ...): yields its
+    URL once `/v1/models` answers, kills it at the end."""
+    import os
+    import subprocess
+
+    import requests
+
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--port", str(port), *args],
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout_s  # a loaded 2-core machine imports torch + transformers slowly
+        while True:
+            assert proc.poll() is None, proc.stderr.read()[-3000:]
+            assert time.time() < deadline, f"the test server did not come up in {timeout_s:.0f} s"
+            try:
+                if requests.get(url + "/v1/models", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
 
 
 def make_app(target, name: str, token_ids: bool):

@@ -4,17 +4,11 @@ schema plus server / model, greedy tokens are the same across two requests and e
 (fp32), the sharded writer resumes; response bodies in vLLM's and SGLang's exact shapes parse; bad input is one line."""
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-import requests
 
 from conftest import tiny_target
+from openai_server import free_port, running
 from draftlab.data.references import EncodedPrompt
 from draftlab.data.suites import Prompt
 from draftlab.errors import ConfigError, DraftlabError
@@ -23,39 +17,15 @@ from draftlab.pipeline.reference import generate_references
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TESTS = Path(__file__).resolve().parent
 NAME, EOS = "tiny-llama", 30  # the tiny target answers two of the ten prompts with 30 first
 ARGS = dict(max_new_tokens=6, batch_size=4, progress=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server():
     """The test server, started once for the module and killed at its end."""
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(TESTS / "openai_server.py"), "--port", str(port), "--name", NAME,
-                             "--seed", "3", "--eos", str(EOS)], stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 300  # a loaded 2-core machine imports torch + transformers slowly
-        while True:
-            assert proc.poll() is None, proc.stderr.read()[-3000:]
-            assert time.time() < deadline, "the test server did not come up in 300 s"
-            try:
-                if requests.get(url + "/v1/models", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.1)
+    with running(free_port(), "--name", NAME, "--seed", "3", "--eos", str(EOS)) as url:
         yield url
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +144,7 @@ def _one_line(e) -> str:
 
 
 def test_bad_input_is_one_line(server, target):
-    dead = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(DraftlabError, match="cannot connect") as e:
         OpenAIEngine([dead], [EOS], retries=1, backoff_s=0.01)
     assert dead in _one_line(e) and "reference.servers" in _one_line(e)

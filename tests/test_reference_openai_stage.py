@@ -4,31 +4,21 @@ only the target's tokenizer / config / EOS ids, writes rows with server and mode
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import requests
+from openai_server import free_port, running
 
-TESTS = Path(__file__).resolve().parent
 NAME = "tiny-random"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def served(root, tmp_path_factory):
     """(workdir, url): params composed for the openai engine, the target prepared, its server up (killed at the end)."""
-    wd, port = tmp_path_factory.mktemp("ref-openai"), _free_port()
+    wd, port = tmp_path_factory.mktemp("ref-openai"), free_port()
     url = f"http://127.0.0.1:{port}"
     params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
                              "reference.num_train_prompts=6", "reference.num_heldout_prompts=2",
@@ -41,23 +31,9 @@ def served(root, tmp_path_factory):
     (wd / "params.yaml").write_text(params.stdout)
     r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    proc = subprocess.Popen([sys.executable, str(TESTS / "openai_server.py"), "--port", str(port), "--name", NAME,
-                             "--target-dir", str(wd / "models" / "target")], stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:
-        deadline = time.time() + 300  # a loaded 2-core machine imports torch + transformers slowly
-        while True:
-            assert proc.poll() is None, proc.stderr.read()[-3000:]
-            assert time.time() < deadline, "the test server did not come up in 300 s"
-            try:
-                if requests.get(url + "/v1/models", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.1)
+    with running(port, "--name", NAME, "--target-dir", str(wd / "models" / "target")) as got:
+        assert got == url
         yield wd, url
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
 
 
 def test_reference_stage_with_the_openai_engine(root, served):

@@ -370,14 +370,15 @@ def test_comparison_driver_reports_every_arm_and_resumes(target, tmp_path):
     assert per["offpolicy_ce"] is None and 1.0 <= per["first_rejection"] <= per["specopd"] <= W
 
 
-def test_benchmark_arm_decodes_each_temperature_with_its_state(target):
+def test_benchmark_arm_decodes_each_temperature_with_its_state(target, tmp_path):
     from draftlab.bench.arms import ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
     from draftlab.decoding import SamplingParams
 
     d0, d1 = make_drafter(target, seed=0), make_drafter(target, seed=1)
-    by = {"models/drafter/specopd/t0": d0, "models/drafter/specopd/t1": d1}
-    ctx = ArmContext(target, BenchmarkConfig(), Checkpoints("pre", "models/drafter/specopd", "long", "corr"),
+    spec = tmp_path / "specopd"  # no folder on disk: the arm reads the stub drafters (not a pipeline run's outputs)
+    by = {f"{spec}/t0": d0, f"{spec}/t1": d1}
+    ctx = ArmContext(target, BenchmarkConfig(), Checkpoints("pre", str(spec), "long", "corr"),
                      load_drafter=by.__getitem__)
     arm = build_arm("dflash-specopd", ctx)
     assert arm.name == "dflash-specopd" and arm.drafter is d0  # simulated τ (T=0) reads the greedy state
