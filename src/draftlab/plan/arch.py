@@ -26,22 +26,27 @@ REQUIRED = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermedi
 
 
 @dataclass(frozen=True)
-class TargetShape:
+class _Stack:
+    """A decoder stack's widths: what the target and the drafter share (and the layer's weight count)."""
     num_layers: int
     hidden: int
     heads: int
     kv_heads: int
     head_dim: int
     intermediate: int
-    vocab: int
-    tied: bool
-    source: str  # where the numbers came from (preset / a config.json path)
-    notes: tuple[str, ...] = ()  # disagreements between the preset and the config.json
 
     def layer_params(self) -> int:
         """Weights of one decoder layer (attention, SwiGLU MLP, norms, q/k norms)."""
         H, hd, kd = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
         return 2 * H * hd + 2 * H * kd + 3 * H * self.intermediate + 2 * H + 2 * self.head_dim
+
+
+@dataclass(frozen=True)
+class TargetShape(_Stack):
+    vocab: int
+    tied: bool
+    source: str  # where the numbers came from (preset / a config.json path)
+    notes: tuple[str, ...] = ()  # disagreements between the preset and the config.json
 
     def params(self) -> int:
         emb = self.vocab * self.hidden
@@ -49,13 +54,7 @@ class TargetShape:
 
 
 @dataclass(frozen=True)
-class DrafterShape:
-    num_layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
+class DrafterShape(_Stack):
     n_taps: int
     deepest_tap: int  # the target's pass stops after this layer when no label needs its logits
     block_size: int
@@ -63,9 +62,8 @@ class DrafterShape:
 
     def params(self) -> int:
         """Trainable weights: the tap projection, the layers, the norms (embedding and LM head are the target's)."""
-        H, hd, kd = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
-        layer = 2 * H * hd + 2 * H * kd + 3 * H * self.intermediate + 2 * H + 2 * self.head_dim
-        return self.n_taps * H * H + 2 * H + self.num_layers * layer
+        H = self.hidden
+        return self.n_taps * H * H + 2 * H + self.num_layers * self.layer_params()
 
 
 def _from_json(path: Path) -> dict:
