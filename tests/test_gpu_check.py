@@ -217,3 +217,20 @@ def test_budget_skips_stream_counts_and_says_so():
     res = g.section_concurrency(ctx)
     assert list(res["levels"]) == ["1"] and res["skipped_streams"] == [2, 3] and res["status"] == "partial"
     assert "skipped [2, 3] streams" in res["notes"][0]
+
+
+def test_projection_uses_each_correctors_own_base(tmp_path):
+    """The CPU τ ratio of a corrector is over its own base drafter: the seeded arms when the run has them."""
+    g = _script()
+    bench = tmp_path / "benchmark.json"
+    summ = {"dflash": {"tau_t0": 1.2}, "dcoco": {"tau_t0": 1.8}, "dflash-seeded": {"tau_t0": 3.0},
+            "dcoco-seeded": {"tau_t0": 3.3}, "domino-seeded": {"tau_t0": 2.7}}
+    bench.write_text(json.dumps({"summary": summ}))
+    taus, src = g.tau_ratios_cpu(bench)
+    assert taus == pytest.approx({"dflash": 1.0, "dcoco": 1.1, "domino": 0.9}) and "dspark" not in taus
+    assert "dflash-seeded" in src
+    del summ["dflash-seeded"]  # a run with plain methods only
+    bench.write_text(json.dumps({"summary": summ}))
+    taus, src = g.tau_ratios_cpu(bench)
+    assert taus == pytest.approx({"dflash": 1.0, "dcoco": 1.5}) and "seeded" not in src
+    assert g.tau_ratios_cpu(tmp_path / "absent.json") == ({}, "results/benchmark.json absent: no projection")
