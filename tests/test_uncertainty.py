@@ -3,6 +3,9 @@ estimate and shrink with more prompts, pairing cancels shared prompt difficulty,
 `best`, and the sizing rule meets its target half-width."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +15,8 @@ from draftlab.bench.runner import BatchRun
 from draftlab.bench.uncertainty import (add_intervals, collect_units, halfwidth_for, prompts_for_halfwidth,
                                         replicates, resolve_pair)
 from draftlab.decoding import GenerationResult
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _result(accepted: list[int] | None, tokens: int, wall: float) -> GenerationResult:
@@ -172,9 +177,16 @@ def test_pairs_on_shared_prompts_and_without_loops():
     first5 = lambda k: int(k.split("/")[1]) < 5  # noqa: E731
     want = np.mean([tau("good", s, first5) - tau("base", s, first5) for s in ("a", "b")])
     assert row["tau_diff"] == pytest.approx(want, abs=1e-6)
+    # without loops the prompts of all suites are pooled into one stratum
     clean = lambda k: first5(k) and k not in looping  # noqa: E731
-    want = np.mean([tau("good", s, clean) - tau("base", s, clean) for s in ("a", "b")])
-    assert row["no_loop"]["tau_diff"] == pytest.approx(want, abs=1e-6)
+
+    def pooled(arm):
+        us = [units[(s, "t0", arm)] for s in ("a", "b")]
+        idx = [[i for i, k in enumerate(u.keys()) if clean(k)] for u in us]
+        return sum(u.tau_sum[i] for u, ix in zip(us, idx) for i in ix) / sum(u.tau_n[i] for u, ix in zip(us, idx) for i in ix)
+
+    assert row["no_loop"]["tau_diff"] == pytest.approx(pooled("good") - pooled("base"), abs=1e-6)
+    assert row["no_loop"]["strata"] == "pooled over suites" and "strata" not in row
     assert row["tau_diff_halfwidth"] == pytest.approx((row["tau_diff_ci"][1] - row["tau_diff_ci"][0]) / 2, abs=1e-6)
     full = next(p for p in detail["pairs"] if p["a"] == "base")
     assert full["ablation"] is False and full["prompts"] == {"a": 8, "b": 8} and full["no_loop"]["prompts"] == {"a": 6, "b": 7}
@@ -256,3 +268,38 @@ def test_size_benchmark_tool_paired(root, tmp_path, capsys):
     assert size_benchmark.main([*args, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert list(plan["pairs"]["good vs base (t0)"]["tau_sd_by_suite"]) == ["mt-bench"]  # the plan's suites only
+
+
+def test_without_loops_a_suite_with_one_prompt_still_gets_an_interval():
+    """After dropping the loops a suite may keep a single prompt: pooled, the pair still has an interval."""
+    runs = _runs(4, seed=3, suites=("a", "b"))
+    looping = {"a/0", "a/1", "a/2"}  # suite a keeps only a/3
+    _unloop(runs, looping)
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=200, pairs=[["good", "base"]])
+    row = detail["pairs"][0]
+    assert row["no_loop"]["prompts"] == {"a": 1, "b": 4}
+    lo, hi = row["no_loop"]["tau_diff_ci"]
+    assert lo <= row["no_loop"]["tau_diff"] <= hi and row["no_loop"]["tokens_per_s_ratio_ci"] is not None
+
+
+def test_pairs_recomputed_from_the_detail_files_per_prompt_rows():
+    """tools/pairs_from_detail.py rebuilds the units from per-prompt rows: the same pairs as the run's own."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pairs_from_detail", ROOT / "tools" / "pairs_from_detail.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    runs = _runs(6, seed=5, suites=("a", "b"))
+    _unloop(runs, {"a/1", "b/2"})
+    pairs = [["good", "base"], ["base", "ar"]]
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=300, pairs=pairs)
+    detail["config"] = {"pairs": pairs, "ablation_arms": []}
+    again = tool.recompute(json.loads(json.dumps(detail)), 300)
+    assert [r["pair"] for r in again] == [r["pair"] for r in detail["pairs"]]
+    for r, q in zip(detail["pairs"], again):
+        for k in ("tau_diff", "tokens_per_s_ratio", "prompts"):
+            assert q[k] == pytest.approx(r[k], abs=1e-5)
+            assert q["no_loop"][k] == pytest.approx(r["no_loop"][k], abs=1e-5)
+        assert q["tau_diff_ci"] == pytest.approx(r["tau_diff_ci"], abs=1e-5)

@@ -16,7 +16,8 @@ arms (the sample-size rules that read them: draftlab.bench.sizing).
   `compute()`'s; the intervals are percentile intervals.
 - Pairs (`benchmark.pairs`): Δτ = τ_a − τ_b and the tokens/s ratio a ÷ b (mean over suites of the
   per-suite ratios), each with its own paired interval and half-width, on the prompts both arms decoded,
-  and again (`no_loop`) without the prompts where either answer looped; `exceeds_noise` says whether the
+  and again (`no_loop`) without the prompts where either answer looped (those pooled over suites into one
+  stratum: few prompts per suite are left); `exceeds_noise` says whether the
   interval excludes 0 (Δτ) or 1 (ratio); `ablation` whether an arm of the pair is an ablation arm. The
   name `best` stands for the headline arm with the highest mean speedup at that temperature (other than
   the pair's other arm and AR) — chosen on the same data, so its interval is optimistic.
@@ -205,11 +206,17 @@ def resolve_pair(pair: list[str], tk: str, summary: dict, ar_arm: str = "ar",
 
 def pair_stats(units: dict, a: str, b: str, tk: str, weights: Weights, drop_loops: bool = False,
                ar_arm: str = "ar") -> dict:
-    """Replicates [1 + B] of Δτ (a − b) and the tokens/s ratio (a ÷ b), means over suites of the per-suite
-    values, on the prompts both arms decoded (without those where either answer looped, with `drop_loops`);
-    a suite left with no prompt is left out of the mean. Also the prompts used per suite. Δτ is NaN when an
-    arm other than AR has no rounds of its own (the Hugging Face rows: their τ is not measured)."""
+    """Replicates [1 + B] of Δτ (a − b) and the tokens/s ratio (a ÷ b) on the prompts both arms decoded, and the
+    prompts used per suite. Δτ is NaN when an arm other than AR has no rounds of its own (the Hugging Face rows:
+    their τ is not measured).
+
+    All prompts: means over suites of the per-suite values (suites are strata; a suite left with no prompt is
+    left out of the mean). With `drop_loops` (the prompts where neither answer looped) the prompts of all suites
+    are *pooled* into one stratum: after dropping the loops a suite often keeps 0 or 1 prompts (which have no
+    interval of their own), and a suite with one such prompt should not weigh as much as one with several."""
     dtau, ratio, counts = [], [], {}
+    pooled: tuple[Units, Units] = (Units(), Units())
+    unmeasured = False
     for s in sorted({s for s, t, x in units if t == tk and x == a}):
         ua, ub = units[(s, tk, a)], units.get((s, tk, b))
         if ub is None:
@@ -219,19 +226,42 @@ def pair_stats(units: dict, a: str, b: str, tk: str, weights: Weights, drop_loop
         counts[s] = len(keys)
         if not keys:
             continue
-        w = weights.get(s, keys)
-        ra, rb = _stats(ua, _match(ua.keys(), keys), w), _stats(ub, _match(ub.keys(), keys), w)
-        unmeasured = any(x != ar_arm and not any(u.tau_n) for x, u in ((a, ua), (b, ub)))
-        dtau.append(np.full(w.shape[0], np.nan) if unmeasured else ra["tau"] - rb["tau"])
-        ratio.append(_ratio(ra["tokens_per_s"], rb["tokens_per_s"]))
+        um = any(x != ar_arm and not any(u.tau_n) for x, u in ((a, ua), (b, ub)))
+        unmeasured = unmeasured or um
+        if drop_loops:
+            for u, into in ((ua, pooled[0]), (ub, pooled[1])):
+                _extend(into, u, _match(u.keys(), keys), s)
+            continue
+        d, r = _pair(ua, ub, keys, weights.get(s, keys), um)
+        dtau.append(d)
+        ratio.append(r)
+    if pooled[0].tokens:
+        keys = pooled[0].keys()
+        d, r = _pair(pooled[0], pooled[1], keys, weights.get("pooled", keys), unmeasured)
+        dtau.append(d)
+        ratio.append(r)
     empty = np.full(weights.n_boot + 1, np.nan)
     return {"tau_diff": _nanmean(dtau) if dtau else empty, "tokens_per_s_ratio": _nanmean(ratio) if ratio else empty,
-            "prompts": counts}
+            "prompts": counts, **({"strata": "pooled over suites"} if drop_loops else {})}
+
+
+def _pair(ua: Units, ub: Units, keys: list[str], w: np.ndarray, unmeasured: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates [1 + B] of Δτ and the tokens/s ratio of two arms' units `keys` under one weight matrix."""
+    ra, rb = _stats(ua, _match(ua.keys(), keys), w), _stats(ub, _match(ub.keys(), keys), w)
+    return (np.full(w.shape[0], np.nan) if unmeasured else ra["tau"] - rb["tau"]), _ratio(ra["tokens_per_s"], rb["tokens_per_s"])
+
+
+def _extend(into: Units, u: Units, idx: np.ndarray, suite: str) -> None:
+    """Append units `idx` of `u` to `into` (prompt ids prefixed with their suite, so keys stay unique)."""
+    for i in idx:
+        into.prompt_ids.append([f"{suite}:{p}" for p in u.prompt_ids[i]])
+        for k in ("tokens", "wall_s", "tau_sum", "tau_n", "copy_share", "repeat_share", "loop"):
+            getattr(into, k).append(getattr(u, k)[i])
 
 
 def _verdict(st: dict, level: float) -> dict:
     dtau, ratio = st["tau_diff"], st["tokens_per_s_ratio"]
-    row = {"prompts": st["prompts"], "tau_diff": _round(dtau[0]), "tau_diff_ci": _interval(dtau[1:], level),
+    row = {"prompts": st["prompts"], **({"strata": st["strata"]} if "strata" in st else {}), "tau_diff": _round(dtau[0]), "tau_diff_ci": _interval(dtau[1:], level),
            "tokens_per_s_ratio": _round(ratio[0]), "tokens_per_s_ratio_ci": _interval(ratio[1:], level)}
     row["tau_exceeds_noise"] = _excludes(row["tau_diff_ci"], 0.0)
     row["speed_exceeds_noise"] = _excludes(row["tokens_per_s_ratio_ci"], 1.0)
@@ -288,7 +318,8 @@ def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float 
                              "best": "the headline arm with the highest mean speedup at that temperature (chosen on "
                                      "the same data: its interval is optimistic)",
                              "pairs": "on the prompts both arms decoded; `no_loop`: the same without the prompts where "
-                                      f"either answer looped (a {LOOP_SPAN}-token span repeated later in the answer)"}
+                                      f"either answer looped (a {LOOP_SPAN}-token span repeated later in the answer), "
+                                      "those prompts pooled over suites into one stratum"}
     if n_boot <= 0:
         detail["pairs"] = []
         return detail
