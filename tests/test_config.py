@@ -113,7 +113,7 @@ def test_headline_ablation_and_pairs_fail_in_one_line(root):
           "benchmark.ablation_arms=[dflash-long-seeded,specopd-dcoco-seeded]"],
          r"^benchmark.sampled_arms names 'dcoco-nopair-seeded', which does not run"),
         (["benchmark.ablation_prompts_per_suite=9"],
-         r"^benchmark.ablation_prompts_per_suite=9 exceeds benchmark.prompts_per_suite=4; they are the first prompts"),
+         r"^benchmark.ablation_prompts_per_suite=9 exceeds benchmark.prompts_per_suite=5; they are the first prompts"),
     ]
     for overrides, msg in cases:
         with pytest.raises(ConfigError, match=msg) as e:
