@@ -248,7 +248,8 @@ def pair_stats(units: dict, a: str, b: str, tk: str, weights: Weights, drop_loop
 def _pair(ua: Units, ub: Units, keys: list[str], w: np.ndarray, unmeasured: bool) -> tuple[np.ndarray, np.ndarray]:
     """Replicates [1 + B] of Δτ and the tokens/s ratio of two arms' units `keys` under one weight matrix."""
     ra, rb = _stats(ua, _match(ua.keys(), keys), w), _stats(ub, _match(ub.keys(), keys), w)
-    return (np.full(w.shape[0], np.nan) if unmeasured else ra["tau"] - rb["tau"]), _ratio(ra["tokens_per_s"], rb["tokens_per_s"])
+    dtau = np.full(w.shape[0], np.nan) if unmeasured else ra["tau"] - rb["tau"]
+    return dtau, _ratio(ra["tokens_per_s"], rb["tokens_per_s"])
 
 
 def _extend(into: Units, u: Units, idx: np.ndarray, suite: str) -> None:
@@ -261,7 +262,8 @@ def _extend(into: Units, u: Units, idx: np.ndarray, suite: str) -> None:
 
 def _verdict(st: dict, level: float) -> dict:
     dtau, ratio = st["tau_diff"], st["tokens_per_s_ratio"]
-    row = {"prompts": st["prompts"], **({"strata": st["strata"]} if "strata" in st else {}), "tau_diff": _round(dtau[0]), "tau_diff_ci": _interval(dtau[1:], level),
+    row = {"prompts": st["prompts"], **({"strata": st["strata"]} if "strata" in st else {}),
+           "tau_diff": _round(dtau[0]), "tau_diff_ci": _interval(dtau[1:], level),
            "tokens_per_s_ratio": _round(ratio[0]), "tokens_per_s_ratio_ci": _interval(ratio[1:], level)}
     row["tau_exceeds_noise"] = _excludes(row["tau_diff_ci"], 0.0)
     row["speed_exceeds_noise"] = _excludes(row["tokens_per_s_ratio_ci"], 1.0)
