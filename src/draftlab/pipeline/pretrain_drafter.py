@@ -79,7 +79,8 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
         log(f"pretrain: feature cache {fstats['feature_cache_bytes'] / 2**20:.1f} MiB "
             f"({'reused' if fstats.get('feature_cache_reused') else 'computed'})")
     train_keys = {k: v for k, v in asdict(pcfg).items() if k not in ("resume", "cache_features", "feature_batch_tokens",
-                                                                     "checkpoint_every", "chunk_rows", "train_attention")}
+                                                                     "checkpoint_every", "chunk_rows", "train_attention")
+                  and not (k == "seeded_slot_weight" and v == 1.0)}  # added later: runs at its default keep their keys
     key = run_key(seqs.fingerprint(), arch.to_dict(), train_keys, None if vocab is None else vocab.tolist()[:64])
     teacher = make_teacher(target, arch.target_layer_ids) if pcfg.kd_weight > 0 else None
     if (teacher is not None or pcfg.labels == "greedy") and store is None:
