@@ -199,6 +199,33 @@ def test_seeded_slot_weight_scales_only_the_seeded_slots(target):
     assert v0 == pytest.approx(v1, rel=1e-6) and vh == pytest.approx(v1, rel=1e-6)  # validation: weight 1
 
 
+def test_warm_start_from_the_plain_drafter(target, tmp_path):
+    """pretrain.init_from: a seeded drafter starts from a plain drafter's weights (every stored tensor; the seed bias
+    keeps its initial value); another shape, another draft vocabulary or no folder: one line naming the key."""
+    from draftlab.drafter.checkpoint import warm_start
+
+    vocab = torch.arange(2, 40)
+    plain = drafter(target, seed="none", vocab=vocab, seed_=1)
+    save_drafter(plain, tmp_path / "plain")
+    seeded = drafter(target, seed_bias=10.0, vocab=vocab, seed_=2)
+    before = {k: v.clone() for k, v in seeded.state_dict().items()}
+    assert warm_start(seeded, tmp_path / "plain", target) == ["seed_bias"]
+    got, ref = seeded.state_dict(), plain.state_dict()
+    assert torch.equal(got["seed_bias"], before["seed_bias"])
+    changed = [k for k in ref if not torch.equal(before[k], ref[k])]
+    assert changed and all(torch.equal(got[k], ref[k]) for k in ref)
+    cases = ((drafter(target, seed_bias=10.0, vocab=torch.arange(3, 41)), "draft vocabulary differs"),
+             (DFlashDrafter.from_target(arch_from_target(target, S + 1, 1, TAPS, MASK, len(vocab), seed="lookup"),
+                                        target, vocab), "that drafter has block_size=4, this one 5"))
+    for other, msg in cases:
+        with pytest.raises(DraftlabError, match=msg) as e:
+            warm_start(other, tmp_path / "plain", target)
+        assert str(e.value).startswith(f"pretrain.init_from={tmp_path / 'plain'}: ") and "\n" not in str(e.value)
+    with pytest.raises(DraftlabError, match="no drafter folder there") as e:
+        warm_start(seeded, tmp_path / "none", target)
+    assert "\n" not in str(e.value)
+
+
 def test_seed_report_counts():
     """The per-slot seed report on hand-made blocks (2 slots): seeded / unseeded accuracy, seed hits, overrides."""
     st = BlockStats(2, 2)

@@ -152,6 +152,10 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
     # seeded drafters: the CE weight of the slots that carry a seed (training batches only; validation's loss keeps
     # weight 1). 0 = train on the unseeded slots alone and leave the seeds to the seed bias. 1 = every slot alike
     seeded_slot_weight: float = 1.0
+    # a drafter folder whose weights initialise this drafter before training (e.g. models/drafter/pretrained, the plain
+    # drafter, for the seeded one: same shape but the seed settings; the seed's own tensors keep their initial
+    # values). "" = the usual initialisation. Read when training starts; its contents are part of the run key
+    init_from: str = ""
 
     def check(self, p: str) -> None:
         self.check_budget(p)
@@ -312,9 +316,10 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
         """The run settings of one co-training run: pretraining's (schedule shape, γ, feature cache,
         precision) with this section's budget, optimiser (the drafter's lr is `drafter_lr`), batches,
         seed and validation cadence; `max_steps` given = a step budget alone (the dflash-long control).
-        Seed dropout, the seed bias's own lr and the seeded slots' weight are pretraining's alone (off here)."""
+        Seed dropout, the seed bias's own lr, the seeded slots' weight and the warm start are pretraining's alone
+        (off here)."""
         return replace(pretrain, **{**parts(self, Optim, Batches), "lr": self.drafter_lr}, seed=self.seed,
                        val_every=self.val_every, max_minutes=max_minutes, seed_dropout=0.0, seed_bias_lr=0.0,
-                       seeded_slot_weight=1.0,
+                       seeded_slot_weight=1.0, init_from="",
                        max_steps=self.max_steps if max_steps is None else max_steps,
                        epochs=self.epochs if max_steps is None else 0.0, topk=k or self.k)
