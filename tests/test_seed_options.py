@@ -170,6 +170,62 @@ def test_seed_dropout_training_batches_only(target):
     assert "\n" not in str(e.value)
 
 
+def test_seeded_slot_weight_scales_only_the_seeded_slots(target):
+    """pretrain.seeded_slot_weight w: the CE of slots that carry a seed is weighted w in training batches. The seed
+    bias moves only seeded slots' logits, so at w = 0 it gets no gradient; the loss is linear in w between the
+    seeded and unseeded parts; validation (eval mode) keeps weight 1."""
+    seqs = texts(6, 36)
+    ss = SequenceSet.from_lists([x[:6] for x in seqs], [x[6:] for x in seqs], ["train"] * 4 + ["heldout"] * 2)
+    d = drafter(target, seed_bias=10.0)
+    c = dict(max_steps=1, max_minutes=0, batch_size=4, anchors_per_seq=16, val_every=0, checkpoint_every=0)
+    torch.manual_seed(0)
+    batch = next(iter(DrafterDataModule(ss, PretrainConfig(**c), S, None, train_sample=0, arch=d.arch)
+                      .train_dataloader()))
+    assert (batch["seeds"] != MASK).any() and (batch["seeds"] == MASK).any()
+    out = {}
+    for w in (1.0, 0.5, 0.0):
+        m = DrafterModule(d, PretrainConfig(**c, seeded_slot_weight=w), 1, ["heldout"], target).train()
+        d.zero_grad()
+        r = m.drafter_step(batch)
+        r["loss"].backward()
+        out[w] = (float(r["num"].detach()), float(r["den"]), d.seed_bias.grad.clone())
+        m.eval()
+        with torch.no_grad():
+            out[w] += (float(m.drafter_step(batch)["loss"]),)
+    (n1, d1, g1, v1), (nh, dh, _, vh), (n0, d0, g0, v0) = out[1.0], out[0.5], out[0.0]
+    assert d0 > 0 and d1 - d0 > 0  # both kinds of slot are supervised
+    assert nh == pytest.approx(n0 + 0.5 * (n1 - n0), rel=1e-5) and dh == pytest.approx(d0 + 0.5 * (d1 - d0), rel=1e-6)
+    assert g1.abs().sum() > 0 and torch.equal(g0, torch.zeros_like(g0))
+    assert v0 == pytest.approx(v1, rel=1e-6) and vh == pytest.approx(v1, rel=1e-6)  # validation: weight 1
+
+
+def test_warm_start_from_the_plain_drafter(target, tmp_path):
+    """pretrain.init_from: a seeded drafter starts from a plain drafter's weights (every stored tensor; the seed bias
+    keeps its initial value); another shape, another draft vocabulary or no folder: one line naming the key."""
+    from draftlab.drafter.checkpoint import warm_start
+
+    vocab = torch.arange(2, 40)
+    plain = drafter(target, seed="none", vocab=vocab, seed_=1)
+    save_drafter(plain, tmp_path / "plain")
+    seeded = drafter(target, seed_bias=10.0, vocab=vocab, seed_=2)
+    before = {k: v.clone() for k, v in seeded.state_dict().items()}
+    assert warm_start(seeded, tmp_path / "plain", target) == ["seed_bias"]
+    got, ref = seeded.state_dict(), plain.state_dict()
+    assert torch.equal(got["seed_bias"], before["seed_bias"])
+    changed = [k for k in ref if not torch.equal(before[k], ref[k])]
+    assert changed and all(torch.equal(got[k], ref[k]) for k in ref)
+    cases = ((drafter(target, seed_bias=10.0, vocab=torch.arange(3, 41)), "draft vocabulary differs"),
+             (DFlashDrafter.from_target(arch_from_target(target, S + 1, 1, TAPS, MASK, len(vocab), seed="lookup"),
+                                        target, vocab), "that drafter has block_size=4, this one 5"))
+    for other, msg in cases:
+        with pytest.raises(DraftlabError, match=msg) as e:
+            warm_start(other, tmp_path / "plain", target)
+        assert str(e.value).startswith(f"pretrain.init_from={tmp_path / 'plain'}: ") and "\n" not in str(e.value)
+    with pytest.raises(DraftlabError, match="no drafter folder there") as e:
+        warm_start(seeded, tmp_path / "none", target)
+    assert "\n" not in str(e.value)
+
+
 def test_seed_report_counts():
     """The per-slot seed report on hand-made blocks (2 slots): seeded / unseeded accuracy, seed hits, overrides."""
     st = BlockStats(2, 2)
@@ -215,7 +271,10 @@ def test_bad_input_lines(target, root):
                     (["pretrain.seed_dropout=0.3"], "pretrain.seed_dropout=0.3 needs seeds to drop"),
                     (["drafter.seed=lookup", "pretrain.seed_bias_lr=0.1"],
                      "pretrain.seed_bias_lr=0.1 needs a seed bias"),
-                    (["pretrain.seed_bias_lr=-1"], "pretrain.seed_bias_lr=-1.0 must be >= 0")):
+                    (["pretrain.seed_bias_lr=-1"], "pretrain.seed_bias_lr=-1.0 must be >= 0"),
+                    (["pretrain.seeded_slot_weight=1.5", "drafter.seed=lookup"],
+                     "pretrain.seeded_slot_weight=1.5 must lie in"),
+                    (["pretrain.seeded_slot_weight=0"], "pretrain.seeded_slot_weight=0.0 needs seeded slots")):
         with pytest.raises(DraftlabError, match=key) as e:
             load_params(root / "params.yaml", ov)
         assert "\n" not in str(e.value)

@@ -50,7 +50,7 @@ def describe(params) -> str:
     d, p = params.drafter, params.pretrain
     return (f"drafter.seed={d.seed} seed_logit={d.seed_logit} seed_bias={d.seed_bias} draft_vocab_size="
             f"{d.draft_vocab_size}; pretrain.max_steps={p.max_steps} seed_dropout={p.seed_dropout} lr={p.lr} "
-            f"seed_bias_lr={p.seed_bias_lr}")
+            f"seed_bias_lr={p.seed_bias_lr} seeded_slot_weight={p.seeded_slot_weight} init_from={p.init_from or '-'}")
 
 
 def run_probe(name: str, steps: int, overrides: list[str]) -> dict:

@@ -292,6 +292,9 @@ class Params:
         if self.pretrain.seed_dropout and self.drafter.seed == "none":
             raise ConfigError(f"pretrain.seed_dropout={self.pretrain.seed_dropout} needs seeds to drop: set "
                               f"drafter.seed=lookup (or pretrain.seed_dropout=0)")
+        if self.pretrain.seeded_slot_weight != 1.0 and self.drafter.seed == "none":
+            raise ConfigError(f"pretrain.seeded_slot_weight={self.pretrain.seeded_slot_weight} needs seeded slots: set "
+                              f"drafter.seed=lookup (or pretrain.seeded_slot_weight=1)")
         if self.pretrain.seed_bias_lr and not self.drafter.seed_bias:
             raise ConfigError(f"pretrain.seed_bias_lr={self.pretrain.seed_bias_lr} needs a seed bias: set "
                               f"drafter.seed_bias > 0 (with drafter.seed=lookup), or pretrain.seed_bias_lr=0")

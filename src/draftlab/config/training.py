@@ -149,6 +149,13 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
     # moves a scalar by about its lr per step, so at pretrain.lr a bias of tens of logits barely moves in a CPU
     # run. 0 = pretrain.lr
     seed_bias_lr: float = 0.0
+    # seeded drafters: the CE weight of the slots that carry a seed (training batches only; validation's loss keeps
+    # weight 1). 0 = train on the unseeded slots alone and leave the seeds to the seed bias. 1 = every slot alike
+    seeded_slot_weight: float = 1.0
+    # a drafter folder whose weights initialise this drafter before training (e.g. models/drafter/pretrained, the plain
+    # drafter, for the seeded one: same shape but the seed settings; the seed's own tensors keep their initial
+    # values). "" = the usual initialisation. Read when training starts; its contents are part of the run key
+    init_from: str = ""
 
     def check(self, p: str) -> None:
         self.check_budget(p)
@@ -163,6 +170,7 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
         _positive(f"{p}.chunk_rows", self.chunk_rows, allow_zero=True)
         _unit(f"{p}.seed_dropout", self.seed_dropout)
         _positive(f"{p}.seed_bias_lr", self.seed_bias_lr, allow_zero=True)
+        _unit(f"{p}.seeded_slot_weight", self.seeded_slot_weight)
         _choice(f"{p}.labels", self.labels, LABELS)
         _choice(f"{p}.anchor_region", self.anchor_region, ANCHOR_REGIONS)
         if self.anchor_region == "all" and self.labels != "greedy":
@@ -308,8 +316,10 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
         """The run settings of one co-training run: pretraining's (schedule shape, γ, feature cache,
         precision) with this section's budget, optimiser (the drafter's lr is `drafter_lr`), batches,
         seed and validation cadence; `max_steps` given = a step budget alone (the dflash-long control).
-        Seed dropout and the seed bias's own lr are pretraining's alone (off here)."""
+        Seed dropout, the seed bias's own lr, the seeded slots' weight and the warm start are pretraining's alone
+        (off here)."""
         return replace(pretrain, **{**parts(self, Optim, Batches), "lr": self.drafter_lr}, seed=self.seed,
                        val_every=self.val_every, max_minutes=max_minutes, seed_dropout=0.0, seed_bias_lr=0.0,
+                       seeded_slot_weight=1.0, init_from="",
                        max_steps=self.max_steps if max_steps is None else max_steps,
                        epochs=self.epochs if max_steps is None else 0.0, topk=k or self.k)

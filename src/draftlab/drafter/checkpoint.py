@@ -78,3 +78,32 @@ def load_drafter(path: str | Path, target, device: str | torch.device | None = N
     if dtype is not None:
         drafter = drafter.to(dtype)
     return drafter.eval()
+
+
+def warm_start(drafter: DFlashDrafter, path: str | Path, target, key: str = "pretrain.init_from") -> list[str]:
+    """Initialise `drafter` from the drafter folder `path` (e.g. the plain drafter for a seeded one): every stored
+    tensor, by name. The two architectures must agree in everything but the seed settings (`seed*`) and the draft
+    vocabularies must be equal; one line naming `key` otherwise. Returns the drafter's tensors the folder lacks
+    (the seed's own, e.g. `seed_bias`), which keep their initial values."""
+    path = Path(path)
+    if not (path / CONFIG).is_file():
+        raise DraftlabError(f"{key}={path}: no drafter folder there ({CONFIG} missing); train that drafter first or "
+                            f"set {key}=''")
+    arch, _ = read_arch(path)
+    check_compatible(arch, target, f"{key}={path}")
+    mine, theirs = drafter.arch.to_dict(), arch.to_dict()
+    diff = [k for k in mine if not k.startswith("seed") and k != "target_name" and mine[k] != theirs.get(k)]
+    if diff:
+        raise DraftlabError(f"{key}={path}: that drafter has {diff[0]}={theirs.get(diff[0])!r}, this one "
+                            f"{mine[diff[0]]!r}; initialise from a drafter of the same shape")
+    tensors = read_folder_tensors(path, "drafter")
+    own = drafter.state_dict()
+    if "draft_vocab" in own and not torch.equal(tensors.get("draft_vocab", torch.empty(0)), own["draft_vocab"]):
+        raise DraftlabError(f"{key}={path}: that drafter's draft vocabulary differs from this one's (other "
+                            f"references or drafter.draft_vocab_size); initialise from a drafter of the same run")
+    extra = [k for k in tensors if k not in own]
+    if extra:
+        raise DraftlabError(f"{key}={path}: that drafter has a tensor this one lacks ({extra[0]}); initialise from a "
+                            f"drafter of the same shape")
+    drafter.load_state_dict(tensors, strict=False)
+    return [k for k in own if k not in tensors]

@@ -16,10 +16,11 @@ import torch
 
 from draftlab.config import DrafterConfig, PretrainConfig
 from draftlab.drafter.masks import CONVENTION, default_gamma
+from draftlab.drafter.checkpoint import warm_start
 from draftlab.drafter.model import DFlashDrafter, parameter_summary, arch_from_target
 from draftlab.drafter.vocab import build_draft_vocab, coverage, resolve_mask_token, token_counts
 from draftlab.errors import DraftlabError
-from draftlab.pipeline.common import run_key
+from draftlab.pipeline.common import file_digest, run_key
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.fit import TrainResult
 from draftlab.training.distill import make_teacher
@@ -68,6 +69,9 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
                             dcfg.seed_min_match, dcfg.seed_logit, dcfg.seed_bias)
     torch.manual_seed(pcfg.seed)
     drafter = DFlashDrafter.from_target(arch, target, vocab)
+    if pcfg.init_from:  # a warm start (e.g. the seeded drafter from the plain one)
+        fresh = warm_start(drafter, pcfg.init_from, target)
+        log(f"pretrain: initialised from {pcfg.init_from} (at their initial values: {', '.join(fresh) or 'none'})")
     log(f"pretrain: drafter {parameter_summary(drafter)}, taps {arch.target_layer_ids}, MASK {mask_id}, "
         f"draft vocabulary {arch.draft_vocab_size or V} (coverage of held-out response tokens "
         f"{coverage(vocab, counts_held_resp):.3f})")
@@ -79,8 +83,11 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
         log(f"pretrain: feature cache {fstats['feature_cache_bytes'] / 2**20:.1f} MiB "
             f"({'reused' if fstats.get('feature_cache_reused') else 'computed'})")
     train_keys = {k: v for k, v in asdict(pcfg).items() if k not in ("resume", "cache_features", "feature_batch_tokens",
-                                                                     "checkpoint_every", "chunk_rows", "train_attention")}
-    key = run_key(seqs.fingerprint(), arch.to_dict(), train_keys, None if vocab is None else vocab.tolist()[:64])
+                                                                     "checkpoint_every", "chunk_rows", "train_attention")
+                  and not (k == "seeded_slot_weight" and v == 1.0) and not (k == "init_from" and not v)}
+    # (the two added later: runs at their defaults keep their keys) a warm start's contents are part of the key
+    init = [file_digest(Path(pcfg.init_from))] if pcfg.init_from else []
+    key = run_key(seqs.fingerprint(), arch.to_dict(), train_keys, None if vocab is None else vocab.tolist()[:64], *init)
     teacher = make_teacher(target, arch.target_layer_ids) if pcfg.kd_weight > 0 else None
     if (teacher is not None or pcfg.labels == "greedy") and store is None:
         raise DraftlabError("pretrain.kd_weight > 0 and pretrain.labels=greedy read the feature cache; "

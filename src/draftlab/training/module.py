@@ -183,6 +183,9 @@ class DrafterModule(L.LightningModule):
         supervised = w > 0
         wk = w[:, :, 1:]  # [B, A, m]: slot 0 never reaches the head
         wv = wk * (didx[:, :, 1:] >= 0)  # [B, A, m]: and labels outside the draft vocabulary carry no CE
+        sw = getattr(self.cfg, "seeded_slot_weight", 1.0)
+        if seeds is not None and sw != 1.0 and self.training:  # the seeded slots' CE weight (training batches only)
+            wv = wv * torch.where(seeds[..., :m] != self.drafter.mask_token_id, sw, 1.0)  # [B, A, m]
         rows = wk > 0  # [B, A, m]
         kd = self.teacher is not None and getattr(self.cfg, "kd_weight", 0.0) > 0
         y = didx[:, :, 1:][rows].clamp(min=0)  # [N]
