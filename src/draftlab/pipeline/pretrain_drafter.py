@@ -27,6 +27,10 @@ from draftlab.training.distill import make_teacher
 from draftlab.training.pretrain import train_drafter
 
 
+# settings added after runs were keyed: at these (default) values they stay out of the run key, so those runs resume
+KEYED_UNLESS_DEFAULT = {"seeded_slot_weight": 1.0, "init_from": ""}
+
+
 @dataclass
 class PretrainOutcome:
     drafter: DFlashDrafter
@@ -84,8 +88,8 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
             f"({'reused' if fstats.get('feature_cache_reused') else 'computed'})")
     train_keys = {k: v for k, v in asdict(pcfg).items() if k not in ("resume", "cache_features", "feature_batch_tokens",
                                                                      "checkpoint_every", "chunk_rows", "train_attention")
-                  and not (k == "seeded_slot_weight" and v == 1.0) and not (k == "init_from" and not v)}
-    # (the two added later: runs at their defaults keep their keys) a warm start's contents are part of the key
+                  and not (k in KEYED_UNLESS_DEFAULT and v == KEYED_UNLESS_DEFAULT[k])}
+    # a warm start's contents (not only its path) are part of the key
     init = [file_digest(Path(pcfg.init_from))] if pcfg.init_from else []
     key = run_key(seqs.fingerprint(), arch.to_dict(), train_keys, None if vocab is None else vocab.tolist()[:64], *init)
     teacher = make_teacher(target, arch.target_layer_ids) if pcfg.kd_weight > 0 else None
