@@ -23,13 +23,14 @@ def vc():
 def test_tiny_run_writes_a_valid_file(vc, tmp_path, capsys):
     out = tmp_path / "metrics" / "verify_cost.json"
     rc = vc.main(["--tiny", "--quick", "--reps", "3", "--warmup", "0", "--batches", "1,2", "--contexts", "24",
-                  "--out", str(out)])
+                  "--linear", "auto,torch", "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
     d = json.loads(out.read_text())
     assert d["schema"] == vc.SCHEMA and d["setup"]["tiny"] and d["setup"]["quick"]
     S = d["setup"]["block_size"]
-    assert {(r["batch"], r["context"], r["width"]) for r in d["verify"]} == {
-        (b, 24, w) for b in (1, 2) for w in range(1, S + 1)}
+    assert {(r["batch"], r["context"], r["linear"], r["width"]) for r in d["verify"]} == {
+        (b, 24, m, w) for b in (1, 2) for m in ("auto", "torch") for w in range(1, S + 1)}
+    assert {(f["batch"], f["linear"]) for f in d["fits"]} == {(b, m) for b in (1, 2) for m in ("auto", "torch")}
     for r in d["verify"] + d["draft"]:
         lo, hi = r["ci_ms"]
         assert 0 < lo <= r["median_ms"] <= hi and r["n"] == 3
@@ -58,7 +59,8 @@ def test_helpers(vc):
 
 @pytest.mark.parametrize("args,msg", [(["--batches", "0"], "--batches '0' must be a comma list of positive integers"),
                                       (["--contexts", "x"], "--contexts 'x' must be"),
-                                      (["--reps", "-1"], "--reps -1 must be >= 1")])
+                                      (["--reps", "-1"], "--reps -1 must be >= 1"),
+                                      (["--linear", "fast"], "--linear 'fast' must be a comma list of auto / torch")])
 def test_bad_input_is_one_line(vc, tmp_path, capsys, args, msg):
     assert vc.main(["--tiny", "--quick", "--out", str(tmp_path / "x.json"), *args]) == 2
     err = capsys.readouterr().err.strip()

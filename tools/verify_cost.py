@@ -3,6 +3,7 @@
     .venv/bin/python tools/verify_cost.py            # the pipeline's target (models/target), params.yaml's drafters
     .venv/bin/python tools/verify_cost.py --quick    # fewer repetitions, one context length, batch 1 and 4
     .venv/bin/python tools/verify_cost.py --tiny --quick --out /tmp/vc.json   # a tiny random model (the test)
+    .venv/bin/python tools/verify_cost.py --quick --linear auto,torch   # the few-row linears vs F.linear, side by side
 
 For each batch size B and context length C (random prompts of C tokens that loop, so a seeded drafter finds
 seeds), it times
@@ -123,11 +124,14 @@ def build_drafters(target, params, mask: int, taps: list[int], vd: int) -> dict:
     return out
 
 
-def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup: int, log=print) -> dict:
-    """Interleaved timings (ms) of the verify forward per width and of each drafter's draft pass."""
+def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup: int, log=print,
+            linears: tuple[str, ...] = ("torch",)) -> dict:
+    """Interleaved timings (ms) of the verify forward per width and target.linear mode, and of each drafter's
+    draft pass (under the first mode; the drafter's own layers are never switched)."""
     import torch
 
     from draftlab.decoding.round import valid_positions
+    from draftlab.kernels.linear import install, uninstall
     from draftlab.verifier.streams import StreamCache
 
     taps = next(iter(drafters.values())).target_layer_ids
@@ -148,7 +152,7 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                     d.extend_context(st, pre.taps, sc.valid.clone(), valid_positions(sc.valid))
                     st.start(prompts, last)
                     states[name] = st
-            jobs = {("verify", w): None for w in range(1, S + 1)}
+            jobs = {("verify", (w, mode)): None for mode in linears for w in range(1, S + 1)}
             jobs.update({("draft", n): None for n in drafters})
             order = list(jobs)
             times: dict = {k: [] for k in order}
@@ -156,15 +160,18 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                 k0 = r % len(order)
                 for job in order[k0:] + order[:k0]:
                     kind, arg = job
+                    uninstall(target.model)
+                    install(target.model, arg[1] if kind == "verify" else linears[0])
                     with torch.no_grad():
                         if kind == "verify":
-                            ids = torch.randint(1, V - 1, (B, arg), device=dev)
+                            w = arg[0]
+                            ids = torch.randint(1, V - 1, (B, w), device=dev)
                             sync()
                             t = time.perf_counter()
                             sc.append(ids, taps=taps)
                             sync()
                             dt = time.perf_counter() - t
-                            sc.commit(torch.zeros(B, dtype=torch.long, device=dev), arg)  # put the cache back
+                            sc.commit(torch.zeros(B, dtype=torch.long, device=dev), w)  # put the cache back
                         else:
                             d, st = drafters[arg], states[arg]
                             sync()
@@ -174,9 +181,12 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                             dt = time.perf_counter() - t
                     if r >= warmup:
                         times[job].append(1e3 * dt)
-            for w in range(1, S + 1):
-                m, lo, hi = median_ci(times[("verify", w)])
-                rows_v.append({"batch": B, "context": C, "width": w, "median_ms": m, "ci_ms": [lo, hi], "n": reps})
+            uninstall(target.model)
+            for mode in linears:
+                for w in range(1, S + 1):
+                    m, lo, hi = median_ci(times[("verify", (w, mode))])
+                    rows_v.append({"batch": B, "context": C, "linear": mode, "width": w, "median_ms": m,
+                                   "ci_ms": [lo, hi], "n": reps})
             for n, d in drafters.items():
                 m, lo, hi = median_ci(times[("draft", n)])
                 vd = d.arch.draft_vocab_size or V
@@ -187,18 +197,20 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
 
 
 def derive(res: dict, S: int) -> list[dict]:
-    """Per (batch, context): the AR forward, the slope per verified position, full block / AR, break-even min_prob."""
+    """Per (batch, context, linear mode): the AR forward, the slope per verified position, full block / AR,
+    break-even min_prob."""
     out = []
-    keys = sorted({(r["batch"], r["context"]) for r in res["verify"]})
-    for B, C in keys:
-        rows = sorted((r for r in res["verify"] if (r["batch"], r["context"]) == (B, C)), key=lambda r: r["width"])
+    keys = sorted({(r["batch"], r["context"], r["linear"]) for r in res["verify"]})
+    for B, C, L in keys:
+        rows = sorted((r for r in res["verify"] if (r["batch"], r["context"], r["linear"]) == (B, C, L)),
+                      key=lambda r: r["width"])
         ws, ms = [r["width"] for r in rows], [r["median_ms"] for r in rows]
         per = slope(ws, ms)
         ar = ms[0]
         drafts = {r["drafter"]: r["median_ms"] for r in res["draft"] if (r["batch"], r["context"]) == (B, C)}
         head = {k: drafts[f"{k}/full-vocab"] - drafts[f"{k}/draft-vocab"] for k in ("plain", "seeded")
                 if f"{k}/draft-vocab" in drafts and f"{k}/full-vocab" in drafts}
-        out.append({"batch": B, "context": C, "ar_ms": ar, "full_block_ms": ms[-1], "per_position_ms": per,
+        out.append({"batch": B, "context": C, "linear": L, "ar_ms": ar, "full_block_ms": ms[-1], "per_position_ms": per,
                     "full_over_ar": ms[-1] / ar if ar else None, "break_even_min_prob": per / ar if ar else None,
                     "full_head_extra_ms": head, "block_size": S})
     return out
@@ -207,16 +219,16 @@ def derive(res: dict, S: int) -> list[dict]:
 def table(out: dict) -> str:
     lines = []
     for f in out["fits"]:
-        B, C = f["batch"], f["context"]
-        lines.append(f"batch {B}, context {C}: verify forward by width (ms, median [95% interval])")
+        B, C, L = f["batch"], f["context"], f["linear"]
+        lines.append(f"batch {B}, context {C}, target.linear={L}: verify forward by width (ms, median [95% interval])")
         for r in out["verify"]:
-            if (r["batch"], r["context"]) == (B, C):
+            if (r["batch"], r["context"], r["linear"]) == (B, C, L):
                 lo, hi = r["ci_ms"]
                 lines.append(f"  w={r['width']:>2}  {r['median_ms']:8.2f}  [{lo:.2f}, {hi:.2f}]  ×{r['median_ms'] / f['ar_ms']:.2f}")
         head = ", ".join(f"{k} {v:+.2f} ms" for k, v in f["full_head_extra_ms"].items())
         lines.append(f"  per position {f['per_position_ms']:.2f} ms; w=S/w=1 {f['full_over_ar']:.2f}; break-even "
                      f"min_prob {f['break_even_min_prob']:.3f}" + (f"; full-vocabulary head {head}" if head else ""))
-        for r in out["draft"]:
+        for r in out["draft"] if L == out["setup"]["linear"][0] else ():
             if (r["batch"], r["context"]) == (B, C):
                 lo, hi = r["ci_ms"]
                 lines.append(f"  draft {r['drafter']:<20} (head {r['head_vocab']:>6}) {r['median_ms']:8.2f}  [{lo:.2f}, {hi:.2f}]")
@@ -252,12 +264,15 @@ def run(a) -> dict:
     drafters = build_drafters(target, params, mask, taps, vd)
     S = params.drafter.block_size
     t0 = time.perf_counter()
-    res = measure(target, drafters, S, batches, contexts, reps, warmup)
+    linears = tuple(x.strip() for x in (a.linear or params.target.linear).split(",") if x.strip())
+    if not linears or any(x not in ("auto", "torch") for x in linears):
+        raise UsageError(f"--linear {a.linear!r} must be a comma list of auto / torch (target.linear's modes)")
+    res = measure(target, drafters, S, batches, contexts, reps, warmup, linears=linears)
     out = {"schema": SCHEMA,
            "setup": {"target": getattr(target, "name", ""), "tiny": a.tiny, "quick": a.quick, "device": str(target.device),
                      "dtype": str(target.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
                      "block_size": S, "batches": list(batches), "contexts": list(contexts), "reps": reps,
-                     "warmup": warmup, "taps": taps, "wall_s": time.perf_counter() - t0,
+                     "warmup": warmup, "taps": taps, "linear": list(linears), "wall_s": time.perf_counter() - t0,
                      "drafters": {n: {"seeded": d.arch.seeded, "seed_logit": d.arch.seed_logit, "layers": d.arch.num_layers,
                                       "head_vocab": d.arch.draft_vocab_size or target.vocab_size}
                                   for n, d in drafters.items()},
@@ -279,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=None, help="untimed repetitions first")
     ap.add_argument("--params", default=str(ROOT / "params.yaml"))
     ap.add_argument("--target", default=str(ROOT / "models" / "target"))
+    ap.add_argument("--linear", default="", help="target.linear mode(s), comma list measured side by side, e.g. "
+                                                 "auto,torch (default: params.yaml's target.linear)")
     ap.add_argument("--out", default=str(ROOT / "metrics" / "verify_cost.json"))
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))

@@ -122,6 +122,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     from draftlab.decoding.verify import SamplingParams
     from draftlab.pipeline import layout
     from draftlab.pipeline.benchmark import build_arms
+    from draftlab.kernels.linear import install
     from draftlab.verifier.load import load_target
 
     if p.profile.threads:
@@ -129,6 +130,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     hf_logging.disable_progress_bar()  # the output is the decoded text, not loading bars
     t = p.target
     target = load_target(layout.TARGET, t.device, t.dtype, t.attn_implementation)
+    install(target.model, t.linear)  # as the benchmark runs it
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     arm = build_arms(target, p.benchmark, layout.checkpoints(p.benchmark.drafter), pad, p.pld, p.drafter.block_size,

@@ -22,6 +22,7 @@ from draftlab.data.references import suite_prompts
 from draftlab.data.suites import dedupe, rank
 from draftlab.data.templates import encode_prompt
 from draftlab.drafter.checkpoint import load_drafter
+from draftlab.kernels.linear import describe
 
 
 def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int,
@@ -89,7 +90,7 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
         detail["simulated"] = simulated(arms, runs.runs, suites, detail, cfg, target)
     t_sim = time.perf_counter() - t_sim
     detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
-                       "engine": engine_label(target.device), "threads": torch.get_num_threads(), "prompts": {s: len(v) for s, v in suites.items()},
+                       "engine": engine_label(target.device), "linear": describe(target.model), "threads": torch.get_num_threads(), "prompts": {s: len(v) for s, v in suites.items()},
                        "sweep_pool": len(pool), "size": size(cfg, suites),
                        # where the stage's time went (the sizing rule's cost per prompt: tools/size_benchmark.py);
                        # total = this recipe from prompt selection to the last interval (loading, warm-up included)

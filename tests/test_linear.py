@@ -1,0 +1,75 @@
+"""The few-row CPU linear (`draftlab.kernels.linear`): within float32's error bound of `F.linear`, `F.linear`
+itself above MAX_ROWS, installed on a target without untying its head, and greedy speculative = AR with it."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import tiny_target
+from draftlab.decoding import SpeculativeEngine, generate_ar
+from draftlab.errors import ConfigError
+from draftlab.kernels.linear import MAX_ROWS, FewRowLinear, describe, few_row_linear, install, uninstall
+from draftlab.params import load_params
+from stubs import OracleDrafter
+
+EPS32 = torch.finfo(torch.float32).eps
+
+
+def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The classic forward-error bound of a float32 dot product of length K: K·u·Σ|x_i w_i| (u = eps/2)."""
+    return x.shape[-1] * (EPS32 / 2) * (x.double().abs() @ w.double().abs().T)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 8, MAX_ROWS])
+def test_few_row_linear_within_the_fp32_bound(rows):
+    g = torch.Generator().manual_seed(rows)
+    x, w, b = torch.randn(1, rows, 96, generator=g), torch.randn(300, 96, generator=g), torch.randn(300, generator=g)
+    exact = F.linear(x.double(), w.double(), b.double())  # [1, rows, 300]
+    got, ref = few_row_linear(x, w, b), F.linear(x, w, b)
+    assert got.shape == ref.shape == (1, rows, 300) and got.dtype == torch.float32
+    bound = _bound(x, w) + (EPS32 / 2) * exact.abs()  # + the bias add's rounding
+    assert ((ref.double() - exact).abs() <= bound).all()  # the bound holds for the reference ...
+    assert ((got.double() - exact).abs() <= bound).all()  # ... and for the kernel
+
+
+def test_above_max_rows_it_is_f_linear_bit_for_bit():
+    x, w = torch.randn(MAX_ROWS + 1, 32), torch.randn(40, 32)
+    assert torch.equal(few_row_linear(x, w), F.linear(x, w))
+    assert few_row_linear(torch.randn(0, 32), w).shape == (0, 40)
+
+
+def test_install_keeps_the_tied_head_and_reverts():
+    t = tiny_target("llama", seed=5)
+    n_linear = sum(type(m) is torch.nn.Linear for m in t.model.modules())
+    ids = torch.randint(1, t.vocab_size, (1, 6))
+    before = t(ids).logits
+    assert install(t.model, "torch") == 0 and describe(t.model) == "torch"
+    assert install(t.model, "auto") == n_linear > 0
+    assert type(t.lm_head) is FewRowLinear and str(n_linear) in describe(t.model)
+    if t.config.tie_word_embeddings:
+        assert t.lm_head.weight is t.embed_tokens.weight  # the same Parameter: still tied
+    after = t(ids).logits
+    assert torch.allclose(after, before, rtol=1e-4, atol=1e-5) and torch.equal(after.argmax(-1), before.argmax(-1))
+    assert uninstall(t.model) == n_linear and describe(t.model) == "torch"
+    assert torch.equal(t(ids).logits, before)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_greedy_speculative_equals_ar_with_few_row_linears(arch):
+    t = tiny_target(arch, seed=7)
+    install(t.model, "auto")
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(1, t.vocab_size, (n,), generator=g).tolist() for n in (7, 12, 5)]
+    ref = [generate_ar(t, [p], 14, eos_ids=[]).tokens[0] for p in prompts]  # 1 row per step (the padded path)
+    assert generate_ar(t, prompts, 14, eos_ids=[]).tokens == ref  # 3 rows per step
+    drafter = OracleDrafter(t, block_size=5, mode="mixed", p_right=0.7, seed=2)
+    drafter.prompts = prompts
+    assert SpeculativeEngine(t, drafter).generate(prompts, 14, eos_ids=[]).tokens == ref
+
+
+def test_bad_mode_is_one_line(root):
+    with pytest.raises(ConfigError, match=r"target.linear='fast' is not valid; choose one of: auto, torch"):
+        load_params(root / "params.yaml", ["target.linear=fast"])
+    with pytest.raises(ValueError, match=r"target.linear='fast' is not valid; choose auto or torch"):
+        install(tiny_target("llama").model, "fast")
