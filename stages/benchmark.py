@@ -22,10 +22,12 @@ def run(params) -> None:
     from draftlab.pipeline import layout
     from draftlab.pipeline.benchmark import run as run_benchmark
     from draftlab.tracking import stage_run
+    from draftlab.kernels.linear import install
     from draftlab.verifier.load import load_target
 
     cfg, t = params.benchmark, params.target
     target = load_target(layout.TARGET, t.device, t.dtype, t.attn_implementation)
+    install(target.model, t.linear)  # every arm, AR and the HF peers included, runs the same linear layers
     checkpoints = layout.checkpoints(cfg.drafter)  # the folders the earlier stages wrote
     p = to_dict(params)
     bar = None
