@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from conftest import tiny_target
 from draftlab.decoding import SpeculativeEngine, generate_ar
 from draftlab.errors import ConfigError
-from draftlab.kernels.linear import MAX_ROWS, FewRowLinear, describe, few_row_linear, install, uninstall
+from draftlab.kernels.linear import (MAX_ROWS, PAD_MIN_WEIGHT, FewRowLinear, describe, few_row_linear, install,
+                                     uninstall)
 from draftlab.params import load_params
 from stubs import OracleDrafter
 
@@ -37,6 +38,17 @@ def test_above_max_rows_it_is_f_linear_bit_for_bit():
     x, w = torch.randn(MAX_ROWS + 1, 32), torch.randn(40, 32)
     assert torch.equal(few_row_linear(x, w), F.linear(x, w))
     assert few_row_linear(torch.randn(0, 32), w).shape == (0, 40)
+    assert torch.equal(few_row_linear(x[:1], w), F.linear(x[:1], w))  # one row of a small weight: the GEMV
+
+
+def test_one_row_of_a_large_weight_is_the_padded_product():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(PAD_MIN_WEIGHT // 256, 256, generator=g)  # exactly PAD_MIN_WEIGHT elements: padded
+    x = torch.randn(1, 1, 256, generator=g)
+    got, exact = few_row_linear(x, w), F.linear(x.double(), w.double())
+    assert got.shape == (1, 1, w.shape[0])
+    assert torch.equal(got[0], (w @ torch.cat([x[0], x[0]]).T)[:, :1].T)  # the 2-column product's first column
+    assert ((got.double() - exact).abs() <= _bound(x, w)).all()
 
 
 def test_install_keeps_the_tied_head_and_reverts():
@@ -61,7 +73,7 @@ def test_greedy_speculative_equals_ar_with_few_row_linears(arch):
     install(t.model, "auto")
     g = torch.Generator().manual_seed(3)
     prompts = [torch.randint(1, t.vocab_size, (n,), generator=g).tolist() for n in (7, 12, 5)]
-    ref = [generate_ar(t, [p], 14, eos_ids=[]).tokens[0] for p in prompts]  # 1 row per step (the padded path)
+    ref = [generate_ar(t, [p], 14, eos_ids=[]).tokens[0] for p in prompts]  # 1 row per step
     assert generate_ar(t, prompts, 14, eos_ids=[]).tokens == ref  # 3 rows per step
     drafter = OracleDrafter(t, block_size=5, mode="mixed", p_right=0.7, seed=2)
     drafter.prompts = prompts

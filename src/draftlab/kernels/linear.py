@@ -5,11 +5,14 @@ streams) by every weight matrix of the target. On CPU, PyTorch's `F.linear` hand
 rows on MKL packs the whole weight before multiplying: on the 2-core machines a 2-row product of the LM head
 (49,152 × 576) took 33 ms against 14 ms for one row, so verifying 2 positions cost ~1.8 AR steps
 (`docs/decisions.md`, "Verify cost by width"). Written as `W @ xᵀ` the same product streams each weight once:
-~10 ms for 2 rows, 16 ms for 8, and the target's whole forward at 4 positions drops from ~2.0 to ~1.3 AR steps.
-One row is padded to two, because MKL's matrix-vector path on these cores is slower than its 2-row product.
+~10 ms for 2 rows, 16 ms for 8, and the target's whole forward at 4 positions dropped from ~2.3 to ~1.6 AR steps.
+One row of a large weight (the LM head) is padded to two, because MKL's matrix-vector path there is slower than
+its 2-column product (10–11 vs 14–17 ms); a layer's smaller matrices keep the matrix-vector product for one row
+(padding them made an AR step slower: a 192 × 576 projection took 164 instead of 77 µs).
 
 - `few_row_linear(x, weight, bias)`: the product, the same signature as `F.linear` (its reference); above
-  `MAX_ROWS` rows (prefill, training features) it *is* `F.linear`, bit for bit.
+  `MAX_ROWS` rows (prefill, training features), and for one row of a weight under `PAD_MIN_WEIGHT` elements, it
+  *is* `F.linear`, bit for bit.
 - `install(model, mode)`: switch every `nn.Linear` of a model to it (`mode="auto"`: on CPU only; `"torch"`:
   leave them). The modules keep their parameters (tied embeddings stay tied); `uninstall` reverts.
 
@@ -24,12 +27,13 @@ from torch import Tensor, nn
 
 MODES = ("auto", "torch")
 MAX_ROWS = 64  # at and below: weight-major; above: F.linear (measured parity from ~64 rows on the head)
+PAD_MIN_WEIGHT = 1 << 22  # one row: the padded 2-column product only for weights this large (the LM head)
 
 
 def few_row_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x [..., K] · weight [N, K] (+ bias [N]) -> [..., N], computed as weight @ xᵀ for few rows."""
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    if rows > MAX_ROWS or rows == 0:
+    if rows > MAX_ROWS or rows == 0 or rows == 1 and weight.numel() < PAD_MIN_WEIGHT:
         return F.linear(x, weight, bias)
     x2 = x.reshape(rows, x.shape[-1])  # [M, K]
     if rows == 1:
