@@ -264,8 +264,10 @@ def run(a) -> dict:
     drafters = build_drafters(target, params, mask, taps, vd)
     S = params.drafter.block_size
     t0 = time.perf_counter()
+    from draftlab.kernels.linear import MODES
+
     linears = tuple(x.strip() for x in (a.linear or params.target.linear).split(",") if x.strip())
-    if not linears or any(x not in ("auto", "torch") for x in linears):
+    if not linears or any(x not in MODES for x in linears):
         raise UsageError(f"--linear {a.linear!r} must be a comma list of auto / torch (target.linear's modes)")
     res = measure(target, drafters, S, batches, contexts, reps, warmup, linears=linears)
     out = {"schema": SCHEMA,
