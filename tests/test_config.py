@@ -232,8 +232,8 @@ def test_seeded_methods_name_their_arms_and_fail_in_one_line(root):
         (["benchmark.concurrency_arms=[ar,dspark]"], r"^benchmark.concurrency_arms names 'dspark', a method trained on "
                                                      r"the plain drafter"),
         (["benchmark.pairs=[[dcoco-seeded,dflash-long]]"], r"^benchmark.pairs names 'dflash-long', a method"),
-        (["seeded.methods=false"], r"^benchmark.arms names 'dcoco-seeded', a method trained on the seeded drafter, but "
-                                   r"seeded.methods=false .*name it 'dcoco' \(benchmark/arms=all lists them\) or set "
+        (["seeded.methods=false"], r"^benchmark.arms names 'dflash2-seeded', a method trained on the seeded drafter, "
+                                   r"but seeded.methods=false .*name it 'dflash2' \(benchmark/arms=all lists them\) or set "
                                    r"seeded.methods=true$"),
     ]
     for overrides, msg in cases:

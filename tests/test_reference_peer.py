@@ -147,8 +147,8 @@ def test_reference_arms(target):
     assert ref.tokens == ar and len(ref.accepted) == 2 and ref.block_size == S
     eng = SpeculativeEngine(t, d).generate(prompts[:1], 12, eos_ids=[])
     assert [a for a in eng.accepted[0]][:2] == ref.accepted[0][:2]
-    for k in (0, 3):
-        hf = HFGenerateArm("hf", t, k).generate(prompts, 12, SamplingParams(), [], None)
+    for k, n in ((0, 0), (3, 0), (3, 3)):  # plain; lookup with HF's n-gram default (2) and with pld.max_ngram's
+        hf = HFGenerateArm("hf", t, k, max_ngram=n).generate(prompts, 12, SamplingParams(), [], None)
         assert hf.tokens == ar and hf.wall_s > 0
     eos = ar[0][4]
     hf = HFGenerateArm("hf", t, 0).generate(prompts, 12, SamplingParams(), [eos], None)

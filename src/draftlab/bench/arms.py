@@ -282,7 +282,9 @@ def reference_arm(kind: str) -> ArmFactory:
 
         if kind == "dflash-ref":
             return DFlashRefArm(name, ctx.target, ctx.drafter(ctx.checkpoints.drafter))
-        return HFGenerateArm(name, ctx.target, _pld(ctx).num_tokens if kind == "hf-pld" else 0, ctx.pad_id)
+        p = _pld(ctx)
+        lookup = kind == "hf-pld"
+        return HFGenerateArm(name, ctx.target, p.num_tokens if lookup else 0, ctx.pad_id, p.max_ngram if lookup else 0)
 
     return build
 

@@ -1,8 +1,10 @@
 """Peers run by other people's code, as benchmark arms beside the project's own (greedy, batch 1).
 
 - `HFGenerateArm` (`hf-generate`, `hf-generate-pld`): Hugging Face `generate` on the target's own
-  model, greedy, one prompt at a time; with `prompt_lookup_num_tokens` for the `-pld` row. It anchors
-  the project's AR engine (same weights, same dtype, same threads).
+  model, greedy, one prompt at a time; for the `-pld` row with `prompt_lookup_num_tokens` and
+  `max_matching_ngram_size` set to `pld.num_tokens` / `pld.max_ngram`, so both lookups use the same n-gram
+  and draft lengths (HF takes the first earlier match, ours the most recent). It anchors the project's AR
+  engine (same weights, same dtype, same threads).
 - `DFlashRefArm` (`dflash-ref`): the authors' `dflash.model.dflash_generate` with the pretrained drafter
   converted to their `DFlashDraftModel` (`draftlab.drafter.refformat`: the same renames as
   `draftlab export`). Two adapters, both outside their decoding logic:
@@ -51,8 +53,9 @@ class HFGenerateArm:
     greedy_only = True
     drafter = None
 
-    def __init__(self, name: str, target, prompt_lookup: int = 0, pad_id: int = 0):
+    def __init__(self, name: str, target, prompt_lookup: int = 0, pad_id: int = 0, max_ngram: int = 0):
         self.name, self.target, self.prompt_lookup, self.pad_id = name, target, prompt_lookup, pad_id
+        self.max_ngram = max_ngram  # HF's max_matching_ngram_size (0: its default, 2)
 
     @torch.no_grad()
     def generate(self, prompts, max_new_tokens, sp, eos_ids, generator, record_topk=0) -> GenerationResult:
@@ -62,7 +65,8 @@ class HFGenerateArm:
             raise DraftlabError(f"arm {self.name} is a greedy reference row; run it at temperature 0")
         model, dev = self.target.model, self.target.device
         cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=list(eos_ids) or None,
-                               pad_token_id=self.pad_id, prompt_lookup_num_tokens=self.prompt_lookup or None)
+                               pad_token_id=self.pad_id, prompt_lookup_num_tokens=self.prompt_lookup or None,
+                               max_matching_ngram_size=(self.max_ngram or None) if self.prompt_lookup else None)
         tokens, finish, t_done = [], [], []
         start = time.perf_counter()
         for p in prompts:
