@@ -85,3 +85,28 @@ def test_bad_mode_is_one_line(root):
         load_params(root / "params.yaml", ["target.linear=fast"])
     with pytest.raises(ValueError, match=r"target.linear='fast' is not valid; choose auto or torch"):
         install(tiny_target("llama").model, "fast")
+
+
+def test_install_on_a_drafter_switches_its_head_and_keeps_greedy_exact():
+    """The benchmark installs the target's layers on its drafters too (`installed`): the drafter's nn.Linear
+    modules and its head (a product on a buffer, flagged `few_row`) switch, its logits stay within float32
+    rounding of F.linear's, uninstall restores them bit for bit, and greedy speculative output still equals AR's."""
+    from draftlab.kernels.linear import installed
+    from stubs import sharp_drafter
+
+    t = tiny_target("llama", seed=11)
+    vocab = torch.arange(0, t.vocab_size, 2)
+    d = sharp_drafter(t, 4, [0, 1], mask_id=1, vocab=vocab, seed=3, arch_kw={"seed": "lookup", "seed_logit": True})
+    h = torch.randn(3, 4, t.config.hidden_size, generator=torch.Generator().manual_seed(0))  # [B, S, H]: 12 rows
+    before = d.logits(h)
+    n_linear = sum(type(m) is torch.nn.Linear for m in d.modules())
+    assert not installed(d) and install(d, "auto") == n_linear + 1 and installed(d) and d.few_row
+    after = d.logits(h)
+    bound = _bound(h.reshape(-1, h.shape[-1]), d.head_weight).view_as(after)
+    assert ((after - before).abs() <= 2 * bound).all()  # each within the bound of the exact product
+    assert uninstall(d) == n_linear + 1 and not installed(d) and not d.few_row and torch.equal(d.logits(h), before)
+    install(t.model, "auto"), install(d, "auto")
+    g = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(2, t.vocab_size, (n,), generator=g).tolist() for n in (9, 6)]
+    ref = [generate_ar(t, [p], 12, eos_ids=[]).tokens[0] for p in prompts]
+    assert SpeculativeEngine(t, d).generate(prompts, 12, eos_ids=[]).tokens == ref
