@@ -36,6 +36,7 @@ def test_tiny_run_writes_a_valid_file(vc, tmp_path, capsys):
         assert 0 < lo <= r["median_ms"] <= hi and r["n"] == 3
     names = {r["drafter"] for r in d["draft"]}
     assert names == {"plain/draft-vocab", "plain/full-vocab", "seeded/draft-vocab", "seeded/full-vocab"}
+    assert {(r["drafter"], r["linear"]) for r in d["draft"]} == {(n, m) for n in names for m in ("auto", "torch")}
     assert {r["head_vocab"] for r in d["draft"]} == {64, 256}
     assert all(r["seeded"] == r["drafter"].startswith("seeded") for r in d["draft"])
     for f in d["fits"]:

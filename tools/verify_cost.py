@@ -12,7 +12,8 @@ seeds), it times
   step's forward; S = drafter.block_size;
 - one drafter draft pass (`block_input` + `draft`, the round's draft phase after the context is in) of the
   plain drafter (`drafter.*`) and the seeded one (`seeded.drafter` resolved), each with the draft vocabulary
-  (`drafter.draft_vocab_size`) and with the full vocabulary head: the head cost issue 20 asks about.
+  (`drafter.draft_vocab_size`) and with the full vocabulary head: the head cost issue 20 asks about; under each
+  `--linear` mode, installed on the drafter as the benchmark does (its layers and its head).
 Drafters have random weights (the cost does not depend on them). The measurements are repeated `--reps` times,
 interleaved (each repetition times every width and drafter once, in a rotated order, so machine drift hits
 them alike) after `--warmup` untimed repetitions; each figure is the median with a distribution-free 95%
@@ -127,7 +128,7 @@ def build_drafters(target, params, mask: int, taps: list[int], vd: int) -> dict:
 def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup: int, log=print,
             linears: tuple[str, ...] = ("torch",)) -> dict:
     """Interleaved timings (ms) of the verify forward per width and target.linear mode, and of each drafter's
-    draft pass (under the first mode; the drafter's own layers are never switched)."""
+    draft pass per mode (the benchmark installs the target's mode on its drafters: their layers and head)."""
     import torch
 
     from draftlab.decoding.round import valid_positions
@@ -153,7 +154,7 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                     st.start(prompts, last)
                     states[name] = st
             jobs = {("verify", (w, mode)): None for mode in linears for w in range(1, S + 1)}
-            jobs.update({("draft", n): None for n in drafters})
+            jobs.update({("draft", (n, mode)): None for mode in linears for n in drafters})
             order = list(jobs)
             times: dict = {k: [] for k in order}
             for r in range(warmup + reps):
@@ -161,7 +162,10 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                 for job in order[k0:] + order[:k0]:
                     kind, arg = job
                     uninstall(target.model)
-                    install(target.model, arg[1] if kind == "verify" else linears[0])
+                    install(target.model, arg[1])
+                    if kind == "draft":
+                        uninstall(drafters[arg[0]])
+                        install(drafters[arg[0]], arg[1])
                     with torch.no_grad():
                         if kind == "verify":
                             w = arg[0]
@@ -173,7 +177,7 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                             dt = time.perf_counter() - t
                             sc.commit(torch.zeros(B, dtype=torch.long, device=dev), w)  # put the cache back
                         else:
-                            d, st = drafters[arg], states[arg]
+                            d, st = drafters[arg[0]], states[arg[0]]
                             sync()
                             t = time.perf_counter()
                             d.draft(st, d.block_input(st, last), pos)
@@ -182,16 +186,19 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                     if r >= warmup:
                         times[job].append(1e3 * dt)
             uninstall(target.model)
+            for d in drafters.values():
+                uninstall(d)
             for mode in linears:
                 for w in range(1, S + 1):
                     m, lo, hi = median_ci(times[("verify", (w, mode))])
                     rows_v.append({"batch": B, "context": C, "linear": mode, "width": w, "median_ms": m,
                                    "ci_ms": [lo, hi], "n": reps})
-            for n, d in drafters.items():
-                m, lo, hi = median_ci(times[("draft", n)])
-                vd = d.arch.draft_vocab_size or V
-                rows_d.append({"drafter": n, "seeded": d.arch.seeded, "head_vocab": vd, "batch": B, "context": C,
-                               "median_ms": m, "ci_ms": [lo, hi], "n": reps})
+            for mode in linears:
+                for n, d in drafters.items():
+                    m, lo, hi = median_ci(times[("draft", (n, mode))])
+                    vd = d.arch.draft_vocab_size or V
+                    rows_d.append({"drafter": n, "seeded": d.arch.seeded, "head_vocab": vd, "batch": B, "context": C,
+                                   "linear": mode, "median_ms": m, "ci_ms": [lo, hi], "n": reps})
             log(f"[verify_cost] B={B} C={C}: done")
     return {"verify": rows_v, "draft": rows_d}
 
@@ -207,7 +214,7 @@ def derive(res: dict, S: int) -> list[dict]:
         ws, ms = [r["width"] for r in rows], [r["median_ms"] for r in rows]
         per = slope(ws, ms)
         ar = ms[0]
-        drafts = {r["drafter"]: r["median_ms"] for r in res["draft"] if (r["batch"], r["context"]) == (B, C)}
+        drafts = {r["drafter"]: r["median_ms"] for r in res["draft"] if (r["batch"], r["context"], r["linear"]) == (B, C, L)}
         head = {k: drafts[f"{k}/full-vocab"] - drafts[f"{k}/draft-vocab"] for k in ("plain", "seeded")
                 if f"{k}/draft-vocab" in drafts and f"{k}/full-vocab" in drafts}
         out.append({"batch": B, "context": C, "linear": L, "ar_ms": ar, "full_block_ms": ms[-1], "per_position_ms": per,
@@ -228,8 +235,8 @@ def table(out: dict) -> str:
         head = ", ".join(f"{k} {v:+.2f} ms" for k, v in f["full_head_extra_ms"].items())
         lines.append(f"  per position {f['per_position_ms']:.2f} ms; w=S/w=1 {f['full_over_ar']:.2f}; break-even "
                      f"min_prob {f['break_even_min_prob']:.3f}" + (f"; full-vocabulary head {head}" if head else ""))
-        for r in out["draft"] if L == out["setup"]["linear"][0] else ():
-            if (r["batch"], r["context"]) == (B, C):
+        for r in out["draft"]:
+            if (r["batch"], r["context"], r["linear"]) == (B, C, L):
                 lo, hi = r["ci_ms"]
                 lines.append(f"  draft {r['drafter']:<20} (head {r['head_vocab']:>6}) {r['median_ms']:8.2f}  [{lo:.2f}, {hi:.2f}]")
     return "\n".join(lines)

@@ -45,12 +45,15 @@ from draftlab.drafter.masks import CONVENTION, block_input_ids, block_positions,
 from draftlab.drafter.state import DraftOutput, DrafterState, seed_column_ids  # noqa: F401  (re-exported)
 from draftlab.drafter.vocab import target_to_draft
 from draftlab.errors import DraftlabError
+from draftlab.kernels.linear import few_row_linear
 from draftlab.ngram import StreamSeeds, sequence_seeds
 
 # ---- the drafter ----------------------------------------------------------------------------------------
 
 
 class DFlashDrafter(nn.Module):
+    few_row = False  # the head's products as kernels.linear.few_row_linear (set by kernels.linear.install)
+
     def __init__(self, arch: DrafterArch, embed_tokens: nn.Embedding, lm_head: nn.Linear, vocab: Tensor | None = None):
         super().__init__()
         if arch.convention != CONVENTION:
@@ -237,7 +240,7 @@ class DFlashDrafter(nn.Module):
         else:
             w, b = self.head_weight, self.head_bias
         flat = hidden.reshape(-1, hidden.shape[-1]).to(w.dtype)  # 2-D: a strided N-D input becomes a slow bmm
-        out = F.linear(flat, w, b).float().view(*hidden.shape[:-1], w.shape[0])
+        out = (few_row_linear if self.few_row else F.linear)(flat, w, b).float().view(*hidden.shape[:-1], w.shape[0])
         if seeds is None or not self.reads_seeds:
             return out
         if self.seed_column:

@@ -14,7 +14,9 @@ its 2-column product (10–11 vs 14–17 ms); a layer's smaller matrices keep th
   `MAX_ROWS` rows (prefill, training features), and for one row of a weight under `PAD_MIN_WEIGHT` elements, it
   *is* `F.linear`, bit for bit.
 - `install(model, mode)`: switch every `nn.Linear` of a model to it (`mode="auto"`: on CPU only; `"torch"`:
-  leave them). The modules keep their parameters (tied embeddings stay tied); `uninstall` reverts.
+  leave them), and turn on the modules that declare a `few_row` flag (the drafter's head, a product on a buffer).
+  The modules keep their parameters (tied embeddings stay tied); `uninstall` reverts. The benchmark installs it
+  on the drafters whenever the target has it (`installed`), so a draft pass runs the same products as a verify.
 
 The results differ from `F.linear` by float32 rounding only (another summation order); the engine's
 exactness (greedy = AR) holds because every arm, AR and the Hugging Face peers included, runs the same layers.
@@ -70,12 +72,20 @@ def install(model: nn.Module, mode: str = "auto") -> int:
         if type(m) is nn.Linear:
             m.__class__ = FewRowLinear
             n += 1
+        elif hasattr(type(m), "few_row"):
+            m.few_row = True
+            n += 1
     return n
+
+
+def installed(model: nn.Module) -> bool:
+    """Whether `install` switched any layer of `model`."""
+    return any(type(m) is FewRowLinear or getattr(m, "few_row", False) for m in model.modules())
 
 
 def describe(model: nn.Module) -> str:
     """What a report records: "few-row (W @ xT up to 64 rows) on N layers" or "torch" (none switched)."""
-    n = sum(type(m) is FewRowLinear for m in model.modules())
+    n = sum(type(m) is FewRowLinear or bool(getattr(m, "few_row", False)) for m in model.modules())
     return f"few-row (W @ xT up to {MAX_ROWS} rows) on {n} layers" if n else "torch"
 
 
@@ -85,5 +95,8 @@ def uninstall(model: nn.Module) -> int:
     for m in model.modules():
         if type(m) is FewRowLinear:
             m.__class__ = nn.Linear
+            n += 1
+        elif getattr(m, "few_row", False):
+            del m.few_row  # back to the class's False
             n += 1
     return n

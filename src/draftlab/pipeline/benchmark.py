@@ -22,7 +22,7 @@ from draftlab.data.references import suite_prompts
 from draftlab.data.suites import dedupe, rank
 from draftlab.data.templates import encode_prompt
 from draftlab.drafter.checkpoint import load_drafter
-from draftlab.kernels.linear import describe
+from draftlab.kernels.linear import describe, install, installed
 
 
 def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int,
@@ -60,6 +60,8 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
     def load(folder: str):
         if folder not in drafters:
             drafters[folder] = load_drafter(folder, target, dtype=dtype)
+            if installed(target.model):  # the drafters run the target's linear layers (target.linear)
+                install(drafters[folder])
         return drafters[folder]
 
     ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size, seeded_verify=seeded_verify)
