@@ -78,14 +78,19 @@ def install(model: nn.Module, mode: str = "auto") -> int:
     return n
 
 
+def _switched(m: nn.Module) -> bool:
+    """Whether `install` switched this module (a FewRowLinear, or a module whose `few_row` flag it set)."""
+    return type(m) is FewRowLinear or bool(getattr(m, "few_row", False))
+
+
 def installed(model: nn.Module) -> bool:
     """Whether `install` switched any layer of `model`."""
-    return any(type(m) is FewRowLinear or getattr(m, "few_row", False) for m in model.modules())
+    return any(map(_switched, model.modules()))
 
 
 def describe(model: nn.Module) -> str:
     """What a report records: "few-row (W @ xT up to 64 rows) on N layers" or "torch" (none switched)."""
-    n = sum(type(m) is FewRowLinear or bool(getattr(m, "few_row", False)) for m in model.modules())
+    n = sum(map(_switched, model.modules()))
     return f"few-row (W @ xT up to {MAX_ROWS} rows) on {n} layers" if n else "torch"
 
 
