@@ -17,7 +17,10 @@ ROUNDS = Path("data/benchmark_rounds.parquet")
 def run(params) -> None:
     from tqdm import tqdm
 
+    from dataclasses import fields
+
     from draftlab.bench.report import write_outputs
+    from draftlab.bench.resume import discard, source_digest, tree_digest
     from draftlab.params import to_dict
     from draftlab.pipeline import layout
     from draftlab.pipeline.benchmark import run as run_benchmark
@@ -45,14 +48,21 @@ def run(params) -> None:
     logged = ("target", "data", "reference", "benchmark", "profile", "pld", "seeded")  # reference: the chat suite's carving
     with stage_run("benchmark", {k: p[k] for k in logged}, params.tracking,
                    {"target": t.name, "profile": params.profile.name}) as mlrun:
+        # what else changes a measured number: the models the arms read and the code (bench/resume.py)
+        key = {"models": tree_digest(layout.TARGET, *(getattr(checkpoints, f.name) for f in fields(checkpoints))),
+               "source": source_digest(), "target": to_dict(t)} if cfg.resume else None
         detail, runs = run_benchmark(target, cfg, params.data, checkpoints,
                                      {"target": t.name, "profile": params.profile.name}, progress,
                                      params.pld, params.drafter.block_size, reference=params.reference,
-                                     seeded_verify=params.seeded.verify)
+                                     seeded_verify=params.seeded.verify, record=layout.BENCH_RECORD, record_key=key)
+        if detail["setup"]["resumed"]["groups"]:
+            print(f"[benchmark] resumed {detail['setup']['resumed']['groups']} finished batch groups from "
+                  f"{layout.BENCH_RECORD}")
         if bar is not None:
             bar.close()
         detail["config"] = to_dict(params.benchmark)
         written = write_outputs(detail, runs.runs, DETAIL, HEADLINE, ROUNDS if cfg.record_rounds else None)
+        discard(layout.BENCH_RECORD)  # the outputs hold it all now: a re-run measures again
         mlrun.log_metrics({"summary": detail["summary"], "suites": detail["suites"]})
         for path in written.values():  # the detail JSON, the headline folder, plot CSVs, per-round Parquet
             mlrun.log_artifact(path)

@@ -78,3 +78,37 @@ def test_batch_arms_headline_ablation_and_sampled_subsets():
     assert batch_arms(cfg, arms, 2, 1.0) == ["ar", "dflash"] and batch_arms(cfg, arms, 3, 1.0) == []
     cfg.batch_size = 2  # batch 1 holds prompts 2-3: past the ablation sample of 2
     assert batch_arms(cfg, arms, 1, 0.0) == ["ar", "dflash", "hf"]
+
+
+def test_batch_arms_past_the_headline_sample_only_the_larger_pairs_arms_at_t0():
+    arms = {"ar": _Arm(), "a": _Arm(), "b": _Arm(), "c": _Arm(), "abl": _Arm()}
+    cfg = BenchmarkConfig(arms=["ar", "a", "b", "c"], ablation_arms=["abl"], prompts_per_suite=3,
+                          pairs=[["a", "b"], ["b", "c"], ["a", "ar"]], pair_prompts_per_suite={"a vs b": 6, "b vs c": 4})
+    cfg.check("benchmark")
+    assert cfg.prompts_selected() == 6 and [cfg.t0_prompts(x) for x in ("ar", "a", "b", "c", "abl")] == [3, 6, 6, 4, 3]
+    assert batch_arms(cfg, arms, 2, 0.0) == ["ar", "a", "b", "c", "abl"]  # the headline sample: every arm
+    assert batch_arms(cfg, arms, 3, 0.0) == ["a", "b", "c"] and batch_arms(cfg, arms, 4, 0.0) == ["a", "b"]
+    assert batch_arms(cfg, arms, 6, 0.0) == [] and batch_arms(cfg, arms, 3, 1.0) == []  # extras: T=0 only
+
+
+class _Gen(_Arm):
+    """A stub arm: one token per prompt, instantly."""
+
+    def generate(self, prompts, max_new, sp, eos_ids, gen, record_topk=0):
+        return GenerationResult(tokens=[[1] for _ in prompts], finish_reason=["length"] * len(prompts),
+                                t_done=[0.0] * len(prompts), prefill_s=0.0, wall_s=1e-3, phases=("v",),
+                                round_times=torch.zeros(1, 1), round_streams=torch.ones(1))
+
+
+def test_runner_puts_a_pairs_extra_prompts_apart():
+    from draftlab.bench.runner import PromptItem, plan_size, run_benchmark
+
+    arms = {n: _Gen() for n in ("ar", "a", "b")}
+    cfg = BenchmarkConfig(arms=list(arms), prompts_per_suite=2, pairs=[["a", "b"]], pair_prompts_per_suite={"a vs b": 4},
+                          temperatures=[0.0, 1.0], concurrency=[], warmup=False)
+    cfg.check("benchmark")
+    suites = {"s": [PromptItem(f"p{i}", "s", [1, 2]) for i in range(4)]}
+    out = run_benchmark(arms, suites, cfg, [0], torch.device("cpu"))
+    assert plan_size(cfg, suites, arms) == len(out.runs) + len(out.extra) == 2 * 3 * 2 + 2 * 2
+    assert {(r.arm, r.prompt_ids[0]) for r in out.extra} == {(x, p) for x in "ab" for p in ("p2", "p3")}
+    assert all(r.extra and r.temperature == 0 for r in out.extra) and not any(r.extra for r in out.runs)

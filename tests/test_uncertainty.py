@@ -303,3 +303,55 @@ def test_pairs_recomputed_from_the_detail_files_per_prompt_rows():
             assert q[k] == pytest.approx(r[k], abs=1e-5)
             assert q["no_loop"][k] == pytest.approx(r["no_loop"][k], abs=1e-5)
         assert q["tau_diff_ci"] == pytest.approx(r["tau_diff_ci"], abs=1e-5)
+
+
+def test_a_pairs_extra_prompts_feed_its_interval_not_the_per_arm_rows():
+    """benchmark.pair_prompts_per_suite: `good` and `base` decode 8 prompts per suite, AR the headline 4. The pair
+    reads all 8 (narrower than on 4); every per-arm row and interval stays on the 4 headline prompts."""
+    runs = _runs(8, seed=3)
+    idx = lambda r: int(r.prompt_ids[0].split("/")[1])  # noqa: E731
+    head = [r for r in runs if idx(r) < 4]
+    extra = [r for r in runs if idx(r) >= 4 and r.arm != "ar"]
+    for r in extra:
+        r.extra = True
+    detail = compute(head, ["ar", "base", "good"])
+    add_intervals(detail, head, n_boot=400, pairs=[["good", "base"], ["good", "ar"]], extra=extra)
+    four = compute(head, ["ar", "base", "good"])
+    add_intervals(four, head, n_boot=400, pairs=[["good", "base"], ["good", "ar"]])
+    assert detail["summary"]["good"] == four["summary"]["good"]  # per-arm: the headline sample only
+    rows = {(p["a"], p["b"]): p for p in detail["pairs"]}
+    assert rows[("good", "base")]["prompts"] == {"a": 8, "b": 8}
+    assert rows[("good", "ar")]["prompts"] == {"a": 4, "b": 4}  # AR decoded the headline prompts only
+    assert rows[("good", "ar")]["tokens_per_s_ratio"] == next(p for p in four["pairs"] if p["b"] == "ar")["tokens_per_s_ratio"]
+    units = collect_units(head + extra)
+    tau = lambda arm, s: sum(units[(s, "t0", arm)].tau_sum) / sum(units[(s, "t0", arm)].tau_n)  # noqa: E731
+    assert rows[("good", "base")]["tau_diff"] == pytest.approx(
+        np.mean([tau("good", s) - tau("base", s) for s in ("a", "b")]), abs=1e-6)
+    pp = detail["suites"]["a"]["t0"]["good"]["per_prompt"]
+    assert len(pp["tau"]) == 8 and pp["extra"] == [False] * 4 + [True] * 4  # the sizing rule sees all 8, marked
+    assert "extra" not in detail["suites"]["a"]["t0"]["ar"]["per_prompt"]
+
+
+def test_paired_sizing_with_a_pairs_extra_prompts():
+    """BenchPlan.pair_prompts_per_suite: a short pair is suggested its own size; given it, that pair meets its
+    targets at the plan, its two arms' T=0 cost grows by exactly the extra prompts, AR's does not."""
+    from draftlab.bench.sizing import BenchPlan, paired_plan, plan_minutes
+
+    runs = _runs(10, seed=11, suites=("a", "b", "c"))
+    detail = compute(runs, ["ar", "base", "good"])
+    add_intervals(detail, runs, n_boot=300, pairs=[["good", "base"]])
+    detail["config"] = {"max_new_tokens": 80, "concurrency_max_new_tokens": 8}
+    detail["setup"] = {"timing_s": {"simulated": 0.0}}
+    plan = BenchPlan(arms=["ar", "base", "good"], pairs=[["good", "base"], ["good", "ar"]], max_new_tokens=80,
+                     prompts_per_suite=3, temperatures=[0.0])
+    short = paired_plan(detail, plan, 0.05, 0.02)
+    need = short["pairs"]["good vs base (t0)"]["prompts_per_suite"]
+    assert need > 3 and not short["meets_t0"] and short["suggested_pair_prompts_per_suite"]["good vs base"] == need
+    sized = BenchPlan(**{**plan.__dict__, "pair_prompts_per_suite": {"good vs base": need}})
+    res = paired_plan(detail, sized, 0.05, 0.02)
+    assert res["pairs"]["good vs base (t0)"]["prompts_at_plan"] == need and res["pairs"]["good vs base (t0)"]["meets"]
+    assert res["pairs"]["good vs ar (t0)"]["prompts_at_plan"] == 3  # AR decodes the headline sample only
+    per = lambda p: plan_minutes(detail, p, 3, 0.0)["parts"]["headline_t0"]  # noqa: E731
+    solo = lambda arm, p: plan_minutes(detail, BenchPlan(**{**p.__dict__, "arms": [arm]}), 3, 0.0)["parts"]["headline_t0"]  # noqa: E731
+    assert per(sized) > per(plan) and solo("ar", sized) == pytest.approx(solo("ar", plan))
+    assert solo("good", sized) == pytest.approx(solo("good", plan) * need / 3)

@@ -108,7 +108,8 @@ def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
                      max_new_tokens=b.max_new_tokens,
                      prompts_per_suite=b.prompts_per_suite or None, ablation_arms=list(b.ablation_arms),
                      ablation_prompts_per_suite=b.ablation_prompts_per_suite, sampled_arms=list(b.sampled_arms),
-                     sampled_prompts_per_suite=b.sampled_prompts_per_suite, temperatures=list(b.temperatures),
+                     sampled_prompts_per_suite=b.sampled_prompts_per_suite,
+                     pair_prompts_per_suite=b.pair_extra(), temperatures=list(b.temperatures),
                      concurrency=list(b.concurrency), concurrency_arms=list(b.concurrency_arms),
                      concurrency_temperatures=list(b.concurrency_temperatures),
                      concurrency_max_new_tokens=b.concurrency_max_new_tokens, simulated=b.simulated)
@@ -146,7 +147,12 @@ def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
         print(f"{name + tag:34s} {e.get('tau_prompts_per_suite', '-'):>6} {e.get('ratio_prompts_per_suite', '-'):>8}  "
               f"{e['prompts_at_plan']:>10} {e.get('tau_halfwidth_at_plan', '-'):>7} {e.get('ratio_halfwidth_at_plan', '-'):>7}"
               f"  {sd('tau')} | {sd('ratio')}")
-    print(f"headline pairs at T=0 meet the targets with prompts_per_suite={res['prompts_per_suite']}: {res['meets_t0']}")
+    extra = f" and pair_prompts_per_suite={res['pair_prompts_per_suite']}" if res["pair_prompts_per_suite"] else ""
+    print(f"headline pairs at T=0 meet the targets with prompts_per_suite={res['prompts_per_suite']}{extra}: "
+          f"{res['meets_t0']}")
+    if res["suggested_pair_prompts_per_suite"]:
+        print("the pairs still short, with the prompts per suite each needs (their arms decode those at T=0): "
+              f"-S 'benchmark.pair_prompts_per_suite={json.dumps(res['suggested_pair_prompts_per_suite'])}'")
     print(f"predicted minutes: {res['minutes']:.1f} ({', '.join(f'{k} {v}' for k, v in res['parts'].items())})")
     if res["missing_from_pilot"]:
         print(f"not in the pilot (no cost counted): {', '.join(res['missing_from_pilot'])}"

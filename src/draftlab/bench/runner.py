@@ -3,7 +3,9 @@
 Headline arms decode every prompt; ablation arms (`benchmark.ablation_arms`) the first
 `ablation_prompts_per_suite` of each suite; at T>0 only `sampled_arms` decode, on the first
 `sampled_prompts_per_suite` (`batch_arms`). Smaller samples are prefixes of the same ranked prompts, so
-every pair shares the prompts of its smaller arm.
+every pair shares the prompts of its smaller arm. A pair that needs more prompts than the headline sample
+(`benchmark.pair_prompts_per_suite`) has its two arms decode the next ranked prompts too, at T=0 only; those
+runs are `extra` (`BenchRuns.extra`): they feed the pairs' intervals, not the per-arm rows.
 
 Arms run the *same* prompt batches interleaved (batch i: every arm in turn, starting arm rotated per
 batch so no arm always runs first), so every speedup is a same-run ratio. Each (arm, batch) gets a
@@ -40,12 +42,14 @@ class BatchRun:
     prompt_ids: list[str]
     prompts: list[list[int]]
     result: GenerationResult
+    extra: bool = False  # beyond the headline sample: decoded for a pair's power only (pair_prompts_per_suite)
 
 
 @dataclass
 class BenchRuns:
-    runs: list[BatchRun] = field(default_factory=list)
+    runs: list[BatchRun] = field(default_factory=list)  # the headline (and ablation, sampled, sweep) runs
     arms: list[str] = field(default_factory=list)
+    extra: list[BatchRun] = field(default_factory=list)  # the pairs' extra prompts (read by the pairs only)
 
 
 def _chunks(items: list, size: int) -> list[list]:
@@ -59,12 +63,15 @@ def _seeded(device: torch.device, seed: int) -> torch.Generator:
 def batch_arms(cfg: BenchmarkConfig, arms: dict, bi: int, temp: float) -> list[str]:
     """The arms that decode per-suite batch `bi` at temperature `temp`: the headline arms on every batch, the
     ablation arms on the batches holding the first `ablation_prompts_per_suite` prompts, at T>0 only
-    `sampled_arms` on the first `sampled_prompts_per_suite` prompts and no greedy-only arm."""
+    `sampled_arms` on the first `sampled_prompts_per_suite` prompts and no greedy-only arm; beyond the headline
+    sample only the arms of the pairs sized larger (`pair_prompts_per_suite`), at T=0."""
     start = bi * cfg.batch_size  # index of the batch's first prompt within its suite
 
     def within(limit: int) -> bool:
         return limit <= 0 or start < limit
 
+    if not within(cfg.prompts_per_suite):  # a pair's extra prompts
+        return [name for name in arms if temp == 0 and within(cfg.t0_prompts(name))]
     out = []
     for name in arms:
         if name in cfg.ablation_arms and not within(cfg.ablation_prompts_per_suite):
@@ -94,9 +101,11 @@ def plan_size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]], arms: d
 
 def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: BenchmarkConfig, eos_ids: list[int],
                   device: torch.device, tick: Callable[[str], None] | None = None,
-                  sweep_pool: list[PromptItem] | None = None) -> BenchRuns:
+                  sweep_pool: list[PromptItem] | None = None, store=None) -> BenchRuns:
     """arms: name -> Arm; suites: suite -> ranked prompts; sweep_pool: prompts for the concurrency sweep
-    (default: the suites' prompts round-robin; repeated cyclically when a level needs more)."""
+    (default: the suites' prompts round-robin; repeated cyclically when a level needs more); store: a
+    bench.resume.RunStore that keeps each finished group (all arms on one batch) and returns those an earlier
+    process finished."""
     names = list(arms)
     out = BenchRuns(arms=names)
     tick = tick or (lambda _msg: None)
@@ -111,11 +120,23 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
         if not which:
             return
         order = which[bi % len(which):] + which[: bi % len(which)]  # rotate: no arm always runs first
-        for name in order:
-            res = arms[name].generate([p.ids for p in batch], max_new, sp, eos_ids, _seeded(device, cfg.seed * 100003 + bi),
-                                      record_topk=0 if sweep else cfg.topk)
-            out.runs.append(BatchRun(name, suite, temp, conc, sweep, [p.id for p in batch], [p.ids for p in batch], res))
-            tick(f"{suite} T={temp:g} c={conc} {name}")
+        extra = not sweep and bool(cfg.prompts_per_suite) and bi * cfg.batch_size >= cfg.prompts_per_suite
+        group = f"{suite}|T={temp:g}|c={conc}|{'sweep' if sweep else 'suite'}|b={bi}|n={max_new}|{','.join(order)}"
+        done = store.get(group) if store is not None else None  # finished by an earlier process (bench/resume.py)
+        if done is None:
+            done = []
+            for name in order:
+                res = arms[name].generate([p.ids for p in batch], max_new, sp, eos_ids,
+                                          _seeded(device, cfg.seed * 100003 + bi), record_topk=0 if sweep else cfg.topk)
+                done.append(BatchRun(name, suite, temp, conc, sweep, [p.id for p in batch], [p.ids for p in batch], res,
+                                     extra))
+                tick(f"{suite} T={temp:g} c={conc} {name}")
+            if store is not None:
+                store.put(group, done)
+        else:
+            for r in done:
+                tick(f"{suite} T={temp:g} c={conc} {r.arm} (resumed)")
+        (out.extra if extra else out.runs).extend(done)
 
     for suite, prompts in suites.items():
         for temp in cfg.temperatures:

@@ -138,12 +138,20 @@ class BenchPlan:
     ablation_prompts_per_suite: int = 0  # 0 = prompts_per_suite
     sampled_arms: list[str] = field(default_factory=list)  # [] = every arm
     sampled_prompts_per_suite: int = 0  # 0 = prompts_per_suite
+    pair_prompts_per_suite: dict[str, int] = field(default_factory=dict)  # "a vs b" -> n: that pair's arms, T=0
     temperatures: list[float] = field(default_factory=lambda: [0.0, 1.0])
     concurrency: list[int] = field(default_factory=list)
     concurrency_arms: list[str] = field(default_factory=list)
     concurrency_temperatures: list[float] = field(default_factory=lambda: [0.0])
     concurrency_max_new_tokens: int = 32
     simulated: bool = True
+
+
+def t0_prompts(plan: BenchPlan, arm: str, n: int) -> int:
+    """Prompts per suite `arm` decodes at T=0 when the headline sample is n (BenchmarkConfig.t0_prompts's rule)."""
+    if arm in plan.ablation_arms:
+        return plan.ablation_prompts_per_suite or n
+    return max([n, *(k for label, k in plan.pair_prompts_per_suite.items() if arm in label.split(" vs "))])
 
 
 def with_proxies(detail: dict, proxies: dict[str, str]) -> dict:
@@ -268,7 +276,7 @@ def plan_minutes(detail: dict, plan: BenchPlan, n: int, overhead_minutes: float 
                 if t == 0:
                     missing.append(f"{arm} ({tk})")
                 continue
-            k = min(n_abl, n_smp) if (abl and t > 0) else n_abl if abl else n_smp if t > 0 else n
+            k = min(n_abl, n_smp) if (abl and t > 0) else n_abl if abl else n_smp if t > 0 else t0_prompts(plan, arm, n)
             parts["ablation" if abl else "sampled" if t > 0 else "headline_t0"] += sec * k * S / 60
     cfg = detail.get("config") or {}
     Ls0 = int(cfg.get("concurrency_max_new_tokens") or 0) or 1
@@ -336,19 +344,26 @@ def paired_plan(detail: dict, plan: BenchPlan, tau_halfwidth: float = 0.10, rati
             k = min(k, plan.ablation_prompts_per_suite or n)
         if e["temperature"] != "t0":
             k = min(k, plan.sampled_prompts_per_suite or n)
+        elif not e["ablation"]:  # the prompts both arms decode: a pair's extra prompts included
+            k = min(t0_prompts(plan, e["a"], n), t0_prompts(plan, e["b"], n))
         e["prompts_at_plan"] = k
         for key in ("tau", "ratio"):
             if f"{key}_sd_by_suite" in e:
                 e[f"{key}_halfwidth_at_plan"] = round(halfwidth_for(e[f"{key}_sd_by_suite"], k, level), 4)
         e["meets"] = (e.get("tau_halfwidth_at_plan", 0) <= tau_halfwidth
                       and e.get("ratio_halfwidth_at_plan", 0) <= ratio_halfwidth)
+    # the pairs still short at the plan, with the prompts per suite each needs (benchmark.pair_prompts_per_suite)
+    suggest = {f"{e['a']} vs {e['b']}": e["prompts_per_suite"] for e in headline_t0
+               if not e.get("meets", True) and e["prompts_per_suite"] > e.get("prompts_at_plan", n)}
     cost = plan_minutes(detail, plan, n, overhead_minutes)
     return {"pilot_max_new_tokens": L0, "max_new_tokens": plan.max_new_tokens, "prompts_per_suite": n,
             "suites": plan.suites or sorted(detail.get("suites") or {}),
             "assumed_suites": [x for x in plan.suites if x not in (detail.get("suites") or {})],
             "targets": {"tau_diff": tau_halfwidth, "tokens_per_s_ratio": ratio_halfwidth}, "level": level,
             "safety": safety, "spread_scaling": spread_scaling, "pairs": sizes,
-            "meets_t0": all(e.get("meets", False) for e in headline_t0), **cost}
+            "meets_t0": all(e.get("meets", False) for e in headline_t0),
+            "pair_prompts_per_suite": dict(plan.pair_prompts_per_suite), "suggested_pair_prompts_per_suite": suggest,
+            **cost}
 
 
 # ---------------------------------------------------------------- what a run achieved

@@ -80,8 +80,9 @@ def collect_units(runs: list[BatchRun]) -> dict[tuple[str, str, str], Units]:
     return dict(out)
 
 
-def per_prompt(units: Units) -> dict:
-    """Per-unit values for the detail file (the sizing rule and the explorer read them)."""
+def per_prompt(units: Units, headline: int | None = None) -> dict:
+    """Per-unit values for the detail file (the sizing rule and the explorer read them); `headline`: how many
+    of the units are the headline sample's (the rest are a pair's extra prompts, marked `extra`)."""
     a = units.arrays()
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = np.where(a["tau_n"] > 0, a["tau_sum"] / np.maximum(a["tau_n"], 1), np.nan)
@@ -89,7 +90,9 @@ def per_prompt(units: Units) -> dict:
     return {"prompt_id": units.keys(), "tau": _list(tau), "tokens": a["tokens"].tolist(),
             "wall_s": _list(a["wall_s"]), "tokens_per_s": _list(tps),
             "copy_share": [None if x is None else round(x, 4) for x in units.copy_share],
-            "repeat_share": [None if x is None else round(x, 4) for x in units.repeat_share], "loop": list(units.loop)}
+            "repeat_share": [None if x is None else round(x, 4) for x in units.repeat_share], "loop": list(units.loop),
+            **({"extra": [i >= headline for i in range(len(units.tokens))]}
+               if headline is not None and headline < len(units.tokens) else {})}
 
 
 def _list(x: np.ndarray) -> list:
@@ -304,19 +307,26 @@ def _excludes(ci: list[float] | None, value: float) -> bool | None:
 
 
 def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float = 0.95, seed: int = 0,
-                  pairs: list[list[str]] | None = None, ar_arm: str = "ar", ablation: Collection[str] = ()) -> dict:
+                  pairs: list[list[str]] | None = None, ar_arm: str = "ar", ablation: Collection[str] = (),
+                  extra: list[BatchRun] = ()) -> dict:
     """Add to `detail` (draftlab.bench.metrics.compute's output), in place:
-    suites[s][t][arm]["ci"] = {tau, tokens_per_s, speedup: [lo, hi]} and ["per_prompt"];
+    suites[s][t][arm]["ci"] = {tau, tokens_per_s, speedup: [lo, hi]} and ["per_prompt"] (with a pair's `extra`
+    prompts after the headline ones, marked);
     summary[arm][f"{metric}_{t}_ci"] = [lo, hi]; detail["pairs"] (paired differences); detail["uncertainty"]
-    (how the intervals were made)."""
+    (how the intervals were made). `extra`: the runs on a pair's extra prompts (pair_prompts_per_suite), which
+    only the pairs read."""
     units = collect_units(runs)
-    for (s, tk, arm), u in units.items():
+    with_extra = collect_units([*runs, *extra]) if extra else units  # the pairs' units
+    for (s, tk, arm), u in with_extra.items():
         m = detail["suites"].get(s, {}).get(tk, {}).get(arm)
         if m is not None:
-            m["per_prompt"] = per_prompt(u)
+            m["per_prompt"] = per_prompt(u, len(units[(s, tk, arm)].tokens) if (s, tk, arm) in units else 0)
     detail["uncertainty"] = {"method": "percentile bootstrap over prompts (batches), stratified by suite, paired "
                                        "across arms", "level": level, "resamples": n_boot, "seed": seed,
                              "units_per_suite": {s: len(u.tokens) for (s, _, _), u in units.items()},
+                             **({"pairs_extra": "pairs in benchmark.pair_prompts_per_suite also use their arms' extra "
+                                                "prompts (T=0); every per-arm row and interval is on the headline sample"}
+                                if extra else {}),
                              "best": "the headline arm with the highest mean speedup at that temperature (chosen on "
                                      "the same data: its interval is optimistic)",
                              "pairs": "on the prompts both arms decoded; `no_loop`: the same without the prompts where "
@@ -334,7 +344,7 @@ def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float 
         e = detail["summary"].setdefault(arm, {})
         for k, v in r.items():
             e[f"{k}_{tk}_ci"] = _interval(v[1:], level)
-    detail["pairs"] = pair_rows(pairs or [], units, rep, weights, level, ar_arm, ablation)
+    detail["pairs"] = pair_rows(pairs or [], with_extra, rep, weights, level, ar_arm, ablation)
     return detail
 
 

@@ -46,6 +46,7 @@ class BenchmarkConfig:
     compact_threshold: float = 0.25  # squeeze cache holes out when they exceed this share
     warmup: bool = True  # one untimed short generation per arm first
     record_rounds: bool = True  # per-round Parquet for the explorer
+    resume: bool = True  # keep each finished batch group on disk and resume an interrupted run there (bench/resume.py)
     seed: int = 0
     # confidence intervals over prompts (draftlab.bench.uncertainty): percentile bootstrap, paired across arms
     bootstrap: int = 2000  # resamples; 0 = no intervals
@@ -55,6 +56,11 @@ class BenchmarkConfig:
     # (arms or ablation_arms); at a temperature where one of the two does not decode (sampled_arms, greedy-only
     # reference rows) the pair is skipped
     pairs: list[list[str]] = field(default_factory=lambda: [["dflash", "ar"]])  # conf/benchmark/arms/*.yaml set theirs
+    # prompts per suite for the pairs that need more than the headline sample ("a vs b" -> n > prompts_per_suite):
+    # the two arms also decode prompts prompts_per_suite+1..n of each suite, at T=0 only, next to each other; those
+    # prompts feed the pairs' intervals only (per-arm rows stay on the headline sample). Entries for pairs not in
+    # `pairs` are ignored (pair_extra); their arms must be in the arm table
+    pair_prompts_per_suite: dict[str, int] = field(default_factory=dict)
     # the half-widths the headline pairs are sized for at T=0 (tools/size_benchmark.py); the report records
     # the ones the run reached beside them (results/benchmark.json -> setup.halfwidths)
     target_tau_diff_halfwidth: float = 0.10
@@ -100,6 +106,24 @@ class BenchmarkConfig:
         for pair in self.pairs:
             if len(pair) != 2 or pair[0] == pair[1]:
                 raise ConfigError(f"{p}.pairs: {pair} must name two different arms, e.g. [dcoco, dflash]")
+        for label, n in self.pair_prompts_per_suite.items():
+            if len(label.split(" vs ")) != 2:
+                raise ConfigError(f"{p}.pair_prompts_per_suite: key '{label}' must name a pair as 'a vs b' "
+                                  "(e.g. 'pld vs hf-generate-pld')")
+            if "best" in label.split(" vs "):
+                raise ConfigError(f"{p}.pair_prompts_per_suite: '{label}' names `best`, which is chosen after the run; "
+                                  "size a pair of named arms")
+            if not isinstance(n, int) or n <= self.prompts_per_suite:
+                raise ConfigError(f"{p}.pair_prompts_per_suite['{label}']={n!r} must be an integer above "
+                                  f"{p}.prompts_per_suite={self.prompts_per_suite} (the pair gets the headline prompts anyway)")
+        for label in self.pair_extra():
+            abl = [a for a in label.split(" vs ") if a in self.ablation_arms]
+            if abl:
+                raise ConfigError(f"{p}.pair_prompts_per_suite: '{label}' has the ablation arm '{abl[0]}', which decodes "
+                                  f"{p}.ablation_prompts_per_suite prompts only; move it to {p}.arms or drop the entry")
+            if not self.prompts_per_suite:
+                raise ConfigError(f"{p}.pair_prompts_per_suite needs {p}.prompts_per_suite > 0 (0 decodes every prompt "
+                                  "already); drop it or set a headline sample size")
         if self.concurrency and not self.concurrency_temperatures:
             raise ConfigError(f"{p}.concurrency_temperatures is empty; give at least one (e.g. [0.0]) or set "
                               f"{p}.concurrency: []")
@@ -107,6 +131,25 @@ class BenchmarkConfig:
     def running_arms(self) -> list[str]:
         """Every arm the benchmark decodes: the headline arms, then the ablation arms."""
         return [*self.arms, *self.ablation_arms]
+
+    def pair_extra(self) -> dict[str, int]:
+        """The entries of `pair_prompts_per_suite` whose pair is in `pairs` (either order): those that run. An
+        entry for a pair not listed (e.g. after `-S benchmark.pairs=...`) decodes nothing."""
+        listed = {frozenset(x) for x in self.pairs if len(x) == 2}
+        return {label: n for label, n in self.pair_prompts_per_suite.items()
+                if frozenset(label.split(" vs ")) in listed}
+
+    def t0_prompts(self, arm: str) -> int:
+        """Prompts per suite `arm` decodes at T=0: the headline sample, or more where a pair in
+        `pair_prompts_per_suite` holds it (0 = all; ablation arms: their own, smaller, sample)."""
+        if arm in self.ablation_arms:
+            return self.ablation_prompts_per_suite or self.prompts_per_suite
+        extra = [n for label, n in self.pair_extra().items() if arm in label.split(" vs ")]
+        return max([self.prompts_per_suite, *extra]) if self.prompts_per_suite else 0
+
+    def prompts_selected(self) -> int:
+        """Prompts per suite the benchmark selects (0 = all): the largest sample any arm decodes."""
+        return max([self.prompts_per_suite, *self.pair_extra().values()]) if self.prompts_per_suite else 0
 
     def check_arms(self, p: str, known: Collection[str]) -> None:
         """Arm names against the arm table's (`known`, in table order): arms, ablation arms, the sweep's arms
@@ -116,7 +159,8 @@ class BenchmarkConfig:
         for key, names in (("arms", self.arms), ("ablation_arms", self.ablation_arms),
                            ("concurrency_arms", self.concurrency_arms),
                            ("concurrency_base", [self.concurrency_base]),
-                           ("pairs", [a for pair in self.pairs for a in pair if a != "best"])):
+                           ("pairs", [a for pair in self.pairs for a in pair if a != "best"]),
+                           ("pair_prompts_per_suite", [a for k in self.pair_prompts_per_suite for a in k.split(" vs ")])):
             for a in names:
                 if a not in known:
                     near = difflib.get_close_matches(a, list(known), n=1)

@@ -6,6 +6,7 @@ half-widths the intervals reached). Measurement lives in draftlab.bench; this mo
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, is_dataclass
 from typing import Callable
 
 import torch
@@ -15,6 +16,7 @@ from draftlab.bench.metrics import compute
 from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, run_benchmark
 from draftlab.bench.simulate import simulated_tau
 from draftlab.bench.report import engine_label, mark_ablation
+from draftlab.bench.resume import RunStore
 from draftlab.bench.sizing import achieved
 from draftlab.bench.uncertainty import add_intervals
 from draftlab.config import BenchmarkConfig, DataConfig, ReferenceConfig
@@ -23,6 +25,7 @@ from draftlab.data.suites import dedupe, rank
 from draftlab.data.templates import encode_prompt
 from draftlab.drafter.checkpoint import load_drafter
 from draftlab.kernels.linear import describe, install, installed
+from draftlab.pipeline.common import run_key
 
 
 def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int,
@@ -34,7 +37,8 @@ def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int,
     ranked = {s: rank(dedupe(suite_prompts(s, data, reference))[0], cfg.seed) for s in cfg.suites}
     enc = lambda p: PromptItem(p.id, p.suite, encode_prompt(tokenizer, p.text, data.thinking, max_tokens,  # noqa: E731
                                                             p.messages)[0])
-    suites = {s: [enc(p) for p in (r[: cfg.prompts_per_suite] if cfg.prompts_per_suite else r)] for s, r in ranked.items()}
+    k = cfg.prompts_selected()  # the headline sample and the larger pairs' extra prompts after it
+    suites = {s: [enc(p) for p in (r[:k] if k else r)] for s, r in ranked.items()}
     pool = []
     for i in range(max(len(r) for r in ranked.values())):
         pool += [r[i] for r in ranked.values() if i < len(r)]
@@ -70,11 +74,14 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
 
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
         progress: Callable[[int], Callable[[str], None]] | None = None, pld=None,
-        block_size: int = 8, *, reference: ReferenceConfig, seeded_verify=None) -> tuple[dict, BenchRuns]:
+        block_size: int = 8, *, reference: ReferenceConfig, seeded_verify=None, record: str | None = None,
+        record_key: dict | None = None) -> tuple[dict, BenchRuns]:
     """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
     pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms; reference (the
     reference section) tells which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out;
-    seeded_verify (seeded.verify) the dflash-seeded-cut arm's verify width."""
+    seeded_verify (seeded.verify) the dflash-seeded-cut arm's verify width; record: the folder that keeps finished
+    batch groups (benchmark.resume; None = none), keyed by `record_key` (what else changes a number: the model
+    folders' and the source's digests, the settings of other sections) and the prompts."""
     t_start = time.perf_counter()
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
@@ -82,21 +89,35 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
     suites, pool = select(cfg, data, tok, window, reference)
     arms = build_arms(target, cfg, checkpoints, pad, pld, block_size, seeded_verify=seeded_verify)
     tick = progress(plan_size(cfg, suites, arms)) if progress else None
+    store = None
+    if record and cfg.resume:
+        prompts = {s: [(p.id, p.ids) for p in v] for s, v in suites.items()}
+        store = RunStore(record, {**(record_key or {}), "benchmark": asdict(cfg), "pld": _plain(pld),
+                                  "seeded_verify": _plain(seeded_verify), "block_size": block_size,
+                                  "prompts": run_key(prompts, [(p.id, p.ids) for p in pool]),
+                                  "device": str(target.device), "dtype": str(target.dtype),
+                                  "linear": describe(target.model), "threads": torch.get_num_threads(),
+                                  "torch": torch.__version__})
     with torch.no_grad():
-        runs = run_benchmark(arms, suites, cfg, target.eos_token_ids, target.device, tick, pool)
+        runs = run_benchmark(arms, suites, cfg, target.eos_token_ids, target.device, tick, pool, store)
     detail = compute(runs.runs, runs.arms, base_arm=cfg.concurrency_base)
-    add_intervals(detail, runs.runs, cfg.bootstrap, cfg.ci_level, cfg.seed, cfg.pairs, ablation=cfg.ablation_arms)
+    add_intervals(detail, runs.runs, cfg.bootstrap, cfg.ci_level, cfg.seed, cfg.pairs, ablation=cfg.ablation_arms,
+                  extra=runs.extra)
     mark_ablation(detail, cfg.ablation_arms)
     t_sim = time.perf_counter()
     if cfg.simulated:
         detail["simulated"] = simulated(arms, runs.runs, suites, detail, cfg, target)
     t_sim = time.perf_counter() - t_sim
     detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
-                       "engine": engine_label(target.device), "linear": describe(target.model), "threads": torch.get_num_threads(), "prompts": {s: len(v) for s, v in suites.items()},
+                       "engine": engine_label(target.device), "linear": describe(target.model), "threads": torch.get_num_threads(),
+                       "prompts": {s: _headline(cfg, len(v)) for s, v in suites.items()},
                        "sweep_pool": len(pool), "size": size(cfg, suites),
+                       # batch groups read back from an earlier, interrupted process (bench/resume.py)
+                       "resumed": {"groups": store.resumed if store else 0, "folder": record if store else None},
                        # where the stage's time went (the sizing rule's cost per prompt: tools/size_benchmark.py);
                        # total = this recipe from prompt selection to the last interval (loading, warm-up included)
                        "timing_s": {"suites": sum(r.result.wall_s for r in runs.runs if not r.sweep),
+                                    "pairs_extra": sum(r.result.wall_s for r in runs.extra),
                                     "sweep": sum(r.result.wall_s for r in runs.runs if r.sweep), "simulated": t_sim,
                                     "total": time.perf_counter() - t_start},
                        "halfwidths": achieved(detail, cfg.target_tau_diff_halfwidth, cfg.target_ratio_halfwidth),
@@ -106,15 +127,27 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
 
 def size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]]) -> dict:
     """The run's size, as the report states it: headline and ablation samples, the T>0 subset, the sweep."""
-    n = {s: len(v) for s, v in suites.items()}
+    n = {s: _headline(cfg, len(v)) for s, v in suites.items()}
     sub = lambda k: {s: min(k, m) if k else m for s, m in n.items()}  # noqa: E731
+    avail = {s: len(v) for s, v in suites.items()}
     return {"max_new_tokens": cfg.max_new_tokens, "temperatures": list(cfg.temperatures),
             "headline": {"arms": list(cfg.arms), "prompts_per_suite": n},
             "ablation": {"arms": list(cfg.ablation_arms), "prompts_per_suite": sub(cfg.ablation_prompts_per_suite)},
             "sampled": {"arms": list(cfg.sampled_arms) or cfg.running_arms(),
                         "prompts_per_suite": sub(cfg.sampled_prompts_per_suite)},
+            "pairs_extra": {label: {s: min(k, m) for s, m in avail.items()}
+                            for label, k in cfg.pair_extra().items()},  # T=0, the pair's two arms
             "sweep": {"levels": list(cfg.concurrency), "arms": list(cfg.concurrency_arms) or cfg.running_arms(),
                       "temperatures": list(cfg.concurrency_temperatures), "max_new_tokens": cfg.concurrency_max_new_tokens}}
+
+
+def _plain(section) -> dict | None:
+    return asdict(section) if is_dataclass(section) else section
+
+
+def _headline(cfg: BenchmarkConfig, available: int) -> int:
+    """Prompts of a suite in the headline sample (the selection may hold a pair's extra prompts after it)."""
+    return min(cfg.prompts_per_suite, available) if cfg.prompts_per_suite else available
 
 
 def simulated(arms, runs, suites, detail, cfg, target) -> dict:

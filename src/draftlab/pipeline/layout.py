@@ -15,6 +15,7 @@ SEEDED_DRAFTER = "models/drafter/seeded"  # the seeded drafter (drafter.seed=loo
 SPECOPD_DRAFTER = "models/drafter/specopd"  # specopd: t0/ (greedy τ) and t1/ (T=1) states
 LONG_DRAFTER = "models/drafter/long"  # corrector (the dflash-long control)
 CORRECTORS = "models/corrector"  # corrector: <variant>/drafter, <variant>/corrector
+BENCH_RECORD = "checkpoints/benchmark"  # benchmark: finished batch groups of an interrupted run (benchmark.resume)
 DVC_YAML = "dvc.yaml"
 CHECKS = "data/checks"  # check_params: params.ok, reference_prompts.json, benchmark_prompts.json
 
