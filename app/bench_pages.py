@@ -69,11 +69,12 @@ def pairs_table(detail: dict, temp: str, cols: list[str]) -> None:
         return
     extra = (["Δτ without loops", "Δτ beyond noise without loops"] if cols[0].startswith("Δτ") else
              ["ratio without loops", "speed beyond noise without loops"])
-    st.dataframe(fmt_na(pf[["pair", "a", "b", "ablation", *cols, *extra]]), hide_index=True, width="stretch")
+    st.dataframe(fmt_na(pf[["pair", "a", "b", "ablation", "prompts", *cols, *extra]]), hide_index=True, width="stretch")
     st.caption("Paired over the same prompts (resampled together), so the prompt-to-prompt variation both arms share "
                "cancels; 'beyond noise' = the 95% interval excludes 0 (Δτ) or 1 (ratio). `best` is chosen on the same "
                "data, so its interval is optimistic. 'without loops': the same pair on the prompts where neither "
-               "answer looped; `ablation`: the pair has an ablation arm (a smaller sample).")
+               "answer looped; `ablation`: the pair has an ablation arm (a smaller sample); `prompts`: those both arms decoded, "
+               "over all suites (a pair in `benchmark.pair_prompts_per_suite` decodes more than the headline sample).")
 
 
 def best_line(detail: dict, temp: str) -> str:

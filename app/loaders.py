@@ -179,6 +179,7 @@ def pairs_frame(detail: dict) -> pd.DataFrame:
         nl = p.get("no_loop") or {}  # issue 23: the same pair without the prompts whose answer looped
         rows.append({"pair": p["pair"], "a": p["a"], "b": p["b"], "temperature": p["temperature"],
                      "ablation": bool(p.get("ablation")),
+                     "prompts": sum((p.get("prompts") or {}).values()) or None,  # both arms decoded (all suites)
                      "Δτ (a − b)": p.get("tau_diff"), "Δτ lo": ci_t[0], "Δτ hi": ci_t[1],
                      "Δτ beyond noise": p.get("tau_exceeds_noise"),
                      "tokens/s ratio (a ÷ b)": p.get("tokens_per_s_ratio"), "ratio lo": ci_r[0], "ratio hi": ci_r[1],

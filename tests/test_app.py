@@ -111,6 +111,7 @@ def _detail() -> dict:
     pairs = [{"pair": "dcoco vs dflash", "a": "dcoco", "b": "dflash", "temperature": tk, "tau_diff": 0.4,
               "tau_diff_ci": [0.25, 0.55], "tau_exceeds_noise": True, "tokens_per_s_ratio": 1.125,
               "tokens_per_s_ratio_ci": [0.98, 1.3], "speed_exceeds_noise": False, "ablation": False,
+              "prompts": {"mt-bench": 7, "humaneval": 7},
               "no_loop": {"tau_diff": 0.3, "tau_exceeds_noise": False, "tokens_per_s_ratio": 1.05,
                           "speed_exceeds_noise": False}} for tk in ("t0", "t1")]
     return {"suites": suites, "concurrency": conc, "summary": summary, "pairs": pairs, "setup": {"target": "tiny"},
@@ -750,6 +751,7 @@ def test_positions_plot_and_ablation_marks(fixture_root):
     assert float(row["tau (later)"]) > float(row["tau (first)"]) and float(row["loop_share"]) == 0.5
     pairs = next(d.value for d in at.dataframe if "ratio without loops" in d.value.columns)
     assert "ablation" in pairs.columns and float(pairs["ratio without loops"].iloc[0]) == 1.05
+    assert int(pairs["prompts"].iloc[0]) == 14  # the pair's own sample, over the suites
     at = app(fixture_root, "Acceptance")
     assert any("Δτ without loops" in d.value.columns for d in at.dataframe)
     df = pd.read_csv(fixture_root / L.PLOTS["positions"])
