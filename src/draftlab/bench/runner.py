@@ -60,6 +60,11 @@ def _seeded(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
 
 
+def past_headline(cfg: BenchmarkConfig, bi: int) -> bool:
+    """Whether per-suite batch `bi` lies past the headline sample (it holds a pair's extra prompts)."""
+    return 0 < cfg.prompts_per_suite <= bi * cfg.batch_size
+
+
 def batch_arms(cfg: BenchmarkConfig, arms: dict, bi: int, temp: float) -> list[str]:
     """The arms that decode per-suite batch `bi` at temperature `temp`: the headline arms on every batch, the
     ablation arms on the batches holding the first `ablation_prompts_per_suite` prompts, at T>0 only
@@ -70,7 +75,7 @@ def batch_arms(cfg: BenchmarkConfig, arms: dict, bi: int, temp: float) -> list[s
     def within(limit: int) -> bool:
         return limit <= 0 or start < limit
 
-    if not within(cfg.prompts_per_suite):  # a pair's extra prompts
+    if past_headline(cfg, bi):  # a pair's extra prompts
         return [name for name in arms if temp == 0 and within(cfg.t0_prompts(name))]
     out = []
     for name in arms:
@@ -120,7 +125,7 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
         if not which:
             return
         order = which[bi % len(which):] + which[: bi % len(which)]  # rotate: no arm always runs first
-        extra = not sweep and bool(cfg.prompts_per_suite) and bi * cfg.batch_size >= cfg.prompts_per_suite
+        extra = not sweep and past_headline(cfg, bi)
         group = f"{suite}|T={temp:g}|c={conc}|{'sweep' if sweep else 'suite'}|b={bi}|n={max_new}|{','.join(order)}"
         done = store.get(group) if store is not None else None  # finished by an earlier process (bench/resume.py)
         if done is None:

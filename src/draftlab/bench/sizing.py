@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from draftlab.config.benchmark import arm_t0_prompts
+
 
 def z_value(level: float) -> float:
     """Two-sided standard-normal quantile (0.95 -> 1.96)."""
@@ -149,9 +151,7 @@ class BenchPlan:
 
 def t0_prompts(plan: BenchPlan, arm: str, n: int) -> int:
     """Prompts per suite `arm` decodes at T=0 when the headline sample is n (BenchmarkConfig.t0_prompts's rule)."""
-    if arm in plan.ablation_arms:
-        return plan.ablation_prompts_per_suite or n
-    return max([n, *(k for label, k in plan.pair_prompts_per_suite.items() if arm in label.split(" vs "))])
+    return arm_t0_prompts(arm, n, plan.ablation_arms, plan.ablation_prompts_per_suite, plan.pair_prompts_per_suite)
 
 
 def with_proxies(detail: dict, proxies: dict[str, str]) -> dict:

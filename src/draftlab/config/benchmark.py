@@ -142,10 +142,10 @@ class BenchmarkConfig:
     def t0_prompts(self, arm: str) -> int:
         """Prompts per suite `arm` decodes at T=0: the headline sample, or more where a pair in
         `pair_prompts_per_suite` holds it (0 = all; ablation arms: their own, smaller, sample)."""
-        if arm in self.ablation_arms:
-            return self.ablation_prompts_per_suite or self.prompts_per_suite
-        extra = [n for label, n in self.pair_extra().items() if arm in label.split(" vs ")]
-        return max([self.prompts_per_suite, *extra]) if self.prompts_per_suite else 0
+        if not self.prompts_per_suite and arm not in self.ablation_arms:
+            return 0
+        return arm_t0_prompts(arm, self.prompts_per_suite, self.ablation_arms, self.ablation_prompts_per_suite,
+                              self.pair_extra())
 
     def prompts_selected(self) -> int:
         """Prompts per suite the benchmark selects (0 = all): the largest sample any arm decodes."""
@@ -176,6 +176,14 @@ class BenchmarkConfig:
                                       f"{p}.ablation_arms, or drop it from {p}.{key}")
 
 
+
+
+def arm_t0_prompts(arm: str, n: int, ablation_arms, ablation_n: int, pair_extra: dict[str, int]) -> int:
+    """The rule of BenchmarkConfig.t0_prompts for a headline sample of n (the sizing rule varies n): an ablation
+    arm its own sample, another arm n or the largest `pair_extra` entry ("a vs b" -> prompts) that holds it."""
+    if arm in ablation_arms:
+        return ablation_n or n
+    return max([n, *(k for label, k in pair_extra.items() if arm in label.split(" vs "))])
 
 
 @dataclass
