@@ -112,16 +112,16 @@ def test_headline_ablation_and_pairs_fail_in_one_line(root):
         (["benchmark.sampled_arms=[ar,dcoco-nopair-seeded]",
           "benchmark.ablation_arms=[dflash-long-seeded,specopd-dcoco-seeded]"],
          r"^benchmark.sampled_arms names 'dcoco-nopair-seeded', which does not run"),
-        (["benchmark.ablation_prompts_per_suite=9"],
+        (["benchmark.prompts_per_suite=5", "benchmark.ablation_prompts_per_suite=9"],
          r"^benchmark.ablation_prompts_per_suite=9 exceeds benchmark.prompts_per_suite=5; they are the first prompts"),
         # a pair's extra prompts (pair_prompts_per_suite): a listed pair of named headline arms, above the sample
         (["benchmark.pair_prompts_per_suite={pld vs hf-generte-pld: 9}"],
          r"^benchmark.pair_prompts_per_suite names unknown arm 'hf-generte-pld' \(did you mean 'hf-generate-pld'\?\)"),
         (["benchmark.pair_prompts_per_suite={pld and hf-generate-pld: 9}"],
          r"^benchmark.pair_prompts_per_suite: key 'pld and hf-generate-pld' must name a pair as 'a vs b'"),
-        (["benchmark.pair_prompts_per_suite={pld vs hf-generate-pld: 5}"],
-         r"^benchmark.pair_prompts_per_suite\['pld vs hf-generate-pld'\]=5 must be an integer above "
-         r"benchmark.prompts_per_suite=5"),
+        (["benchmark.prompts_per_suite=3", "benchmark.pair_prompts_per_suite={pld vs hf-generate-pld: 3}"],
+         r"^benchmark.pair_prompts_per_suite\['pld vs hf-generate-pld'\]=3 must be an integer above "
+         r"benchmark.prompts_per_suite=3"),
         (["benchmark.pairs=[[best,pld]]", "benchmark.pair_prompts_per_suite={best vs pld: 9}"],
          r"^benchmark.pair_prompts_per_suite: 'best vs pld' names `best`, which is chosen after the run"),
         (["benchmark.ablation_arms=[dflash-long-seeded]", "benchmark.pairs=[[dflash-long-seeded,pld]]",
@@ -135,9 +135,9 @@ def test_headline_ablation_and_pairs_fail_in_one_line(root):
     p = load_params(root / "params.yaml", arms=known).benchmark  # the cpu default: every pair's arms run
     assert p.pair_extra() == p.pair_prompts_per_suite and p.prompts_selected() > p.prompts_per_suite
     # a pair no longer listed (pairs overridden) keeps its entry but decodes no extra prompt; either order counts
-    q = load_params(root / "params.yaml", ["benchmark.pairs=[[hf-generate-pld,pld]]"], arms=known).benchmark
-    n = p.pair_prompts_per_suite["pld vs hf-generate-pld"]
-    assert q.pair_extra() == {"pld vs hf-generate-pld": n} and q.t0_prompts("dcoco-seeded") == q.prompts_per_suite
+    q = load_params(root / "params.yaml", ["benchmark.pairs=[[pld,dflash-seeded]]"], arms=known).benchmark
+    n = p.pair_prompts_per_suite["dflash-seeded vs pld"]
+    assert q.pair_extra() == {"dflash-seeded vs pld": n} and q.t0_prompts("dcoco-seeded") == q.prompts_per_suite
     assert not set(p.arms) & set(p.ablation_arms) and p.running_arms() == [*p.arms, *p.ablation_arms]
 
 
