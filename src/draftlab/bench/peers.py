@@ -20,11 +20,11 @@ Both report a `GenerationResult` like the engines (tokens, wall time, per-stream
 from __future__ import annotations
 
 import contextlib
-import time
 
 import torch
 from torch import nn
 
+from draftlab.decoding import clock
 from draftlab.decoding.common import GenerationResult
 from draftlab.errors import DraftlabError
 
@@ -44,6 +44,16 @@ def _cut(tokens: list[int], eos_ids, max_new: int) -> tuple[list[int], str]:
         if t in eos_ids:
             return tokens[: i + 1], "eos"
     return tokens, "length"
+
+
+class _Turns:
+    """A `generate` streamer that only marks HF's steps as round boundaries of a lockstep run (decoding/clock.py)."""
+
+    def put(self, value) -> None:
+        clock.turn()
+
+    def end(self) -> None:
+        pass
 
 
 class HFGenerateArm:
@@ -68,13 +78,14 @@ class HFGenerateArm:
                                pad_token_id=self.pad_id, prompt_lookup_num_tokens=self.prompt_lookup or None,
                                max_matching_ngram_size=(self.max_ngram or None) if self.prompt_lookup else None)
         tokens, finish, t_done = [], [], []
-        start = time.perf_counter()
+        start = clock.now()
         for p in prompts:
             ids = torch.tensor([p], dtype=torch.long, device=dev)
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=cfg)
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=cfg,
+                                 streamer=_Turns() if clock.in_lockstep() else None)
             toks, why = _cut(out[0, len(p):].tolist(), set(eos_ids), max_new_tokens)
-            tokens.append(toks), finish.append(why), t_done.append(time.perf_counter() - start)
-        return _result(tokens, finish, t_done, time.perf_counter() - start, [])  # no rounds: one opaque call
+            tokens.append(toks), finish.append(why), t_done.append(clock.now() - start)
+        return _result(tokens, finish, t_done, clock.now() - start, [])  # no rounds: one opaque call
 
 
 class _RefTarget:
@@ -127,7 +138,7 @@ def cpu_clock(device: torch.device):
         yield
         return
     saved = ref._cuda_time
-    ref._cuda_time = time.perf_counter
+    ref._cuda_time = clock.now  # this thread's own time (decoding/clock.py)
     try:
         yield
     finally:
@@ -162,14 +173,14 @@ class DFlashRefArm:
         if not sp.greedy:
             raise DraftlabError(f"arm {self.name} runs the reference's greedy loop; run it at temperature 0")
         tokens, finish, t_done, times, accepted = [], [], [], [], []
-        start = time.perf_counter()
+        start = clock.now()
         for p in prompts:
-            t0 = time.perf_counter()
+            t0 = clock.now()
             toks, lengths = dflash_reference_generate(self.model, self.target, p, max_new_tokens, eos_ids, self.head)
             toks, why = _cut(toks, set(eos_ids), max_new_tokens)
-            now = time.perf_counter()
+            now = clock.now()
             tokens.append(toks), finish.append(why), t_done.append(now - start)
             accepted.append([a - 1 for a in lengths])
             times += [[(now - t0) / max(len(lengths), 1)]] * len(lengths)
-        return _result(tokens, finish, t_done, time.perf_counter() - start, times, accepted,
+        return _result(tokens, finish, t_done, clock.now() - start, times, accepted,
                        self.drafter.block_size, ("round",))

@@ -8,7 +8,9 @@ every pair shares the prompts of its smaller arm. A pair that needs more prompts
 runs are `extra` (`BenchRuns.extra`): they feed the pairs' intervals, not the per-arm rows.
 
 Arms run the *same* prompt batches interleaved (batch i: every arm in turn, starting arm rotated per
-batch so no arm always runs first), so every speedup is a same-run ratio. Each (arm, batch) gets a
+batch so no arm always runs first), so every speedup is a same-run ratio. With `benchmark.interleave: rounds`
+the arms of a batch decode in lockstep instead, one round each in turn (bench/lockstep.py), so that a slow
+spell of a shared machine falls on all of them; each arm's times are its own either way. Each (arm, batch) gets a
 generator seeded from (seed, batch index), identical across arms. Arms that declare `greedy_only`
 (the reference rows: Hugging Face `generate`, the authors' `dflash_generate`) are skipped at T>0.
 """
@@ -20,6 +22,7 @@ from typing import Callable
 import torch
 
 from draftlab.config import BenchmarkConfig
+from draftlab.bench.lockstep import Lockstep
 from draftlab.decoding import GenerationResult, SamplingParams
 
 
@@ -129,13 +132,23 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
         group = f"{suite}|T={temp:g}|c={conc}|{'sweep' if sweep else 'suite'}|b={bi}|n={max_new}|{','.join(order)}"
         done = store.get(group) if store is not None else None  # finished by an earlier process (bench/resume.py)
         if done is None:
-            done = []
-            for name in order:
-                res = arms[name].generate([p.ids for p in batch], max_new, sp, eos_ids,
-                                          _seeded(device, cfg.seed * 100003 + bi), record_topk=0 if sweep else cfg.topk)
+            def job(name: str) -> Callable[[], object]:
+                return lambda: arms[name].generate([p.ids for p in batch], max_new, sp, eos_ids,
+                                                   _seeded(device, cfg.seed * 100003 + bi),
+                                                   record_topk=0 if sweep else cfg.topk)
+
+            def record(name: str, res) -> None:
                 done.append(BatchRun(name, suite, temp, conc, sweep, [p.id for p in batch], [p.ids for p in batch], res,
                                      extra))
                 tick(f"{suite} T={temp:g} c={conc} {name}")
+
+            done = []
+            if cfg.interleave == "rounds" and len(order) > 1:  # in lockstep, round by round (bench/lockstep.py)
+                for name, res in zip(order, Lockstep().run([job(name) for name in order])):
+                    record(name, res)
+            else:
+                for name in order:
+                    record(name, job(name)())
             if store is not None:
                 store.put(group, done)
         else:

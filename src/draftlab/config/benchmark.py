@@ -23,6 +23,9 @@ class BenchmarkConfig:
     top_p: float = 1.0
     top_k: int = 0
     batch_size: int = 1  # streams decoded together in the per-suite runs
+    # how the arms of one batch share the machine: `arms` = one arm after the other; `rounds` = in lockstep, one round
+    # of each arm in turn, so that a slow spell of a shared machine hits every arm alike (bench/lockstep.py)
+    interleave: str = "arms"
     concurrency: list[int] = field(default_factory=lambda: [1, 4, 8, 16, 32])  # [] = no sweep
     concurrency_prompts: int = 4  # prompts per concurrency level: max(level, this)
     concurrency_max_new_tokens: int = 48
@@ -67,6 +70,9 @@ class BenchmarkConfig:
     target_ratio_halfwidth: float = 0.05
 
     def check(self, p: str) -> None:
+        if self.interleave not in ("arms", "rounds"):
+            raise ConfigError(f"{p}.interleave={self.interleave!r} is not one of arms, rounds (rounds: the arms of a batch "
+                              "decode in lockstep, one round each in turn)")
         if not self.suites:
             raise ConfigError(f"{p}.suites must name at least one suite")
         for k in ("prompts_per_suite", "concurrency_prompts", "ablation_prompts_per_suite", "sampled_prompts_per_suite"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from draftlab.decoding.clock import turn
 from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, drop_finished, maybe_compact
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.streams import StreamCache
@@ -54,6 +55,7 @@ def generate_ar(
         phases, wall = timer.end_round()
         times.append(phases)
         walls.append(wall)
+        turn()  # a lockstep run's round boundary (decoding/clock.py); nothing otherwise
     t_end = timer.now()
     return GenerationResult(
         tokens=outputs.tokens, finish_reason=outputs.finish, t_done=outputs.t_done,

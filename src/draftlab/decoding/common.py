@@ -6,11 +6,12 @@ per round.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from time import perf_counter
 from typing import Callable
 
 import torch
 from torch import Tensor
+
+from draftlab.decoding.clock import now as perf_counter  # this thread's own time (lockstep runs: decoding/clock.py)
 
 
 @dataclass

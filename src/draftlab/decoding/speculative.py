@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from draftlab.decoding.clock import turn
 from draftlab.decoding.api import CompactingDrafter, Drafter, DrafterProposal, ProposalStep, TracksStreams
 from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundRecord, drop_finished,
                                      maybe_compact, seed_marks)
@@ -82,6 +83,7 @@ class SpeculativeEngine:
             phases, wall = timer.end_round()  # draft, propose, verify, commit
             times.append(phases)
             walls.append(wall)
+            turn()  # a lockstep run's round boundary (decoding/clock.py); nothing otherwise
         t_end = timer.now()
         return GenerationResult(
             tokens=outputs.tokens, finish_reason=outputs.finish, t_done=outputs.t_done,

@@ -110,6 +110,7 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
     t_sim = time.perf_counter() - t_sim
     detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
                        "engine": engine_label(target.device), "linear": describe(target.model), "threads": torch.get_num_threads(),
+                       "interleave": cfg.interleave,  # arms one after the other, or in lockstep (bench/lockstep.py)
                        "prompts": {s: _headline(cfg, len(v)) for s, v in suites.items()},
                        "sweep_pool": len(pool), "size": size(cfg, suites),
                        # batch groups read back from an earlier, interrupted process (bench/resume.py)
