@@ -20,6 +20,7 @@ random and only the recorded `accepted` of the arm's own proposal is shown.
 from __future__ import annotations
 
 import html
+import math
 
 from dataclasses import dataclass, field
 
@@ -315,7 +316,9 @@ def grid_html(g: RoundGrid, tok) -> str:
             for j in range(n):
                 tid = g.cand_ids[j][k]
                 tgt = g.target is not None and g.target[j] == tid
-                cells.append(cell_html(tok(tid), cell_status(g, j, k), f"{g.cand_logits[j][k]:.2f}" if g.cand_logits else "",
+                logit = g.cand_logits[j][k] if g.cand_logits else float("nan")
+                cells.append(cell_html("–" if tid < 0 else tok(tid), cell_status(g, j, k),  # -1: no candidate (a
+                                       f"{logit:.2f}" if math.isfinite(logit) else "",  # seeds-only round's ranks 2..K)
                                    "tgt" if tgt else "", f"id {tid}" + (" · the verifier's token" if tgt else "")))
             rows.append(f'<tr><th class="rowh">top-{k + 1}</th>{"".join(cells)}<td></td></tr>')
         rows.append(f'<tr class="sep"><td colspan="{n + 2}"></td></tr>')

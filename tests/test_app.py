@@ -535,6 +535,18 @@ def test_grid_marks_seeded_slots_and_cut_blocks(tmp_path):
     assert "seed (block input)" not in grid_html(at)
 
 
+def test_grid_of_a_seeds_only_round():
+    """A round without a draft pass (seeded.verify.full_span=seeds) records its seeds as the only candidates (ranks
+    2..K = -1, logits -inf): the grid shows a dash there, with no logit, and the seeds as rank 1."""
+    row = {"arm": "dflash-seeded-cut", "temperature": 0.0, "accepted": 1, "proposals": [5, 6, 7],
+           "topk_ids": [[5, -1], [6, -1], [7, -1]], "topk_logits": [[0.0, float("-inf")]] * 3,
+           "target_tokens": [5, 9, 3, 3], "committed": [5, 9, 3], "seed_ids": [5, 6, 7], "seed_kept": [1, 1, 1]}
+    g = G.build(pd.Series(row))
+    html = G.grid_html(g, lambda i: f"<t{i}>")
+    assert g.K == 2 and g.argmax == [5, 6, 7] and "&lt;t-1&gt;" not in html and "inf" not in html
+    assert html.count("–") >= 3 and html.count("&lt;t5&gt;") >= 1
+
+
 # ---------------------------------------------------------------- comparison of two results
 def _variant(root: Path, delta: float) -> None:
     f = root / L.BENCH_JSON

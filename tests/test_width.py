@@ -10,8 +10,9 @@ import torch
 
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
 from draftlab.decoding.api import DrafterProposal
-from draftlab.decoding.width import VERIFY_RULES, SpanProposal, check_verify, cut_lengths, seeded_span
+from draftlab.decoding.width import FULL_SPAN, VERIFY_RULES, SpanProposal, check_verify, cut_lengths, seeded_span
 from draftlab.errors import ConfigError, DraftlabError
+from conftest import chi_square_pvalue
 from stubs import FixedDrafter, OracleDrafter
 from test_lookup import _seeded_drafter, _t1_case, _t1_pvalue
 from test_seeded import _loop_prompts, make_seeded
@@ -24,6 +25,9 @@ class Recording:
 
     def __init__(self, inner):
         self.inner, self.rounds = inner, []
+
+    def needs_draft(self, block_ids):  # api.SkipsDrafts, as the inner step says
+        return self.inner.needs_draft(block_ids) if hasattr(self.inner, "needs_draft") else True
 
     def __call__(self, draft, sp, generator=None):
         p = self.inner(draft, sp, generator)
@@ -113,6 +117,75 @@ def test_lossless_at_t1():
     assert set(lens.tolist()) >= {0, 1} and bool((lens > spans).any())  # AR steps, short cuts, drafter slots added
 
 
+def counting_drafts(d):
+    """`d` with its draft passes' logits kept in round order (a list returned beside it)."""
+    kept, draft = [], d.draft
+
+    def counted(state, block_ids, positions):
+        out = draft(state, block_ids, positions)
+        kept.append(out.logits.clone())
+        return out
+
+    d.draft = counted
+    return d, kept
+
+
+# prompts after which the tiny target's output meets a seed span that fills the block (S = 5) once, then drafts on
+FULL_SPAN_PROMPTS = [[79, 5, 62, 2, 49, 3, 29, 47, 57, 2], [6, 29, 12, 78, 30, 66, 77, 5, 74, 53],
+                     [86, 5, 33, 20, 69, 14, 65, 24, 17, 55]]
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_seeds_only_rounds_skip_the_draft_pass(llama_target, batch):
+    """full_span=seeds: a round whose every block is seeded to its end runs no draft pass and proposes the seeds;
+    with a drafter that keeps its seeds (seed bias) the output, the accepted lengths, and every drafted round's
+    logits (the context of the skipped round fed late, with the next one's) equal those of the arm drafting every
+    round; greedy == AR. One stream at a time (each meets a full span) and the three as one batch (a round skips
+    only when every stream's block is full)."""
+    t = llama_target
+    for prompts in [FULL_SPAN_PROMPTS] if batch else [[p] for p in FULL_SPAN_PROMPTS]:
+        runs = {}
+        for mode in FULL_SPAN:
+            d, kept = counting_drafts(make_seeded(t, 5, mask=t.vocab_size - 1, seed_bias=50.0))
+            step = Recording(SpanProposal(d.mask_token_id, "span", 2, 0.3, full_span=mode))
+            runs[mode] = (kept, step, SpeculativeEngine(t, d, step, record_topk=3).generate(prompts, 24, eos_ids=[]))
+        (cs, ss, seeds), (cd, sd, draft) = runs["seeds"], runs["draft"]
+        assert seeds.tokens == draft.tokens == generate_ar(t, prompts, 24, eos_ids=[]).tokens
+        assert seeds.accepted == draft.accepted
+        full = [bool((p.extras["seed_span"] == 4).all()) for _, p in ss.rounds]
+        skipped = [i for i, (_, p) in enumerate(ss.rounds) if not bool(p.extras["drafted"].any())]
+        assert skipped == [i for i, f in enumerate(full) if f] and (batch or skipped)
+        assert len(cs) == len(ss.rounds) - len(skipped) and len(cd) == len(sd.rounds)
+        assert all(bool(p.extras["drafted"].all()) for _, p in sd.rounds)
+        drafted = [i for i in range(len(ss.rounds)) if i not in skipped]
+        for j, i in enumerate(drafted):  # the same round of both runs drafts the same block from the same context
+            assert torch.allclose(cs[j], cd[i], atol=1e-5)
+        for i in skipped:
+            (blocks, p), rec = ss.rounds[i], seeds.records[i]
+            assert torch.equal(p.tokens, blocks[:, 1:]) and p.q is None  # the seeds, unchanged
+            assert p.extras["verify_len"].tolist() == [4] * len(blocks)
+            assert torch.equal(rec.topk_ids[..., 0], blocks[:, 1:]) and bool((rec.topk_ids[..., 1:] == -1).all())
+            assert bool((rec.extras["seed_kept"] == 1).all())
+            assert torch.equal(sd.rounds[i][1].tokens, p.tokens)  # what the drafting arm proposed there too
+
+
+def test_seeds_only_rounds_lossless_at_t1():
+    """T=1 with seeds-only rounds among drafted ones (point-mass and q proposals in one stream's rounds): the first
+    three committed tokens keep the target's joint law. One stream per run (a batch skips the draft pass only when
+    every block is full), so the first token decides whether the first round is seeds-only."""
+    t, sp, prompt, joint, vocab = _t1_case()
+    d, _ = _seeded_drafter(t, vocab)
+    step = Recording(SpanProposal(d.mask_token_id, "span", 2, 0.5, full_span="seeds"))
+    eng, g, V, N = SpeculativeEngine(t, d, step), torch.Generator().manual_seed(5), t.vocab_size, 2500
+    counts = torch.zeros(V ** 3, dtype=torch.float64)
+    for _ in range(N):
+        a, b, c = eng.generate([prompt], 3, sp, eos_ids=[], generator=g).tokens[0]
+        counts[(a * V + b) * V + c] += 1
+    assert chi_square_pvalue(counts, joint.double()) > 1e-3
+    drafted = torch.cat([p.extras["drafted"] for _, p in step.rounds])
+    assert 0.05 < float((drafted == 0).double().mean()) < 0.95  # both kinds of round, often
+
+
 def test_cut_arm(llama_target, tmp_path):
     from draftlab.bench.arms import ARM_TABLE, ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
@@ -142,7 +215,7 @@ def test_bad_input_lines(root):
     from draftlab.config import seeded as cs
     from draftlab.params import load_params
 
-    assert cs.VERIFY_RULES == VERIFY_RULES  # the config's copy of the rule names
+    assert cs.VERIFY_RULES == VERIFY_RULES and cs.FULL_SPAN == FULL_SPAN  # the config's copies of the names
     p = load_params(root / "params.yaml")
     assert p.seeded.verify == cs.VerifyConfig()  # conf/config.yaml states the defaults
     for ov, msg in (("seeded.verify.rule=cut", r"^seeded.verify.rule='cut' is not valid; choose one of: full, span$"),
@@ -151,6 +224,8 @@ def test_bad_input_lines(root):
                                               r"drafter.block_size=8\)$"),
                     ("seeded.verify.min_prob=1.5", r"^seeded.verify.min_prob=1.5 must lie in \[0, 1\]$"),
                     ("seeded.verify.extra=two", r"^seeded.verify.extra"),
+                    ("seeded.verify.full_span=skip", r"^seeded.verify.full_span='skip' is not valid; choose one of: "
+                                                     r"seeds, draft$"),
                     ("seeded.verify.bogus=1", r"seeded.verify.bogus")):
         with pytest.raises(ConfigError, match=msg) as e:
             load_params(root / "params.yaml", [ov])
@@ -167,3 +242,6 @@ def test_bad_input_lines(root):
         with pytest.raises(DraftlabError, match=msg) as e:
             check_verify(*args)
         assert "\n" not in str(e.value)
+    with pytest.raises(DraftlabError, match=r"^seeded.verify.full_span='never' is not valid") as e:
+        SpanProposal(0, full_span="never")
+    assert "\n" not in str(e.value)

@@ -91,7 +91,7 @@ def section_seeded(g, ctx) -> dict:
             "dflash-seeded": (seeded, lambda: DrafterProposal()),
             "dflash-seeded-cut": (seeded, lambda: SpanProposal(mask, "span", s["extra"], s["min_prob"]))}
     res = {"block_size": S, "drafter_layers": L, "seed_bias": s["seed_bias"],
-           "rule": {"rule": "span", "extra": s["extra"], "min_prob": s["min_prob"]},
+           "rule": {"rule": "span", "extra": s["extra"], "min_prob": s["min_prob"], "full_span": "seeds"},
            "prompt_tokens": sz["prompt_tokens"], "new_tokens": s["new_tokens"], "temperature": 0.0,
            "levels": {}, "errors": [], "skipped_streams": []}
     with torch.no_grad():  # warm-up

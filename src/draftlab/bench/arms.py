@@ -185,7 +185,7 @@ def seeded_cut_arm(name: str, ctx: ArmContext) -> Arm:
 
         v = VerifyConfig()
     drafter = seeded_drafter(name, ctx)
-    step = SpanProposal(drafter.mask_token_id, v.rule, v.extra, v.min_prob)
+    step = SpanProposal(drafter.mask_token_id, v.rule, v.extra, v.min_prob, full_span=v.full_span)
     return SpeculativeArm(name, ctx.target, drafter, step, ctx.pad_id, ctx.cfg.compact_threshold)
 
 

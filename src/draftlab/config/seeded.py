@@ -56,6 +56,7 @@ CUT_ARM = "dflash-seeded-cut"  # the seeded drafter with the verify-width rule `
 SEEDED_ARMS = (SEEDED_ARM, CUT_ARM)
 # = draftlab.decoding.width.VERIFY_RULES (a test keeps them equal; importing decoding here would cost seconds)
 VERIFY_RULES = ("full", "span")
+FULL_SPAN = ("seeds", "draft")  # = draftlab.decoding.width.FULL_SPAN (the same test)
 
 
 def _override(section: Any, over: dict[str, Any], key: str) -> Any:
@@ -92,10 +93,12 @@ class VerifyConfig:
     rule: str = "span"  # full (the whole block, = dflash-seeded) | span
     extra: int = 3  # drafter slots verified after the seeded span at most (0..S-1)
     min_prob: float = 0.15  # in 0..1: add a slot while the product of the added slots' top-1 probabilities >= it
+    full_span: str = "seeds"  # seeds: a round whose every block is seeded to its end runs no draft pass | draft
 
     def check(self, p: str, block_size: int | None = None) -> None:
         """The checks of draftlab.decoding.width.check_verify, one line each naming `p.<key>`."""
         _choice(f"{p}.rule", self.rule, VERIFY_RULES)
+        _choice(f"{p}.full_span", self.full_span, FULL_SPAN)
         if self.extra < 0:
             raise ConfigError(f"{p}.extra={self.extra} must be >= 0 (drafter slots verified after the seeded span)")
         if block_size is not None and self.extra > block_size - 1:

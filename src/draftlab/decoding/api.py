@@ -11,7 +11,9 @@ The speculative engine (`draftlab.decoding.speculative`) and the Draft-OPD rollo
 
 An arm may have no drafter at all (drafter `None`, e.g. prompt-lookup decoding): the round then skips
 the draft phase and hands the proposal step a `BlockInput` (the block's ids, no logits); such a step
-declares `block_size`, and reads the committed tokens by also implementing `TracksStreams`.
+declares `block_size`, and reads the committed tokens by also implementing `TracksStreams`. A proposal step
+that `SkipsDrafts` may tell a round with a drafter that it needs no draft pass (a verify-width rule whose blocks
+are all seeded to their end); it then gets a `BlockInput` too.
 
 Shapes: B streams, S = block size (slot 0 = the last committed token, then n = S−1 proposals),
 Vd = the drafter's vocabulary (a subset of the target's V when `vocab` maps it), H = hidden width.
@@ -104,6 +106,18 @@ class Proposal:
 
 class ProposalStep(Protocol):
     def __call__(self, draft: DraftOutput, sp: SamplingParams, generator: torch.Generator | None) -> Proposal: ...
+
+
+@runtime_checkable
+class SkipsDrafts(Protocol):
+    """Optional for a proposal step that can do without the drafter in some rounds (a verify-width rule whose
+    every block is fully seeded: the seeds are the proposal). `needs_draft(block_ids)` False: the round runs no
+    draft pass, hands the step a `BlockInput` (the block's ids, no logits), and the drafter's pending context
+    waits for the next drafted round (`round.join_context`)."""
+
+    def needs_draft(self, block_ids: Tensor) -> bool:
+        """block_ids [B, S] (the round's block input) -> whether the step needs the drafter's logits."""
+        ...
 
 
 @runtime_checkable

@@ -31,6 +31,17 @@ class RoundRecord:
     # marks (`seed_marks`: seed_ids [b, n], seed_kept [b, n])
 
 
+def seed_topk(block_ids: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """The top-K record of a round without a draft pass (seeds-only, `decoding.width`): block_ids [b, S] ->
+    ids [b, S, K] (column 0 = the block's ids, the rest -1: no other candidate) and logits [b, S, K] (0, then
+    -inf)."""
+    ids = torch.full((*block_ids.shape, k), -1, dtype=torch.long, device=block_ids.device)
+    ids[..., 0] = block_ids
+    logits = torch.full(ids.shape, float("-inf"), device=block_ids.device)
+    logits[..., 0] = 0.0
+    return ids, logits
+
+
 def seed_marks(block_ids: Tensor, mask_token_id: int, top1: Tensor) -> dict[str, Tensor]:
     """Per slot of a seeded block: block_ids [b, S] (slot 0 = last committed token, then seeds / MASK), the
     drafter's top-1 target ids top1 [b, n] -> seed_ids [b, n] (the slot's seed, -1 = unseeded) and seed_kept

@@ -6,7 +6,8 @@ The engine loop (`draftlab.decoding.speculative.SpeculativeEngine.generate`) and
 1. draft    feed the pending context features to the drafter, then draft the block
             [slot 0 = last committed token, MASK × n] at positions next_pos + 0..n — or the drafter's own
             `block_input(state, last)` (a seeded drafter: seeds in slots 1..m; `block_input` here)
-            (no drafter: skipped);
+            (no drafter: skipped; a proposal step that `SkipsDrafts` and does not need this block drafted:
+            skipped too, and the context waits for the next drafted round);
 2. propose  the `ProposalStep` turns the draft into W ≤ n proposed tokens (+ optionally q);
 3. verify   one target pass over [slot 0, proposals] (with the drafter's taps), then the one
             verification routine (`verify.verify_block`) gives the accepted length and the bonus token;
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from draftlab.decoding.api import BlockInput, BuildsBlocks, Drafter, DraftOutput, Proposal, ProposalStep
+from draftlab.decoding.api import BlockInput, BuildsBlocks, Drafter, DraftOutput, Proposal, ProposalStep, SkipsDrafts
 from draftlab.decoding.common import PhaseTimer
 from draftlab.decoding.verify import SamplingParams, VerifyResult, verify_block
 from draftlab.verifier.model import TargetOutput
@@ -57,6 +58,12 @@ def block_input(drafter: Drafter, state, last: Tensor) -> Tensor:
     return torch.cat([last[:, None], last.new_full((b, S - 1), drafter.mask_token_id)], 1)
 
 
+def join_context(first: tuple, then: tuple) -> tuple:
+    """Two pending contexts (feats [b, k, F], valid [b, k], positions [b, k]) -> one, `first` before `then` (a
+    round without a draft pass leaves its context pending; the next drafted round feeds both)."""
+    return tuple(torch.cat([a, b], 1) for a, b in zip(first, then))
+
+
 def valid_positions(valid: Tensor) -> Tensor:
     """Logical positions of slots valid [B, L] (count of valid slots before; holes get their neighbour's)."""
     return (valid.long().cumsum(-1) - 1).clamp(min=0)
@@ -79,10 +86,14 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     b, dev = last.shape[0], last.device
     slots = torch.arange(S, device=dev)  # [S]
     pos = cache.next_pos[:, None] + slots  # [b, S] slot 0 sits at the next logical position
+    pending = None  # the context the drafter did not take this round
     if drafter is not None:
-        drafter.extend_context(state, *context)
         block = block_input(drafter, state, last)  # [b, S]
-        d = drafter.draft(state, block, pos)
+        if isinstance(proposer, SkipsDrafts) and not proposer.needs_draft(block):
+            d, pending = BlockInput(block), context  # no draft pass this round
+        else:
+            drafter.extend_context(state, *context)
+            d = drafter.draft(state, block, pos)
     else:
         d = BlockInput(torch.cat([last[:, None], last.new_zeros((b, S - 1))], 1))
     mark()
@@ -97,4 +108,6 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     acc_l = acc.tolist()
     k = max(acc_l) + 1  # the context grows by slot 0 + accepted proposals (acc + 1 positions)
     ctx = (None if v.taps is None else v.taps[:, :k], slots[None, :k] < (acc + 1)[:, None], pos[:, :k])
+    if pending is not None:
+        ctx = join_context(pending, ctx)
     return RoundResult(d, prop, v, res, acc_l, pos, ctx)

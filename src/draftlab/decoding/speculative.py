@@ -6,7 +6,8 @@ stops. Around each round the engine does the per-stream bookkeeping: emit tokens
 EOS / max_new_tokens, drop finished streams (target cache, drafter state, a proposal step that
 tracks streams), feed the committed tokens to whatever tracks them (`TracksStreams`: prompt lookup,
 a seeded drafter's state), compact the caches, record the round (top-K, proposals, the proposal
-step's extras; for a drafter that says it is `seeded`, per slot its seed and whether its top-1 kept it).
+step's extras; for a drafter that says it is `seeded`, per slot its seed and whether its top-1 kept it; a
+round the proposal step ran without a draft pass records its seeds as the only candidates, kept).
 The drafter and the proposal step are anything that implements `draftlab.decoding.api`; the drafter
 may be None (the proposal step then declares `block_size`).
 """
@@ -17,7 +18,7 @@ import torch
 from draftlab.decoding.clock import turn
 from draftlab.decoding.api import CompactingDrafter, Drafter, DrafterProposal, ProposalStep, TracksStreams
 from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundRecord, drop_finished,
-                                     maybe_compact, seed_marks)
+                                     maybe_compact, seed_marks, seed_topk)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
@@ -94,7 +95,12 @@ class SpeculativeEngine:
         )
 
     def _record(self, r: RoundResult, rows: list[int], offsets: list[int]) -> RoundRecord:
-        ids, logits = r.draft.topk(self.record_topk) if self.drafter is not None else (None, None)  # [b, S, K]
+        if self.drafter is None:
+            ids, logits = None, None
+        elif r.draft.logits is None:  # a seeds-only round (no draft pass): the seeds are its only candidates
+            ids, logits = seed_topk(r.draft.block_ids, self.record_topk)
+        else:
+            ids, logits = r.draft.topk(self.record_topk)  # [b, S, K]
         res, prop = r.result, r.proposal
         extras = {k: v.float().cpu() if v.is_floating_point() else v.cpu() for k, v in (prop.extras or {}).items()}
         if ids is not None and getattr(self.drafter, "seeded", False):  # seeds in slots 1..m: what became of them
