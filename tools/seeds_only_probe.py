@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/seeds_only_probe.py                 # 4 prompts per suite, 128 new tokens, T=0
     .venv/bin/python tools/seeds_only_probe.py --prompts 2 --new 64 --out /tmp/so.json
+    .venv/bin/python tools/seeds_only_probe.py --prompts 2 --context benchmark --out metrics/seeds_only_context.json
 
 On the pipeline's target and seeded drafter (models/target, models/drafter/seeded; run `dvc repro` first) and the
 benchmark's own prompts (the first N of each suite, as `benchmark.prompts_per_suite` selects them), each prompt
@@ -12,7 +13,9 @@ drafts: the arm of the 2026-12-04 run). Per arm: τ (mean accepted + 1 over roun
 tokens/s (generated tokens / wall time, prefill included), the share of rounds without a draft pass and the
 mean round time split; per pair, the tokens/s ratio as the geometric mean of per-prompt ratios with a 95%
 bootstrap interval over prompts (2000 resamples), and Δτ with its interval. Greedy output must equal AR's on
-every prompt (checked). Writes metrics/seeds_only.json atomically (`--out`). Heavy: run with the machine idle.
+every prompt (checked). `--context benchmark` adds every other arm the benchmark runs (`benchmark.arms`) to the
+lockstep, decoded and discarded, so the four are timed in the benchmark's company (14 arms) instead of alone (4).
+Writes metrics/seeds_only.json atomically (`--out`). Heavy: run with the machine idle.
 """
 from __future__ import annotations
 
@@ -46,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=4, help="prompts per suite (default 4)")
     ap.add_argument("--new", type=int, default=128, help="new tokens per prompt (default 128)")
+    ap.add_argument("--context", choices=("probe", "benchmark"), default="probe",
+                    help="probe: the four arms alone in the lockstep; benchmark: with the benchmark's other arms")
     ap.add_argument("--out", default=str(ROOT / "metrics" / "seeds_only.json"))
     a = ap.parse_args(argv)
     if a.prompts < 1 or a.new < 1:
@@ -81,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
         window = int(getattr(target.config, "max_position_embeddings", 4096))
         suites, _ = select(cfg, p.data, tok, window, p.reference)
+        fillers = [n for n in cfg.running_arms() if n not in ("ar", "pld", "dflash-seeded-cut")] \
+            if a.context == "benchmark" else []
         built = build_arms(target, cfg, layout.checkpoints(cfg.drafter), pad, p.pld, p.drafter.block_size,
-                           names=["ar", "pld", "dflash-seeded-cut"], seeded_verify=p.seeded.verify)
+                           names=["ar", "pld", "dflash-seeded-cut", *fillers], seeded_verify=p.seeded.verify)
     except DraftlabError as e:
         print(f"seeds_only_probe: {e}", file=sys.stderr)
         return 2
@@ -96,11 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         for suite, items in suites.items():
             for item in items[:a.prompts]:
-                k = len(rows) % len(ARMS)  # the arms' order rotates from prompt to prompt, as the benchmark's
-                order = ARMS[k:] + ARMS[:k]
-                jobs = [lambda arm=arms[n]: arm.generate([item.ids], a.new, sp, target.eos_token_ids, None, 1)
+                names = [*ARMS, *fillers]
+                k = len(rows) % len(names)  # the arms' order rotates from prompt to prompt, as the benchmark's
+                order = names[k:] + names[:k]
+                every = {**arms, **{n: built[n] for n in fillers}}
+                jobs = [lambda arm=every[n]: arm.generate([item.ids], a.new, sp, target.eos_token_ids, None, 1)
                         for n in order]
-                res = dict(zip(order, Lockstep().run(jobs)))
+                res = {n: r for n, r in zip(order, Lockstep().run(jobs)) if n in ARMS}
                 row = {"prompt": item.id, "suite": suite}
                 for n, r in res.items():
                     if r.tokens != res["ar"].tokens:
@@ -129,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                       "tau_diff": mean(dtau), "tau_diff_ci": interval(dtau, mean)})
     out = {"schema": "draftlab-seeds-only-v1", "setup": {"prompts_per_suite": a.prompts, "new_tokens": a.new,
            "suites": list(suites), "temperature": 0.0, "interleave": "rounds", "order": "rotated per prompt",
+           "context": a.context, "fillers": fillers,
            "verify": dataclasses.asdict(v),
            "threads": torch.get_num_threads()}, "summary": summary, "pairs": pairs, "prompts": rows}
     write_json(a.out, out)
