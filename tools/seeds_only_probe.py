@@ -15,12 +15,15 @@ mean round time split; per pair, the tokens/s ratio as the geometric mean of per
 bootstrap interval over prompts (2000 resamples), and Δτ with its interval. Greedy output must equal AR's on
 every prompt (checked). `--context benchmark` adds every other arm the benchmark runs (`benchmark.arms`) to the
 lockstep, decoded and discarded, so the four are timed in the benchmark's company (14 arms) instead of alone (4).
-Writes metrics/seeds_only.json atomically (`--out`). Heavy: run with the machine idle.
+OpenMP's wait policy is the caller's (recorded as `setup.omp_wait_policy`; the pipeline's stages set
+OMP_WAIT_POLICY=PASSIVE, so prefix the command with it to time as the benchmark does). Writes
+metrics/seeds_only.json atomically (`--out`). Heavy: run with the machine idle.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import sys
 from pathlib import Path
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"schema": "draftlab-seeds-only-v1", "setup": {"prompts_per_suite": a.prompts, "new_tokens": a.new,
            "suites": list(suites), "temperature": 0.0, "interleave": "rounds", "order": "rotated per prompt",
            "context": a.context, "fillers": fillers,
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),  # the stages set PASSIVE (stages/_common.py)
            "verify": dataclasses.asdict(v),
            "threads": torch.get_num_threads()}, "summary": summary, "pairs": pairs, "prompts": rows}
     write_json(a.out, out)
