@@ -179,13 +179,9 @@ def test_cli_export(target, target_folder, tmp_path, capsys):
 
 
 def test_serve_bench_dry_exports_validates_and_prints_the_commands(target, target_folder, tmp_path, capsys):
-    import importlib.util
+    from conftest import load_tool
 
-    from conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location("serve_bench", ROOT / "tools" / "serve_bench.py")
-    sb = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sb)
+    sb = load_tool("serve_bench")
     save_drafter(_drafter(target), tmp_path / "full")
     save_drafter(_drafter(target, _vocab(target)), tmp_path / "small")
     args = ["--target", str(target_folder), "--dry", "--port", "8411"]

@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,6 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
+from conftest import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "gpu_check.py"
@@ -156,10 +157,7 @@ def test_imports_only_what_the_accelerator_has(dry_run):
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("gpu_check")
 
 
 @pytest.mark.parametrize("argv,needle", [(["--sections", "nosuch"], "--sections"), (["--streams", "1,x"], "--streams"),

@@ -287,15 +287,14 @@ def test_bad_input_lines(target, root):
         assert "\n" not in str(e.value)
 
 
-def test_pretrain_probe_passes_the_options_through(root, tmp_path, monkeypatch, capsys):
+def test_pretrain_probe_passes_the_options_through(tmp_path, monkeypatch, capsys):
     """tools/pretrain_probe.py: `run NAME --dry` resolves the seeded options (one-line error when bad), and the
     ablation table carries a seeded probe's seed report."""
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("pretrain_probe", root / "tools" / "pretrain_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    from conftest import load_tool
+
+    probe = load_tool("pretrain_probe")
     ov = ["drafter.seed=lookup", "drafter.seed_bias=10", "pretrain.seed_dropout=0.25", "drafter.seed_logit=true"]
     p = probe.probe_params(120, ov)
     assert (p.drafter.seed, p.drafter.seed_bias, p.drafter.seed_logit) == ("lookup", 10.0, True)

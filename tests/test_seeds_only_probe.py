@@ -3,21 +3,16 @@ below 1; no trained models where it runs). The measurement itself needs the pipe
 is its committed output)."""
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_tool
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("seeds_only_probe", ROOT / "tools" / "seeds_only_probe.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("seeds_only_probe")
 
 
 def test_statistics(probe):

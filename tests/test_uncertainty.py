@@ -4,7 +4,6 @@ estimate and shrink with more prompts, pairing cancels shared prompt difficulty,
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,6 @@ from draftlab.bench.runner import BatchRun
 from draftlab.bench.uncertainty import (add_intervals, collect_units, halfwidth_for, prompts_for_halfwidth,
                                         replicates, resolve_pair)
 from draftlab.decoding import GenerationResult
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _result(accepted: list[int] | None, tokens: int, wall: float) -> GenerationResult:
@@ -285,11 +282,9 @@ def test_without_loops_a_suite_with_one_prompt_still_gets_an_interval():
 
 def test_pairs_recomputed_from_the_detail_files_per_prompt_rows():
     """tools/pairs_from_detail.py rebuilds the units from per-prompt rows: the same pairs as the run's own."""
-    import importlib.util
+    from conftest import load_tool
 
-    spec = importlib.util.spec_from_file_location("pairs_from_detail", ROOT / "tools" / "pairs_from_detail.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("pairs_from_detail")
     runs = _runs(6, seed=5, suites=("a", "b"))
     _unloop(runs, {"a/1", "b/2"})
     pairs = [["good", "base"], ["base", "ar"]]

@@ -3,21 +3,16 @@ metrics file (every width, batch and context; plain / seeded drafters with the d
 vocabulary head; medians inside their intervals), the interval and slope helpers, one-line bad input."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_tool
 
 
 @pytest.fixture(scope="module")
 def vc():
-    spec = importlib.util.spec_from_file_location("verify_cost", ROOT / "tools" / "verify_cost.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("verify_cost")
 
 
 def test_tiny_run_writes_a_valid_file(vc, tmp_path, capsys):
