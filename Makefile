@@ -73,10 +73,15 @@ explore: install
 	$(VENV)/bin/draftlab explore --root $(ROOT)
 
 # The MLflow UI on 127.0.0.1:5000 over an existing store (MLFLOW_DB=.smoke/mlruns.db: the smoke run's); a missing
-# store is an error, not a new empty one.
+# store is an error, not a new empty one. MLflow 3 opens in its GenAI mode ("No data" for these runs), so it first
+# prints each experiment's runs list: #/experiments/<id>/runs?workflowType=machine_learning (docs/install.md).
 MLFLOW_DB ?= mlruns.db
+MLFLOW_RUNS_URLS := import sqlite3, sys; c = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True); \
+  rows = c.execute("select e.experiment_id, e.name from experiments e where e.lifecycle_stage = ? and exists (select 1 from runs r where r.experiment_id = e.experiment_id) order by e.experiment_id", ("active",)).fetchall(); \
+  [print(f"runs of experiment {n!r}: http://127.0.0.1:5000/\#/experiments/{i}/runs?workflowType=machine_learning") for i, n in rows] or print("no runs in the store yet")
 mlflow-ui: install
 	@test -f $(MLFLOW_DB) || { echo "error: no MLflow store at $(MLFLOW_DB) yet: every stage logs a run there (make repro, or make smoke and MLFLOW_DB=.smoke/mlruns.db)" >&2; exit 2; }
+	@$(PY) -c '$(MLFLOW_RUNS_URLS)' $(MLFLOW_DB)
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_DB)) --host 127.0.0.1 --port 5000 --workers 1
 
 # vLLM's speculators 0.9.0 (its DFlash converter) in a separate venv: it pins transformers<=5.19, the project runs
