@@ -3,7 +3,7 @@
 A colour depends only on the arm's name, never on which arms a chart happens to show: the arms of the
 arm table (and the ones announced for it) have a hand-picked colour — families share a hue family
 (DFlash blues/greens, DCOCO reds/oranges, sequential correctors olive/grey, drafter-free baselines
-light tones) —; an arm on the seeded drafter (`dflash-seeded`, the methods' `<name>-seeded`, issue 20) gets a
+light tones) —; an arm on the seeded drafter (`dflash-seeded`, the methods' `<name>-seeded`) gets a
 darker shade of its plain twin's colour, so a method keeps its hue on either drafter; and any other name gets a
 colour derived from a hash of the name (md5, so it is the same in every process), placed on a hue circle away from
 the grey of AR.

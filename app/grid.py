@@ -5,7 +5,8 @@ Columns of data/benchmark_rounds.parquet used (draftlab.bench.report.round_frame
 `topk_ids` / `topk_logits` [n][K], `target_tokens` [S] (T=0: the target's argmax after each verified slot,
 column j for slot j+1), `committed` [n] (the final output token at each slot, -1 beyond the end),
 `accepted` (acc). Optional columns that corrector arms may add, shown when present:
-- `transition_scores` [n−1][K][K]: S_p(a, b) (SPEC §2.1); every rule in draftlab.corrector.paths.RULES is
+- `transition_scores` [n−1][K][K]: S_p(a, b) (docs/algorithms.md "Transition scores"); every rule in
+  draftlab.corrector.paths.RULES is
   then replayed with `select_path`;
 - `path_<rule>` [n]: candidate indices chosen by that rule (e.g. the live proposal step's `last_extras["path_<rule>"]`).
 A seeded drafter's arms add (draftlab.decoding.common.seed_marks), shown as the grid's first row when present:

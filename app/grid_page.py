@@ -109,7 +109,8 @@ def accepted_chart(d: pd.DataFrame, rnd: int, n: int) -> alt.LayerChart:
 
 HEATMAP_HELP = (
     "**How DCOCO picks the block.** For every pair of neighbouring slots p → p+1 the corrector scores all K×K "
-    "transitions at once: **S_p(a, b) = ℓ_{p+1}(b) + Δθ(z_{p,a}, z_{p+1,b}, s_p)** (SPEC §2.1). "
+    "transitions at once: **S_p(a, b) = ℓ_{p+1}(b) + Δθ(z_{p,a}, z_{p+1,b}, s_p)** "
+    "(docs/algorithms.md, \"Transition scores\"). "
     "ℓ_{p+1}(b) is the drafter's own logit of candidate b — the same down a whole column, so without a "
     "corrector every row prefers the drafter's argmax. **Δθ** is what the corrector learned: a small two-layer MLP "
     "over the representations of the two candidates (z: token embedding and slot state) and of the slot pair "

@@ -176,7 +176,7 @@ def pairs_frame(detail: dict) -> pd.DataFrame:
     rows = []
     for p in detail.get("pairs") or []:
         ci_t, ci_r = p.get("tau_diff_ci") or [None, None], p.get("tokens_per_s_ratio_ci") or [None, None]
-        nl = p.get("no_loop") or {}  # issue 23: the same pair without the prompts whose answer looped
+        nl = p.get("no_loop") or {}  # the same pair without the prompts whose answer looped
         rows.append({"pair": p["pair"], "a": p["a"], "b": p["b"], "temperature": p["temperature"],
                      "ablation": bool(p.get("ablation")),
                      "prompts": sum((p.get("prompts") or {}).values()) or None,  # both arms decoded (all suites)

@@ -1,4 +1,4 @@
-"""The explorer's view of the training-free peers and reference rows (issue 13), used by the Acceptance
+"""The explorer's view of the training-free peers and reference rows, used by the Acceptance
 and Speed pages: where each proposal came from (`pld`, `dflash-pld`: lookup vs drafter), and the peers
 table (τ, tokens/s, ratio to AR, whether the greedy tokens equal AR's) from the benchmark detail
 (`results/benchmark.json`)."""

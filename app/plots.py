@@ -141,7 +141,8 @@ RATIO_STYLE = {"τ ratio": [1, 0], "tokens/s ratio": [5, 4]}  # solid, dashed
 
 
 def concurrency_ratio_chart(df: pd.DataFrame, base: str = "dflash") -> alt.LayerChart:
-    """The concurrency claim (SPEC §2.4, the paper's Fig. 3) at one temperature: per arm (colour), τ and
+    """The concurrency claim (docs/algorithms.md "What the DCOCO paper reports"; the paper's Fig. 3) at one temperature:
+    per arm (colour), τ and
     aggregate tokens/s as ratios to the base arm at the same number of streams — τ solid, tokens/s dashed
     (the legend says so), the gap between them shaded (τ gained but not turned into speed, or the reverse)."""
     d = df[df["arm"] != base].dropna(subset=["tau_ratio", "tokens_per_s_ratio"])

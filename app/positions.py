@@ -1,4 +1,4 @@
-"""The explorer's per-position reading (issue 23), on the Speed page: τ and tokens/s by where in the answer a
+"""The explorer's per-position reading, on the Speed page: τ and tokens/s by where in the answer a
 round starts (plots/benchmark_positions.csv: one row per suite, temperature, arm and 32-token bin) and the
 first-32-tokens vs later table of the summary (`positions_<t>`), so a reader sees where a copy-based method
 gains; and the copy / loop reading per arm. Ablation arms are labelled `(ablation)` in every legend and table."""
@@ -70,7 +70,7 @@ def positions_section(root: Path, detail: dict, temp: str, suites: list) -> None
     st.subheader("By position in the answer")
     df = C.plot(root, "positions")
     if isinstance(df, L.Missing):
-        missing(L.Missing(df.message + " (written by benchmarks from issue 23 on)", df.kind))
+        missing(L.Missing(df.message + " (older benchmark runs did not write it: re-run the benchmark stage)", df.kind))
         return
     g = positions_rows(df, temp, suites)
     if g.empty:

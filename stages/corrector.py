@@ -1,8 +1,9 @@
-"""Stage corrector: DCOCO co-training of drafter + corrector from a base drafter (SPEC §2.3), its
-ablation variants, the sequential baselines dspark / domino (SPEC §2.4) and the dflash-long control.
+"""Stage corrector: DCOCO co-training of drafter + corrector from a base drafter (docs/algorithms.md
+"DCOCO"), its ablation variants, the sequential baselines dspark / domino and DFlash-2's selector ("Baselines and
+controls") and the dflash-long control.
 
 Reads models/target, data/references.parquet and the base drafter (`corrector.base_drafter`,
-default models/drafter/pretrained; models/drafter/seeded when `seeded.methods`, issue 20: the arms are then
+default models/drafter/pretrained; models/drafter/seeded when `seeded.methods`: the arms are then
 `dcoco-seeded`, ...; the dflash-long control continues the same base, and the report and every saved folder's
 `info` record which: `base_kind`, `base_folder`; for the composed variants the specopd stage's folder
 `corrector.specopd_drafter`: specopd-dcoco-t1 starts from its t1/ state (best T=1 acceptance, the T=1

@@ -1,4 +1,4 @@
-"""Stage pretrain_drafter: off-policy DFlash pretraining on the target's references (SPEC §1).
+"""Stage pretrain_drafter: off-policy DFlash pretraining on the target's references (docs/algorithms.md "Pretraining").
 
 Reads models/target and data/references.parquet; writes the best drafter (by held-out simulated τ)
 to models/drafter/pretrained/ (config.json + model.safetensors), metrics/pretrain_drafter.json and

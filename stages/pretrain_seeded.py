@@ -1,4 +1,5 @@
-"""Stage pretrain_seeded: the seeded drafter (drafter.seed=lookup, SPEC §5, issue 20) trained beside the plain one.
+"""Stage pretrain_seeded: the seeded drafter (drafter.seed=lookup; docs/algorithms.md "Seeded block drafting"),
+trained beside the plain one.
 
 Enabled (`seeded.enabled: true`: the cpu, cpu-long and smoke profiles): the plain drafter's recipe
 (draftlab.pipeline.pretrain_drafter) with the `seeded` section's overrides of drafter.* / pretrain.* applied

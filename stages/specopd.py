@@ -1,7 +1,7 @@
-"""Stage specopd: branch-parallel on-policy distillation of the base drafter (SPEC §3).
+"""Stage specopd: branch-parallel on-policy distillation of the base drafter (docs/algorithms.md "SpecOPD").
 
 Reads models/target, data/references.parquet and the base drafter: models/drafter/pretrained (the plain one,
-`specopd.base_drafter`), or models/drafter/seeded when `seeded.methods` (issue 20: the arms are then
+`specopd.base_drafter`), or models/drafter/seeded when `seeded.methods` (the arms are then
 `dflash-specopd-seeded`); the report and each state's `info` record which (`base_kind`, `base_folder`). Writes SpecOPD's two kept
 states, models/drafter/specopd/t0/ (best held-out greedy simulated τ: the T=0 arms) and .../t1/ (best
 held-out T=1 surrogate: the T=1 arms), each saying in its config.json `info` how it was selected and

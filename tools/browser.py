@@ -6,7 +6,7 @@ tools/screenshots.py; nothing here downloads anything, and both servers bind 127
 Waiting for a page means: Streamlit says its script run has finished (`data-test-script-state` of the app
 element), the page's header is there, every vega chart has drawn its svg, and the number of charts has
 not changed for a while (a one-shot `chromium --screenshot` can capture the loading skeleton;
-ENVIRONMENT.md).
+docs/install.md, "Streamlit and Chromium").
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Verify cost against width on this machine (issue 20 item 4): what one more verified position costs.
+"""Verify cost against width on this machine: what one more verified position costs.
 
     .venv/bin/python tools/verify_cost.py            # the pipeline's target (models/target), params.yaml's drafters
     .venv/bin/python tools/verify_cost.py --quick    # fewer repetitions, one context length, batch 1 and 4
@@ -12,7 +12,7 @@ seeds), it times
   step's forward; S = drafter.block_size;
 - one drafter draft pass (`block_input` + `draft`, the round's draft phase after the context is in) of the
   plain drafter (`drafter.*`) and the seeded one (`seeded.drafter` resolved), each with the draft vocabulary
-  (`drafter.draft_vocab_size`) and with the full vocabulary head: the head cost issue 20 asks about; under each
+  (`drafter.draft_vocab_size`) and with the full vocabulary head (what the head costs); under each
   `--linear` mode, installed on the drafter as the benchmark does (its layers and its head).
 Drafters have random weights (the cost does not depend on them). The measurements are repeated `--reps` times,
 interleaved (each repetition times every width and drafter once, in a rotated order, so machine drift hits

@@ -1,5 +1,5 @@
-"""The n-gram index and the one seeding routine of seeded block drafting (SPEC §5), below both the
-drafter and the decoding loop (layer 1: plain Python + torch, imports nothing of draftlab but errors).
+"""The n-gram index and the one seeding routine of seeded block drafting (docs/algorithms.md "Seeded block drafting"),
+below both the drafter and the decoding loop (layer 1: plain Python + torch, imports nothing of draftlab but errors).
 
 - `NgramIndex`: one stream's committed text and, per n-gram length m = 1..max_ngram, the last start of
   each n-gram that has a following token. `continuation(min_m)` finds the most recent earlier
@@ -22,7 +22,7 @@ from torch import Tensor
 
 from draftlab.errors import DraftlabError
 
-SEED_MODES = ("none", "lookup")  # drafter.seed: none = the paper's [x_a, MASK, ...]; lookup = SPEC §5
+SEED_MODES = ("none", "lookup")  # drafter.seed: none = the paper's [x_a, MASK, ...]; lookup = a seeded block
 
 
 def check_seed(seed: str, max_ngram: int, min_match: int, where: str = "drafter", seed_logit: bool = False,

@@ -1,4 +1,4 @@
-"""Benchmark metrics from the runs (SPEC §0 definitions).
+"""Benchmark metrics from the runs (definitions: docs/algorithms.md).
 
 - τ: mean over rounds of acc + 1 per request, then averaged over requests (AR: 1 by definition).
 - accept curve: per slot j = 1..n, the share of (stream, round) pairs with acc >= j.
@@ -13,7 +13,7 @@
 - coverage[j][k]: share of slots j whose finally committed token (the output token at that position)
   is among the drafter's top-k there; oracle τ: per round, slots accepted while that token is in the
   top-K (an ideal re-selector), + 1; reachable oracle τ (`oracle_tau_reachable`): the same with slot 1
-  fixed to the drafter's top-1, the best a prefix-first greedy corrector can do (SPEC §2.2); both
+  fixed to the drafter's top-1, the best a prefix-first greedy corrector can do (docs/algorithms.md "Path rules"); both
   from `draftlab.corrector.paths.oracle_path`.
 - break-even τ: (mean speculative round time) / (mean AR step time) at the same setting — the τ at
   which speculation matches AR on this machine.
@@ -245,9 +245,9 @@ def _ratio_of(m: dict, base: dict | None, key: str) -> float | None:
 
 
 def sweep_ratios(m: dict, base: dict | None) -> None:
-    """The concurrency claim's figures (SPEC §2.4) of one arm at one level, relative to the base arm
-    (DFlash) at the same level: τ ratio, aggregate-throughput ratio, and the per-round overhead (ms of
-    round time beyond the base's; the `propose` phase is the corrector's own cost)."""
+    """The concurrency claim's figures (docs/algorithms.md "What the DCOCO paper reports") of one arm at one level,
+    relative to the base arm (DFlash) at the same level: τ ratio, aggregate-throughput ratio, and the per-round overhead
+    (ms of round time beyond the base's; the `propose` phase is the corrector's own cost)."""
     m["tau_ratio"] = _ratio_of(m, base, "tau")
     m["tokens_per_s_ratio"] = _ratio_of(m, base, "tokens_per_s")
     m["propose_ms"] = (m.get("round_ms") or {}).get("propose")

@@ -212,7 +212,7 @@ class ReferenceConfig:
 
 @dataclass
 class DrafterConfig:
-    """DFlash drafter architecture (SPEC §1). Width, heads and eps come from the target."""
+    """DFlash drafter architecture (docs/algorithms.md "DFlash"). Width, heads and eps come from the target."""
 
     block_size: int = 8  # S, counting the known slot-0 token (n = S-1 proposals)
     num_layers: int = 1
@@ -229,8 +229,9 @@ class DrafterConfig:
     tap_norm: bool = False  # RMSNorm each tap (own weight) before the feature projection
     out_norm_init: float = 1.0  # initial weight of the drafter's final norm (sets the initial logit scale)
     init_block_heads: int = 0  # kv heads of the first layer that start attending to the block's own slots
-    # seeded block drafting (SPEC §5): none = the paper's [x_a, MASK, ...]; lookup = slots 1..n start from the
-    # prompt-lookup continuation of x_{<=a}. The drafter's own lookup settings (defaults = pld.*'s):
+    # seeded block drafting (docs/algorithms.md "Seeded block drafting"): none = the paper's [x_a, MASK, ...];
+    # lookup = slots 1..n start from the prompt-lookup continuation of x_{<=a}. The drafter's own lookup settings
+    # (defaults = pld.*'s):
     seed: str = "none"
     seed_max_ngram: int = 3  # the longest suffix n-gram looked up (then shorter ones)
     seed_min_match: int = 1  # the shortest suffix that counts as a match

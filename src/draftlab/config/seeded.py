@@ -1,5 +1,5 @@
-"""Schema of the `seeded` section: whether the pipeline trains the seeded drafter (SPEC §5, issue 20) beside
-the plain one, and how its settings differ from the plain drafter's.
+"""Schema of the `seeded` section: whether the pipeline trains the seeded drafter (docs/algorithms.md
+"Seeded block drafting") beside the plain one, and how its settings differ from the plain drafter's.
 
 The seeded drafter is the plain one's recipe with `drafter.seed=lookup` and a few keys changed, so the
 section holds only the differences: `seeded.drafter` and `seeded.pretrain` are overrides of `drafter.*` and
@@ -9,13 +9,13 @@ errors naming `seeded.drafter.<key>` / `seeded.pretrain.<key>`. Disabled (`enabl
 default), the pretrain_seeded stage writes a small "disabled" report and no model, and the `dflash-seeded`
 arm is refused by the config check (`check_across`).
 
-`methods` (issue 20 item 5): the method stages (specopd, corrector: DCOCO and its ablations, DSpark, Domino,
+`methods`: the method stages (specopd, corrector: DCOCO and its ablations, DSpark, Domino,
 DFlash-2, the dflash-long control) train on the seeded drafter instead of the plain one. Their benchmark arms
 then carry the suffix `-seeded` (`dcoco-seeded`, ...): the arm table holds every method arm under both names
 (draftlab.bench.arms), and `check_arm_bases` refuses, in one line, a name that does not match the base the
 flag picks.
 
-`seeded.verify` (issue 20 item 4) is the verify-width rule of the `dflash-seeded-cut` arm
+`seeded.verify` is the verify-width rule of the `dflash-seeded-cut` arm
 (`draftlab.decoding.width.SpanProposal`): `rule` full | span, `extra` drafter slots after the seeded span,
 `min_prob` the drafter's probability that they are right. Only the benchmark reads it (dvc.yaml: the
 pretrain_seeded stage depends on seeded.enabled / drafter / pretrain, not on it).
@@ -87,7 +87,7 @@ def _override(section: Any, over: dict[str, Any], key: str) -> Any:
 class VerifyConfig:
     """The verify-width rule of the `dflash-seeded-cut` arm (draftlab.decoding.width: the seeded span, then up
     to `extra` drafter slots while the drafter's probability that they are all right stays >= min_prob; no seed
-    and an unsure slot 1: an AR step). Defaults: issue 20's CPU figures (a verified position ~1/7 of an AR step
+    and an unsure slot 1: an AR step). Defaults: the CPU's measured costs (a verified position ~1/7 of an AR step
     dearer, ~6.7 of 45 ms); re-derive min_prob from tools/verify_cost.py (`break_even_min_prob`)."""
 
     rule: str = "span"  # full (the whole block, = dflash-seeded) | span

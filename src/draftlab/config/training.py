@@ -179,8 +179,8 @@ class PretrainConfig(EpochBudget, Schedule, Batches, Validation, Run):
 
 @dataclass
 class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
-    """SpecOPD (SPEC §3): branch-parallel on-policy distillation from the pretrained drafter, plus the
-    comparison objectives trained for the same number of updates on the same references."""
+    """SpecOPD (docs/algorithms.md "SpecOPD"): branch-parallel on-policy distillation from the pretrained drafter, plus
+    the comparison objectives trained for the same number of updates on the same references."""
 
     base_drafter: str = "models/drafter/pretrained"  # the drafter every objective starts from
     baselines: list[str] = field(default_factory=lambda: list(BASELINES))  # [] = SpecOPD only
@@ -236,10 +236,10 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
 
 @dataclass
 class CorrectorConfig(EpochBudget, Optim, Batches):
-    """DCOCO corrector (SPEC §2): architecture, path rule, training loss and the co-training budget.
+    """DCOCO corrector (docs/algorithms.md "DCOCO"): architecture, path rule, training loss and the co-training budget.
     dim=128, hidden=256 give ~2.23M parameters at d=4096 (the paper's size)."""
 
-    k: int = 16  # candidates per slot (SPEC §2.3: the workbench's inference)
+    k: int = 16  # candidates per slot (the paper does not state its K; 16 matches its top-16 coverage)
     dim: int = 128  # width of the candidate representations z and the pair state s
     hidden: int = 256  # hidden width of the shared two-layer MLP Δθ
     path_rule: str = "greedy"  # greedy (the method) | globalsum | geometric
@@ -255,7 +255,7 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
     frozen_warmup: float = 0.0  # fraction of the budget with the drafter frozen first (the corrector warms up)
     # the trained variants (draftlab.corrector.variants): dcoco, nopair, nocand, frozen (from base_drafter);
     # specopd-dcoco / specopd-dcoco-t1 (dcoco from SpecOPD's greedy / T=1 state); dspark, domino (the
-    # sequential baselines of SPEC §2.4); the co-training options and loss ablations of issue 17
+    # sequential baselines, docs/algorithms.md "Baselines and controls"); the co-training options and loss ablations
     variants: list[str] = field(default_factory=lambda: ["dcoco"])
     base_drafter: str = "models/drafter/pretrained"  # the drafter co-training starts from
     specopd_drafter: str = "models/drafter/specopd"  # the specopd stage's folder: t0/ (greedy) and t1/ (T=1) states

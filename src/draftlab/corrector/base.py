@@ -16,8 +16,8 @@ block's slot-0 token, the draft vocabulary, and either the full draft logits or 
 (or a head to compute the logits from). Shapes: N blocks (any leading dims), n proposed slots,
 K candidates, Vd draft vocabulary, H hidden width.
 
-A seeded drafter (SPEC §5, `arch.seed = "lookup"`) reads its slots' seeds in its head as well as in its
-block input: the seed bias adds a learned per-slot logit to each slot's seed, and the seed column
+A seeded drafter (docs/algorithms.md "Seeded block drafting", `arch.seed = "lookup"`) reads its slots' seeds in its head
+as well as in its block input: the seed bias adds a learned per-slot logit to each slot's seed, and the seed column
 (`arch.seed_logit` with a draft vocabulary) gives a seed outside the draft vocabulary its own logit as
 column Vd. `drafter_block` is the one place a training-side block gets them: its head is the drafter's
 head on the slots' seeds (`slot_logits`, what the engine's `draft` computes), and `extra` maps column Vd to

@@ -1,4 +1,4 @@
-"""The DCOCO corrector (SPEC §2.1): all (n−1)·K² transition scores of a drafted block in one op.
+"""The DCOCO corrector (docs/algorithms.md "Transition scores"): all (n−1)·K² transition scores of a block in one op.
 
 Inputs, all from the single drafter pass, for the n proposed slots i = 1..n (slot 0 excluded):
 slot hidden states h_i [N, n, d], the top-K candidate ids c_{ik} (target ids) [N, n, K] and their
@@ -137,7 +137,7 @@ class DCOCOCorrector(Corrector):
     def parameter_breakdown(self) -> dict[str, int]:
         return count_parameters(self.arch)
 
-    # ---- the pieces of SPEC §2.1 ------------------------------------------------------------------------
+    # ---- the pieces of the transition score (docs/algorithms.md) -------------------------------------------
     def candidate_repr(self, hidden: Tensor, cand_ids: Tensor) -> Tensor:
         """hidden [N, n, d], cand_ids [N, n, K] -> z [N, n, K, r]."""
         r, eps = self.arch.dim, self.arch.ln_eps
@@ -219,8 +219,8 @@ class DCOCOCorrector(Corrector):
 
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
-        """The masked joint-K² softmax CE (SPEC §2.3) over the transitions of every block, or one of the
-        within-row ablations (`kind`: cond | reach, `draftlab.corrector.loss`)."""
+        """The masked joint-K² softmax CE (docs/algorithms.md "Training and co-training") over the transitions of every
+        block, or one of the within-row ablations (`kind`: cond | reach, `draftlab.corrector.loss`)."""
         cand_ids, cand_logits = block.candidates(self.arch.k)  # [B, A, n, K] each (gradients into the logits)
         scores = self(block.hidden, cand_ids, cand_logits)  # [B, A, n−1, K, K]
         cl = corrector_loss(scores, cand_ids, labels, valid, rho, cumulative_mask, kind)

@@ -1,5 +1,5 @@
-"""DCOCO training loss (SPEC §2.3): joint-softmax cross-entropy over the K² transitions of each
-slot pair, supervised only where the verifier's tokens are inside the drafter's top-K.
+"""DCOCO training loss (docs/algorithms.md "Training and co-training"): joint-softmax cross-entropy over the K²
+transitions of each slot pair, supervised only where the verifier's tokens are inside the drafter's top-K.
 
 For transition p (slots p, p+1; p = 1..n−1):
 - labels (a*_p, b*_p): the verifier's argmax tokens at slots p and p+1 under teacher forcing, located
@@ -11,7 +11,7 @@ For transition p (slots p, p+1; p = 1..n−1):
   uses the raw S_p);
 - w_p = exp(−(p−1)/ρ), ρ = 4;  L_corr = Σ w_p m_p CE_p / Σ w_p m_p over the whole batch.
 
-Loss kinds (`kind`, issue 17's ablation; `joint` is the paper's and the default). The joint CE splits
+Loss kinds (`kind`, an ablation; `joint` is the paper's and the default). The joint CE splits
 into a row term (which of slot p's candidates is right) and a within-row term (slot p+1 given it); the
 greedy walk only ever reads the rows it reaches:
 - `joint`: the above;

@@ -1,6 +1,6 @@
-"""Path selection over DCOCO transition scores (SPEC §2.2), batched over streams.
+"""Path selection over DCOCO transition scores (docs/algorithms.md "Path rules"), batched over streams.
 
-scores [N, n−1, K, K] with scores[:, p, a, b] = S_p(a, b) (p = 1..n−1 in SPEC numbering, index
+scores [N, n−1, K, K] with scores[:, p, a, b] = S_p(a, b) (p = 1..n−1 in docs/algorithms.md's numbering, index
 p−1 here); first [N, K] = slot 1's draft logits ℓ_1 (the cand_logits of slot 1). All rules return
 chosen candidate indices [N, n]; `path_tokens` maps them to target ids.
 
@@ -89,8 +89,8 @@ def path_score(scores: Tensor, first: Tensor | None, idx: Tensor, lam: float = 1
 def oracle_path(cand_ids: Tensor, targets: Tensor, reachable: bool = False) -> Tensor:
     """The block an ideal re-selector would propose: the verifier's token wherever it is among the K
     candidates, else the drafter's top-1 (then wrong). reachable=True: slot 1 keeps the drafter's top-1,
-    as prefix-first greedy requires (SPEC §2.2), so only slots 2..n can be re-selected. Under the greedy
-    verification rule its accepted prefix is the longest over every path of the grid (that keeps slot 1's
+    as prefix-first greedy requires (docs/algorithms.md "Path rules"), so only slots 2..n can be re-selected. Under the
+    greedy verification rule its accepted prefix is the longest over every path of the grid (that keeps slot 1's
     top-1 when reachable). cand_ids [..., n, K] target ids, best first; targets [..., n] -> [..., n]."""
     hit = (cand_ids == targets[..., None]).any(-1)  # [..., n]
     out = torch.where(hit, targets, cand_ids[..., 0])  # [..., n]

@@ -1,4 +1,5 @@
-"""A trained corrector as the speculative engine's proposal step (SPEC §0, §2.2, §2.4).
+"""A trained corrector as the speculative engine's proposal step (docs/algorithms.md "Rounds, τ and verification",
+"Path rules", "Baselines and controls").
 
 `CorrectorProposal(corrector, rule, lam, backend)` implements `draftlab.decoding.api.ProposalStep` for
 every corrector family: called once per round with the drafter's draft output (logits [B, S, Vd],

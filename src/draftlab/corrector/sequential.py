@@ -1,5 +1,5 @@
-"""Sequential correctors, the baselines DCOCO is compared with (SPEC §2.4): DSpark and Domino (and the
-shared base / architecture of DFlash-2's candidate selector, `draftlab.corrector.selector`).
+"""Sequential correctors, the baselines DCOCO is compared with (docs/algorithms.md "Baselines and controls"): DSpark and
+Domino (and the shared base / architecture of DFlash-2's candidate selector, `draftlab.corrector.selector`).
 
 Both turn the drafter's parallel block into a slot-by-slot walk. Slot p (p = 1..n) is chosen from
 the corrected draft logits ℓ_p + δ_p (draft vocabulary), where δ_p depends on the tokens chosen

@@ -4,16 +4,16 @@ Plain Python (no torch), so the configuration can check names against them cheap
 one `Variant` row in `TABLE` (plus, for a new family, its class in `draftlab.corrector.families`);
 rows of different issues sit in their own blocks of the table so they can be added without conflict.
 
-How a co-trained variant's corrector loss reaches the drafter (issue 17) is part of its row:
+How a co-trained variant's corrector loss reaches the drafter is part of its row:
 - `grad_hidden` / `grad_logits`: the weight of the corrector loss's gradient into the drafter through
   the hidden-state path (the corrector's h_i inputs) and through the logit path (the candidates' draft
   logits); 1 = the paper's joint training, 0 = a stop-gradient on that path. None = the configured
   default (`corrector.grad_hidden` / `corrector.grad_logits`).
 - `frozen_warmup`: the fraction of the budget during which the drafter is frozen and only the corrector
   trains, before joint training (None = `corrector.frozen_warmup`).
-- `loss`: what the DCOCO loss supervises (`LOSSES`): `joint` = the paper's joint K² softmax (SPEC §2.3,
-  the default); `cond` = the within-row choice only, b given the teacher's a*; `reach` = the within-row
-  choice only on rows the greedy walk actually reaches (slot 1 = the drafter's top-1, every earlier
+- `loss`: what the DCOCO loss supervises (`LOSSES`): `joint` = the paper's joint K² softmax (docs/algorithms.md
+  "Training and co-training", the default); `cond` = the within-row choice only, b given the teacher's a*; `reach` = the
+  within-row choice only on rows the greedy walk actually reaches (slot 1 = the drafter's top-1, every earlier
   transition chosen right).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 RULES = ("greedy", "globalsum", "geometric")  # DCOCO's path rules (draftlab.corrector.paths)
-SEQUENTIAL = ("dspark", "domino", "dflash2")  # slot-by-slot walks: SPEC §2.4's baselines, DFlash-2's selector
+SEQUENTIAL = ("dspark", "domino", "dflash2")  # slot-by-slot walks: DSpark / Domino, DFlash-2's selector
 LOSSES = ("joint", "cond", "reach")  # DCOCO's loss kinds (draftlab.corrector.loss)
 BASES = ("pretrained", "specopd", "specopd-t1")  # base drafters: pretraining's, SpecOPD's greedy / T=1 state
 
@@ -65,7 +65,7 @@ class Variant:
 
 
 TABLE: dict[str, Variant] = {v.name: v for v in (
-    # the paper's method, its ablations and the composed product (SPEC §2.3–2.4)
+    # the paper's method, its ablations and the composed product (docs/algorithms.md "DCOCO", "Baselines and controls")
     Variant("dcoco", "dcoco", "dcoco"),
     Variant("nopair", "dcoco", "nopair"),  # without the pair state s_p
     Variant("nocand", "dcoco", "nocand"),  # without the candidate (slot) state g_i
@@ -75,13 +75,13 @@ TABLE: dict[str, Variant] = {v.name: v for v in (
     Variant("dspark", "dspark"),
     Variant("domino", "domino"),
     Variant("dflash2", "dflash2"),  # DFlash-2's candidate selector (draftlab.corrector.selector)
-    # issue 17: co-training options (how the corrector loss reaches the drafter)
+    # co-training options (how the corrector loss reaches the drafter)
     Variant("dcoco-sg", "dcoco", "dcoco", grad_hidden=0.0, grad_logits=1.0),  # stop-gradient on the hidden path
     Variant("dcoco-lam0.3", "dcoco", "dcoco", grad_hidden=0.3, grad_logits=0.3),  # λ on both paths
     Variant("dcoco-lam0.1", "dcoco", "dcoco", grad_hidden=0.1, grad_logits=0.1),
     Variant("dcoco-lam0", "dcoco", "dcoco", grad_hidden=0.0, grad_logits=0.0),  # the drafter trains on its CE only
     Variant("dcoco-warm", "dcoco", "dcoco", frozen_warmup=0.3),  # drafter frozen for the first 30% of the budget
-    # issue 17: loss ablations (on the frozen backbone: the drafter cannot confound what the loss does)
+    # loss ablations (on the frozen backbone: the drafter cannot confound what the loss does)
     Variant("frozen-cond", "dcoco", "frozen", frozen=True, loss="cond"),
     Variant("frozen-reach", "dcoco", "frozen", frozen=True, loss="reach"),
     Variant("dcoco-cond", "dcoco", "dcoco", loss="cond"),

@@ -76,8 +76,8 @@ class Drafter(Protocol):
 @runtime_checkable
 class BuildsBlocks(Drafter, Protocol):
     """A drafter that builds its block's input ids itself (optional; default `[last, MASK × n]`): a seeded
-    drafter (SPEC §5) puts the lookup continuation of each stream's committed text in slots 1..m. Its
-    state then tracks the committed text: the state implements `TracksStreams`, and whoever drives the
+    drafter (docs/algorithms.md "Seeded block drafting") puts the lookup continuation of each stream's committed text in
+    slots 1..m. Its state then tracks the committed text: the state implements `TracksStreams`, and whoever drives the
     rounds calls start / extend / drop_streams on it, as on a proposal step that tracks streams. Optional
     `seeded: bool` (True: its blocks carry seeds): the engine then records per slot the seed and whether the
     drafter's top-1 kept it (`common.seed_marks`)."""

@@ -9,8 +9,8 @@ proposal for that stream (the round still verifies slot 0 and emits the target's
 - A batch verifies W = the longest proposal of its streams this round (0 when no stream matched: the
   round is one AR step). Shorter proposals are padded by repeating their last token (slot 0 when
   empty); padding is still a proposal, judged by the same rule, so it can only help.
-- The proposal is deterministic: at T>0 the verifier applies the point-mass rule (SPEC §0), which keeps
-  decoding lossless; at T=0 the output is AR's, token for token.
+- The proposal is deterministic: at T>0 the verifier applies the point-mass rule (docs/algorithms.md
+  "Rounds, τ and verification"), which keeps decoding lossless; at T=0 the output is AR's, token for token.
 - The lookup is O(max_ngram) per committed token: `draftlab.ngram.NgramIndex` (below the drafter, which
   seeds its blocks with the same index) keeps a dict per n-gram length from each n-gram to the last
   start that has a following token.

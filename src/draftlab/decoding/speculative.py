@@ -1,4 +1,5 @@
-"""Speculative decoding with a parallel (DFlash-style) drafter, N ragged streams at once (SPEC §0–1).
+"""Speculative decoding with a parallel (DFlash-style) drafter, N ragged streams at once (docs/algorithms.md
+"Rounds, τ and verification", "DFlash").
 
 Prefill the target on the prompts (with the drafter's taps) -> the first token -> rounds of
 `draftlab.decoding.round.speculative_round` (draft -> propose -> verify -> commit) until every stream

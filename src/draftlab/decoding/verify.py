@@ -1,5 +1,5 @@
-"""The one verification routine (SPEC §0): every caller — engine, benchmark, explorer replay, training
-metrics and tests — judges drafted blocks here.
+"""The one verification routine (docs/algorithms.md "Rounds, τ and verification"): every caller — engine, benchmark,
+explorer replay, training metrics and tests — judges drafted blocks here.
 
 - Greedy rule (T=0): slot j is accepted iff every slot <= j equals the target's argmax; the bonus token
   is the target's argmax at the first rejected slot (or after the last slot).

@@ -1,4 +1,4 @@
-"""The DFlash parallel drafter (SPEC §1): model, block masks, draft vocabulary, checkpoints."""
+"""The DFlash parallel drafter (docs/algorithms.md "DFlash"): model, block masks, draft vocabulary, checkpoints."""
 from draftlab.drafter.checkpoint import load_drafter, save_drafter  # noqa: F401
 from draftlab.drafter.masks import CONVENTION, default_gamma, slot_weights  # noqa: F401
 from draftlab.drafter.arch import DrafterArch, arch_from_target, require_plain  # noqa: F401

@@ -39,9 +39,9 @@ class DrafterArch:
     # kv heads of the first layer initialised to attend to the block's own slots (slot 0 = the token the
     # block continues) rather than spread over hundreds of context positions (see `init_block_heads`)
     init_block_heads: int = 0
-    # seeded block drafting (SPEC §5): "none" = the paper's [x_a, MASK, ...]; "lookup" = slots 1..n start
-    # from the prompt-lookup continuation of x_{<=a} (`draftlab.ngram`); a config.json without the field
-    # loads as "none"
+    # seeded block drafting (docs/algorithms.md "Seeded block drafting"): "none" = the paper's [x_a, MASK, ...];
+    # "lookup" = slots 1..n start from the prompt-lookup continuation of x_{<=a} (`draftlab.ngram`); a config.json
+    # without the field loads as "none"
     seed: str = "none"
     seed_max_ngram: int = 3  # the longest suffix n-gram the seed looks up (then shorter, down to seed_min_match)
     seed_min_match: int = 1

@@ -1,4 +1,4 @@
-"""Block-sparse training attention of the drafter (issue 21, item 4): flex attention with a BlockMask.
+"""Block-sparse training attention of the drafter: flex attention with a BlockMask.
 
 The multi-anchor training forward (`DFlashDrafter.forward_train`) has, per sequence, A*S queries (every
 block's slots) and L + A*S keys (the context, then every block's slots). The rule is the one of

@@ -1,4 +1,4 @@
-"""The DFlash drafter's building blocks (SPEC §1): RMSNorm, rotary positions, the block attention
+"""The DFlash drafter's building blocks (docs/algorithms.md "DFlash"): RMSNorm, rotary positions, the block attention
 (split: context and block parts, exact; dense: one SDPA call with the block mask; flex: block-sparse flex
 attention with a BlockMask, `draftlab.drafter.flex`, for the training forward) and the decoder layer
 whose queries attend to [context K/V; the block's own K/V]. Plain torch; `draftlab.drafter.model`

@@ -1,9 +1,10 @@
-"""Block masks, anchors, labels and loss weights of the DFlash drafter (SPEC §1).
+"""Block masks, anchors, labels and loss weights of the DFlash drafter (docs/algorithms.md "DFlash").
 
 Conventions (the classic bugs of this drafter family live here, so they are spelled out once):
 - A *block* starts at an *anchor* position `a` of the sequence. Its S slots carry the ids
-  `[x_a, MASK, ..., MASK]` at logical positions `a, a+1, ..., a+S-1` (a seeded drafter, SPEC §5:
-  `[x_a, s_1..s_m, MASK, ...]` with the seeds of `draftlab.ngram`, built from x_{<=a} only).
+  `[x_a, MASK, ..., MASK]` at logical positions `a, a+1, ..., a+S-1` (a seeded drafter,
+  docs/algorithms.md "Seeded block drafting": `[x_a, s_1..s_m, MASK, ...]` with the seeds of `draftlab.ngram`,
+  built from x_{<=a} only).
 - Same-position labels: slot k predicts token `x_{a+k}`; slot 0 (the known token) carries no loss.
 - Context: the block sees the target's tap features of positions strictly before the anchor
   (`j < a`), attends bidirectionally inside itself and never sees another block.
@@ -71,7 +72,8 @@ def block_positions(anchors: Tensor, block_size: int) -> Tensor:
 def block_input_ids(input_ids: Tensor, anchors: Tensor, block_size: int, mask_token_id: int,
                     seeds: Tensor | None = None) -> Tensor:
     """input_ids [B, L], anchors [B, A] -> block ids [B, A, S] = [x_a, MASK, ..., MASK]; with seeds
-    [B, A, S-1] (a seeded drafter, SPEC §5: MASK-filled where no seed) = [x_a, seeds]."""
+    [B, A, S-1] (a seeded drafter, docs/algorithms.md "Seeded block drafting": MASK-filled where no seed)
+    = [x_a, seeds]."""
     B, A = anchors.shape
     ids = torch.full((B, A, block_size), mask_token_id, dtype=torch.long, device=input_ids.device)
     ids[:, :, 0] = input_ids.gather(1, anchors)

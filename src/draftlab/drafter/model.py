@@ -1,4 +1,4 @@
-"""The DFlash parallel drafter (SPEC §1) as a plain torch module.
+"""The DFlash parallel drafter (docs/algorithms.md "DFlash") as a plain torch module.
 
 Architecture (as in z-lab's DFlash V1):
 - Shared with the target and frozen: the token embedding (block inputs) and the LM head (logits).
@@ -22,8 +22,8 @@ Two forward paths share every parameter and the same attention routine:
   keep rejected slots as masked holes), `block_input` builds each stream's block ids and `draft` runs
   one block per stream.
 
-Seeded block drafting (SPEC §5, `arch.seed = "lookup"`): slots 1..n of a block carry the prompt-lookup
-continuation of x_{<=a} (`draftlab.ngram`) instead of MASK where it exists — teacher-forced in
+Seeded block drafting (docs/algorithms.md "Seeded block drafting", `arch.seed = "lookup"`): slots 1..n of a block carry
+the prompt-lookup continuation of x_{<=a} (`draftlab.ngram`) instead of MASK where it exists — teacher-forced in
 `forward_train` (`train_seeds`, or the batch's precomputed seeds), per stream at inference (the state
 tracks each stream's committed text). Everything else is unchanged; `seed = "none"` is the paper's block.
 With `arch.seed_logit` and a draft vocabulary, a seed outside that vocabulary gets its own logit (its full

@@ -7,7 +7,7 @@ for the head. Verification always runs on the full target vocabulary, so decodin
 a token outside the draft vocabulary simply can never be proposed (a guaranteed miss), which is
 why coverage is reported.
 
-MASK: a real row of the target's embedding table that never occurs in text (SPEC §1).
+MASK: a real row of the target's embedding table that never occurs in text (docs/algorithms.md "DFlash").
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prefix-first greedy walk over DCOCO transition scores (SPEC §2.2): reference + Triton kernel.
+"""Prefix-first greedy walk over DCOCO transition scores (docs/algorithms.md "Path rules"): reference + Triton kernel.
 
     y_1 = start;  y_{p+1} = argmax_b S_p(y_p, b)  for p = 1..n−1
 

@@ -1,4 +1,5 @@
-"""DCOCO transition scores (SPEC §2.1), factorised: reference and fused Triton kernel, same signature.
+"""DCOCO transition scores (docs/algorithms.md "Transition scores"), factorised: torch reference and fused Triton
+kernel, same signature.
 
 The first layer of Δθ is linear in [z_{p,a}; z_{p+1,b}; s_p], so it splits into an a-side part
 (per candidate of slot p), a b-side part (per candidate of slot p+1) and a per-pair part (bias

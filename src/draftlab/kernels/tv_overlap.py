@@ -1,4 +1,5 @@
-"""Acceptance overlap α = Σ_v min(q(v), p(v)) = 1 − TV(q, p) (SPEC §3.3): reference and fused Triton kernel.
+"""Acceptance overlap α = Σ_v min(q(v), p(v)) = 1 − TV(q, p) (docs/algorithms.md "The E2E-TV loss"): reference and
+fused Triton kernel.
 
 Inputs (one row per supervised draft position):
     q_logits [N, Vq]  drafter logits (over the draft vocabulary when `vocab` is given)

@@ -213,7 +213,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
 
 def variant_view(ccfg: CorrectorConfig, pcfg: PretrainConfig, v: str, main: str, k: int) -> tuple[str, PretrainConfig]:
     """The budget role of variant v ("main": the main variant and the sequential baselines, whose comparison with it
-    is the paper's, SPEC §2.4; "ablation": every other variant) and its run settings with that budget
+    is the paper's, docs/algorithms.md "DCOCO"; "ablation": every other variant) and its run settings with that budget
     (`CorrectorConfig.variant_budget`)."""
     role = "main" if v == main or TABLE[v].sequential else "ablation"
     budget = ccfg.variant_budget(role == "main")

@@ -1,7 +1,7 @@
-"""Recipe of the pretrain_seeded stage: the seeded drafter (SPEC §5, issue 20) trained beside the plain one,
-and its comparison table against what it must beat, teacher-forced on the held-out references ("Done when",
-first bullet). `pretrain_seeded` trains with `draftlab.pipeline.pretrain_drafter` (the plain drafter's recipe,
-the seeded sections resolved from the `seeded` config section) and adds `report["comparison"]`
+"""Recipe of the pretrain_seeded stage: the seeded drafter (docs/algorithms.md "Seeded block drafting") trained beside
+the plain one, and its comparison table against what it must beat, teacher-forced on the held-out references.
+`pretrain_seeded` trains with `draftlab.pipeline.pretrain_drafter` (the plain drafter's
+recipe, the seeded sections resolved from the `seeded` config section) and adds `report["comparison"]`
 (`heldout_comparison`).
 
 On the anchors of the pretraining validation (every `stride`-th response position that leaves room for a full

@@ -1,4 +1,4 @@
-"""SpecOPD (SPEC §3): branch-parallel on-policy distillation of a parallel drafter (plain torch).
+"""SpecOPD (docs/algorithms.md "SpecOPD"): branch-parallel on-policy distillation of a parallel drafter (plain torch).
 
 - `tree`: branches sampled after random response anchors, all scored with one packed target pass;
 - `loss`: the E2E-TV objective (and the first-rejection ablation);

@@ -1,9 +1,10 @@
-"""Scoring cost of the proposal tree (SPEC §3.2 cost model): analytic rows and a measurement.
+"""Scoring cost of the proposal tree (the cost model of docs/algorithms.md "Packed scoring"): analytic rows
+and a measurement.
 
 Analytic projection/MLP rows for one sequence of length L with anchors a_b (0-based) and width W:
 - packed (shared trunk + tree rows):            L + A (W − 1)
 - independent (each branch's full prefix again): Σ_b (a_b + W)   (= Σ_b (ℓ_b + W − 1), ℓ_b = a_b + 1
-  the prefix length up to and including the anchor: the SPEC's Σ(a_b + W − 1) with 1-based anchors)
+  the prefix length up to and including the anchor: the Σ(a_b + W − 1) of docs/algorithms.md with 1-based anchors)
 The measurement times the same two ways of getting every branch's W target distributions on the
 real target — one trunk pass + `branch_target_logits` vs one uncached forward per branch — and
 reports the largest logit difference between them (the packed == recompute check at scale).
@@ -25,7 +26,7 @@ def analytic_rows(seq_len: int, anchors: list[int], W: int) -> dict:
 
 
 def paper_cost_model(L: int = 2048, A: int = 512, W: int = 7) -> dict:
-    """The SPEC's example with evenly spaced anchors (paper: 529,664 -> 5,120 rows quoted; ~103×)."""
+    """The paper's example with evenly spaced anchors (paper: 529,664 -> 5,120 rows quoted; ~103×)."""
     anchors = [round(i * (L - W) / max(A - 1, 1)) for i in range(A)]
     return analytic_rows(L, anchors, W)
 

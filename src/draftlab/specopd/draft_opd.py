@@ -1,4 +1,4 @@
-"""The Draft-OPD-style sequential on-policy rollout, SpecOPD's throughput baseline (SPEC §3, "Problem";
+"""The Draft-OPD-style sequential on-policy rollout, SpecOPD's throughput baseline (docs/algorithms.md "SpecOPD";
 the `sequential` objective of the comparison).
 
 Per stream, starting from a reference prefix x_{≤a_0}: prefill the target on x_{<a_0} (context taps),
@@ -15,9 +15,9 @@ then `rounds` dependent rounds of the engine's own `draftlab.decoding.round.spec
 Collection runs without gradients; the update then recomputes q for every round in one
 `forward_train` over the committed sequence (anchors = the rounds' slot-0 positions, context = the
 committed tokens before them — exactly what the drafter saw while drafting) and applies E2E-TV.
-A seeded drafter (SPEC §5) is driven as the engine drives it: its state tracks each stream's committed text
-(`TracksStreams`: start after prefill, extend after every round), so each round's block carries the seeds of
-that text, the very seeds the update's `forward_train` recomputes from the committed sequence; the proposal
+A seeded drafter (docs/algorithms.md "Seeded block drafting") is driven as the engine drives it: its state tracks each
+stream's committed text (`TracksStreams`: start after prefill, extend after every round), so each round's block carries
+the seeds of that text, the very seeds the update's `forward_train` recomputes from the committed sequence; the proposal
 reads the draft's seed bias and seed column (`slots.draft_slot_logits`).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The end-to-end total-variation objective (SPEC §3.3) and the first-rejection ablation.
+"""The end-to-end total-variation objective (docs/algorithms.md "The E2E-TV loss") and the first-rejection ablation.
 
 Per drafted position the one-sample acceptance probability at the sampling temperature T is the overlap
     α_{b,i} = Σ_v min(q^T_{b,i}(v), p^T_{b,i}(v)) = 1 − TV(q^T, p^T)      (full target vocabulary)
@@ -13,7 +13,7 @@ averaged over valid branches *globally*: `e2e_tv_terms` returns the numerator Σ
 branch count, and the caller sums both across ranks before dividing. p and the sampled tokens are
 fixed; gradients flow through q (inside α) and the prefix products only.
 
-The first-rejection ablation (the comparison SPEC §3.3 left open) changes one thing: which positions
+The first-rejection ablation (the comparison the paper left open) changes one thing: which positions
 are supervised. `first_rejection_mask` keeps positions up to and including the first one the target
 rejects under the rule that matches the sampling temperature (T > 0: the speculative-sampling test
 u < p^T(y)/q^T(y) on the branch's own draws with seeded uniforms; T = 0: the greedy rule); the

@@ -1,5 +1,5 @@
-"""The drafter's proposal distribution at the slots SpecOPD reads, as the engine proposes from it (SPEC §3.1
-on a seeded drafter, SPEC §5): every SpecOPD term takes its q through this module.
+"""The drafter's proposal distribution at the slots SpecOPD reads, as the engine proposes from it (docs/algorithms.md
+"Proposal tree"; on a seeded drafter, "Seeded block drafting"): every SpecOPD term takes its q through this module.
 
 SpecOPD reads slots 1..W of the block at each anchor: branches are samples of that q, overlaps compare it with
 the target's p, the Draft-OPD update recomputes it. For the paper's drafter q = softmax(`drafter.logits(h)`)

@@ -1,4 +1,5 @@
-"""SpecOPD proposal trees (SPEC §3.1–3.2): anchors, on-policy branches, packed target scoring.
+"""SpecOPD proposal trees (docs/algorithms.md "Proposal tree", "Packed scoring"): anchors, on-policy branches,
+packed target scoring.
 
 - Trunk: the reference sequence x (prompt + response), right-padded in a batch.
 - Anchors a_b: random positions of the response part, a_b ∈ [P, L−2] (P = prompt length). Slot 0 of

@@ -1,4 +1,5 @@
-"""Co-training of a drafter and a corrector (SPEC §2.3 for DCOCO, §2.4 for DSpark / Domino), any family.
+"""Co-training of a drafter and a corrector (docs/algorithms.md: "Training and co-training" for DCOCO,
+"Baselines and controls" for DSpark / Domino), any family.
 
 `CoTrainModule(DrafterModule)`: L = L_drafter + λ·L_corr, where L_corr is the corrector's own loss
 (`Corrector.loss`: DCOCO's masked joint-K² softmax CE over the top-K candidates of every proposed slot

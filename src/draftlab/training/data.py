@@ -7,8 +7,8 @@ anchors (validation), length-bucketed to limit padding, with the target's tap fe
   references (`split == "heldout"`), each eval suite (`split == "eval"`) and a small sample of
   training sequences (to see memorisation), with deterministic strided anchors. Tap features come
   from a `FeatureStore` (disk cache) or, when it is None, from the frozen target inside the step.
-- A seeded drafter (SPEC §5, `arch.seed != "none"`): `SeedTable` walks each sequence once
-  (`draftlab.ngram.seed_starts`, cached per sequence) and every batch carries `seeds` [B, A, n], the
+- A seeded drafter (docs/algorithms.md "Seeded block drafting", `arch.seed != "none"`): `SeedTable` walks each sequence
+  once (`draftlab.ngram.seed_starts`, cached per sequence) and every batch carries `seeds` [B, A, n], the
   block inputs of slots 1..n at its anchors (the drafter's `forward_train` takes them). With
   `pretrain.seed_dropout` = p > 0, each *training* block's seeds all become MASK with probability p (drawn per
   block from a generator seeded by `pretrain.seed`); validation batches never drop a seed.

@@ -4,15 +4,16 @@ For each validation block (anchor a, proposals at slots 1..n, n = S-1) the refer
 the target's own text, so the token greedy verification would accept at slot k is the target's
 greedy token for position a+k. Per block:
 - accepted prefix = `greedy_accept_length(top1, target_greedy)` (the one verification rule);
-- simulated τ = mean over blocks of 1 + accepted prefix (the bonus token included, SPEC §0);
+- simulated τ = mean over blocks of 1 + accepted prefix (the bonus token included, docs/algorithms.md
+  "Rounds, τ and verification");
   `sim_tau_se` its standard error over blocks (the run's noise: two independent estimates differ by
   about √2 of it);
 - `sim_tau_per_slot[k-1]` = share of blocks whose accepted prefix reaches slot k, so
   `sim_tau = 1 + sum(sim_tau_per_slot)`;
 - `slot_acc[k-1]` = top-1 accuracy at slot k (unconditional), `topk_cov[k-1]` = share of slots
-  whose target token is among the drafter's top-K (the corrector's headroom, SPEC §2).
+  whose target token is among the drafter's top-K (the corrector's headroom, docs/algorithms.md "DCOCO").
 
-A seeded drafter (its blocks' seeds given to `update`) adds, per slot k (issue 20 item 3's report):
+A seeded drafter (its blocks' seeds given to `update`) adds, per slot k:
 - `seed_rate[k-1]` = share of scored slots that carry a seed (not MASK);
 - `seed_hit[k-1]` = share of seeded slots whose seed is the target token (the lookup's own top-1 there);
 - `slot_acc_seeded[k-1]` / `slot_acc_unseeded[k-1]` = the drafter's top-1 accuracy where a seed exists / none;

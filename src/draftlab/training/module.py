@@ -40,8 +40,8 @@ def cpu_state(module: nn.Module) -> dict:
 
 
 def global_ratio(num: Tensor, den: Tensor) -> Tensor:
-    """num / den with den summed over data-parallel ranks (SPEC §3.2): gradient averaging over W
-    ranks then yields Σ_r num_r / Σ_r den_r, so a position's weight does not depend on its rank."""
+    """num / den with den summed over data-parallel ranks (docs/algorithms.md "The E2E-TV loss"): gradient averaging
+    over W ranks then yields Σ_r num_r / Σ_r den_r, so a position's weight does not depend on its rank."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:

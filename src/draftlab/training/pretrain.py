@@ -1,4 +1,4 @@
-"""Off-policy DFlash pretraining on the target's reference responses (SPEC §1, "Training").
+"""Off-policy DFlash pretraining on the target's reference responses (docs/algorithms.md "Pretraining").
 
 `train_drafter(...)` trains a drafter with the drafter module base as it is (its step is the
 decay-weighted CE, `DrafterModule.drafter_step`) through the shared fit driver: resumable from

@@ -1,4 +1,5 @@
-"""SpecOPD training (SPEC §3) and the objectives it is compared with, on top of the drafter module base.
+"""SpecOPD training (docs/algorithms.md "SpecOPD") and the objectives it is compared with, on top of the drafter
+module base.
 
 Reused (not copied): the data module (`draftlab.training.data.BranchDataModule`: pretraining's
 batches with branch anchors), the drafter module base (budget clock, optimiser, schedule,
@@ -179,8 +180,8 @@ def heldout_tv(drafter: DFlashDrafter, target, seqs: SequenceSet, scfg, W: int, 
     sampling, packed scoring and overlaps at the sampling temperature as training, seeded so every drafter
     sees the same anchors and random streams) -> mean overlap α, the branch-mean of (1/W_b) Σ_i Π_{j≤i} α_j
     and the acceptance length the products imply, τ_T1 ≈ 1 + mean_b Σ_{i≤W_b} Π_{j≤i} α_j (each branch
-    over its own W_b positions; SPEC §3.3: a surrogate, not an unbiased estimate). Greedy simulated τ
-    cannot see a drafter that moved toward the target's T=1 distribution; this can. {} when
+    over its own W_b positions; docs/algorithms.md "The E2E-TV loss": a surrogate, not an unbiased estimate). Greedy
+    simulated τ cannot see a drafter that moved toward the target's T=1 distribution; this can. {} when
     `scfg.tv_eval_seqs` is 0 or the split is empty."""
     idx = seqs.indices(split)[: scfg.tv_eval_seqs]
     if not idx:

@@ -2,7 +2,7 @@
 
 `TargetModel.forward` runs new tokens against a KV cache with explicit logical position ids and an
 explicit boolean attention mask over [cache slots + new tokens], and returns logits plus the hidden
-states of the chosen layers ("taps", SPEC §1: the output of layer i, i.e. HF `hidden_states[i+1]`).
+states of the chosen layers ("taps", docs/algorithms.md "DFlash": the output of layer i, i.e. HF `hidden_states[i+1]`).
 Because the mask is always explicit, the same call serves prefill, cached extension, verification
 of a block, ragged multi-stream batches (rejected slots stay in the cache as masked "holes") and
 packed tree scoring (SpecOPD rows appended to a trunk cache). `need_logits=False` (training features:

@@ -1,4 +1,5 @@
-"""Packed tree scoring (SpecOPD §3.2): score many branches hanging off one cached trunk in one pass.
+"""Packed tree scoring (SpecOPD; docs/algorithms.md "Packed scoring"): score many branches hanging off one cached
+trunk in one pass.
 
 A branch b of W tokens after anchor a_b needs W-1 new query rows (branch tokens 1..W-1 at logical
 positions a_b+1..a_b+W-1); the trunk row at a_b already scores branch token 1 (the read rule).
