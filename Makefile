@@ -73,8 +73,8 @@ explore: install
 	$(VENV)/bin/draftlab explore --root $(ROOT)
 
 # The MLflow UI on 127.0.0.1:5000 over an existing store (MLFLOW_DB=.smoke/mlruns.db: the smoke run's); a missing
-# store is an error, not a new empty one. MLflow 3 opens in its GenAI mode ("No data" for these runs), so it first
-# prints each experiment's runs list: #/experiments/<id>/runs?workflowType=machine_learning (docs/install.md).
+# store is an error, not a new empty one. MLflow 3 starts in its GenAI mode ("No data" for these runs), so it first
+# prints each experiment's runs list in its "Model training" mode: #/experiments/<id>/runs?workflowType=machine_learning (docs/install.md).
 MLFLOW_DB ?= mlruns.db
 MLFLOW_RUNS_URLS := import sqlite3, sys; c = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True); \
   rows = c.execute("select e.experiment_id, e.name from experiments e where e.lifecycle_stage = ? and exists (select 1 from runs r where r.experiment_id = e.experiment_id) order by e.experiment_id", ("active",)).fetchall(); \
