@@ -23,7 +23,7 @@ def run(params) -> None:
     from draftlab.bench.resume import discard, source_digest, tree_digest
     from draftlab.params import to_dict
     from draftlab.pipeline import layout
-    from draftlab.pipeline.benchmark import run as run_benchmark
+    from draftlab.pipeline.benchmark import drafter_specs, run as run_benchmark
     from draftlab.tracking import stage_run
     from draftlab.kernels.linear import install
     from draftlab.verifier.load import load_target
@@ -54,7 +54,8 @@ def run(params) -> None:
         detail, runs = run_benchmark(target, cfg, params.data, checkpoints,
                                      {"target": t.name, "profile": params.profile.name}, progress,
                                      params.pld, params.drafter.block_size, reference=params.reference,
-                                     seeded_verify=params.seeded.verify, record=layout.BENCH_RECORD, record_key=key)
+                                     seeded_verify=params.seeded.verify, record=layout.BENCH_RECORD, record_key=key,
+                                     expect=drafter_specs(params))
         if detail["setup"]["resumed"]["groups"]:
             print(f"[benchmark] resumed {detail['setup']['resumed']['groups']} finished batch groups from "
                   f"{layout.BENCH_RECORD}")

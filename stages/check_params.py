@@ -42,9 +42,10 @@ def run(params) -> None:
     from pathlib import Path
 
     from draftlab.io import atomic_write
-    from draftlab.pipeline.layout import CHECKS, TARGET
+    from draftlab.pipeline.layout import CHECKS, TARGET, check_model_folders
     from draftlab.plan.report import check_run
 
+    check_model_folders(params)
     print(f"memory: {check_run(params, TARGET)}")
     out = Path(CHECKS)
     for stage, files in local_files(params).items():

@@ -122,7 +122,7 @@ def outputs(root, tmp_path_factory) -> Path:
 
     wd = tmp_path_factory.mktemp("decode")
     params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
-                             "tracking.enabled=false"], cwd=root, capture_output=True, text=True, check=True).stdout
+                             "tracking.enabled=false", "drafter.block_size=4", "drafter.draft_vocab_size=0", "pld.num_tokens=3"], cwd=root, capture_output=True, text=True, check=True).stdout
     (wd / "params.yaml").write_text(params)
     r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -180,6 +180,59 @@ def test_decode_names_a_corrupt_checkpoint_and_its_stage(outputs, tmp_path):
                                                  "safetensors file"), line
     assert line.endswith("stage 'pretrain_drafter' writes it: rebuild with `dvc repro -f -s pretrain_drafter` "
                          "(or restore the last version: dvc checkout models/drafter/pretrained)")
+
+
+def test_a_drafter_of_another_kind_or_shape_is_one_line(outputs, tmp_path):
+    """A seeded drafter where the plain one belongs (copied over models/drafter/pretrained), or a drafter whose block
+    size or vocabulary is not the params' for its kind: one line naming the arm, the folder and the fix."""
+    import shutil
+
+    wd = tmp_path / "swapped"
+    shutil.copytree(outputs, wd)
+    shutil.rmtree(wd / "models" / "drafter" / "pretrained")
+    shutil.copytree(wd / "models" / "drafter" / "seeded", wd / "models" / "drafter" / "pretrained")
+    for arm in ("dflash", "dflash-pld"):
+        r = cli("decode", "--root", str(wd), "--arm", arm, "--prompt", "x", cwd=wd)
+        line = one_line(r)
+        assert r.returncode == 2 and line.startswith(f"error: arm {arm}: models/drafter/pretrained holds a seeded "
+                                                     f"drafter"), line
+    shutil.copytree(outputs / "models" / "drafter" / "pretrained", wd / "models" / "drafter" / "seeded", dirs_exist_ok=True)
+    r = cli("decode", "--root", str(wd), "--arm", "dflash-seeded", "--prompt", "x", cwd=wd)
+    assert r.returncode == 2 and "models/drafter/seeded holds a plain drafter" in one_line(r)
+    for override, needle in (("drafter.block_size=5", "holds a drafter of block size 4, but the params give the plain "
+                                                      "drafter block size 5"),
+                             ("drafter.draft_vocab_size=10", "holds a drafter with the full vocabulary, but the params "
+                                                             "give the plain drafter draft_vocab_size = 10 tokens")):
+        r = cli("decode", "--root", str(outputs), "--arm", "dflash", "--prompt", "x", override, cwd=outputs)
+        line = one_line(r)
+        assert r.returncode == 2 and needle in line, line
+
+
+def test_bad_input_is_one_line_naming_the_value_and_the_fix(root, outputs, tmp_path):
+    cases = [
+        (("plan", "--gpus", "0"), "--gpus 0 is not possible: give a whole number of devices >= 1"),
+        (("plan", "--gpus", "-2"), "--gpus -2 is not possible"),
+        (("plan", "--tflops", "0"), "--tflops 0 is not possible"),
+        (("plan", "--gpu-mem", "-80"), "--gpu-mem -80 is not possible"),
+        (("plan", "--efficiency", "1.5"), "--efficiency 1.5 is not possible"),
+        (("plan", "--disk", "0"), "--disk 0 is not possible"),
+        (("decode", "--root", "/nonexistent", "--arm", "ar", "--prompt", "x"), "--root /nonexistent is not a folder"),
+        (("decode", "--arm", "ar", "--prompt", ""), "--prompt is empty"),
+        (("decode", "--arm", "ar", "--prompt", "   "), "--prompt is empty"),
+        (("check", "benchmark.arms=ar"), "benchmark.arms takes a list: write benchmark.arms=[ar]"),
+        (("check", "-S", "benchmark.arms=ar"), "benchmark.arms takes a list: write benchmark.arms=[ar]"),
+        (("check", "benchmark.drafter=models/nosuch"), "benchmark.drafter=models/nosuch: no such folder, and no stage"),
+        (("check", f"benchmark.drafter={tmp_path}"), "holds no config.json (not a model folder)"),
+    ]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("target:\n  name: x\n bad: [1\n")
+    cases.append((("check", "--params", str(bad)), f"{bad}:3:2: not valid YAML"))
+    for args, needle in cases:
+        r = cli(*args, cwd=root)
+        line = one_line(r)
+        assert r.returncode == 2 and line.startswith("error: ") and needle in line, (args, line)
+    r = cli("check", f"benchmark.drafter={outputs / 'models' / 'drafter' / 'pretrained'}", cwd=root)
+    assert r.returncode == 0, r.stderr  # a folder that holds a drafter passes
 
 
 # ---- explore ---------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, assert_reordered_close
 from stubs import sharp_drafter
 from draftlab.specopd.draft_opd import draft_opd_rollout
 from draftlab.specopd.loss import e2e_tv_loss, e2e_tv_terms, first_rejection_mask, overlap
@@ -310,8 +310,8 @@ def test_two_process_ddp_equals_one_process(tmp_path):
     assert sum(t["counts"][0] for t in two) == 6 and two[0]["counts"][0] != two[1]["counts"][0]  # unequal split
     for t in two:
         assert abs(t["loss"] - one["loss"]) < 1e-5, (t["loss"], one["loss"])
-        for k, g in one["grads"].items():
-            assert torch.allclose(t["grads"][k], g, atol=1e-6, rtol=1e-4), k
+        for k, g in one["grads"].items():  # two ranks' all-reduce adds the sequences' sums in another order
+            assert_reordered_close(t["grads"][k], g, 6 * 8 * 5, k)  # <= 6 branches x <= 8 anchors x S = 5 rows
 
 
 # ---- the training driver, resume, the benchmark arm ---------------------------------------------------------------

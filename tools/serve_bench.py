@@ -1,4 +1,4 @@
-"""Serving-engine recipe (issue 22 item 4): export the trained plain drafter for vLLM and SGLang, start each
+"""Serving-engine recipe: export the trained plain drafter for vLLM and SGLang, start each
 engine with the DFlash options its source reads, and time a fixed prompt set at concurrency 1..32 against
 plain AR on the same engine.
 
@@ -54,7 +54,7 @@ def export_and_check(drafter: str, target: str, out: Path, engine: str, dtype: s
     """Export for `engine` and validate the folder (raises DraftlabError with one line)."""
     from draftlab.drafter.serving import check_export, export_folder
 
-    folder = export_folder(drafter, out / f"export-{engine}", engine, target, dtype)
+    folder = export_folder(drafter, out / f"export-{engine}", engine, target, dtype, force=True)  # its own folder
     return folder, check_export(folder, engine)
 
 

@@ -36,6 +36,8 @@ EXPORT_DTYPES = ("bfloat16", "float16", "float32")
 TARGET_FOLDER = "models/target"  # = pipeline.layout.TARGET (the prepare_target output; checked by a test)
 REPO = Path(__file__).resolve().parents[2]  # src/draftlab/cli.py -> the repository (an editable install)
 APP = REPO / "app" / "explorer.py"
+FORCE_HELP = ("replace a previous {cmd}'s config.json and model.safetensors in DST (nothing else there is touched; "
+              "a folder holding anything else is always refused)")
 
 
 def _arm_names() -> tuple[str, ...]:
@@ -58,10 +60,15 @@ def validate(params_path: str, overrides: list[str], dvc_overrides: list[str], c
     composition of conf/ that `dvc exp run -S ...` would write (Hydra's rules for keys included)."""
     from draftlab.params import build_params, compose_params, load_params
 
+    from draftlab.pipeline.layout import check_model_folders
+
     if dvc_overrides:
         raw = compose_params(dvc_overrides, conf_dir, arms=_arm_names(), strict=True)
-        return build_params(raw, overrides, arms=_arm_names())
-    return load_params(params_path, overrides, arms=_arm_names())
+        p = build_params(raw, overrides, arms=_arm_names())
+    else:
+        p = load_params(params_path, overrides, arms=_arm_names())
+    check_model_folders(p)
+    return p
 
 
 def cmd_check(a: argparse.Namespace) -> int:
@@ -95,6 +102,9 @@ def cmd_plan(a: argparse.Namespace) -> int:
     from draftlab.plan.stages import Device
 
     dev = Device(a.device, a.gpus, a.tflops, a.efficiency, a.bandwidth, a.gpu_mem, a.fill, a.tau)
+    dev.check()
+    if a.disk is not None and not a.disk > 0:
+        raise DraftlabError(f"--disk {a.disk:g} is not possible: give the free disk of the run's machine in GiB, > 0")
     text, err = render(validate(a.params, a.overrides, a.set, a.conf), dev, a.json, disk_gib=a.disk)
     print(text)
     return _fail(err) if err else 0
@@ -105,7 +115,14 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 
 def cmd_decode(a: argparse.Namespace) -> int:
+    if a.max_new_tokens < 1 or a.temperature < 0:
+        raise DraftlabError("--max-new-tokens must be >= 1 and --temperature >= 0")
+    if not a.prompt.strip():
+        raise DraftlabError("--prompt is empty; give the text to decode (e.g. --prompt 'Write a haiku about rain.')")
     if a.root:
+        if not Path(a.root).is_dir():
+            raise DraftlabError(f"--root {a.root} is not a folder; give the folder that holds params.yaml and the "
+                                f"pipeline's outputs (default: the current folder)")
         os.chdir(a.root)
     p = validate(a.params, a.overrides, [])
     if a.arm not in _arm_names():
@@ -121,7 +138,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     from draftlab.decoding.api import DrafterProposal
     from draftlab.decoding.verify import SamplingParams
     from draftlab.pipeline import layout
-    from draftlab.pipeline.benchmark import build_arms
+    from draftlab.pipeline.benchmark import build_arms, drafter_specs
     from draftlab.kernels.linear import install
     from draftlab.verifier.load import load_target
 
@@ -134,7 +151,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     arm = build_arms(target, p.benchmark, layout.checkpoints(p.benchmark.drafter), pad, p.pld, p.drafter.block_size,
-                     [a.arm], p.seeded.verify)[a.arm]
+                     [a.arm], p.seeded.verify, drafter_specs(p))[a.arm]
     ids, _ = encode_prompt(tok, a.prompt, p.data.thinking, p.data.max_prompt_tokens)
     sp = SamplingParams(a.temperature, p.benchmark.top_p, p.benchmark.top_k)
     gen = torch.Generator(device=target.device).manual_seed(a.seed)
@@ -190,17 +207,17 @@ def cmd_explore(a: argparse.Namespace) -> int:
 def _export(a: argparse.Namespace) -> str:
     from draftlab.drafter.serving import export_folder
 
-    return str(export_folder(a.src, a.dst, a.engine, a.target, a.dtype))
+    return str(export_folder(a.src, a.dst, a.engine, a.target, a.dtype, a.force))
 
 
-def _import(src: str, dst: str) -> str:
+def _import(a: argparse.Namespace) -> str:
     from draftlab.drafter.refformat import import_reference
 
-    return str(import_reference(src, dst))
+    return str(import_reference(a.src, a.dst, force=a.force))
 
 
 def cmd_convert(a: argparse.Namespace) -> int:
-    out = _export(a) if a.command == "export" else _import(a.src, a.dst)
+    out = _export(a) if a.command == "export" else _import(a)
     print(f"wrote {out}")
     return 0
 
@@ -269,17 +286,19 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("export", help="our drafter folder -> the DFlash folder that dflash / vLLM / SGLang load")
     c.add_argument("src", help="our drafter folder (e.g. models/drafter/pretrained)")
-    c.add_argument("dst", help="the folder to write")
+    c.add_argument("dst", help="the folder to write: new, empty, or a previous export (with --force)")
     c.add_argument("--for", dest="engine", choices=EXPORT_ENGINES, default="dflash",
                    help="the loader to write for (default dflash: the authors' package; vllm carries a reduced "
                         "draft vocabulary via d2t, sglang and dflash need a full-vocabulary drafter)")
     c.add_argument("--dtype", choices=EXPORT_DTYPES, default="bfloat16", help="weight dtype (default bfloat16)")
     c.add_argument("--target", default=TARGET_FOLDER,
                    help=f"the drafter's target folder: its depth, context length and LM head (default {TARGET_FOLDER})")
+    c.add_argument("--force", action="store_true", help=FORCE_HELP.format(cmd="export"))
     c.set_defaults(func=cmd_convert)
     c = sub.add_parser("import", help="a reference DFlash folder -> our drafter folder")
-    c.add_argument("src")
-    c.add_argument("dst")
+    c.add_argument("src", help="a reference DFlash folder (config.json with dflash_config + model.safetensors)")
+    c.add_argument("dst", help="the folder to write: new, empty, or a previous import (with --force)")
+    c.add_argument("--force", action="store_true", help=FORCE_HELP.format(cmd="import"))
     c.set_defaults(func=cmd_convert)
     return ap
 
@@ -293,8 +312,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "exp":
             return cmd_exp(args, rest)
-        if args.command == "decode" and (args.max_new_tokens < 1 or args.temperature < 0):
-            raise DraftlabError("--max-new-tokens must be >= 1 and --temperature >= 0")
         return args.func(args)
     except InputFileError as e:
         from draftlab.pipeline.layout import rebuild_hint

@@ -14,14 +14,47 @@ from typing import Any, Callable
 from draftlab.errors import DraftlabError, InputFileError
 
 
+def umask() -> int:
+    """The process's umask (read from /proc where it can be, so no thread ever sees it changed)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode a plainly created file gets under the umask (0644 under umask 022)."""
+    return 0o666 & ~umask()
+
+
+def dir_mode() -> int:
+    """The mode a plainly created folder gets under the umask (0755 under umask 022)."""
+    return 0o777 & ~umask()
+
+
+def temp_dir(parent: Path, name: str) -> Path:
+    """A temporary sibling folder `.name.XXXX` of `parent`, with the mode a plain `mkdir` would give it
+    (mkdtemp's own is 0700: renamed into place, other users could not read the folder)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=parent))
+    tmp.chmod(dir_mode())
+    return tmp
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call write(tmp_path) and rename tmp_path onto path."""
+    """Call write(tmp_path) and rename tmp_path onto path. The file gets the mode the umask asks for
+    (mkstemp's own is 0600, which no other user could read)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -53,7 +86,7 @@ def write_json_folder(folder: str | Path, files: dict[str, Any]) -> Path:
 
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    tmp = temp_dir(folder.parent, folder.name)
     old = folder.parent / f".{folder.name}.old"
     try:
         for name, obj in files.items():
@@ -122,21 +155,42 @@ CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 
 
+def weight_files(config: dict, tensors: dict, fmt: str, meta: dict | None = None) -> dict[str, Callable[[Path], None]]:
+    """The writers of a weight folder's two files: config.json (`config` as given) and model.safetensors,
+    whose metadata carries the project's own entry `draftlab: fmt` (+ `meta`)."""
+    from safetensors.torch import save_file
+
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items() if v is not None}
+    text = json.dumps(config, indent=2) + "\n"
+    metadata = {"format": "pt", "draftlab": fmt, **(meta or {})}
+    return {CONFIG: lambda p: p.write_text(text),
+            WEIGHTS: lambda p: save_file(tensors, str(p), metadata=metadata)}
+
+
+def weights_metadata(path: str | Path) -> dict:
+    """The metadata of a folder's model.safetensors ({} when it has none or cannot be read)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(Path(path) / WEIGHTS), framework="pt") as f:
+            return dict(f.metadata() or {})
+    except Exception:  # noqa: BLE001 (missing, truncated, not safetensors)
+        return {}
+
+
 def save_weights_folder(path: str | Path, config: dict, tensors: dict, fmt: str) -> Path:
     """Write `path`/config.json (`config` + its `format`) and `path`/model.safetensors atomically: a
-    temporary sibling folder renamed onto `path`, so a reader never sees a half-written checkpoint."""
+    temporary sibling folder renamed onto `path`, so a reader never sees a half-written checkpoint. For a
+    stage's own outputs (the folder is the stage's: what was there is replaced); a folder a user names goes
+    through `draftlab.destination` instead, which never removes anything."""
     import shutil
-
-    from safetensors.torch import save_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items() if v is not None}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    tmp = temp_dir(path.parent, path.name)
     try:
-        tmp.chmod(0o755)
-        (tmp / CONFIG).write_text(json.dumps({**config, "format": fmt}, indent=2) + "\n")
-        save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt", "draftlab": fmt})
+        for name, write in weight_files({**config, "format": fmt}, tensors, fmt).items():
+            atomic_write(tmp / name, write)  # each file with the umask's mode (safetensors writes 0600)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -170,3 +224,14 @@ def read_folder_tensors(path: str | Path, what: str) -> dict:
         return load_file(str(wfile))
     except Exception as e:  # noqa: BLE001 (corrupt / truncated file)
         raise InputFileError(wfile, f"is not a readable safetensors file ({_first_line(e)})") from None
+
+
+def load_strict(module, tensors: dict, path: str | Path, fix: str) -> None:
+    """`module.load_state_dict(tensors, strict=True)`; a mismatch is one line naming the folder's weights, the
+    first concrete problem (a missing / unexpected key, a size mismatch) and `fix`."""
+    try:
+        module.load_state_dict(tensors, strict=True)
+    except RuntimeError as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        detail = (lines[1] if len(lines) > 1 else lines[0] if lines else type(e).__name__)[:240]
+        raise DraftlabError(f"{Path(path) / WEIGHTS} does not match its {CONFIG} ({detail}); {fix}") from None

@@ -99,6 +99,11 @@ def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, sch
     except ValidationError as e:
         key = getattr(e, "full_key", "?")
         msg = str(e).splitlines()[0]
+        if "is not a ListConfig" in msg:  # `benchmark.arms=ar`: a scalar where the schema has a list
+            given = next((ov.split("=", 1)[1] for ov in overrides or [] if ov.split("=", 1)[0] == key), None)
+            if given is None:
+                given = OmegaConf.select(OmegaConf.create(raw), key, default="...") if isinstance(raw, (dict, DictConfig)) else "..."
+            raise ConfigError(f"{key} takes a list: write {key}=[{given}] (several: {key}=[a,b])") from None
         raise ConfigError(f"{key}: {msg}") from None
     except OmegaConfBaseException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
@@ -117,8 +122,12 @@ def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = 
         raise ConfigError(f"{path} not found; run from the repository root or compose it: python -m draftlab.config compose")
     try:
         raw = OmegaConf.load(path)
-    except Exception as e:  # yaml syntax error
-        raise ConfigError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    except Exception as e:  # yaml syntax error: name the line (PyYAML's mark is 0-based)
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML ({what}); fix that line, or recompose the file: "
+                          f"python -m draftlab.config compose") from None
     return build_params(raw, overrides, arms=arms)
 
 

@@ -74,7 +74,44 @@ class Checkpoints:
     specopd_drafter: str  # the specopd stage's folder: t0/ (greedy-τ state) and t1/ (T=1 state)
     long_drafter: str  # the dflash-long control
     correctors: str  # the corrector stage's root: <variant>/drafter and <variant>/corrector
-    seeded_drafter: str = ""  # the seeded drafter (drafter.seed=lookup, SPEC §5): the dflash-seeded arm
+    seeded_drafter: str = ""  # the seeded drafter (drafter.seed=lookup, docs/algorithms.md "Seeded block drafting"): the dflash-seeded arm
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """What the params say a drafter of one kind (plain | seeded) is: its block size and its draft vocabulary's
+    configured size (0 = the full vocabulary; a trained one may hold fewer ids, never more)."""
+
+    block_size: int
+    draft_vocab_size: int = 0
+
+
+def check_drafter(arm: str, folder: str, drafter, kind: str, spec: DrafterSpec | None = None) -> None:
+    """One line when the drafter loaded from `folder` for the arm is not of the arm's kind ('plain' | 'seeded'), or
+    (with `spec`) has another block size or vocabulary than the params give that kind. A stub without `arch` passes."""
+    arch = getattr(drafter, "arch", None)
+    if arch is None:
+        return
+    got = "seeded" if arch.seeded else "plain"
+    if got != kind:
+        fix = ("give the arm a plain drafter folder (drafter.seed=none), or benchmark this one as dflash-seeded"
+               if kind == "plain" else "train it with drafter.seed=lookup (the pretrain_seeded stage)")
+        raise DraftlabError(f"arm {arm}: {folder} holds a {got} drafter (drafter.seed={arch.seed}), but the arm "
+                            f"decodes with a {kind} one; {fix}")
+    if spec is None:
+        return
+    where = "seeded.drafter.*" if kind == "seeded" else "drafter.*"
+    if arch.block_size != spec.block_size:
+        raise DraftlabError(f"arm {arm}: {folder} holds a drafter of block size {arch.block_size}, but the params give "
+                            f"the {kind} drafter block size {spec.block_size} ({where}); set block_size="
+                            f"{arch.block_size} there, or point the arm at a drafter of this run")
+    reduced, want = bool(arch.draft_vocab_size), 0 < spec.draft_vocab_size < arch.target_vocab_size
+    if reduced != want or (reduced and arch.draft_vocab_size > spec.draft_vocab_size):
+        have = f"a {arch.draft_vocab_size}-token draft vocabulary" if reduced else "the full vocabulary"
+        said = f"{spec.draft_vocab_size} tokens" if want else "the full vocabulary (0)"
+        raise DraftlabError(f"arm {arm}: {folder} holds a drafter with {have}, but the params give the {kind} drafter "
+                            f"draft_vocab_size = {said} ({where}); set it to {arch.draft_vocab_size}, or point the "
+                            f"arm at a drafter of this run")
 
 
 @dataclass
@@ -88,11 +125,18 @@ class ArmContext:
     pld: Any = None  # prompt-lookup settings (a PLDConfig: max_ngram, num_tokens, min_match, hybrid)
     block_size: int = 8  # S of the drafter-less `pld` arm (the drafter's block size, for a same-width comparison)
     seeded_verify: Any = None  # the dflash-seeded-cut arm's verify-width rule (a VerifyConfig: rule, extra, min_prob)
+    base: str = "plain"  # the kind of drafter the arm being built decodes with ('plain' | 'seeded'; `on_base` sets it)
+    expect: dict[str, DrafterSpec] | None = None  # kind -> what the params say that drafter is (None: kind only)
+    arm: str = ""  # the arm being built (named in the checks' messages)
 
-    def drafter(self, folder: str) -> Drafter:
+    def drafter(self, folder: str, kind: str | None = None) -> Drafter:
+        """The drafter of `folder`, checked to be of `kind` (default: the arm's base) and of the params' shape."""
         if self.load_drafter is None:
             raise DraftlabError(f"no drafter loader given; cannot load {folder}")
-        return self.load_drafter(folder)
+        drafter = self.load_drafter(folder)
+        kind = kind or self.base
+        check_drafter(self.arm or "?", folder, drafter, kind, (self.expect or {}).get(kind))
+        return drafter
 
 
 class ARArm:
@@ -165,15 +209,11 @@ def seeded_drafter(name: str, ctx: ArmContext) -> Drafter:
     if (Path(folder) / DISABLED).exists():
         raise DraftlabError(f"arm {name}: {folder} holds no drafter (the pretrain_seeded stage ran with "
                             f"seeded.enabled=false); set seeded.enabled=true and re-run it, or drop {name} from the arms")
-    drafter = ctx.drafter(folder)
-    if not drafter.arch.seeded:
-        raise DraftlabError(f"arm {name}: the drafter at {folder} is plain (drafter.seed=none); train it with "
-                            f"drafter.seed=lookup")
-    return drafter
+    return ctx.drafter(folder, "seeded")
 
 
 def seeded_arm(name: str, ctx: ArmContext) -> Arm:
-    """DFlash decoding with the seeded drafter (its blocks start from the lookup continuation, SPEC §5)."""
+    """DFlash decoding with the seeded drafter (its blocks start from the lookup continuation; docs/algorithms.md "Seeded block drafting")."""
     return SpeculativeArm(name, ctx.target, seeded_drafter(name, ctx), None, ctx.pad_id, ctx.cfg.compact_threshold)
 
 
@@ -232,8 +272,10 @@ def on_base(factory: ArmFactory, base: str) -> ArmFactory:
     'seeded'): every drafter folder it reads is compared with the stage's record (`trained_base`); a mismatch is
     one line naming the arm and the fix."""
     def build(name: str, ctx: ArmContext) -> Arm:
-        def load(folder: str) -> Drafter:
-            drafter = ctx.drafter(folder)
+        def load(folder: str) -> Drafter:  # the kind and shape are checked by the context's `drafter` after this
+            if ctx.load_drafter is None:
+                raise DraftlabError(f"no drafter loader given; cannot load {folder}")
+            drafter = ctx.load_drafter(folder)
             got = trained_base(folder, drafter)
             if got is not None and got != base:
                 fix = (f"benchmark it as '{plain_name(name)}' (benchmark/arms=all), or set seeded.methods=true and re-run "
@@ -244,7 +286,7 @@ def on_base(factory: ArmFactory, base: str) -> ArmFactory:
                                     f"{base} one; {fix}")
             return drafter
 
-        return factory(name, replace(ctx, load_drafter=load))
+        return factory(name, replace(ctx, load_drafter=load, base=base))
 
     return build
 
@@ -337,4 +379,4 @@ def build_arm(name: str, ctx: ArmContext, table: dict[str, ArmFactory] | None = 
     if name not in table:
         raise DraftlabError(f"unknown benchmark arm '{name}'; known: {', '.join(sorted(table))} "
                             f"(a new arm is an entry in ARM_TABLE, draftlab/bench/arms.py)")
-    return table[name](name, ctx)
+    return table[name](name, replace(ctx, arm=name))

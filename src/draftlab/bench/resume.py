@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from safetensors.torch import load_file, save_file
 from draftlab.bench.runner import BatchRun
 from draftlab.decoding import GenerationResult
 from draftlab.decoding.common import RoundRecord
+from draftlab.io import atomic_write
 
 KEY = "key.json"
 _REC_TENSORS = ("stream", "offset", "accepted", "proposals", "topk_ids", "topk_logits", "target_tokens")
@@ -108,7 +108,7 @@ class RunStore:
             shutil.rmtree(self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         if not same:
-            _atomic(stored, lambda tmp: tmp.write_text(json.dumps(key, sort_keys=True, indent=1)))
+            atomic_write(stored, lambda tmp: tmp.write_text(json.dumps(key, sort_keys=True, indent=1)))
 
     def _path(self, group: str) -> Path:
         return self.folder / f"{hashlib.sha256(group.encode()).hexdigest()[:20]}.safetensors"
@@ -131,16 +131,11 @@ class RunStore:
     def put(self, group: str, runs: list[BatchRun]) -> None:
         tensors: dict = {}
         meta = {"group": group, "runs": [_encode(r, f"r{i}.", tensors) for i, r in enumerate(runs)]}
-        _atomic(self._path(group), lambda tmp: save_file(tensors, str(tmp), metadata={"runs": json.dumps(meta)}))
+        atomic_write(self._path(group), lambda tmp: save_file(tensors, str(tmp), metadata={"runs": json.dumps(meta)}))
 
 
 def discard(folder: str | Path) -> None:
     """Remove a finished run's record (after its outputs are written): a deliberate re-run measures again."""
     shutil.rmtree(folder, ignore_errors=True)
 
-
-def _atomic(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
 

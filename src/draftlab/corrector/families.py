@@ -18,7 +18,7 @@ from draftlab.corrector.selector import CandidateSelector
 from draftlab.corrector.sequential import SequentialArch, SequentialCorrector, build_sequential, sequential_arch
 from draftlab.corrector.variants import TABLE
 from draftlab.errors import DraftlabError
-from draftlab.io import read_folder_config, read_folder_tensors
+from draftlab.io import load_strict, read_folder_config, read_folder_tensors
 
 HINT = "run the corrector stage with that variant in corrector.variants"
 
@@ -68,8 +68,5 @@ def load_corrector(folder: str | Path, drafter) -> Corrector:
                                 f"{(arch.hidden_size, arch.vocab_size, arch.draft_vocab_size, arch.embed_dim)}; this one "
                                 f"has {(want.hidden_size, want.vocab_size, want.draft_vocab_size, want.embed_dim)}")
         model = build_walk(arch, drafter)
-    try:
-        model.load_state_dict(read_folder_tensors(folder, "corrector"), strict=True)
-    except RuntimeError as e:
-        raise DraftlabError(f"{folder} does not match its config.json: {str(e).splitlines()[0][:200]}") from None
+    load_strict(model, read_folder_tensors(folder, "corrector"), folder, "re-run the corrector stage that wrote it")
     return model.to(device=drafter.device, dtype=drafter.dtype).eval()

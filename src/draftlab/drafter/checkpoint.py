@@ -18,7 +18,7 @@ import torch
 from draftlab.drafter.model import FORMAT, DFlashDrafter, DrafterArch
 from draftlab.errors import DraftlabError
 from draftlab.ngram import check_seed
-from draftlab.io import CONFIG, WEIGHTS, read_folder_config, read_folder_tensors, save_weights_folder
+from draftlab.io import CONFIG, load_strict, read_folder_config, read_folder_tensors, save_weights_folder
 
 
 # the only file of a drafter folder the pipeline leaves without a drafter (pretrain_seeded with seeded.enabled=false)
@@ -70,10 +70,7 @@ def load_drafter(path: str | Path, target, device: str | torch.device | None = N
     tensors = read_folder_tensors(path, "drafter")
     vocab = tensors.get("draft_vocab")
     drafter = DFlashDrafter(arch, target.embed_tokens, target.lm_head, vocab)
-    try:
-        drafter.load_state_dict(tensors, strict=True)
-    except RuntimeError as e:
-        raise DraftlabError(f"{path / WEIGHTS} does not match its {CONFIG}: {str(e).splitlines()[0][:200]}") from None
+    load_strict(drafter, tensors, path, "re-run the stage that wrote it, or re-import the drafter")
     drafter = drafter.to(device or target.device)
     if dtype is not None:
         drafter = drafter.to(dtype)

@@ -27,7 +27,8 @@ from torch import nn
 from draftlab.drafter.model import FORMAT, DFlashDrafter, DrafterArch
 from draftlab.drafter.arch import require_plain
 from draftlab.errors import DraftlabError
-from draftlab.io import CONFIG, WEIGHTS, atomic_write, read_folder_tensors, save_weights_folder
+from draftlab.destination import WRITTEN_BY, check_destination, write_files
+from draftlab.io import CONFIG, WEIGHTS, load_strict, read_folder_tensors, weight_files
 
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")
 MLP = ("gate_proj", "up_proj", "down_proj")
@@ -94,13 +95,9 @@ def check_exportable(arch: DrafterArch) -> None:
 
 
 def write_reference_folder(folder: str | Path, cfg: dict, state: dict[str, torch.Tensor]) -> Path:
-    """config.json (a plain transformers config: no `format` key) + model.safetensors, atomically."""
-    folder = Path(folder)
-    save_weights_folder(folder, cfg, state, "dflash-reference")
-    written = json.loads((folder / CONFIG).read_text())
-    written.pop("format", None)  # the reference's config.json is a plain transformers config
-    atomic_write(folder / CONFIG, lambda p: p.write_text(json.dumps(written, indent=2) + "\n"))
-    return folder
+    """config.json (a plain transformers config: no `format` key) + model.safetensors (its metadata marks it as
+    the project's export), each atomically; nothing else in `folder` is touched (`draftlab.destination`)."""
+    return write_files(folder, weight_files(cfg, state, "dflash-reference", {WRITTEN_BY: "export"}))
 
 
 def export_reference(drafter: DFlashDrafter, folder: str | Path) -> Path:
@@ -127,6 +124,10 @@ def _refuse(cfg: dict, where: Path) -> None:
         why = "it scales its input embeddings"
     elif get("mask_token_id") is None:
         why = "its config has no mask_token_id"
+    elif cfg.get("draft_vocab_size") and int(cfg["draft_vocab_size"]) != int(cfg.get("vocab_size", -1)):
+        why = (f"it drafts over a reduced {cfg['draft_vocab_size']}-token vocabulary (a `draftlab export --for vllm` "
+               f"folder: d2t + its own lm_head); import a full-vocabulary folder (export --for dflash), or benchmark "
+               f"the original drafter folder with benchmark.drafter=...")
     if why:
         raise DraftlabError(f"cannot import {where}: {why}")
 
@@ -155,9 +156,11 @@ def arch_from_reference(cfg: dict, where: Path) -> DrafterArch:
         raise DraftlabError(f"cannot import {where}: its config.json lacks {e.args[0]!r}") from None
 
 
-def import_reference(src: str | Path, folder: str | Path, info: dict | None = None) -> Path:
-    """Read a reference folder and write it as our drafter folder (full vocabulary)."""
+def import_reference(src: str | Path, folder: str | Path, info: dict | None = None, force: bool = False) -> Path:
+    """Read a reference folder and write it as our drafter folder (full vocabulary) into `folder`, which must be
+    new, empty, or a previous import (then only with `force`; `draftlab.destination`)."""
     src = Path(src)
+    dst = check_destination(folder, src, "import", force)
     cfg_file = src / CONFIG
     if not cfg_file.exists():
         raise DraftlabError(f"cannot import {src}: no {CONFIG} there (a reference DFlash folder has config.json + "
@@ -171,9 +174,8 @@ def import_reference(src: str | Path, folder: str | Path, info: dict | None = No
         raise DraftlabError(f"cannot import {src}: no {WEIGHTS} there (sharded checkpoints: merge them first)")
     state = from_reference_names(read_folder_tensors(src, "reference drafter"))
     check = DFlashDrafter(arch, nn.Embedding(1, 1), nn.Linear(1, 1))  # shapes only; the target attaches at load
-    try:
-        check.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        raise DraftlabError(f"{src / WEIGHTS} does not fit its {CONFIG}: {str(e).splitlines()[0][:200]}") from None
-    out = {**arch.to_dict(), "target_hidden_size": arch.hidden_size, "info": {"imported_from": str(src), **(info or {})}}
-    return save_weights_folder(folder, out, check.state_dict(), FORMAT)
+    load_strict(check, state, src, "it is not a DFlash (V1) reference folder this drafter can hold")
+    out = {**arch.to_dict(), "target_hidden_size": arch.hidden_size, "format": FORMAT,
+           "info": {"imported_from": str(src), **(info or {})}}
+    write_files(dst, weight_files(out, check.state_dict(), FORMAT, {WRITTEN_BY: "import"}))
+    return Path(folder)

@@ -327,14 +327,18 @@ def export_for(drafter: DFlashDrafter, folder: str | Path, engine: str, facts: T
     return write_reference_folder(folder, cfg, state)
 
 
-def export_folder(src: str | Path, dst: str | Path, engine: str, target: str | Path, dtype: str = "bfloat16") -> Path:
+def export_folder(src: str | Path, dst: str | Path, engine: str, target: str | Path, dtype: str = "bfloat16",
+                  force: bool = False) -> Path:
     """`draftlab export`: our drafter folder `src` -> the DFlash folder `dst` for `engine`, reading the target
-    folder's facts. An unsupported drafter is refused before the target is read."""
+    folder's facts. `dst` must be new, empty, or a previous export (then only with `force`, which replaces only the
+    export's own two files; `draftlab.destination`). An unsupported drafter is refused before the target is read."""
     from torch import nn
 
+    from draftlab.destination import check_destination
     from draftlab.drafter.checkpoint import read_arch
-    from draftlab.io import read_folder_tensors
+    from draftlab.io import load_strict, read_folder_tensors
 
+    check_destination(dst, src, "export", force)
     arch, _ = read_arch(src)
     check_exportable(arch, engine)
     facts = facts_from_folder(target)
@@ -343,8 +347,6 @@ def export_folder(src: str | Path, dst: str | Path, engine: str, target: str | P
     # one of the target's row count so the drafter can index its draft vocabulary
     head = nn.Linear(1, arch.target_vocab_size, bias=False)
     drafter = DFlashDrafter(arch, nn.Embedding(1, 1), head, tensors.get("draft_vocab"))
-    try:
-        drafter.load_state_dict(tensors, strict=True)
-    except RuntimeError as e:
-        raise DraftlabError(f"{Path(src) / WEIGHTS} does not match its {CONFIG}: {str(e).splitlines()[0][:200]}") from None
-    return export_for(drafter, dst, engine, facts, dtype)
+    load_strict(drafter, tensors, src, "re-run the stage that wrote it")
+    export_for(drafter, dst, engine, facts, dtype)
+    return Path(dst)

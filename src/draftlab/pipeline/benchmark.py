@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from draftlab.bench.arms import ArmContext, Checkpoints, build_arm
+from draftlab.bench.arms import ArmContext, Checkpoints, DrafterSpec, build_arm
 from draftlab.bench.metrics import compute
 from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, run_benchmark
 from draftlab.bench.simulate import simulated_tau
@@ -53,11 +53,22 @@ def drafter_dtype(name: str, target) -> torch.dtype:
     return target.dtype if name == "auto" else getattr(torch, name)
 
 
+def drafter_specs(params) -> dict:
+    """kind -> `DrafterSpec` of the plain drafter (drafter.*) and, when enabled, the seeded one (seeded.drafter.*
+    over drafter.*): what every drafter an arm loads is checked against."""
+    specs = {"plain": DrafterSpec(params.drafter.block_size, params.drafter.draft_vocab_size)}
+    if params.seeded.enabled:
+        d, _ = params.seeded.resolve(params.drafter, params.pretrain)
+        specs["seeded"] = DrafterSpec(d.block_size, d.draft_vocab_size)
+    return specs
+
+
 def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int, pld=None, block_size: int = 8,
-               names: list[str] | None = None, seeded_verify=None) -> dict:
+               names: list[str] | None = None, seeded_verify=None, expect: dict | None = None) -> dict:
     """name -> Arm for every arm of `names` (default: the headline, then the ablation arms; drafters loaded once
     per folder); pld: the PLDConfig, block_size: S of the drafter-less `pld` arm; seeded_verify: the
-    `seeded.verify` section (the dflash-seeded-cut arm's verify width; None = its defaults)."""
+    `seeded.verify` section (the dflash-seeded-cut arm's verify width; None = its defaults); expect: kind ->
+    `DrafterSpec` (`drafter_specs(params)`: every loaded drafter is checked against it; None = its kind only)."""
     drafters: dict = {}
     dtype = drafter_dtype(cfg.drafter_dtype, target)
 
@@ -68,14 +79,15 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
                 install(drafters[folder])
         return drafters[folder]
 
-    ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size, seeded_verify=seeded_verify)
+    ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size, seeded_verify=seeded_verify,
+                     expect=expect)
     return {name: build_arm(name, ctx) for name in (cfg.running_arms() if names is None else names)}
 
 
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
         progress: Callable[[int], Callable[[str], None]] | None = None, pld=None,
         block_size: int = 8, *, reference: ReferenceConfig, seeded_verify=None, record: str | None = None,
-        record_key: dict | None = None) -> tuple[dict, BenchRuns]:
+        record_key: dict | None = None, expect: dict | None = None) -> tuple[dict, BenchRuns]:
     """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
     pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms; reference (the
     reference section) tells which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out;
@@ -87,7 +99,7 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     window = int(getattr(target.config, "max_position_embeddings", 4096))
     suites, pool = select(cfg, data, tok, window, reference)
-    arms = build_arms(target, cfg, checkpoints, pad, pld, block_size, seeded_verify=seeded_verify)
+    arms = build_arms(target, cfg, checkpoints, pad, pld, block_size, seeded_verify=seeded_verify, expect=expect)
     tick = progress(plan_size(cfg, suites, arms)) if progress else None
     store = None
     if record and cfg.resume:

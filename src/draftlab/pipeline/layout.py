@@ -94,3 +94,32 @@ def rebuild_hint(path: str) -> str:
     stage, out, cached = found
     restore = f" (or restore the last version: dvc checkout {out})" if cached else ""
     return f"; stage '{stage}' writes it: rebuild with `dvc repro -f -s {stage}`{restore}"
+
+
+def model_folder_keys(params) -> dict[str, str]:
+    """params key -> the model folder it names, for every key that may point at a folder a user brings."""
+    return {"benchmark.drafter": params.benchmark.drafter, "pretrain.init_from": params.pretrain.init_from,
+            "specopd.base_drafter": params.specopd.base_drafter, "corrector.base_drafter": params.corrector.base_drafter,
+            "corrector.specopd_drafter": params.corrector.specopd_drafter}
+
+
+def check_model_folders(params) -> None:
+    """One line for a model folder key that names a path no stage writes and that holds no model (a typo, or a
+    folder not copied yet). A stage-written path is left alone: it does not exist before its stage runs."""
+    from pathlib import Path
+
+    from draftlab.errors import ConfigError
+
+    written = (PLAIN_DRAFTER, SEEDED_DRAFTER, SPECOPD_DRAFTER, LONG_DRAFTER, CORRECTORS)
+    for key, path in model_folder_keys(params).items():
+        norm = os.path.normpath(path) if path else ""
+        if not path or any(norm == w or norm.startswith(w + os.sep) for w in written) or producer(path) is not None:
+            continue
+        folder = Path(path)
+        if not folder.is_dir():
+            raise ConfigError(f"{key}={path}: no such folder, and no stage of {DVC_YAML} writes it; give a drafter "
+                              f"folder (config.json + model.safetensors, e.g. one `draftlab import` wrote) or the "
+                              f"stage's default")
+        if not (folder / "config.json").is_file() and not any(folder.glob("*/config.json")):
+            raise ConfigError(f"{key}={path}: the folder holds no config.json (not a model folder); give a drafter "
+                              f"folder (config.json + model.safetensors)")

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from draftlab.config import Params
-from draftlab.errors import ConfigError
+from draftlab.errors import ConfigError, DraftlabError
 from draftlab.plan import memory as M
 from draftlab.plan.arch import DrafterShape, TargetShape, drafter_shape
 
@@ -32,6 +32,19 @@ class Device:
     memory_gib: float = 80.0
     fill: float = 1.0  # mean sequence length / the configured maximum
     tau: float = 3.0  # committed tokens per round in the benchmark's speculative arms
+
+    def check(self) -> None:
+        """One line naming the `draftlab plan` flag of an impossible value (a zero or negative count, rate or size)."""
+        rules = (("--gpus", self.gpus, self.gpus >= 1, "a whole number of devices >= 1"),
+                 ("--tflops", self.tflops, self.tflops > 0, "the device's peak TFLOP/s, > 0 (e.g. 989 for an H100)"),
+                 ("--efficiency", self.efficiency, 0 < self.efficiency <= 1, "achieved / peak FLOP/s, in (0, 1]"),
+                 ("--bandwidth", self.bandwidth, self.bandwidth > 0, "the device's memory bandwidth in GB/s, > 0"),
+                 ("--gpu-mem", self.memory_gib, self.memory_gib > 0, "GiB of memory per device, > 0 (e.g. 80)"),
+                 ("--fill", self.fill, 0 < self.fill <= 1, "mean length / configured maximum, in (0, 1]"),
+                 ("--tau", self.tau, self.tau >= 1, "tokens committed per round, >= 1"))
+        for flag, value, ok, what in rules:
+            if not ok or (isinstance(value, float) and not math.isfinite(value)):
+                raise DraftlabError(f"{flag} {value:g} is not possible: give {what}")
 
     def assumptions(self) -> str:
         return (f"time = FLOPs / ({self.gpus} GPU x {self.tflops:g} TFLOP/s x {self.efficiency:g} efficiency) for the "
@@ -94,7 +107,7 @@ def _bytes(dev: Device) -> tuple[int, int, bool]:
 
 
 def _local(batch: int, dev: Device) -> int:
-    """A training step's sequences on one device: the global batch split over the GPUs' ranks (issue 21 item 3)."""
+    """A training step's sequences on one device: the global batch split over the GPUs' ranks (DDP)."""
     return math.ceil(batch / dev.gpus)
 
 

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from draftlab.io import temp_dir
 from draftlab.verifier.model import causal_mask
 
 FEATURE_DTYPES = {"float16": np.float16, "float32": np.float32}
@@ -171,7 +171,7 @@ class FeatureStore:
             return store, {"feature_cache": str(path), "feature_cache_bytes": store.nbytes, "feature_cache_reused": True,
                            "feature_compute_s": 0.0}
         Path(root).mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+        tmp = temp_dir(Path(root), key)
         t0 = time.time()
         try:
             n_tok = int(seqs.offsets[-1])

@@ -111,6 +111,8 @@ class DrafterModule(L.LightningModule):
         self.last_val: dict = {}
         self.start_step = 0
         self.loss_curve: list[float] = []  # the global training loss of every optimiser step
+        self.grad_norm_curve: list[float] = []  # the global gradient's L2 norm of every step (after DDP's all-reduce,
+        # before clipping): equal on 1 process and N ranks at step 1 to fp32 rounding (tests/test_ddp.py)
         self._t_last: float | None = None
         self._marks = (0, 0, 0)  # the counters at the last step's sync (slot predictions, labels, uncovered)
         self._stats: dict[str, BlockStats] = {}
@@ -267,6 +269,11 @@ class DrafterModule(L.LightningModule):
         if self.progress() >= 1.0:
             self.trainer.should_stop = True
 
+    def on_before_optimizer_step(self, optimizer) -> None:
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])) if grads else None
+        self.grad_norm_curve.append(float(norm) if norm is not None else 0.0)
+
     def _sync_step(self, dt: float, loss: float) -> tuple[float, float]:
         """One all-reduce per step under DDP: (the ranks' mean step time, the global loss); the counters
         become the sums over ranks. One process: (dt, loss) unchanged."""
@@ -372,7 +379,7 @@ class DrafterModule(L.LightningModule):
         checkpoint["draftlab"] = {"train_seconds": self.train_seconds, "slot_predictions": self.slot_predictions,
                                   "uncovered": self.uncovered, "labels_seen": self.labels_seen,
                                   "history": self.history, "best": self.best, "last_val": self.last_val,
-                                  "loss_curve": self.loss_curve}
+                                  "loss_curve": self.loss_curve, "grad_norm_curve": self.grad_norm_curve}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         st = checkpoint.get("draftlab", {})
@@ -384,3 +391,4 @@ class DrafterModule(L.LightningModule):
         self.best = st.get("best")
         self.last_val = st.get("last_val", {})
         self.loss_curve = list(st.get("loss_curve", []))
+        self.grad_norm_curve = list(st.get("grad_norm_curve", []))

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +16,7 @@ import torch
 
 from draftlab.data.suites import package_file
 from draftlab.errors import DraftlabError, InputFileError
-from draftlab.io import check_safetensors, read_json
+from draftlab.io import check_safetensors, read_json, temp_dir
 from draftlab.verifier.model import SUPPORTED_MODEL_TYPES, TargetModel
 
 if TYPE_CHECKING:  # the section types only annotate; reading them needs no config import
@@ -60,9 +59,7 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 def _atomic_dir(out_dir: Path):
     """A temporary sibling folder that replaces out_dir only when complete."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    tmp.chmod(0o755)
-    return tmp
+    return temp_dir(out_dir.parent, out_dir.name)
 
 
 def _publish(tmp: Path, out_dir: Path) -> None:

@@ -1,0 +1,33 @@
+"""Small statistics shared by the tests, the accelerator check and the benchmark's helpers: the Pearson
+chi-square goodness-of-fit p-value (the sampling rules' exactness tests) and order-statistic quantiles (the
+timings' median and p20). Plain torch and the standard library."""
+from __future__ import annotations
+
+import math
+
+
+def chi_square_pvalue(counts, probs, min_expected: float = 5.0) -> float:
+    """Pearson chi-square goodness of fit of counts [V] to probs [V]; cells expecting < `min_expected` are pooled
+    into one (so the statistic's chi-square approximation holds)."""
+    import torch
+
+    counts, probs = counts.double().cpu(), probs.double().cpu()
+    expected = probs / probs.sum() * counts.sum()
+    small = expected < min_expected
+    obs = torch.cat([counts[~small], counts[small].sum()[None]])
+    exp = torch.cat([expected[~small], expected[small].sum()[None]])
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    stat = ((obs - exp) ** 2 / exp).sum()
+    df = obs.numel() - 1
+    return float(torch.special.gammaincc(torch.tensor(df / 2.0, dtype=torch.float64), stat / 2.0))
+
+
+def quantile(xs, q: float) -> float | None:
+    """The q-quantile of xs by linear interpolation between order statistics (None for no values)."""
+    s = sorted(float(x) for x in xs)
+    if not s:
+        return None
+    pos = q * (len(s) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
