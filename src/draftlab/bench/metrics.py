@@ -19,9 +19,11 @@
   which speculation matches AR on this machine.
 - summary per arm, beside the means over suites: `proposal_share_of_round` (mean share of the
   `propose` phase in a round over suites and temperatures: the corrector's cost; the argmax for
-  plain DFlash) and `headroom_closed_t0` = (τ_arm − τ_dflash) / (τ_oracle − τ_dflash) at T=0, with
-  τ_oracle the oracle τ of the `dflash` arm's drafter (the share of its top-K headroom an arm closes);
-  `headroom_closed_reachable_t0` the same against its reachable oracle τ.
+  plain DFlash) and `headroom_closed_t0` = (τ_arm − τ_base) / (τ_oracle(base) − τ_base) at T=0 (means over
+  suites), the base being the arm's own uncorrected drafter (`dflash-seeded` for arms on the seeded drafter,
+  `dflash` for the others; None for the lookup arms, whose proposals are not the drafter's candidates) and
+  τ_oracle(base) its top-K oracle τ; `headroom_closed_reachable_t0` the same against its reachable oracle τ
+  (definitions: draftlab.bench.oracles).
 - sources (arms whose proposal step records `lookup_len`: `pld`, `dflash-pld`): per source (lookup /
   drafter) the share of (stream, round) pairs it proposed, accepted proposals per such round, and the
   accepted tokens it contributed (in a spliced block the lookup's slots come first).
@@ -45,6 +47,7 @@ import torch
 
 from draftlab.bench.positions import reading as position_reading
 from draftlab.bench.copying import reading
+from draftlab.bench.oracles import headroom_base, headroom_closed, is_lookup  # noqa: F401 (headroom_closed: re-exported)
 from draftlab.bench.runner import BatchRun
 from draftlab.corrector.paths import oracle_path
 from draftlab.decoding.verify import greedy_accept_length
@@ -237,7 +240,7 @@ def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar", base_arm:
                 m["speedup"] = _ratio_of(m, ar, "tokens_per_s")
                 m["break_even_tau"] = break_even(m, ar) if ar and arm != ar_arm else None
                 sweep_ratios(m, base)
-    return {"suites": _plain(suites), "concurrency": _plain(conc), "summary": summary(suites, conc, arms, base_arm)}
+    return {"suites": _plain(suites), "concurrency": _plain(conc), "summary": summary(suites, conc, arms)}
 
 
 def _ratio_of(m: dict, base: dict | None, key: str) -> float | None:
@@ -261,7 +264,7 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-def summary(suites: dict, conc: dict, arms: list[str], base_arm: str = "dflash") -> dict:
+def summary(suites: dict, conc: dict, arms: list[str]) -> dict:
     out = {}
     for arm in arms:
         e: dict = {}
@@ -300,8 +303,9 @@ def summary(suites: dict, conc: dict, arms: list[str], base_arm: str = "dflash")
             e["concurrency_tau_ratio"] = {tk: {c: m["tau_ratio"] for c, m in by_arm[arm].items()}
                                           for tk, by_arm in conc.items() if arm in by_arm}
         out[arm] = e
-    base = out.get(base_arm, {})
     for arm, e in out.items():  # speculative arms (those with top-K records); AR has no headroom
+        b = headroom_base(arm, is_lookup(e))  # its own uncorrected drafter; None for a lookup arm
+        base = out.get(b, {}) if b else {}
         for name in ORACLES:  # headroom_closed_t0 (top-K oracle), headroom_closed_reachable_t0
             e["headroom_closed" + name[len("oracle_tau"):] + "_t0"] = None if f"{name}_t0" not in e else headroom_closed(
                 e.get("tau_t0"), base.get("tau_t0"), base.get(f"{name}_t0"))
@@ -319,13 +323,6 @@ def merge_sources(parts: list[dict]) -> dict:
                   "accepted_per_round": acc / rounds if rounds else None,
                   "accepted_tokens": sum(p[k]["accepted_tokens"] for p in parts)}
     return out
-
-
-def headroom_closed(tau: float | None, tau_base: float | None, tau_oracle: float | None) -> float | None:
-    """(τ_arm − τ_base) / (τ_oracle − τ_base); None when undefined (no base arm, no headroom)."""
-    if tau is None or tau_base is None or tau_oracle is None or tau_oracle - tau_base <= 1e-9:
-        return None
-    return (tau - tau_base) / (tau_oracle - tau_base)
 
 
 def _plain(d):
