@@ -11,15 +11,17 @@ import streamlit as st
 
 import cached as C
 import loaders as L
+import oracle_view as OV
 import peers as R
 import plots as P
 from cached import fmt_na, missing, options
 from colours import arm_order
+from draftlab.bench.oracles import unmeasured_arms
 from positions import label, positions_section
 
-# the oracles every headroom figure is read against (benchmark metric -> label); any other oracle τ the
-# benchmark reports is shown too, under its metric name
-ORACLES = {"oracle_tau": "top-K oracle", "oracle_tau_reachable": "reachable oracle"}
+NO_TAU_NOTE = ("**{arms}**: no acceptance figure. Hugging Face `generate` reports no rounds, so these rows' τ is not "
+               "measured (the benchmark detail stores 1.0 there as a placeholder; with prompt lookup, "
+               "`hf-generate-pld` does speculate, but its acceptance is not reported); their tokens/s are measured.")
 
 
 def benchmark_page(root: Path, title: str):
@@ -111,19 +113,17 @@ def acceptance(root: Path) -> None:
     temp = c1.selectbox("temperature", temps, key="acc_temp")
     suites = c2.multiselect("suites", options(rows["suite"]), default=options(rows["suite"]), key="acc_suites")
     sel = rows[(rows["temperature"] == temp) & rows["suite"].isin(suites)]
-    spec = sel[sel["arm"].isin(sel.loc[sel.get("accept_curve", pd.Series(dtype=object)).notna(), "arm"])] \
-        if "accept_curve" in sel.columns else sel.iloc[0:0]
 
     st.subheader("τ per arm and suite")
-    tau = sel.pivot_table(index="arm", columns="suite", values="tau", aggfunc="first")
-    tau["mean"] = tau.mean(axis=1)
-    tau = tau.reindex(arm_order(tau.index))
-    abl = sel.groupby("arm")["ablation"].first().to_dict() if "ablation" in sel.columns else {}
-    tau.index = [label(a, abl.get(a)) for a in tau.index]  # ablation arms: a smaller sample, marked
-    st.dataframe(tau.style.format("{:.3f}"), width="stretch")
+    unmeasured = unmeasured_arms(detail)
+    st.dataframe(tau_table(sel, unmeasured), width="stretch")
+    shown_unmeasured = [a for a in arm_order(sel["arm"].unique()) if a in unmeasured]
+    if shown_unmeasured:
+        st.caption(NO_TAU_NOTE.format(arms="`, `".join(shown_unmeasured).join("``")))
     st.markdown(best_line(detail, temp))
+    measured = sel[~sel["arm"].isin(unmeasured)]
     if "tau_lo" in sel.columns and sel["tau_lo"].notna().any():
-        st.altair_chart(P.bar_chart(sel.dropna(subset=["tau"]), "tau", "τ per suite"))
+        st.altair_chart(P.bar_chart(measured.dropna(subset=["tau"]), "tau", "τ per suite"))
         st.caption("Whiskers: 95% bootstrap interval over the suite's prompts. Mean over all suites with its interval "
                    "(the suites resampled together):")
         st.dataframe(fmt_na(summary_table(detail, temp, ("tau",))), width="stretch")
@@ -157,44 +157,72 @@ def acceptance(root: Path) -> None:
             st.altair_chart(P.coverage_chart(cov[1], slots))
     oracles = oracle_columns(sel)
     if oracles:
-        headroom(sel, spec, oracles)
+        headroom(sel, oracles, (detail.get("config") or {}).get("topk"))
     else:
         st.info("No oracle τ yet (needs recorded top-K candidates): run `dvc repro benchmark`.")
     R.sources_section(detail, temp)
 
 
-def headroom(sel: pd.DataFrame, spec: pd.DataFrame, oracles: list[str]) -> None:
-    """Each oracle's τ beside the arms' τ, and the share of each oracle's headroom an arm closes over a baseline."""
-    label = {c: ORACLES.get(c, c) for c in oracles}
-    o = sel.dropna(subset=oracles[:1])[["suite", "arm", "tau", *oracles]].copy()
-    for c in oracles:
-        o[f"headroom ({label[c]} − τ)"] = o[c] - o["tau"]
-    st.dataframe(fmt_na(o), hide_index=True, width="stretch")
+def tau_table(sel: pd.DataFrame, unmeasured: set[str]) -> pd.DataFrame:
+    """τ per arm (rows) and suite (columns) with the mean over the suites, as text: three decimals, "not reported"
+    for an arm whose τ is no measurement (the Hugging Face generate rows), "n/a" where the arm did not run."""
+    tau = sel.pivot_table(index="arm", columns="suite", values="tau", aggfunc="first")
+    tau["mean"] = tau.mean(axis=1)
+    tau = tau.reindex(arm_order(tau.index))
+    out = tau.map(lambda v: "n/a" if pd.isna(v) else f"{v:.3f}").astype(object)
+    out.loc[[a for a in out.index if a in unmeasured]] = OV.NOT_REPORTED
+    abl = sel.groupby("arm")["ablation"].first().to_dict() if "ablation" in sel.columns else {}
+    out.index = [label(a, abl.get(a)) for a in out.index]  # ablation arms: a smaller sample, marked
+    return out
+
+
+ORACLE_NOTE = (
+    "**Oracle τ** is the τ a perfect re-selection among **the drafter's top-{k} candidates** would reach: per "
+    "round, the slots accepted while the target's token is among the drafter's top-{k} there, + 1 (the reachable "
+    "oracle keeps slot 1 = the drafter's top-1, the best a prefix-first greedy corrector can do). It is a ceiling "
+    "only for an arm that proposes among those candidates. The lookup arms (`dflash-pld`, ...) propose the prompt "
+    "lookup's tokens, which are not the drafter's candidates, so the drafter's oracle bounds nothing there: shown "
+    "as —, with the value in the note; so is an oracle that came out below the arm's τ.")
+HEADROOM_NOTE = (
+    "**Headroom closed** = (τ_arm − τ_base) / (oracle τ_base − τ_base), per suite at this temperature, where the "
+    "base is the arm's own uncorrected drafter decoding alone: `dflash-seeded` for an arm on the seeded drafter "
+    "(`dflash-seeded-cut` and every `<method>-seeded` arm), `dflash` for an arm on the plain drafter; oracle "
+    "τ_base is the base's oracle τ on the same prompts. 0% = no better than the base drafter alone, 100% = as good "
+    "as a perfect re-selection among the base drafter's top-{k}; below 0% = worse than the base; above 100% is "
+    "possible when the method retrained the drafter (SpecOPD, DCOCO's co-training). The bases themselves are not "
+    "listed; lookup arms have no headroom here (their proposals are not re-selections).")
+
+
+def headroom(sel: pd.DataFrame, oracles: list[str], k: int | None = None) -> None:
+    """Each oracle τ beside the arms' τ (only where it is a ceiling), and the share of its own base's headroom
+    each arm closes (definitions: draftlab.bench.oracles)."""
+    kk = k or "K"
+    o = OV.oracle_frame(sel, oracles, k)
+    st.markdown(ORACLE_NOTE.format(k=kk))
+    st.dataframe(three_decimals(o).replace({"n/a": OV.NO_BOUND}), hide_index=True, width="stretch")
     st.subheader("Headroom closed")
-    arms = arm_order(o["arm"].unique())
-    base = st.selectbox("baseline arm (uncorrected drafter)", arms,
-                        index=arms.index("dflash") if "dflash" in arms else 0, key="acc_base")
-    b = o[o["arm"] == base].set_index("suite")
-    others = sel[(sel["arm"] != base) & sel["arm"].isin(spec["arm"]) & sel["suite"].isin(b.index)]
-    if others.empty:
-        st.info(f"Only `{base}` has acceptance numbers: the share of headroom an arm closes needs a second "
-                f"speculative arm (e.g. a DCOCO arm in `benchmark.arms`, then `dvc repro benchmark`).")
+    hc = OV.headroom_frame(sel, oracles, k)
+    if hc.empty:
+        st.info("No arm besides the bases (`dflash`, `dflash-seeded`) has an oracle τ to measure: the share of "
+                "headroom an arm closes needs a corrector or method arm beside its base (e.g. `dcoco` next to "
+                "`dflash` in `benchmark.arms`, then `dvc repro benchmark`).")
         return
-    hc = others[["suite", "arm", "tau"]].copy()
-    hc["baseline τ"] = hc["suite"].map(b["tau"])
-    fmt = {"tau": "{:.3f}", "baseline τ": "{:.3f}"}
-    for c in oracles:  # one pair of columns per oracle
-        hc[f"baseline {label[c]} τ"] = hc["suite"].map(b[c])
-        gap = hc[f"baseline {label[c]} τ"] - hc["baseline τ"]
-        hc[f"headroom closed ({label[c]})"] = ((hc["tau"] - hc["baseline τ"]) / gap).where(gap > 0)
-        fmt.update({f"baseline {label[c]} τ": "{:.3f}", f"headroom closed ({label[c]})": "{:.1%}"})
-    st.caption("(τ_arm − τ_base) / (oracle τ_base − τ_base) against each oracle: 1 = as good as an ideal "
-               "re-selector among the baseline's top-K (the top-K oracle), or the best a prefix-first greedy "
-               "corrector can do, slot 1 being the drafter's top-1 (the reachable oracle).")
+    hc = hc.set_index(["suite", "arm"]).reindex(
+        [(s, a) for s in hc["suite"].unique() for a in arm_order(hc.loc[hc["suite"] == s, "arm"])]).reset_index()
+    st.caption(HEADROOM_NOTE.format(k=kk))
     pct = tuple(c for c in hc.columns if c.startswith("headroom closed"))
-    shown = fmt_na(hc, percent=pct)
-    st.dataframe(shown.style.format({k: v for k, v in fmt.items() if shown[k].dtype.kind == "f"}), hide_index=True,
-                 width="stretch")
+    st.dataframe(three_decimals(hc, pct), hide_index=True, width="stretch")
+
+
+def three_decimals(df: pd.DataFrame, percent: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Every numeric column as text — three decimals, or a percentage with one for `percent` — and "n/a" where a
+    value is missing, so that a table's columns read alike whether or not they have gaps."""
+    out = df.copy()
+    for c in out.columns:
+        if c in percent or pd.api.types.is_numeric_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c]):
+            form = "{:.1%}" if c in percent else "{:.3f}"
+            out[c] = out[c].map(lambda v: "n/a" if v is None or pd.isna(v) else form.format(v))
+    return out
 
 
 # ---------------------------------------------------------------- Speed
@@ -208,7 +236,15 @@ def speed(root: Path) -> None:
     table_cols = [c for c in ("suite", "arm", "ablation", "tokens_per_s", "tokens_per_s_lo", "tokens_per_s_hi", "decode_tokens_per_s",
                               "tokens_per_s_stream", "speedup", "speedup_lo", "speedup_hi", "tau", "break_even_tau",
                               "round_total_ms", "rounds", "tokens") if c in sel.columns]
-    st.dataframe(fmt_na(sel[table_cols]), hide_index=True, width="stretch")
+    unmeasured = unmeasured_arms(detail)
+    shown = fmt_na(sel[table_cols])
+    if "tau" in shown.columns and sel["arm"].isin(unmeasured).any():  # τ of the Hugging Face rows: no measurement
+        shown["tau"] = [OV.NOT_REPORTED if a in unmeasured else (f"{v:.3f}" if isinstance(v, float) else v)
+                        for a, v in zip(sel["arm"], shown["tau"])]
+    st.dataframe(shown, hide_index=True, width="stretch")
+    if sel["arm"].isin(unmeasured).any():
+        st.caption(NO_TAU_NOTE.format(arms="`, `".join(a for a in arm_order(sel["arm"].unique())
+                                                         if a in unmeasured).join("``")))
     if "speedup" in sel.columns and sel["speedup"].notna().any():
         st.altair_chart(P.bar_chart(sel.dropna(subset=["speedup"]), "speedup", "Speedup over AR (same run)"))
     else:

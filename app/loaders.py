@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from draftlab.bench.oracles import unmeasured_arms
+
 ROOT_ENV = "DRAFTLAB_ROOT"
 BENCH_JSON = "results/benchmark.json"
 LEGACY_BENCH_JSON = "metrics/benchmark.json"  # before the headline/detail split: the detail was a DVC metric
@@ -123,10 +125,26 @@ def read_csv(root: Path, rel: str, stage: str) -> pd.DataFrame | Missing:
     return df
 
 
+def rounds_absent(root: Path) -> Missing:
+    """Why the recorded rounds are not there and which command writes them. git does not keep them (a DVC output
+    under the ignored `data/`), so a fresh clone has the committed run's figures but not its rounds."""
+    root = Path(root)
+    fill = ("`dvc repro -s benchmark` runs the benchmark stage alone and writes them (`benchmark.record_rounds: "
+            "true`, the default); it needs the stages' models under `models/`, which only a full `dvc repro` builds "
+            "(about 2 h on the `cpu` profile, the benchmark ~40 min of it). Quicker: `make smoke`, then "
+            "`make explore ROOT=.smoke` (the whole pipeline on tiny models in minutes, rounds included).")
+    if (root / BENCH_JSON).exists() or (root / LEGACY_BENCH_JSON).exists():
+        return Missing(f"No `{ROUNDS}` under {root}. This page replays the benchmark's recorded rounds (each slot's "
+                       f"top-K candidates, the proposals, the verifier's tokens). git does not keep that file (a DVC "
+                       f"output; `data/` is not committed), so a fresh clone has the run's figures — the Acceptance "
+                       f"and Speed pages show them — but not its rounds. {fill}")
+    return Missing(f"No benchmark outputs under {root} yet (neither `{BENCH_JSON}` nor `{ROUNDS}`). {fill}")
+
+
 def load_rounds(root: Path) -> pd.DataFrame | Missing:
     p = Path(root) / ROUNDS
     if not p.exists():
-        return Missing(f"No `{ROUNDS}` under {root}: {REPRO_BENCH} (with `benchmark.record_rounds: true`).")
+        return rounds_absent(root)
     try:
         df = pd.read_parquet(p)
     except Exception as e:  # noqa: BLE001 - any unreadable file becomes a message
@@ -159,11 +177,15 @@ SUMMARY_METRICS = ("tau", "speedup", "tokens_per_s")
 
 def summary_frame(detail: dict) -> pd.DataFrame:
     """Long frame (arm, temperature, metric, value, lo, hi) of the per-arm summary (means over suites) with the
-    confidence intervals where the benchmark computed them."""
+    confidence intervals where the benchmark computed them. τ of an arm that ran no rounds of its own (the Hugging
+    Face generate rows: `draftlab.bench.oracles.tau_measured`) is left out: it is no measurement."""
     rows = []
+    unmeasured = unmeasured_arms(detail)
     for arm, e in (detail.get("summary") or {}).items():
         for key, v in e.items():
             for m in SUMMARY_METRICS:
+                if m == "tau" and arm in unmeasured:
+                    continue
                 if key.startswith(f"{m}_t") and not key.endswith("_ci") and isinstance(v, (int, float)):
                     tk = key[len(m) + 1:]
                     ci = e.get(f"{key}_ci") or [None, None]

@@ -8,6 +8,8 @@ import pandas as pd
 import streamlit as st
 
 import plots as P
+from draftlab.bench.oracles import unmeasured_arms
+from oracle_view import NOT_REPORTED
 
 REFERENCE_ROWS = ("hf-generate", "hf-generate-pld", "dflash-ref")  # other people's code
 TRAINING_FREE = ("pld", "hf-generate-pld")
@@ -24,10 +26,12 @@ def kind(arm: str) -> str:
 def peers_frame(detail: dict, tk: str) -> pd.DataFrame:
     """One row per arm at temperature key tk (t0 / t1): τ, tokens/s, ratio to AR, tokens-equal-AR flag."""
     rows = []
+    unmeasured = unmeasured_arms(detail)  # the Hugging Face rows: τ is no measurement
     for arm, e in (detail.get("summary") or {}).items():
         if e.get(f"tau_{tk}") is None:
             continue
-        rows.append({"arm": arm, "kind": kind(arm), "tau": e.get(f"tau_{tk}"), "tokens_per_s": e.get(f"tokens_per_s_{tk}"),
+        rows.append({"arm": arm, "kind": kind(arm), "tau": NOT_REPORTED if arm in unmeasured else e.get(f"tau_{tk}"),
+                     "tokens_per_s": e.get(f"tokens_per_s_{tk}"),
                      "ratio to AR": e.get(f"speedup_{tk}"),
                      "greedy tokens = AR": e.get("tokens_equal_ar_t0") if tk == "t0" else None})
     return pd.DataFrame(rows, columns=["arm", "kind", "tau", "tokens_per_s", "ratio to AR", "greedy tokens = AR"])
@@ -61,11 +65,13 @@ def peers_section(detail: dict, tk: str) -> None:
     if df.empty:
         st.info("No summary in the benchmark detail (`results/benchmark.json`): run `dvc repro benchmark`.")
         return
-    st.dataframe(df.style.format({"tau": "{:.3f}", "tokens_per_s": "{:.2f}", "ratio to AR": "{:.3f}"}, na_rep="–"),
+    df = df.assign(tau=[v if isinstance(v, str) else f"{v:.3f}" for v in df["tau"]])  # "not reported": the HF rows
+    st.dataframe(df.style.format({"tokens_per_s": "{:.2f}", "ratio to AR": "{:.3f}"}, na_rep="–"),
                  hide_index=True, width="stretch")
     ratio = df.dropna(subset=["ratio to AR"]).rename(columns={"ratio to AR": "ratio_to_ar"}).assign(suite="mean", temperature=tk)
     if not ratio.empty:
         st.altair_chart(P.bar_chart(ratio, "ratio_to_ar", "Tokens/s ratio to AR (mean over suites)", rule=1.0))
     st.caption("`hf-generate`: Hugging Face `generate`, greedy, batch 1 (`-pld`: with prompt_lookup_num_tokens); "
                "`dflash-ref`: the DFlash authors' `dflash_generate` with the pretrained drafter. Reference rows run "
-               "at T=0 only, interleaved with the other arms on the same prompts.")
+               "at T=0 only, interleaved with the other arms on the same prompts. τ 'not reported': `generate` reports "
+               "no rounds, so those rows have no acceptance figure.")

@@ -18,17 +18,22 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from colours import arm_color, arm_order
+from colours import arm_color, arm_legend, arm_order
 
 alt.data_transformers.disable_max_rows()
 
 
 # ---------------------------------------------------------------- shared pieces
 PANEL_W, PANEL_H = 260, 220  # one small multiple
+# the width a chart may take on a page: the explorer's main column in a 1,500 px window (wide layout, sidebar
+# open) is ~1,040 px; faceted charts wrap to as many panels per row as fit in it (Streamlit cannot stretch a facet)
+PAGE_W = 1000
+PANEL_PAD = 70  # a panel's y axis, its title and the gap to the next panel
 ARM_AXIS = alt.Axis(labelAngle=-45, labelLimit=0, labelOverlap=False)  # every arm's name, in full
-# a line-style legend draws line samples (solid, dashed), not the point symbol of the marks
-DASH_LEGEND = alt.Legend(symbolType="stroke", symbolStrokeColor="black", symbolStrokeWidth=2, symbolSize=300,
-                         labelLimit=0)
+# a line-style legend draws line samples (solid, dashed), not the point symbol of the marks; without a transparent
+# fill the "stroke" symbols came out blank in Chromium (labels with no sample beside them)
+DASH_LEGEND = alt.Legend(symbolType="stroke", symbolStrokeColor="black", symbolFillColor="transparent",
+                         symbolStrokeWidth=2, symbolSize=300, labelLimit=0)
 
 
 def int_axis(title: str | None = None, values: list[int] | None = None) -> alt.Axis:
@@ -37,12 +42,19 @@ def int_axis(title: str | None = None, values: list[int] | None = None) -> alt.A
     return alt.Axis(title=title, format="d", **kw)
 
 
-def wrap(chart, df: pd.DataFrame, field: str = "suite", columns: int = 3):
-    """Small multiples of `chart` per value of `field`, wrapped after `columns` panels (one panel: the chart)."""
+def fit_columns(columns: int, panel_w: int, reserve: int = 0) -> int:
+    """At most `columns` panels of `panel_w` px per row, fewer when they would overflow PAGE_W (less `reserve`, e.g.
+    a legend beside them); at least one."""
+    return max(1, min(columns, (PAGE_W - reserve) // (panel_w + PANEL_PAD)))
+
+
+def wrap(chart, df: pd.DataFrame, field: str = "suite", columns: int = 3, panel_w: int = PANEL_W, reserve: int = 0):
+    """Small multiples of `chart` per value of `field`, wrapped after `columns` panels, or fewer when panels of
+    `panel_w` px would not fit the page (`fit_columns`); one panel: the chart itself."""
     if field not in df.columns or df[field].nunique() <= 1:
         return chart
     return chart.facet(facet=alt.Facet(f"{field}:N", title=None, header=alt.Header(labelFontWeight="bold")),
-                       columns=min(columns, int(df[field].nunique())))
+                       columns=min(fit_columns(columns, panel_w, reserve), int(df[field].nunique())))
 
 
 def temperature_dash(df: pd.DataFrame) -> dict:
@@ -103,8 +115,9 @@ def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3, rule: floa
     layers = [bars] + ([error_bars(y, f"{y}_lo", f"{y}_hi").encode(x=x)] if has_ci else [])
     if rule is not None:
         layers.append(alt.Chart().mark_rule(color="gray", strokeDash=[4, 3]).encode(y=alt.datum(rule)))
-    ch = alt.layer(*layers, data=df).properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
-    ch = wrap(ch, df, columns=columns)
+    w = max(PANEL_W, 30 * len(arms))
+    ch = alt.layer(*layers, data=df).properties(width=w, height=PANEL_H)
+    ch = wrap(ch, df, columns=columns, panel_w=w)
     return ch.properties(title=title + (" — whiskers: 95% CI over prompts" if has_ci else ""))
 
 
@@ -140,17 +153,31 @@ def concurrency_chart(df: pd.DataFrame, y: str = "tokens_per_s") -> alt.Chart:
 RATIO_STYLE = {"τ ratio": [1, 0], "tokens/s ratio": [5, 4]}  # solid, dashed
 
 
+def speculative_rows(df: pd.DataFrame) -> pd.Series:
+    """The sweep rows of arms that ran speculative rounds: a proposal step was timed (`propose_ms`; AR has none),
+    else (an older file without the column) every arm but `ar`."""
+    if "propose_ms" in df.columns:
+        return df["propose_ms"].notna()
+    return df["arm"] != "ar"
+
+
 def concurrency_ratio_chart(df: pd.DataFrame, base: str = "dflash") -> alt.LayerChart:
     """The concurrency claim (docs/algorithms.md "What the DCOCO paper reports"; the paper's Fig. 3) at one temperature:
     per arm (colour), τ and
     aggregate tokens/s as ratios to the base arm at the same number of streams — τ solid, tokens/s dashed
-    (the legend says so), the gap between them shaded (τ gained but not turned into speed, or the reverse)."""
+    (the legend says so), the gap between them shaded for the speculative arms (τ gained but not turned into speed,
+    or the reverse). AR gets its two lines but no shading: it runs no speculative round, its "τ ratio" is only
+    1 / τ_base, and a band from it up to its tokens/s ratio was a large grey polygon that meant nothing."""
     d = df[df["arm"] != base].dropna(subset=["tau_ratio", "tokens_per_s_ratio"])
     x = streams_axis(d)
-    colour = arm_color(d["arm"])
-    gap = alt.Chart(d).mark_area(opacity=0.12).encode(
+    legend = arm_legend()
+    legend.symbolOpacity = 1  # the legend's symbols in full colour, not the shading's 12%
+    colour = arm_color(d["arm"], legend=legend)
+    # the same colour encoding as the lines, legend included: a layer's `legend: null` on a shared colour scale hid
+    # the arm legend of the whole chart
+    gap = alt.Chart(d[speculative_rows(d)]).mark_area(opacity=0.12).encode(
         x=x, y=alt.Y("tau_ratio:Q", title=f"ratio to {base}", scale=alt.Scale(zero=False)), y2="tokens_per_s_ratio:Q",
-        color=arm_color(d["arm"], legend=None))
+        color=colour)
     long = d.melt(id_vars=["arm", "streams"], value_vars=["tau_ratio", "tokens_per_s_ratio"], var_name="measure",
                   value_name="ratio")
     long["measure"] = long["measure"].map({"tau_ratio": "τ ratio", "tokens_per_s_ratio": "tokens/s ratio"})
@@ -175,7 +202,7 @@ def round_split_chart(df: pd.DataFrame, columns: int = 3):
         y=alt.Y("ms:Q", stack="zero", title="ms per round"), color=alt.Color("phase:N", legend=alt.Legend(labelLimit=0)),
         tooltip=["suite", "temperature", "arm", "phase", alt.Tooltip("ms:Q", format=".2f"), alt.Tooltip("share:Q", format=".1%")],
     ).properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
-    return wrap(ch, df, columns=columns)
+    return wrap(ch, df, columns=columns, panel_w=max(PANEL_W, 30 * len(arms)), reserve=100)  # the phase legend
 
 
 def line_chart(df: pd.DataFrame, x: str, y: str | list[str], title: str = "") -> alt.Chart:
