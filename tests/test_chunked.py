@@ -324,8 +324,9 @@ def test_truncated_target_pass_gives_the_full_pass_taps(target):
     ids = torch.randint(3, target.vocab_size, (2, 11), generator=torch.Generator().manual_seed(0))
     valid = torch.arange(11)[None, :] < torch.tensor([[11], [7]])
     ran = []
-    hooks = [target.layers[i].register_forward_pre_hook(lambda *a, i=i: ran.append(i)) for i in range(target.num_layers)]
-    hooks.append(target.lm_head.register_forward_pre_hook(lambda *a: ran.append("head")))  # [i]: layer i started
+    hooks = [target.layers[i].input_layernorm.register_forward_pre_hook(lambda *a, i=i: ran.append(i))
+             for i in range(target.num_layers)]  # [i]: layer i started (its first module ran)
+    hooks.append(target.lm_head.register_forward_pre_hook(lambda *a: ran.append("head")))
     try:
         for taps in ([0, 2], [1], [0, 2, 3]):
             full, g = target_features(target, ids, valid, taps, greedy=True)

@@ -88,22 +88,22 @@ def test_kv_buffer_keeps_its_capacity_after_dropped_streams_and_compaction(llama
     sc.prefill(prompts, pad_id=0)
     sc.append(torch.tensor([[1], [2], [3]]))  # the prefill filled the buffer: this append grows it
     prompts = [p + [i + 1] for i, p in enumerate(prompts)]
-    layers = sc.cache.layers
-    cap = [layer.capacity for layer in layers]
-    assert all(c > sc.width + 2 for c in cap)
+    cache = sc.cache
+    cap = cache.capacity
+    assert cap > sc.width + 2
     sc.drop_streams(torch.tensor([True, False, True]))
-    assert sc.batch == 2 and [layer.capacity for layer in layers] == cap
-    ptrs = [layer.keys.data_ptr() for layer in layers]
+    assert sc.batch == 2 and cache.capacity == cap
+    ptrs = [k.data_ptr() for k in cache.k]
     out = sc.append(torch.tensor([[3], [4]]))
-    assert [layer.capacity for layer in layers] == cap  # room was left: written in place
-    assert [layer.keys.data_ptr() for layer in layers] == ptrs
+    assert cache.capacity == cap  # room was left: written in place
+    assert [k.data_ptr() for k in cache.k] == ptrs
     for b, (p, tok) in enumerate(zip((prompts[0], prompts[2]), (3, 4))):
         assert (out.logits[b, -1] - full_logits(t, p + [tok])[-1]).abs().max() < TOL
     sc.commit(torch.tensor([1, 0]), 1)  # stream 1 rejects its token: a hole
     assert sc.compact(min_hole_fraction=0.0)
-    assert [layer.capacity for layer in layers] == cap and sc.cache.get_seq_length() == sc.width
+    assert cache.capacity == cap and sc.cache.get_seq_length() == sc.width
     out = sc.append(torch.tensor([[5], [6]]))
-    assert [layer.capacity for layer in layers] == cap
+    assert cache.capacity == cap
     for b, seq in enumerate((prompts[0] + [3, 5], prompts[2] + [6])):
         assert (out.logits[b, -1] - full_logits(t, seq)[-1]).abs().max() < TOL
 

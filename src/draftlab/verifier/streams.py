@@ -1,11 +1,11 @@
 """Ragged multi-stream KV-cache state for the target: N streams decoded together.
 
-All streams share one `DynamicCache` of width L (slots). Each stream marks which slots are valid
+All streams share one `KVCache` of width L (slots). Each stream marks which slots are valid
 (`valid[b, l]`); padding and rejected draft tokens stay in the cache as masked holes, so streams that
 accept different numbers of tokens never need separate caches. Logical positions count only valid
 slots. `commit` invalidates a stream's rejected tail, `trim` drops slot columns that no stream uses
 any more (the plain crop when there is one stream), and `compact` squeezes holes out when they pile up.
-Dropping finished streams and compacting keep the KV buffer's capacity (`BufferedLayer`), so the
+Dropping finished streams and compacting keep the KV buffer's capacity (`forward.KVCache`), so the
 survivors do not re-allocate at twice their remaining length at the next append.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from draftlab.verifier.model import BufferedLayer, TargetModel, TargetOutput, causal_mask, crop_cache, gather_cache
+from draftlab.verifier.model import TargetModel, TargetOutput, causal_mask, crop_cache, gather_cache
 
 
 class RaggedSlots:
@@ -101,12 +101,7 @@ class StreamCache(RaggedSlots):
     def drop_streams(self, keep: Tensor) -> None:
         """Remove finished streams (keep: bool [B])."""
         idx = keep.nonzero().squeeze(-1)
-        for layer in self.cache.layers:
-            if isinstance(layer, BufferedLayer):  # keeps its capacity (no re-allocation at the next append)
-                layer.select_streams(idx)
-            elif getattr(layer, "keys", None) is not None and layer.keys.numel():
-                layer.keys = layer.keys.index_select(0, idx)
-                layer.values = layer.values.index_select(0, idx)
+        self.cache.select_streams(idx)  # keeps its capacity (no re-allocation at the next append)
         self.valid = self.valid.index_select(0, idx)
         self.next_pos = self.next_pos.index_select(0, idx)
         self.trim()
