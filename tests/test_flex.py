@@ -4,7 +4,8 @@ the dense SDPA path as the split path is (4 x the split path's own fp32 error, p
 and the seeded drafter. On CPU torch runs flex attention's forward only (eager, no gradients): the outputs are
 the real flex kernel's, the CPU gradients run the flex path with the kernel replaced by SDPA over the
 BlockMask's tiles (`flex.tile_mask`); the real kernel's gradients are checked by the CUDA test (skipped without
-CUDA) and by tools/gpu_check_flex.py."""
+CUDA) and by the accelerator check's `flex` section (`draftlab.checks.flex`). A training forward builds its
+BlockMask once, for every layer."""
 from __future__ import annotations
 
 import pytest
@@ -122,6 +123,30 @@ def test_flex_path_gradients_equal_split_on_cpu(target, seed_mode, monkeypatch):
     monkeypatch.setattr(dmodel, "flex_supported", lambda device, grad: True)  # the replaced kernel has a backward
     d = make_drafter(target, seed_mode)
     _check_grads(d, inputs(target))
+
+
+@pytest.mark.parametrize("layers", [2, 3])
+def test_the_block_mask_is_built_once_per_forward(target, layers, monkeypatch):
+    """A BlockMask's build evaluates the mask rule over every (query, key) tile (eager: the whole [A*S, L+A*S] grid):
+    a training forward builds it once and hands it to every layer, whatever the layer count."""
+    from torch.nn.attention import flex_attention as fa
+
+    calls = []
+    real = fa.create_block_mask
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(fa, "create_block_mask", counting)
+    monkeypatch.setattr(dflex, "TILE", 8)
+    torch.manual_seed(0)
+    d = DFlashDrafter.from_target(arch_from_target(target, S, layers, TAPS, MASK), target)
+    x = inputs(target)
+    with torch.no_grad():  # CPU: flex attention's forward only
+        for n in (1, 2):
+            _hidden(d, "flex", *x)
+            assert len(calls) == n  # one build per forward, none per layer
 
 
 def test_choice_and_capability_check(target):

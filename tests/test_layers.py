@@ -21,13 +21,14 @@ LAYERS = [
     ["decoding"],
     ["corrector", "specopd"],
     ["config", "params", "plan"],
+    ["checks"],  # the accelerator check: plain torch over the methods and the plan's memory model (no configuration)
     ["training", "tracking"],
     ["bench"],
     ["pipeline"],
     ["cli"],  # the console script
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
-PLAIN = ("errors", "io", "destination", "stats", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
+PLAIN = ("errors", "io", "destination", "stats", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
 NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
 ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
            "lightning": ("training", "tracking")}

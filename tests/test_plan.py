@@ -66,6 +66,35 @@ def test_the_profile_specopd_shape_fits_with_chunks_and_not_without(capsys):
     assert "more than the 80 GiB of --gpu-mem" in err[0]
 
 
+def test_ddp_gradient_buckets_are_their_own_term_on_more_than_one_gpu(capsys):
+    """DDP keeps a flat bucket copy of the gradients on every rank: with --gpus 2 every training stage's step
+    has that term, the size of its trainable gradients (fp32); with --gpus 1 none has it, nor do the stages
+    that do not train."""
+    from draftlab.cli import validate
+    from draftlab.plan.arch import drafter_shape
+    from draftlab.plan.stages import corrector_params
+
+    p = validate("params.yaml", [], ["target=qwen3-8b", "profile=gpu"])
+    t = target_shape(p.target)
+    d = drafter_shape(t, p.drafter)
+    key = next(iter(M.ddp_buckets(1, 2)))
+    assert M.ddp_buckets(d.params(), 1) == {}
+    trainable = {"pretrain_drafter": d.params(), "specopd": d.params(),
+                 "corrector": d.params() + corrector_params(t.hidden, p.corrector)}
+    for gpus in (1, 2):
+        rc = main(["plan", "-S", "target=qwen3-8b", "-S", "profile=gpu", "--gpus", str(gpus), "--gpu-mem", "200",
+                   "--disk", "100000", "--json"])
+        stages = {s["stage"]: s for s in json.loads(capsys.readouterr().out)["stages"]}
+        assert rc == 0
+        for name, n in trainable.items():
+            mem = stages[name]["memory_gib"]
+            if gpus == 1:
+                assert key not in mem, name
+            else:
+                assert mem[key] == pytest.approx(n * 4 / GiB), name
+        assert all(key not in stages[s]["memory_gib"] for s in ("reference", "benchmark"))
+
+
 def test_bad_input_is_one_line(capsys):
     assert main(["plan", "-S", "target=nosuch"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

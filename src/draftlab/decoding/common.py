@@ -96,10 +96,17 @@ class PhaseTimer:
     the previous round's end (or the last `now()`) to this round's end.
     """
 
+    # With `annotate` on (the accelerator check's profiled decode, `draftlab.checks.timing.gpu_busy`), phase i of
+    # every round runs inside a profiler range named ANNOTATION + str(i), so the profiler can sum the device time
+    # of the kernels each phase launched. Off (always, in decoding) it costs nothing.
+    ANNOTATION = "draftlab.phase."
+    annotate = False
+
     def __init__(self, device: torch.device):
         self.events = cuda_events(device)
         self._marks: list = []
         self._last = perf_counter()
+        self._range = None
 
     @property
     def method(self) -> str:
@@ -123,15 +130,29 @@ class PhaseTimer:
         e.record()
         return e
 
+    def _annotate(self, opening: bool) -> None:
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
+            self._range = None
+        if opening:
+            self._range = torch.profiler.record_function(f"{self.ANNOTATION}{len(self._marks) - 1}")
+            self._range.__enter__()
+
     def start_round(self) -> None:
         self._marks = [self._mark()]
+        if self.annotate:
+            self._annotate(True)
 
     def mark(self) -> None:
         self._marks.append(self._mark())
+        if self.annotate:
+            self._annotate(True)
 
     def end_round(self) -> tuple[list[float], float]:
         """-> (seconds of each phase, one per mark after the start, the round's wall seconds)."""
-        self.mark()
+        self._marks.append(self._mark())
+        if self._range is not None:
+            self._annotate(False)
         m, self._marks = self._marks, []
         if self.events is None:
             phases, end = [b - a for a, b in zip(m, m[1:])], m[-1]

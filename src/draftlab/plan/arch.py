@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from draftlab.errors import ConfigError
 
-if TYPE_CHECKING:  # the schemas; kept out of the imports so tools/gpu_check_scale.py can use the model bare
+if TYPE_CHECKING:  # the schemas: kept out of the imports, so the accelerator check (draftlab.checks.scale)
+    # can use the model bare
     from draftlab.config import DrafterConfig, TargetConfig
 
 # config.json key -> TargetArchConfig field

@@ -17,6 +17,8 @@ keeps (read off `drafter/layers.py`, `training/module.py`, `specopd/terms.py`, `
   plus one layer's transient (4 H-wide and 3 SwiGLU-wide rows, and on CPU the [B, h, L, L] scores);
 - logits [rows, V] in fp32: the CE keeps its log-softmax and the backward two gradients (3 × rows × V × 4);
   with row chunks only one chunk's (`chunk_rows`) of them exists, its backward recomputing it;
+- DDP (a training step on more than one process): its gradient buckets, one more copy of the trainable gradients
+  per rank (`ddp_buckets`);
 - SpecOPD without vocab chunks: branch sampling's float64 softmax and cumsum over [rows, V]; the overlap's
   two softmaxes and their minimum; with row chunks all of these per chunk.
 The test (tests/test_plan.py) checks the sum against peak memory measured by the torch profiler at three
@@ -81,6 +83,14 @@ def drafter_state(d: DrafterShape, target_vocab: int, tb: int) -> dict[str, floa
     if d.draft_vocab < target_vocab:
         out["draft head rows"] = d.draft_vocab * d.hidden * tb
     return out
+
+
+def ddp_buckets(trainable: int, world: int, gb: int = 4) -> dict[str, float]:
+    """DDP's gradient buckets on each rank of a `world`-process run (none for one process): DDP reduces the
+    gradients through flat buckets (bucket_cap_mb, 25 MB by default, is each bucket's size; together they hold every
+    trainable gradient), kept beside the gradients themselves (Lightning's DDP keeps gradient_as_bucket_view off):
+    one more gradient-sized buffer, `gb` bytes per trainable parameter (fp32 master weights under bf16-mixed)."""
+    return {"DDP gradient buckets (a copy of the gradients)": trainable * gb} if world > 1 else {}
 
 
 def head_logits(rows: int, V: int, chunk: int, kd: bool = False) -> dict[str, float]:

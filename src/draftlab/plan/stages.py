@@ -51,7 +51,8 @@ class Device:
                 f"training stages (data-parallel, perfect scaling); reference and benchmark on 1 GPU, decode "
                 f"memory-bound at {self.bandwidth:g} GB/s (benchmark: tau={self.tau:g} tokens per round); lengths = "
                 f"the configured maxima x fill {self.fill:g}; validation not counted; memory = the largest step on one "
-                f"device, a training step at its batch split over the {self.gpus} GPUs' ranks, the T=1 evaluation at the "
+                f"device, a training step at its batch split over the {self.gpus} GPUs' ranks"
+                f"{' with DDP gradient buckets' if self.gpus > 1 else ''}, the T=1 evaluation at the "
                 f"whole batch ({'bf16 weights, fused attention' if self.kind == 'cuda' else 'fp32, split attention'})")
 
 
@@ -163,8 +164,8 @@ def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, p
         flops = steps * (per_step + target_flops(t, pc.batch_size * L, L / 2, layers, head=greedy))
     disk["checkpoints (weights + resumable state)"] = d.params() * (4 + 12)
     h, cap = _hours(flops, dev, dev.gpus, pc.max_minutes, steps)
-    mem = M.pretrain_step(t, d, _local(pc.batch_size, dev), L, pc.anchors_per_seq, pc.chunk_rows, tb, ab, fused,
-                          greedy, pc.kd_weight > 0)
+    mem = {**M.pretrain_step(t, d, _local(pc.batch_size, dev), L, pc.anchors_per_seq, pc.chunk_rows, tb, ab, fused,
+                             greedy, pc.kd_weight > 0), **M.ddp_buckets(d.params(), dev.gpus)}
     return Stage(name, steps * pc.batch_size * (L + pc.anchors_per_seq * d.block_size), flops, h,
                  f"{steps} steps; step B={_local(pc.batch_size, dev)}{_of(pc.batch_size, dev)}, A={pc.anchors_per_seq}, S={d.block_size}, L={L}", mem, disk,
                  notes + cap, key=f"{prefix}.chunk_rows" if not pc.chunk_rows else f"{prefix}.batch_size")
@@ -184,7 +185,8 @@ def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
     flops = 0.0
     for name, n in objectives.items():  # the sequential loop: seq_rounds dependent rounds of the same rows
         flops += n * step * (s.seq_rounds * W / max(A, 1) if name == "sequential" else 1)
-    train = M.specopd_step(t, d, _local(B, dev), L, A, W, s.chunk_rows, s.vocab_chunk, tb, ab, fused, grad=True)
+    train = {**M.specopd_step(t, d, _local(B, dev), L, A, W, s.chunk_rows, s.vocab_chunk, tb, ab, fused, grad=True),
+             **M.ddp_buckets(d.params(), dev.gpus)}
     evals = M.specopd_step(t, d, B, L, A, W, s.chunk_rows, s.vocab_chunk, tb, ab, fused, grad=False)
     which, mem = ((f"update: B={_local(B, dev)}{_of(B, dev)}", train) if M.total(train) >= M.total(evals)
                   else (f"T=1 evaluation: B={B}", evals))
@@ -226,8 +228,9 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
         h, cap = _hours(steps * step, dev, dev.gpus, c.max_minutes if full else c.variant_max_minutes, steps)
         hours += h
         notes += [f"{v}: {x}" for x in cap]
-    mem = M.cotrain_step(t, d, _local(c.batch_size, dev), L, c.anchors_per_seq, c.k, c.dim, c.hidden, tb, ab, fused,
-                         corrector_params(t.hidden, c))
+    mem = {**M.cotrain_step(t, d, _local(c.batch_size, dev), L, c.anchors_per_seq, c.k, c.dim, c.hidden, tb, ab,
+                            fused, corrector_params(t.hidden, c)),
+           **M.ddp_buckets(d.params() + corrector_params(t.hidden, c), dev.gpus)}
     disk = {"checkpoints (drafter + corrector per run)": len(runs) * (d.params() + corrector_params(t.hidden, c)) * 16}
     return Stage("corrector", len(runs) * steps * c.batch_size * (L + c.anchors_per_seq * d.block_size),
                  len(runs) * steps * step, hours, f"{len(runs)} runs x {steps} steps; co-training step "
