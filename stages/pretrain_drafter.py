@@ -40,13 +40,25 @@ def run(params) -> None:
         out = pretrain_from_references(target, df, params.drafter, params.pretrain, WORK, logger=logger, log=_log)
         if not is_rank_zero():  # DDP: the other ranks trained their shares; rank 0 writes the outputs
             return
-        rep = out.report
+        rep = with_resume(out.report, out.result.resume_exact)
         save_drafter(out.drafter, OUT, info={"stage": "pretrain_drafter", "profile": params.profile.name,
                                              "target": t.name, "best_step": rep["best_step"], "sim_tau": rep["sim_tau"]})
         publish(mlrun, {**rep, "target": t.name, "profile": params.profile.name}, METRICS, CURVE,
                 lambda f: f.write_text(curve_csv(out.curve)))
         _log(f"held-out simulated tau {rep['sim_tau']:.3f} (best step {rep['best_step']}/{rep['steps']}, "
              f"{rep['train_minutes']:.1f} training min, {rep['train_tokens_per_s']:.0f} slot predictions/s)")
+
+
+def with_resume(report: dict, exact: bool | None) -> dict:
+    """The report with `resume_exact` beside `resumed_from_step`: None for a run that did not resume, True when the
+    resumed run is the uninterrupted one (a step or epoch budget), False under a minute budget (docs/decisions.md,
+    "Resume is the same run")."""
+    out = {}
+    for k, v in report.items():
+        out[k] = v
+        if k == "resumed_from_step":
+            out["resume_exact"] = exact
+    return out if "resume_exact" in out else {**out, "resume_exact": exact}
 
 
 if __name__ == "__main__":

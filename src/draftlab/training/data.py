@@ -12,6 +12,13 @@ anchors (validation), length-bucketed to limit padding, with the target's tap fe
   block inputs of slots 1..n at its anchors (the drafter's `forward_train` takes them). With
   `pretrain.seed_dropout` = p > 0, each *training* block's seeds all become MASK with probability p (drawn per
   block from a generator seeded by `pretrain.seed`); validation batches never drop a seed.
+- Resume is the same run: the run's global training batch g (g = 0, 1, ...: one per optimiser step) is a
+  function of (`pretrain.seed`, g) alone. `BucketBatchSampler` takes pass p = g // batches-per-pass from the
+  permutation of seed + p, an iteration starts at the trainer's global step (the batches consumed so far) and
+  runs to the end of that pass; each item's random anchors are drawn under a torch seed derived from (seed, g,
+  sequence) (`StepItems`) and each batch's seed-dropout draws from (seed, g) (`StepCollate`). The loader is
+  stateful for Lightning (`StepLoader.state_dict`: the next batch, checked against the seed and pass size on
+  load), so a run killed after a checkpoint and resumed reads exactly the batches the uninterrupted run reads.
 - Data parallel (`trainer.devices` > 1): every rank's loader walks the same global batches (same
   shuffle, and the same anchors and seed-dropout draws, so the random streams match the one-process
   run's), and `Collate` keeps the rank's share, sequences r, r+W, r+2W, ... of each global batch (the
@@ -22,6 +29,7 @@ anchors (validation), length-bucketed to limit padding, with the target's tap fe
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import lightning as L
 import numpy as np
@@ -35,35 +43,106 @@ from draftlab.ngram import gather_seeds, seed_starts
 from draftlab.training.features import FeatureStore, SequenceSet
 
 
+def step_seed(seed: int, step: int, item: int = -1) -> int:
+    """A seed for the run's global training batch `step` (and, with `item` >= 0, one sequence of it), a function of
+    (seed, step, item) alone (numpy's SeedSequence mixes them; 63 bits, for torch.manual_seed)."""
+    words = np.random.SeedSequence([seed & 0xFFFFFFFF, step, item + 1]).generate_state(2, dtype=np.uint32)
+    return int(words[0]) << 31 | int(words[1]) >> 1
+
+
 class BucketBatchSampler(Sampler):
     """Shuffled batches of sequence indices; within windows of `window` batches, sequences are
-    sorted by length so a batch pads little. A new shuffle every pass. With `world` > 1 ranks the
-    batches are the global ones (every rank the same; `Collate` takes the rank's share) and a batch
-    smaller than `world` is skipped."""
+    sorted by length so a batch pads little. A new shuffle every pass (pass p: the permutation of seed + p). With
+    `world` > 1 ranks the batches are the global ones (every rank the same; `Collate` takes the rank's share) and a
+    batch smaller than `world` is skipped.
+
+    The run's global batch g is pass g // len(self)'s batch g % len(self): an iteration starts at `start()` (the
+    trainer's global step, i.e. the batches consumed so far; 0 without a trainer) — or once at `resume_at`, set by
+    `StepLoader.load_state_dict` — and yields that pass's remaining batches, each item keyed (g, sequence index) so
+    that its random draws can be derived from (seed, g) too (`StepItems`, `StepCollate`)."""
 
     def __init__(self, indices: list[int], lengths: np.ndarray, batch_size: int, seed: int, window: int = 50,
-                 world: int = 1):
+                 world: int = 1, start: Callable[[], int] | None = None):
         self.indices, self.lengths, self.batch_size, self.seed, self.window = list(indices), lengths, batch_size, seed, window
         self.world = world
-        self.epoch = 0
+        self.start = start or (lambda: 0)
+        self.resume_at: int | None = None
 
     def __len__(self) -> int:
         n = len(self.indices)
         last = n % self.batch_size
         return n // self.batch_size + (1 if last and last >= self.world else 0)
 
-    def __iter__(self):
-        rng = np.random.default_rng(self.seed + self.epoch)
-        self.epoch += 1
+    def pass_batches(self, p: int) -> list[list[int]]:
+        """The batches of pass p, in the order the pass takes them."""
+        rng = np.random.default_rng(self.seed + p)
         perm = [self.indices[i] for i in rng.permutation(len(self.indices))]
         span = self.batch_size * self.window
         batches = []
         for w in range(0, len(perm), span):
             chunk = sorted(perm[w:w + span], key=lambda i: int(self.lengths[i]))
             batches += [chunk[j:j + self.batch_size] for j in range(0, len(chunk), self.batch_size)]
-        for j in rng.permutation(len(batches)):
-            if len(batches[j]) >= self.world:
-                yield batches[j]
+        return [batches[j] for j in rng.permutation(len(batches)) if len(batches[j]) >= self.world]
+
+    def __iter__(self):
+        g = int(self.start()) if self.resume_at is None else self.resume_at
+        self.resume_at = None
+        n = len(self)
+        if n == 0:
+            return
+        p, offset = divmod(g, n)
+        for k, batch in enumerate(self.pass_batches(p)[offset:]):
+            yield [(g + k, i) for i in batch]
+
+
+class StepItems(Dataset):
+    """Training items keyed (global batch g, sequence index i): item i of `items` drawn under the torch seed
+    `step_seed(seed, g, i)` (the global generator forked, so nothing else's stream moves), so that its random
+    anchors are the same whenever batch g is read — in the uninterrupted run and after a resume. -> (g, item)."""
+
+    def __init__(self, items: Dataset, seed: int):
+        self.items, self.seed = items, seed
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, key):
+        g, i = key
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(step_seed(self.seed, g, i))
+            return g, self.items[i]
+
+
+class StepCollate:
+    """A collate function over `StepItems`' (g, item) pairs: reseeds the wrapped collate's own generator (seed
+    dropout) from (seed, g), then collates the items, so a batch's draws depend on its index alone."""
+
+    def __init__(self, collate, seed: int):
+        self.collate, self.seed = collate, seed
+
+    def __call__(self, keyed) -> dict:
+        gen = getattr(self.collate, "gen", None)
+        if gen is not None and keyed:
+            gen.manual_seed(step_seed(self.seed, keyed[0][0]))
+        return self.collate([item for _, item in keyed])
+
+
+class StepLoader(DataLoader):
+    """The training DataLoader, stateful for Lightning (a resume restores it instead of warning that it is not
+    resumable): its state is the index of the next global batch (the trainer's global step when the checkpoint was
+    written) with the seed and pass size it was read with; a checkpoint of other data is refused in one line."""
+
+    def state_dict(self) -> dict:
+        bs = self.batch_sampler
+        return {"next_batch": int(bs.start()), "seed": bs.seed, "batches_per_pass": len(bs)}
+
+    def load_state_dict(self, state: dict) -> None:
+        bs = self.batch_sampler
+        if (state.get("seed"), state.get("batches_per_pass")) != (bs.seed, len(bs)):
+            raise DraftlabError(f"the checkpoint's training data (seed {state.get('seed')}, "
+                                f"{state.get('batches_per_pass')} batches per pass) is not this run's (seed {bs.seed}, "
+                                f"{len(bs)} batches per pass); remove the run folder's last.ckpt to start afresh")
+        bs.resume_at = int(state["next_batch"])
 
 
 class TrainBlocks(Dataset):
@@ -223,13 +302,16 @@ class DrafterDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
-        sampler = BucketBatchSampler(self.train_idx, self.seqs.lengths, self.cfg.batch_size, self.cfg.seed, world=world)
+        step = (lambda: int(trainer.global_step)) if trainer is not None else None  # batches consumed so far
+        sampler = BucketBatchSampler(self.train_idx, self.seqs.lengths, self.cfg.batch_size, self.cfg.seed, world=world,
+                                     start=step)
         if self.train_items is None:
             items = TrainBlocks(self.seqs, self.S, self.cfg.anchors_per_seq, self.cfg.anchor_region)
         else:
             items = self.train_items(self.seqs, self.S, self.cfg.anchors_per_seq)
         collate = self.train_collate if world == 1 else self.train_collate.share(rank, world)
-        return DataLoader(items, batch_sampler=sampler, collate_fn=collate, num_workers=0)
+        return StepLoader(StepItems(items, self.cfg.seed), batch_sampler=sampler,
+                          collate_fn=StepCollate(collate, self.cfg.seed), num_workers=0)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [DataLoader(ValBlocks(self.seqs, idx, self.S, self.cfg.val_anchor_stride, self.cfg.anchors_per_seq),

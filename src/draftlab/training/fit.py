@@ -6,6 +6,15 @@
 cadence, gradient clipping, `LastCheckpoint`: written by rank 0), resumes from `workdir/last.ckpt` when present (the
 step count, optimiser, schedule, training clock, history and best state all continue), optionally
 validates before training, fits, and validates the last step when it was not validated.
+
+What a resume promises (docs/decisions.md "Resume is the same run"): under a step or epoch budget
+(`max_minutes` = 0), a run killed after a checkpoint and resumed is the uninterrupted run — the same batches
+(`draftlab.training.data`: batch g is a function of the seed and g), the same validation steps, and the same loss
+curve, held-out curve, weights and budget-curve rows (only the clock's columns differ) — because a checkpoint is
+written after its step's validation when that step validates, and everything the reports are made of (counters,
+history, best state, curves, the loader's position) is in it. Under a minute budget the clock decides the schedule
+and the stop: the resumed run reads the same batch at each step, but its learning rate and last step follow its
+own clock (`TrainResult.resume_exact` False).
 `train(...)` then loads the best state into the model(s) and assembles the `TrainResult`.
 Lightning's banners and tips are silenced: a stage log is the stage's own lines.
 """
@@ -43,10 +52,16 @@ def quiet_lightning() -> None:
 class LastCheckpoint(L.Callback):
     """Writes workdir/last.ckpt (atomically) every `every` steps, at the end of training and when
     training is interrupted, so a re-run resumes where it stopped. Every rank takes part in saving
-    (Lightning writes on rank 0 and waits for all); rank 0 alone moves the file into place."""
+    (Lightning writes on rank 0 and waits for all); rank 0 alone moves the file into place.
 
-    def __init__(self, path: Path, every: int):
-        self.path, self.every = Path(path), every
+    A checkpoint step that also validates (`val_every`: the Trainer's cadence, one optimiser step per batch) is
+    written after that validation, not at the batch's end: a checkpoint written before it would lack the step's
+    history row, best state and last metrics, and a run resumed from it would never validate that step (the
+    resumed loop starts at the next batch) — its budget-curve row went missing."""
+
+    def __init__(self, path: Path, every: int, val_every: int = 0):
+        self.path, self.every, self.val_every = Path(path), every, val_every
+        self.pending: int | None = None  # a checkpoint step waiting for its validation
 
     def _save(self, trainer: L.Trainer) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
@@ -55,7 +70,16 @@ class LastCheckpoint(L.Callback):
             os.replace(tmp, self.path)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self.every and trainer.global_step % self.every == 0:
+        step = trainer.global_step
+        if self.every and step % self.every == 0:
+            if self.val_every and step % self.val_every == 0:
+                self.pending = step  # saved in on_validation_end, with this step's validation in it
+            else:
+                self._save(trainer)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if self.pending is not None and self.pending == trainer.global_step and not trainer.sanity_checking:
+            self.pending = None
             self._save(trainer)
 
     def on_train_end(self, trainer, pl_module) -> None:
@@ -85,6 +109,9 @@ class TrainResult:
     last_metrics: dict
     history: list[dict] = field(default_factory=list)
     resumed_from_step: int | None = None
+    # a resumed run: True when it is the uninterrupted run (a step or epoch budget: nothing depends on the clock),
+    # False under a minute budget (the schedule and the last step follow the clock); None: not resumed
+    resume_exact: bool | None = None
     before: dict | None = None  # per validation set before training (when validated first)
     extras: dict = field(default_factory=dict)  # the module's own figures (`DrafterModule.result_extras`)
 
@@ -140,7 +167,7 @@ def fit(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, workd
         **where, precision=precision, max_steps=total or -1, max_epochs=-1,
         val_check_interval=cfg.val_every or 10**9, check_val_every_n_epoch=None, num_sanity_val_steps=0,
         logger=logger if logger is not None else False, enable_checkpointing=False,
-        callbacks=[LastCheckpoint(ckpt, cfg.checkpoint_every), *(callbacks or [])],
+        callbacks=[LastCheckpoint(ckpt, cfg.checkpoint_every, cfg.val_every if dm.val_names else 0), *(callbacks or [])],
         gradient_clip_val=cfg.grad_clip or None, log_every_n_steps=every,
         enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
         default_root_dir=str(workdir))
@@ -183,4 +210,5 @@ def train(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, wor
         best_step=module.best["step"], best_sim_tau=module.best["sim_tau"],
         best_train_minutes=module.best["train_minutes"], best_metrics=module.best["metrics"],
         last_metrics=module.last_val, history=list(module.history), resumed_from_step=f.resumed_from_step,
+        resume_exact=None if f.resumed_from_step is None else not cfg.max_minutes,
         before=f.before, extras=module.result_extras())
