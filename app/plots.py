@@ -202,7 +202,7 @@ def round_split_chart(df: pd.DataFrame, columns: int = 3):
         y=alt.Y("ms:Q", stack="zero", title="ms per round"), color=alt.Color("phase:N", legend=alt.Legend(labelLimit=0)),
         tooltip=["suite", "temperature", "arm", "phase", alt.Tooltip("ms:Q", format=".2f"), alt.Tooltip("share:Q", format=".1%")],
     ).properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
-    return wrap(ch, df, columns=columns, panel_w=max(PANEL_W, 30 * len(arms)), reserve=100)  # the phase legend
+    return wrap(ch, df, columns=columns, panel_w=max(PANEL_W, 30 * len(arms)), reserve=80)  # the phase legend
 
 
 def line_chart(df: pd.DataFrame, x: str, y: str | list[str], title: str = "") -> alt.Chart:
