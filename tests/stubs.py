@@ -54,7 +54,7 @@ class OracleDrafter:
         self.prompts: list[list[int]] = []
         self.max_ctx_err = 0.0
 
-    def new_state(self, batch: int) -> StubState:
+    def new_state(self, batch: int, capacity: int = 0) -> StubState:
         assert len(self.prompts) == batch, "set drafter.prompts to the prompts before generating"
         return StubState([list(p) for p in self.prompts])
 
@@ -120,7 +120,7 @@ class FixedDrafter:
         self.hidden_size = hidden_size
         self.vocab = vocab
 
-    def new_state(self, batch: int) -> StubState:
+    def new_state(self, batch: int, capacity: int = 0) -> StubState:
         return StubState([[] for _ in range(batch)])
 
     def extend_context(self, state, feats, valid, positions) -> None:

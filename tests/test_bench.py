@@ -48,7 +48,7 @@ def test_real_drafter_greedy_equals_ar(llama_target, lengths, vocab_size):
     prompts = _prompts(t, lengths, seed=1)
     ref = [generate_ar(t, [p], 16, eos_ids=[]).tokens[0] for p in prompts]
     d = _real_drafter(t, S=4, vocab_size=vocab_size)
-    res = SpeculativeEngine(t, d, record_topk=3, compact_threshold=0.1).generate(prompts, 16, eos_ids=[])
+    res = SpeculativeEngine(t, d, record_topk=3, ).generate(prompts, 16, eos_ids=[])
     assert res.tokens == ref
     # T=1 runs and respects the stop rule
     res1 = SpeculativeEngine(t, d).generate(prompts, 16, SamplingParams(1.0), eos_ids=[], generator=torch.Generator().manual_seed(0))
@@ -59,10 +59,6 @@ class _HybridState:
     def __init__(self, real, oracle, rows):
         self.real, self.oracle, self.rows = real, oracle, rows
 
-    @property
-    def valid(self):  # the real drafter's context slots: the engine compacts when holes pile up
-        return self.real.valid
-
     def drop_streams(self, keep):
         self.real.drop_streams(keep)
         self.oracle.drop_streams(keep)
@@ -70,8 +66,8 @@ class _HybridState:
 
 
 class HybridDrafter:
-    """The real drafter runs every round (its context cache sees the engine's ragged acceptances, holes,
-    compaction and dropped streams) and its proposals are logged; the oracle stub decides what is
+    """The real drafter runs every round (its context cache sees the engine's ragged acceptances and dropped
+    streams) and its proposals are logged; the oracle stub decides what is
     proposed, so blocks get partly accepted."""
 
     def __init__(self, real, oracle):
@@ -81,15 +77,12 @@ class HybridDrafter:
         oracle.mask_token_id = real.mask_token_id
         self.log = []  # (stream, anchor position, real drafter proposals [n])
 
-    def new_state(self, b):
-        return _HybridState(self.real.new_state(b), self.oracle.new_state(b), list(range(b)))
+    def new_state(self, b, capacity=0):
+        return _HybridState(self.real.new_state(b, capacity), self.oracle.new_state(b, capacity), list(range(b)))
 
     def extend_context(self, st, feats, valid, positions):
         self.real.extend_context(st.real, feats, valid, positions)
         self.oracle.extend_context(st.oracle, feats, valid, positions)
-
-    def compact(self, st, threshold):
-        self.real.compact(st.real, threshold)
 
     def draft(self, st, ids, positions):
         real = self.real.draft(st.real, ids, positions)
@@ -108,7 +101,7 @@ def test_real_drafter_with_partial_acceptance(llama_target, lengths):
     ref = generate_ar(t, prompts, 20, eos_ids=[]).tokens
     d = HybridDrafter(_real_drafter(t, S=5, vocab_size=50), OracleDrafter(t, block_size=5, mode="mixed", p_right=0.7, seed=4))
     d.oracle.prompts = prompts
-    res = SpeculativeEngine(t, d, compact_threshold=0.1).generate(prompts, 20, eos_ids=[])
+    res = SpeculativeEngine(t, d, ).generate(prompts, 20, eos_ids=[])
     assert res.tokens == ref
     assert len({a for acc in res.accepted for a in acc}) > 2  # ragged acceptance happened
     for b, (prompt, out) in enumerate(zip(prompts, res.tokens)):

@@ -61,7 +61,7 @@ def data(target, tmp_path_factory):
     store, _ = FeatureStore.open_or_build(tmp / "f", target, seqs, TAPS, log=lambda m: None)
     torch.manual_seed(0)
     base = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
-    train_drafter(base, seqs, pcfg(max_steps=6), tmp / "pre", store=store, log=lambda m: None)  # weak: headroom left
+    train_drafter(base, seqs, pcfg(max_steps=4), tmp / "pre", store=store, log=lambda m: None)  # weak: headroom left
     return seqs, store, {k: v.clone() for k, v in base.state_dict().items()}
 
 

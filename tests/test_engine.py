@@ -90,14 +90,14 @@ def test_max_new_tokens_one_and_timing_split(llama_target):
     assert res.round_streams.max() == 2
 
 
-def test_many_streams_with_compaction(llama_target):
+def test_many_ragged_streams(llama_target):
     t = llama_target
     lengths = [3 + (7 * i) % 11 for i in range(9)]
     prompts = _prompts(t, lengths, seed=7)
     ref = generate_ar(t, prompts, 16, eos_ids=[]).tokens
     drafter = OracleDrafter(t, block_size=5, mode="mixed", p_right=0.6, seed=5)
     drafter.prompts = prompts
-    eng = SpeculativeEngine(t, drafter, compact_threshold=0.0)  # compact every round
+    eng = SpeculativeEngine(t, drafter)
     assert eng.generate(prompts, 16, eos_ids=[]).tokens == ref
 
 

@@ -198,14 +198,16 @@ def test_pld_arm_runs_no_drafter_and_requests_no_taps(llama_target, monkeypatch)
     ctx = ArmContext(t, BenchmarkConfig(), Checkpoints("d", "s", "l", "c"), 0, no_drafter,
                      pld=PLDConfig(max_ngram=2, num_tokens=3), block_size=4)
     arm = ARM_TABLE["pld"]("pld", ctx)
+    import draftlab.verifier.streams as streams
+
     seen = []
-    forward = type(t).forward
+    forward = streams.decoder_forward  # every target pass of the streams (taps: its 7th argument)
 
-    def spy(self, *a, **kw):
-        seen.append(tuple(kw.get("taps") or ()))
-        return forward(self, *a, **kw)
+    def spy(*a, **kw):
+        seen.append(tuple(a[6] if len(a) > 6 else kw.get("taps") or ()))
+        return forward(*a, **kw)
 
-    monkeypatch.setattr(type(t), "forward", spy)
+    monkeypatch.setattr(streams, "decoder_forward", spy)
     res = arm.generate(PROMPTS["ragged"], 10, SamplingParams(), [], None)
     assert res.tokens == generate_ar(t, PROMPTS["ragged"], 10, eos_ids=[]).tokens
     assert seen and all(s == () for s in seen)

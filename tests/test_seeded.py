@@ -154,7 +154,7 @@ def test_engine_seeds_equal_training_seeds_and_tau_agrees(llama_target, vocab_si
         return draft(state, block_ids, positions)
 
     d.draft = spy
-    res = SpeculativeEngine(t, d, record_topk=1, compact_threshold=0.1).generate(prompts, 24, eos_ids=[])
+    res = SpeculativeEngine(t, d, record_topk=1, ).generate(prompts, 24, eos_ids=[])
     del d.draft
     assert res.tokens == ref
     assert len(blocks) == len(res.records)

@@ -1,4 +1,5 @@
-"""Target adapter: cached extension, cropping, ragged batches, taps and packed tree scoring are exact."""
+"""Target adapter: cached extension, cropping, ragged streams over the static slot buffer, taps and packed tree
+scoring are exact."""
 from __future__ import annotations
 
 import pytest
@@ -66,55 +67,54 @@ def test_ragged_streams_match_single_stream(llama_target):
     for b, p in enumerate(prompts):
         seq = p + conts[b][: int(keep[b]) + 1]
         assert (out.logits[b, -1] - full_logits(t, seq)[-1]).abs().max() < TOL
-    # compaction keeps the logits exact
-    width = sc.width
-    assert sc.compact(min_hole_fraction=0.0)
-    assert sc.width < width and sc.cache.get_seq_length() == sc.width
-    assert bool((sc.valid.long().diff(dim=1) >= 0).all())  # holes squeezed out: padding, then tokens
+    # the rejected tails were written over by the next append: one more round stays exact
+    assert sc.lengths.tolist() == [len(p) + int(k) + 1 for p, k in zip(prompts, keep)]
     out2 = sc.append(torch.tensor([[7], [8], [9]]))
     for b, p in enumerate(prompts):
         seq = p + conts[b][: int(keep[b]) + 1] + [7 + b]
         assert (out2.logits[b, -1] - full_logits(t, seq)[-1]).abs().max() < TOL
 
 
-def test_kv_buffer_keeps_its_capacity_after_dropped_streams_and_compaction(llama_target):
-    """Dropping a finished stream (and compacting holes) keeps each layer's KV buffer: same capacity,
-    no re-allocation at the next append (it used to re-allocate at twice the remaining length), and
-    the survivors' logits stay exact."""
+def test_the_buffer_is_static_through_dropped_streams_and_rejections(llama_target):
+    """A fixed capacity: every pass writes into the same buffers (no re-allocation when a stream is dropped or a
+    token rejected), the survivors' logits stay exact, and a request past the capacity is one line naming
+    engine.kv_capacity."""
+    from draftlab.errors import DraftlabError
+
     t = llama_target
     g = torch.Generator().manual_seed(5)
     prompts = [torch.randint(0, t.vocab_size, (n,), generator=g).tolist() for n in (70, 9, 30)]
-    sc = StreamCache(t, 3)
+    sc = StreamCache(t, 3, capacity=80)
     sc.prefill(prompts, pad_id=0)
-    sc.append(torch.tensor([[1], [2], [3]]))  # the prefill filled the buffer: this append grows it
+    ptrs = [k.data_ptr() for k in sc.cache.k]
+    sc.append(torch.tensor([[1], [2], [3]]))
     prompts = [p + [i + 1] for i, p in enumerate(prompts)]
-    cache = sc.cache
-    cap = cache.capacity
-    assert cap > sc.width + 2
     sc.drop_streams(torch.tensor([True, False, True]))
-    assert sc.batch == 2 and cache.capacity == cap
-    ptrs = [k.data_ptr() for k in cache.k]
+    assert sc.batch == 2 and sc.capacity == 80
+    ptrs = [k.data_ptr() for k in sc.cache.k]
     out = sc.append(torch.tensor([[3], [4]]))
-    assert cache.capacity == cap  # room was left: written in place
-    assert [k.data_ptr() for k in cache.k] == ptrs
+    assert sc.capacity == 80 and [k.data_ptr() for k in sc.cache.k] == ptrs  # written in place
     for b, (p, tok) in enumerate(zip((prompts[0], prompts[2]), (3, 4))):
         assert (out.logits[b, -1] - full_logits(t, p + [tok])[-1]).abs().max() < TOL
-    sc.commit(torch.tensor([1, 0]), 1)  # stream 1 rejects its token: a hole
-    assert sc.compact(min_hole_fraction=0.0)
-    assert cache.capacity == cap and sc.cache.get_seq_length() == sc.width
+    sc.commit(torch.tensor([1, 0]), 1)  # stream 1 rejects its token: its fill does not move
     out = sc.append(torch.tensor([[5], [6]]))
-    assert cache.capacity == cap
+    assert [k.data_ptr() for k in sc.cache.k] == ptrs
     for b, seq in enumerate((prompts[0] + [3, 5], prompts[2] + [6])):
         assert (out.logits[b, -1] - full_logits(t, seq)[-1]).abs().max() < TOL
+    with pytest.raises(DraftlabError, match="raise engine.kv_capacity") as e:
+        sc.append(torch.zeros(2, 8, dtype=torch.long))  # 73 + 8 + the scratch slot > 80
+    assert "\n" not in str(e.value)
+    with pytest.raises(DraftlabError, match="engine.kv_capacity"):
+        StreamCache(t, 1, capacity=8).prefill([[1] * 10], pad_id=0)
 
 
-def test_single_stream_commit_is_a_crop(llama_target):
+def test_single_stream_commit_moves_the_fill(llama_target):
     t = llama_target
     sc = StreamCache(t, 1)
     sc.prefill([[1, 2, 3, 4]], pad_id=0)
     sc.append(torch.tensor([[5, 6, 7, 8]]))
     sc.commit(torch.tensor([2]), 4)
-    assert sc.cache.get_seq_length() == 6 and sc.width == 6 and bool(sc.valid.all())
+    assert sc.lengths.tolist() == [6] and bool(sc.valid[0, :6].all()) and not bool(sc.valid[0, 6:].any())
 
 
 def test_tap_convention_layer_i_is_hidden_states_i_plus_1(llama_target):
@@ -139,18 +139,20 @@ def test_default_taps_evenly_spaced(llama_target):
 
 
 def test_packed_tree_scoring_equals_full_recompute(llama_target, qwen3_target):
+    from draftlab.specopd.tree import trunk_pass
     from draftlab.verifier.tree import score_tree
 
     for t in (llama_target, qwen3_target):
         g = torch.Generator().manual_seed(5)
         trunks = [torch.randint(0, t.vocab_size, (n,), generator=g).tolist() for n in (14, 10)]
-        sc = StreamCache(t, 2)
-        trunk_out = sc.prefill(trunks, pad_id=0)
+        L = max(map(len, trunks))
+        ids = torch.tensor([tr + [0] * (L - len(tr)) for tr in trunks])
+        trunk = trunk_pass(t, ids, torch.tensor([len(tr) for tr in trunks]))
         # anchors include the first and last trunk positions; branches of W=4 (3 rows)
         anchors = torch.tensor([[0, 6, 13], [2, 9, 5]])
         branch = torch.randint(0, t.vocab_size, (2, 3, 3), generator=g)
-        out = score_tree(t, sc.cache, sc.valid, anchors, branch)
-        assert sc.cache.get_seq_length() == sc.width  # trunk cache restored
+        out = score_tree(t, trunk.cache, trunk.valid, anchors, branch)
+        assert trunk.cache.get_seq_length() == L  # trunk cache restored
         worst = 0.0
         for b in range(2):
             for a in range(3):
@@ -160,12 +162,12 @@ def test_packed_tree_scoring_equals_full_recompute(llama_target, qwen3_target):
                     worst = max(worst, float((out.logits[b, a, i] - full_logits(t, seq)[-1]).abs().max()))
         assert worst <= 1e-4
         # the read rule: the trunk row at the anchor scores branch token 1
-        pad = sc.width - len(trunks[0])
         ref = full_logits(t, trunks[0][:7])[-1]
-        assert (trunk_out.logits[0, pad + 6] - ref).abs().max() <= 1e-4
+        assert (trunk.logits[0, 6] - ref).abs().max() <= 1e-4
 
 
 def test_tree_rows_do_not_leak(llama_target):
+    from draftlab.specopd.tree import trunk_pass
     from draftlab.verifier.tree import score_tree
 
     t = llama_target
@@ -175,9 +177,8 @@ def test_tree_rows_do_not_leak(llama_target):
     branch = torch.randint(0, t.vocab_size, (1, 2, 3), generator=g)
 
     def run(trunk_ids, br):
-        sc = StreamCache(t, 1)
-        sc.prefill([trunk_ids], pad_id=0)
-        return score_tree(t, sc.cache, sc.valid, anchors, br).logits
+        trunk = trunk_pass(t, torch.tensor([trunk_ids]), torch.tensor([len(trunk_ids)]))
+        return score_tree(t, trunk.cache, trunk.valid, anchors, br).logits
 
     base = run(trunk, branch)
     sib = branch.clone(); sib[0, 1] = (sib[0, 1] + 1) % t.vocab_size  # change the sibling branch

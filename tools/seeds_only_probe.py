@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     arms = {"ar": built["ar"], "pld": built["pld"]}
     for mode in ("seeds", "draft"):
         step = SpanProposal(cut.drafter.mask_token_id, v.rule, v.extra, v.min_prob, full_span=mode)
-        arms[f"cut-{mode}"] = SpeculativeArm(f"cut-{mode}", target, cut.drafter, step, pad, cfg.compact_threshold)
+        arms[f"cut-{mode}"] = SpeculativeArm(f"cut-{mode}", target, cut.drafter, step, pad)
     rows = []
     sp = SamplingParams()
     with torch.no_grad():

@@ -150,7 +150,7 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                 states = {}
                 for name, d in drafters.items():
                     st = d.new_state(B)
-                    d.extend_context(st, pre.taps, sc.valid.clone(), valid_positions(sc.valid))
+                    d.extend_context(st, pre.taps, sc.prompt_valid, valid_positions(sc.prompt_valid))
                     st.start(prompts, last)
                     states[name] = st
             jobs = {("verify", (w, mode)): None for mode in linears for w in range(1, S + 1)}

@@ -128,6 +128,7 @@ class ArmContext:
     base: str = "plain"  # the kind of drafter the arm being built decodes with ('plain' | 'seeded'; `on_base` sets it)
     expect: dict[str, DrafterSpec] | None = None  # kind -> what the params say that drafter is (None: kind only)
     arm: str = ""  # the arm being built (named in the checks' messages)
+    kv_capacity: int = 0  # KV slots per stream (engine.kv_capacity; 0 = sized from each request)
 
     def drafter(self, folder: str, kind: str | None = None) -> Drafter:
         """The drafter of `folder`, checked to be of `kind` (default: the arm's base) and of the params' shape."""
@@ -143,12 +144,12 @@ class ARArm:
     speculative = False
     drafter = None
 
-    def __init__(self, target, pad_id: int = 0, compact_threshold: float = 0.25, name: str = "ar"):
-        self.name, self.target, self.pad_id, self.compact_threshold = name, target, pad_id, compact_threshold
+    def __init__(self, target, pad_id: int = 0, kv_capacity: int = 0, name: str = "ar"):
+        self.name, self.target, self.pad_id, self.kv_capacity = name, target, pad_id, kv_capacity
 
     def generate(self, prompts, max_new_tokens, sp, eos_ids, generator, record_topk=0) -> GenerationResult:
         return generate_ar(self.target, prompts, max_new_tokens, sp, eos_ids, generator, self.pad_id,
-                           self.compact_threshold)
+                           self.kv_capacity)
 
 
 class SpeculativeArm:
@@ -157,14 +158,14 @@ class SpeculativeArm:
     speculative = True
 
     def __init__(self, name: str, target, drafter: Drafter | None, proposer: ProposalStep | None = None,
-                 pad_id: int = 0, compact_threshold: float = 0.25):
+                 pad_id: int = 0, kv_capacity: int = 0):
         self.name, self.target, self.drafter = name, target, drafter
         self.proposer = proposer or DrafterProposal()
-        self.pad_id, self.compact_threshold = pad_id, compact_threshold
+        self.pad_id, self.kv_capacity = pad_id, kv_capacity
 
     def generate(self, prompts, max_new_tokens, sp, eos_ids, generator, record_topk=0) -> GenerationResult:
         eng = SpeculativeEngine(self.target, self.drafter, self.proposer, record_topk, self.pad_id,
-                                self.compact_threshold)
+                                self.kv_capacity)
         return eng.generate(prompts, max_new_tokens, sp, eos_ids, generator)
 
 
@@ -188,14 +189,14 @@ ArmFactory = Callable[[str, ArmContext], Arm]
 
 
 def ar_arm(name: str, ctx: ArmContext) -> Arm:
-    return ARArm(ctx.target, ctx.pad_id, ctx.cfg.compact_threshold, name)
+    return ARArm(ctx.target, ctx.pad_id, ctx.kv_capacity, name)
 
 
 def drafter_arm(folder: Callable[[Checkpoints], str]) -> ArmFactory:
     """DFlash decoding with the drafter saved in `folder(ctx.checkpoints)`, proposing its own choice."""
     def build(name: str, ctx: ArmContext) -> Arm:
         return SpeculativeArm(name, ctx.target, ctx.drafter(folder(ctx.checkpoints)), None, ctx.pad_id,
-                              ctx.cfg.compact_threshold)
+                              ctx.kv_capacity)
 
     return build
 
@@ -214,7 +215,7 @@ def seeded_drafter(name: str, ctx: ArmContext) -> Drafter:
 
 def seeded_arm(name: str, ctx: ArmContext) -> Arm:
     """DFlash decoding with the seeded drafter (its blocks start from the lookup continuation; docs/algorithms.md "Seeded block drafting")."""
-    return SpeculativeArm(name, ctx.target, seeded_drafter(name, ctx), None, ctx.pad_id, ctx.cfg.compact_threshold)
+    return SpeculativeArm(name, ctx.target, seeded_drafter(name, ctx), None, ctx.pad_id, ctx.kv_capacity)
 
 
 def seeded_cut_arm(name: str, ctx: ArmContext) -> Arm:
@@ -226,7 +227,7 @@ def seeded_cut_arm(name: str, ctx: ArmContext) -> Arm:
         v = VerifyConfig()
     drafter = seeded_drafter(name, ctx)
     step = SpanProposal(drafter.mask_token_id, v.rule, v.extra, v.min_prob, full_span=v.full_span)
-    return SpeculativeArm(name, ctx.target, drafter, step, ctx.pad_id, ctx.cfg.compact_threshold)
+    return SpeculativeArm(name, ctx.target, drafter, step, ctx.pad_id, ctx.kv_capacity)
 
 
 def by_temperature(greedy: ArmFactory, sampled: ArmFactory) -> ArmFactory:
@@ -250,7 +251,7 @@ def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
         kernels = ctx.kernels or info.get("kernels", "auto")
         prop = CorrectorProposal(load_corrector(folder / "corrector", drafter), rule, float(info.get("lam", 0.75)),
                                  None if kernels == "auto" else kernels)
-        return SpeculativeArm(name, ctx.target, drafter, prop, ctx.pad_id, ctx.cfg.compact_threshold)
+        return SpeculativeArm(name, ctx.target, drafter, prop, ctx.pad_id, ctx.kv_capacity)
 
     return build
 
@@ -303,7 +304,7 @@ def pld_arm(name: str, ctx: ArmContext) -> Arm:
     """Prompt lookup without a drafter: the engine runs no drafter pass and requests no taps."""
     p = _pld(ctx)
     return SpeculativeArm(name, ctx.target, None, PromptLookup(ctx.block_size, p.max_ngram, p.num_tokens),
-                          ctx.pad_id, ctx.cfg.compact_threshold)
+                          ctx.pad_id, ctx.kv_capacity)
 
 
 def hybrid_arm(mode: str | None = None) -> ArmFactory:
@@ -312,7 +313,7 @@ def hybrid_arm(mode: str | None = None) -> ArmFactory:
         p, drafter = _pld(ctx), ctx.drafter(ctx.checkpoints.drafter)
         look = PromptLookup(drafter.block_size, p.max_ngram, min(p.num_tokens, drafter.block_size - 1))
         step = LookupHybrid(look, ctx.target.vocab_size, DrafterProposal(), mode or p.hybrid, p.min_match)
-        return SpeculativeArm(name, ctx.target, drafter, step, ctx.pad_id, ctx.cfg.compact_threshold)
+        return SpeculativeArm(name, ctx.target, drafter, step, ctx.pad_id, ctx.kv_capacity)
 
     return build
 

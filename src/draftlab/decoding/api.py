@@ -61,11 +61,14 @@ class Drafter(Protocol):
     mask_token_id: int  # the id of the n MASK slots of a block
     target_layer_ids: list[int]  # target layers whose outputs (taps) it reads as context; [] = none
 
-    def new_state(self, batch_size: int) -> DrafterState: ...
+    def new_state(self, batch_size: int, capacity: int = 0) -> DrafterState:
+        """The state of `batch_size` streams; `capacity`: context positions per stream it must hold (0 = unknown:
+        grow as needed)."""
+        ...
 
     def extend_context(self, state: DrafterState, feats: Tensor, valid: Tensor, positions: Tensor) -> None:
-        """Append T context slots: feats [B, T, n_taps·H] (the target's taps of committed tokens), valid
-        [B, T] bool (False = padding or a rejected slot, kept as a masked hole), positions [B, T] logical."""
+        """Add T context positions: feats [B, T, n_taps·H] (the target's taps of committed tokens), valid
+        [B, T] bool (False = padding or a rejected slot: not context), positions [B, T] logical."""
         ...
 
     def draft(self, state: DrafterState, block_ids: Tensor, positions: Tensor) -> DraftOutput:
@@ -85,14 +88,6 @@ class BuildsBlocks(Drafter, Protocol):
     def block_input(self, state: DrafterState, last: Tensor) -> Tensor:
         """last [B] committed tokens (slot 0) -> the block's input ids [B, S]."""
         ...
-
-
-@runtime_checkable
-class CompactingDrafter(Drafter, Protocol):
-    """A drafter whose state (with a `valid` [B, L] bool mask of its context slots) can squeeze its
-    masked holes out (optional; the engine calls it when holes exceed its compaction threshold)."""
-
-    def compact(self, state: DrafterState, min_hole_fraction: float = 0.25) -> bool: ...
 
 
 @dataclass

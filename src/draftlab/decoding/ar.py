@@ -1,6 +1,6 @@
 """Autoregressive decoding with the target alone: the baseline every speedup divides by.
 
-Same model code, dtype, batching (ragged `StreamCache`, finished streams dropped, holes compacted) and
+Same model code, dtype, batching (the static `StreamCache`, finished streams dropped) and
 sampler (`verify.sample_next`) as the speculative engine, so the two differ only by speculation.
 One round = one target step of one token per active stream; its time splits into `verify` (the
 target forward + sampling, the same phase name as the speculative engine's target pass) and `commit`.
@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 
 from draftlab.decoding.clock import turn
-from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, drop_finished, maybe_compact
+from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, drop_finished
 from draftlab.decoding.verify import SamplingParams, sample_next
-from draftlab.verifier.streams import StreamCache
+from draftlab.verifier.streams import StreamCache, capacity_for
 from draftlab.verifier.model import TargetModel
 
 AR_PHASES = ("verify", "commit")
@@ -27,14 +27,14 @@ def generate_ar(
     eos_ids=None,
     generator: torch.Generator | None = None,
     pad_id: int = 0,
-    compact_threshold: float = 0.25,
+    kv_capacity: int = 0,
 ) -> GenerationResult:
     dev = target.device
     eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
     timer = PhaseTimer(dev)
     t_start = timer.now()
     B = len(prompts)
-    sc = StreamCache(target, B)
+    sc = StreamCache(target, B, kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens))
     out = sc.prefill(prompts, pad_id, last_logits_only=True)
     last = sample_next(out.logits[:, -1], sp, generator)  # [B]
     outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
@@ -51,7 +51,6 @@ def generate_ar(
         done = outputs.emit(rows, last[:, None], torch.ones(len(rows), dtype=torch.long), timer.host_time)
         active.append(len(rows))
         rows, (last,) = drop_finished(done, rows, (last,), sc)
-        maybe_compact(sc.valid, compact_threshold, lambda: sc.compact(0.0))
         phases, wall = timer.end_round()
         times.append(phases)
         walls.append(wall)

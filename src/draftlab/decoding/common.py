@@ -212,17 +212,3 @@ def drop_finished(done: Tensor, rows: list[int], tensors: tuple, *caches) -> tup
     for c in caches:
         c.drop_streams(keep)
     return rows, tuple(None if t is None else t[keep] for t in tensors)
-
-
-def maybe_compact(valid: Tensor, threshold: float, compact) -> bool:
-    """Squeeze holes out of a ragged cache (valid [B, L]) only when that shrinks its width by at least
-    `threshold` of it: left padding that compaction cannot remove never triggers a (useless) copy.
-    `compact()` does the squeeze (StreamCache.compact / drafter.compact with threshold 0)."""
-    L = valid.shape[1]
-    if L == 0:
-        return False
-    longest = int(valid.sum(-1).max())  # width after compaction
-    if L - longest < threshold * L or L - longest == 0:
-        return False
-    compact()
-    return True

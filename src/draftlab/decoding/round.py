@@ -104,9 +104,9 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     res = verify_block(v.logits, prop.tokens, sp, prop.q, prop.q_vocab, generator)
     mark()
     acc = res.accepted  # [b]
-    cache.commit(acc + 1, W + 1)
     acc_l = acc.tolist()
     k = max(acc_l) + 1  # the context grows by slot 0 + accepted proposals (acc + 1 positions)
+    cache.commit(acc + 1, W + 1, k)
     ctx = (None if v.taps is None else v.taps[:, :k], slots[None, :k] < (acc + 1)[:, None], pos[:, :k])
     if pending is not None:
         ctx = join_context(pending, ctx)

@@ -17,25 +17,25 @@ from __future__ import annotations
 import torch
 
 from draftlab.decoding.clock import turn
-from draftlab.decoding.api import CompactingDrafter, Drafter, DrafterProposal, ProposalStep, TracksStreams
-from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundRecord, drop_finished,
-                                     maybe_compact, seed_marks, seed_topk)
+from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep, TracksStreams
+from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundRecord, drop_finished, seed_marks,
+                                     seed_topk)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
-from draftlab.verifier.streams import StreamCache
+from draftlab.verifier.streams import StreamCache, capacity_for
 
 
 class SpeculativeEngine:
     def __init__(self, target: TargetModel, drafter: Drafter | None, proposer: ProposalStep | None = None,
-                 record_topk: int = 0, pad_id: int = 0, compact_threshold: float = 0.25):
+                 record_topk: int = 0, pad_id: int = 0, kv_capacity: int = 0):
         if drafter is None and not getattr(proposer, "block_size", 0):
             raise ValueError("without a drafter the proposal step must declare block_size (slot 0 + proposals)")
         self.target, self.drafter = target, drafter
         self.proposer = proposer or DrafterProposal()
         self.block_size = drafter.block_size if drafter is not None else proposer.block_size
         self.record_topk = record_topk  # without a drafter: records without top-K (nothing to rank)
-        self.pad_id, self.compact_threshold = pad_id, compact_threshold
+        self.pad_id, self.kv_capacity = pad_id, kv_capacity  # slots per stream (0 = sized from the request)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, sp: SamplingParams = SamplingParams(),
@@ -45,12 +45,13 @@ class SpeculativeEngine:
         eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
         timer = PhaseTimer(dev)
         t_start = timer.now()
-        sc = StreamCache(target, B)
-        state = drafter.new_state(B) if drafter is not None else None
+        cap = self.kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, S)
+        sc = StreamCache(target, B, cap)
+        state = drafter.new_state(B, cap) if drafter is not None else None
         # what tracks the committed text: a proposal step (prompt lookup) and a drafter state (a seeded drafter)
         trackers = [x for x in (self.proposer, state) if x is not None and isinstance(x, TracksStreams)]
         pre = sc.prefill(prompts, self.pad_id, taps=tap_ids(drafter), last_logits_only=True)
-        ctx = (pre.taps, sc.valid.clone(), valid_positions(sc.valid))  # pending context for the drafter
+        ctx = (pre.taps, sc.prompt_valid, valid_positions(sc.prompt_valid))  # pending context for the drafter
         last = sample_next(pre.logits[:, -1], sp, generator)  # [B] slot 0 of the first block
         outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
         rows = list(range(B))  # original stream index of each active row
@@ -78,10 +79,6 @@ class SpeculativeEngine:
             active.append(len(rows))
             last = res.next_token
             rows, (last, *ctx) = drop_finished(done, rows, (last, *ctx), *caches)
-            if rows:
-                maybe_compact(sc.valid, self.compact_threshold, lambda: sc.compact(0.0))
-                if isinstance(drafter, CompactingDrafter):
-                    maybe_compact(state.valid, self.compact_threshold, lambda: drafter.compact(state, 0.0))
             phases, wall = timer.end_round()  # draft, propose, verify, commit
             times.append(phases)
             walls.append(wall)

@@ -323,12 +323,10 @@ class DFlashDrafter(nn.Module):
                               a.seed_min_match, lengths)
 
     # ---- inference path -------------------------------------------------------------------------------
-    def new_state(self, batch_size: int) -> DrafterState:
+    def new_state(self, batch_size: int, capacity: int = 0) -> DrafterState:
+        """The inference state of `batch_size` streams; `capacity` context slots per stream (0 = growing)."""
         s = self.arch
-        empty = torch.zeros(batch_size, s.num_kv_heads, 0, s.head_dim, device=self.device, dtype=self.dtype)
-        return DrafterState([empty] * s.num_layers, [empty] * s.num_layers,
-                            torch.zeros(batch_size, 0, dtype=torch.bool, device=self.device),
-                            torch.zeros(batch_size, 0, dtype=torch.long, device=self.device),
+        return DrafterState(s.num_layers, batch_size, s.num_kv_heads, s.head_dim, self.dtype, self.device, capacity,
                             StreamSeeds(s.seed_max_ngram, s.seed_min_match) if s.seeded else None)
 
     def block_input(self, state: DrafterState, last: Tensor) -> Tensor:
@@ -341,13 +339,15 @@ class DFlashDrafter(nn.Module):
         return ids
 
     def extend_context(self, state: DrafterState, feats: Tensor, valid: Tensor, positions: Tensor) -> None:
-        """Append T context slots per stream: feats [B, T, n_taps*H], valid [B, T] bool (False =
-        padding or a rejected slot, kept as a masked hole), positions [B, T] logical positions."""
+        """Add up to T context positions per stream: feats [B, T, n_taps*H], valid [B, T] bool (False = padding or
+        a rejected slot: not kept), positions [B, T] logical positions (rotated in). The valid ones take the
+        stream's next context slots."""
+        valid = valid.to(self.device, torch.bool)
         keys, values = self.project_context(feats, positions.to(self.device))
-        state.keys = [torch.cat([a, b], dim=2) for a, b in zip(state.keys, keys)]
-        state.values = [torch.cat([a, b], dim=2) for a, b in zip(state.values, values)]
-        state.valid = torch.cat([state.valid, valid.to(self.device, torch.bool)], dim=1)
-        state.positions = torch.cat([state.positions, positions.to(self.device)], dim=1)
+        write, _, _ = state.plan(valid)
+        for i, (k, v) in enumerate(zip(keys, values)):
+            state.kv.write(i, k, v, write)
+        state.advance(valid.long().sum(-1), valid.shape[1])
 
     def draft(self, state: DrafterState, block_ids: Tensor, block_positions: Tensor) -> DraftOutput:
         """One block per stream: block_ids [B, S] (= `block_input`: [last committed token, seeds / MASK...]),
@@ -371,23 +371,6 @@ class DFlashDrafter(nn.Module):
         ids[:, 0] = last_tokens
         return ids
 
-    def compact(self, state: DrafterState, min_hole_fraction: float = 0.25) -> bool:
-        """Squeeze masked holes out of the context cache when they exceed a share of it (each
-        stream's valid slots keep their order, left-padded). Exact: positions are already rotated in."""
-        if state.width == 0:
-            return False
-        if 1.0 - state.valid.float().mean().item() < min_hole_fraction:
-            return False
-        n = state.valid.sum(-1)  # [B]
-        W, L = int(n.max()), state.width
-        order = torch.argsort(state.valid.long() * (L + 1) + torch.arange(L, device=n.device), dim=-1)
-        index = order[:, L - W:]  # [B, W]
-        gi = index[:, None, :, None].expand(-1, self.arch.num_kv_heads, -1, self.arch.head_dim)
-        state.keys = [k.gather(2, gi) for k in state.keys]
-        state.values = [v.gather(2, gi) for v in state.values]
-        state.positions = state.positions.gather(1, index)
-        state.valid = torch.arange(W, device=n.device)[None, :] >= (W - n)[:, None]
-        return True
 
 
 def parameter_summary(drafter: DFlashDrafter) -> dict:

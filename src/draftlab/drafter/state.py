@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from draftlab.ngram import StreamSeeds
-from draftlab.verifier.streams import RaggedSlots
+from draftlab.verifier.slots import StreamSlots
 
 
 def seed_column_ids(idx: Tensor, vocab: Tensor, extra: Tensor) -> Tensor:
@@ -18,17 +18,24 @@ def seed_column_ids(idx: Tensor, vocab: Tensor, extra: Tensor) -> Tensor:
     return torch.where(idx == Vd, extra, vocab[idx.clamp(max=Vd - 1)])
 
 
-@dataclass
-class DrafterState(RaggedSlots):
-    """Per-stream drafter context cache: each layer's context K/V (normed, rotated) + validity, and for a
-    seeded drafter the committed text per stream (the seed index). It is a `TracksStreams`: the engine
-    calls start / extend / drop_streams on it (no-ops for the text of a plain drafter)."""
+class DrafterState(StreamSlots):
+    """Per-stream drafter context: each layer's context K/V (normed, rotated) in a static buffer of slots
+    (`verifier.slots.StreamSlots`: stream b's context in slots 0..lengths[b]-1), and for a seeded drafter the
+    committed text per stream (the seed index). It is a `TracksStreams`: the engine calls start / extend /
+    drop_streams on it (no-ops for the text of a plain drafter)."""
 
-    keys: list[Tensor]  # per layer [B, hk, L, d]
-    values: list[Tensor]  # per layer [B, hk, L, d]
-    valid: Tensor  # [B, L] bool; False = padding or a rejected hole
-    positions: Tensor  # [B, L] long logical positions (informational)
-    seeds: StreamSeeds | None = None  # seeded drafters: the committed text per stream (draftlab.ngram)
+    def __init__(self, num_layers: int, batch: int, heads: int, head_dim: int, dtype, device, capacity: int = 0,
+                 seeds: StreamSeeds | None = None):
+        super().__init__(num_layers, batch, heads, head_dim, dtype, device, capacity)
+        self.seeds = seeds  # seeded drafters: the committed text per stream (draftlab.ngram)
+
+    @property
+    def keys(self) -> list[Tensor]:  # per layer [B, hk, capacity, d]
+        return self.kv.k
+
+    @property
+    def values(self) -> list[Tensor]:
+        return self.kv.v
 
     def start(self, prompts: list[list[int]], first: Tensor) -> None:
         if self.seeds is not None:
@@ -40,11 +47,7 @@ class DrafterState(RaggedSlots):
 
     def drop_streams(self, keep: Tensor) -> None:
         """Remove finished streams (keep: bool [B])."""
-        idx = keep.nonzero().squeeze(-1).to(self.valid.device)
-        self.keys = [k.index_select(0, idx) for k in self.keys]
-        self.values = [v.index_select(0, idx) for v in self.values]
-        self.valid = self.valid.index_select(0, idx)
-        self.positions = self.positions.index_select(0, idx)
+        self.select(keep.nonzero().squeeze(-1))
         if self.seeds is not None:
             self.seeds.drop_streams(keep)
 

@@ -32,7 +32,7 @@ from draftlab.decoding.round import speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, process_logits
 from draftlab.specopd.slots import draft_slot_logits
 from draftlab.specopd.tree import ACCEPT_STREAM, branch_seed, branch_uniforms, sample_branches
-from draftlab.verifier.streams import StreamCache
+from draftlab.verifier.streams import StreamCache, capacity_for
 
 
 @dataclass
@@ -74,13 +74,14 @@ def draft_opd_rollout(target, drafter, prefixes: list[list[int]], rounds: int, W
     if not 1 <= W <= S - 1:
         raise ValueError(f"branch width {W} must lie in 1..{S - 1} (the drafter's proposals per block)")
     seq_ids = list(range(B)) if seq_ids is None else list(seq_ids)
-    sc = StreamCache(target, B)
-    state = drafter.new_state(B)
+    cap = capacity_for([len(p) for p in prefixes], rounds * (W + 1), S)
+    sc = StreamCache(target, B, cap)
+    state = drafter.new_state(B, cap)
     pre = sc.prefill([p[:-1] for p in prefixes], pad_id, taps=tap_ids(drafter))  # context = x_{<a_0}
     Tp = pre.taps.shape[1]
     tokens = [list(p[:-1]) for p in prefixes]
     feats = [[pre.taps[b, Tp - len(p) + 1:]] for b, p in enumerate(prefixes)]
-    ctx = (pre.taps, sc.valid.clone(), valid_positions(sc.valid))
+    ctx = (pre.taps, sc.prompt_valid, valid_positions(sc.prompt_valid))
     last = torch.tensor([p[-1] for p in prefixes], device=dev)  # [B] slot 0
     tracks = isinstance(state, TracksStreams)  # a seeded drafter's state keeps the committed text (its seeds)
     if tracks:

@@ -56,8 +56,10 @@ class KVCache:
         return need
 
     def write(self, layer: int, k: Tensor, v: Tensor, write_at: Tensor | None) -> tuple[Tensor, Tensor]:
-        """k, v [B, kv_heads, T, head_dim] into the layer's buffer; -> the K/V over the slots the pass attends."""
+        """k, v [B, kv_heads, T, head_dim] into the layer's buffer (cast to its dtype: an autocast region may hand
+        bf16 K/V to a float32 buffer); -> the K/V over the slots the pass attends."""
         T = k.shape[2]
+        k, v = k.to(self.k[layer].dtype), v.to(self.v[layer].dtype)
         if write_at is None:
             end = self.length + T
             self.k[layer][:, :, self.length:end] = k
