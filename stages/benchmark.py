@@ -31,6 +31,7 @@ def run(params) -> None:
     cfg, t = params.benchmark, params.target
     target = load_target(layout.TARGET, t.device, t.dtype, t.attn_implementation)
     install(target.model, t.linear)  # every arm, AR and the HF peers included, runs the same linear layers
+    target.compile_steps(params.engine.resolved(target.device.type))  # engine.compile (auto: on CUDA only)
     checkpoints = layout.checkpoints(cfg.drafter)  # the folders the earlier stages wrote
     p = to_dict(params)
     bar = None
@@ -55,7 +56,7 @@ def run(params) -> None:
                                      {"target": t.name, "profile": params.profile.name}, progress,
                                      params.pld, params.drafter.block_size, reference=params.reference,
                                      seeded_verify=params.seeded.verify, record=layout.BENCH_RECORD, record_key=key,
-                                     expect=drafter_specs(params))
+                                     expect=drafter_specs(params), engine=params.engine)
         if detail["setup"]["resumed"]["groups"]:
             print(f"[benchmark] resumed {detail['setup']['resumed']['groups']} finished batch groups from "
                   f"{layout.BENCH_RECORD}")

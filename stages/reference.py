@@ -37,6 +37,7 @@ def run(params) -> None:
                               cfg.retries, cfg.temperature, cfg.top_p, cfg.top_k)
     else:
         target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
+        target.compile_steps(params.engine.resolved(target.device.type))  # engine.compile (auto: on CUDA only)
     window = int(getattr(target.config, "max_position_embeddings", 4096))
     prompts, sel = select_prompts(params.data, cfg, target.tokenizer, window)
     p = to_dict(params)

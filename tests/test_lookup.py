@@ -201,13 +201,14 @@ def test_pld_arm_runs_no_drafter_and_requests_no_taps(llama_target, monkeypatch)
     import draftlab.verifier.streams as streams
 
     seen = []
-    forward = streams.decoder_forward  # every target pass of the streams (taps: its 7th argument)
+    step = streams.stream_step  # every target pass of the streams (prefill: this; rounds: target.step): taps 7th
 
     def spy(*a, **kw):
         seen.append(tuple(a[6] if len(a) > 6 else kw.get("taps") or ()))
-        return forward(*a, **kw)
+        return step(*a, **kw)
 
-    monkeypatch.setattr(streams, "decoder_forward", spy)
+    monkeypatch.setattr(streams, "stream_step", spy)
+    monkeypatch.setattr(t, "step", spy)
     res = arm.generate(PROMPTS["ragged"], 10, SamplingParams(), [], None)
     assert res.tokens == generate_ar(t, PROMPTS["ragged"], 10, eos_ids=[]).tokens
     assert seen and all(s == () for s in seen)

@@ -31,3 +31,21 @@ def quantile(xs, q: float) -> float | None:
     pos = q * (len(s) - 1)
     lo, hi = math.floor(pos), math.ceil(pos)
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def geometric_mean(xs) -> float:
+    """exp(mean(log x)) of positive values (the average of ratios that is symmetric in numerator and denominator)."""
+    xs = [float(x) for x in xs]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def bootstrap_interval(values, stat=geometric_mean, n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple:
+    """(low, stat(values), high): the percentile bootstrap interval of stat over `values` resampled with
+    replacement `n` times (a fixed seed: the same values give the same interval)."""
+    import random
+
+    values = list(values)
+    rng = random.Random(seed)
+    boots = sorted(stat([rng.choice(values) for _ in values]) for _ in range(n))
+    a = (1 - level) / 2
+    return quantile(boots, a), stat(values), quantile(boots, 1 - a)

@@ -37,12 +37,17 @@ ENGINE = "draftlab"  # the engine behind every figure of this report
 ENGINE_TABLES = ("speedup", "concurrency", "peers", "positions")  # the plot tables with tokens/s
 
 
-def engine_label(device) -> dict:
-    """`setup.engine`: what the report's tokens/s are (in-engine) and how the engine timed its rounds."""
+def engine_label(device, engine=None, compiled: str = "off") -> dict:
+    """`setup.engine`: what the report's tokens/s are (in-engine), how the engine ran (`engine` section: compiled
+    steps — `compiled`: what ran, `TargetModel.compiled` —, KV capacity) and how it timed its rounds."""
+    dev = torch.device(device)
     return {"name": ENGINE, "tokens_per_s": "in-engine",
-            "what": "draftlab's own engine (eager PyTorch on the Hugging Face model code, ragged batches): "
-                    "the method's speed in this engine, not a serving engine's (vLLM / SGLang: tools/serve_bench.py)",
-            "phase_timing": PhaseTimer(torch.device(device)).method}
+            "what": "draftlab's own engine (its plain-torch forward over the Hugging Face weights, static per-stream "
+                    "slot buffers): the method's speed in this engine, not a serving engine's (vLLM / SGLang: "
+                    "tools/serve_bench.py)",
+            "compile": compiled,
+            "kv_capacity": engine.kv_capacity if engine is not None else 0,
+            "phase_timing": PhaseTimer(dev).method}
 
 
 CONC_COLS = ("tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream", "tau", "tau_ratio", "tokens_per_s_ratio",

@@ -8,6 +8,7 @@ Plain dataclasses, no OmegaConf: loading, validating and composing params.yaml l
   `Optim`, `Schedule`, `Batches`, `Validation`, `Run`);
 - `draftlab.config.trainer`: the `trainer` section (devices / DDP of the training stages);
 - `draftlab.config.seeded`: the `seeded` section (the seeded drafter's overrides of drafter / pretrain);
+- `draftlab.config.engine`: the `engine` section (compiled steps, the KV capacity per stream);
 - `draftlab.config.checks`: the validators.
 Name lists belong to the packages that define them (`draftlab.corrector.variants`,
 `draftlab.specopd.objectives`, `draftlab.data.suites.SUITES`): a new variant needs no edit here.
@@ -16,6 +17,7 @@ from draftlab.config.sections import (  # noqa: F401
     BenchmarkConfig, DataConfig, DrafterConfig, Params, PLDConfig, ProfileConfig, RandomModelConfig, ReferenceConfig,
     TargetArchConfig, TargetConfig, TrackingConfig,
 )
+from draftlab.config.engine import EngineConfig  # noqa: F401
 from draftlab.config.seeded import SeededConfig  # noqa: F401
 from draftlab.config.trainer import TrainerConfig  # noqa: F401
 from draftlab.config.training import (  # noqa: F401

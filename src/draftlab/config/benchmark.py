@@ -46,7 +46,6 @@ class BenchmarkConfig:
     drafter_dtype: str = "auto"  # dtype the drafters load in: auto = the target's (bf16 on a GPU) | float32 | bfloat16 | float16
     simulated: bool = True  # the drafter's teacher-forced τ on the T=0 outputs, beside engine τ
     simulated_anchor_stride: int = 2  # every k-th response position is an anchor
-    compact_threshold: float = 0.25  # squeeze cache holes out when they exceed this share
     warmup: bool = True  # one untimed short generation per arm first
     record_rounds: bool = True  # per-round Parquet for the explorer
     resume: bool = True  # keep each finished batch group on disk and resume an interrupted run there (bench/resume.py)
@@ -87,7 +86,6 @@ class BenchmarkConfig:
         if self.top_p == 0:
             raise ConfigError(f"{p}.top_p must be > 0")
         _positive(f"{p}.top_k", self.top_k, allow_zero=True)
-        _unit(f"{p}.compact_threshold", self.compact_threshold)
         _choice(f"{p}.drafter_dtype", self.drafter_dtype, DRAFTER_DTYPES)
         if not self.arms:
             raise ConfigError(f"{p}.arms must name at least one arm (e.g. ar, dflash)")

@@ -7,6 +7,7 @@ from typing import Collection
 
 from draftlab.config.benchmark import BenchmarkConfig, PLDConfig
 from draftlab.config.checks import _choice, _positive, _unit, check_suite
+from draftlab.config.engine import EngineConfig
 from draftlab.config.seeded import SeededConfig
 from draftlab.config.trainer import TrainerConfig
 from draftlab.config.training import CorrectorConfig, PretrainConfig, SpecOPDConfig
@@ -289,11 +290,15 @@ class Params:
     pld: PLDConfig = field(default_factory=PLDConfig)
     seeded: SeededConfig = field(default_factory=SeededConfig)  # the seeded drafter beside the plain one
     trainer: TrainerConfig = field(default_factory=TrainerConfig)  # processes / devices of the training stages
+    engine: EngineConfig = field(default_factory=EngineConfig)  # how the decoding engine runs (compile, KV capacity)
 
     def check_across(self) -> None:
         """Checks that involve two sections (each section's own `check` has run)."""
         S = self.drafter.block_size
         self.trainer.check_machine("trainer", self.target.device)
+        blocks = [S] + ([self.seeded.resolve(self.drafter, self.pretrain)[0].block_size] if self.seeded.enabled else [])
+        new = max(self.benchmark.max_new_tokens, self.benchmark.concurrency_max_new_tokens, self.reference.max_new_tokens)
+        self.engine.check_room("engine", self.data.max_prompt_tokens, new, max(blocks))
         if self.pretrain.seed_dropout and self.drafter.seed == "none":
             raise ConfigError(f"pretrain.seed_dropout={self.pretrain.seed_dropout} needs seeds to drop: set "
                               f"drafter.seed=lookup (or pretrain.seed_dropout=0)")

@@ -12,7 +12,7 @@ import torch
 from draftlab.decoding.clock import turn
 from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, drop_finished
 from draftlab.decoding.verify import SamplingParams, sample_next
-from draftlab.verifier.streams import StreamCache, capacity_for
+from draftlab.verifier.streams import StreamCache, capacity_for, target_bucket
 from draftlab.verifier.model import TargetModel
 
 AR_PHASES = ("verify", "commit")
@@ -34,7 +34,8 @@ def generate_ar(
     timer = PhaseTimer(dev)
     t_start = timer.now()
     B = len(prompts)
-    sc = StreamCache(target, B, kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens))
+    sc = StreamCache(target, B, kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, 1,
+                                                         target_bucket(target)))
     out = sc.prefill(prompts, pad_id, last_logits_only=True)
     last = sample_next(out.logits[:, -1], sp, generator)  # [B]
     outputs = Outputs(B, max_new_tokens, eos_ids, t_start)

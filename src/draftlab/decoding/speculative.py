@@ -23,7 +23,7 @@ from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, Rou
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
-from draftlab.verifier.streams import StreamCache, capacity_for
+from draftlab.verifier.streams import StreamCache, capacity_for, target_bucket
 
 
 class SpeculativeEngine:
@@ -45,7 +45,7 @@ class SpeculativeEngine:
         eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
         timer = PhaseTimer(dev)
         t_start = timer.now()
-        cap = self.kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, S)
+        cap = self.kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, S, target_bucket(target))
         sc = StreamCache(target, B, cap)
         state = drafter.new_state(B, cap) if drafter is not None else None
         # what tracks the committed text: a proposal step (prompt lookup) and a drafter state (a seeded drafter)

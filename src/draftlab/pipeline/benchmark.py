@@ -64,11 +64,12 @@ def drafter_specs(params) -> dict:
 
 
 def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: int, pld=None, block_size: int = 8,
-               names: list[str] | None = None, seeded_verify=None, expect: dict | None = None) -> dict:
+               names: list[str] | None = None, seeded_verify=None, expect: dict | None = None, engine=None) -> dict:
     """name -> Arm for every arm of `names` (default: the headline, then the ablation arms; drafters loaded once
     per folder); pld: the PLDConfig, block_size: S of the drafter-less `pld` arm; seeded_verify: the
     `seeded.verify` section (the dflash-seeded-cut arm's verify width; None = its defaults); expect: kind ->
-    `DrafterSpec` (`drafter_specs(params)`: every loaded drafter is checked against it; None = its kind only)."""
+    `DrafterSpec` (`drafter_specs(params)`: every loaded drafter is checked against it; None = its kind only);
+    engine: the `engine` section (None = its defaults: KV capacity sized per request)."""
     drafters: dict = {}
     dtype = drafter_dtype(cfg.drafter_dtype, target)
 
@@ -80,14 +81,14 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
         return drafters[folder]
 
     ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size, seeded_verify=seeded_verify,
-                     expect=expect)
+                     expect=expect, kv_capacity=engine.kv_capacity if engine is not None else 0)
     return {name: build_arm(name, ctx) for name in (cfg.running_arms() if names is None else names)}
 
 
 def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
         progress: Callable[[int], Callable[[str], None]] | None = None, pld=None,
         block_size: int = 8, *, reference: ReferenceConfig, seeded_verify=None, record: str | None = None,
-        record_key: dict | None = None, expect: dict | None = None) -> tuple[dict, BenchRuns]:
+        record_key: dict | None = None, expect: dict | None = None, engine=None) -> tuple[dict, BenchRuns]:
     """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
     pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms; reference (the
     reference section) tells which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out;
@@ -99,7 +100,8 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     window = int(getattr(target.config, "max_position_embeddings", 4096))
     suites, pool = select(cfg, data, tok, window, reference)
-    arms = build_arms(target, cfg, checkpoints, pad, pld, block_size, seeded_verify=seeded_verify, expect=expect)
+    arms = build_arms(target, cfg, checkpoints, pad, pld, block_size, seeded_verify=seeded_verify, expect=expect,
+                      engine=engine)
     tick = progress(plan_size(cfg, suites, arms)) if progress else None
     store = None
     if record and cfg.resume:
@@ -121,7 +123,7 @@ def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints
         detail["simulated"] = simulated(arms, runs.runs, suites, detail, cfg, target)
     t_sim = time.perf_counter() - t_sim
     detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
-                       "engine": engine_label(target.device), "linear": describe(target.model), "threads": torch.get_num_threads(),
+                       "engine": engine_label(target.device, engine, getattr(target, "compiled", "off")), "linear": describe(target.model), "threads": torch.get_num_threads(),
                        "interleave": cfg.interleave,  # arms one after the other, or in lockstep (bench/lockstep.py)
                        "prompts": {s: _headline(cfg, len(v)) for s, v in suites.items()},
                        "sweep_pool": len(pool), "size": size(cfg, suites),

@@ -162,3 +162,28 @@ def decoder_forward(model, ids: Tensor, positions: Tensor, mask: Tensor, cache: 
     if hidden_only:
         return None, tap, h
     return model.lm_head(h).float(), tap, None
+
+
+def slot_plan(lengths: Tensor, new_valid: Tensor, capacity: int) -> tuple[Tensor, Tensor, Tensor]:
+    """For T new tokens per stream (new_valid [B, T]) after fills `lengths` [B]: (write slots [B, T] — the next free
+    slots for the valid ones, the scratch slot capacity-1 for the rest —, logical positions [B, T], mask
+    [B, T, capacity]). Device ops only (it runs inside a compiled step)."""
+    rank = new_valid.long().cumsum(-1) - 1  # [B, T] index of each valid token among the new valid ones
+    pos = lengths[:, None] + rank.clamp(min=0)
+    write = torch.where(new_valid, pos, torch.full_like(pos, capacity - 1))
+    upto = torch.where(new_valid, pos + 1, torch.ones_like(pos))  # an invalid token sees slot 0 (no empty row)
+    mask = torch.arange(capacity, device=pos.device)[None, None, :] < upto[:, :, None]
+    return write, pos, mask
+
+
+def stream_step(model, cache: KVCache, lengths: Tensor, ids: Tensor, new_valid: Tensor, width: int, taps=(),
+                logits_rows: int = 0) -> tuple[Tensor | None, Tensor | None, Tensor]:
+    """One pass of the target over static stream slots, as one function (the unit `TargetModel.compile_steps`
+    compiles): ids [B, T] after each stream's fill `lengths` [B] — the valid ones (new_valid [B, T]) take the next
+    slots —, attending over the first `width` slots. -> (float32 logits of the last `logits_rows` rows, or of all
+    rows when 0; the taps; the new fills)."""
+    write, pos, mask = slot_plan(lengths, new_valid, cache.capacity)
+    B, T = ids.shape
+    keep = None if not logits_rows else torch.arange(T - logits_rows, T, device=ids.device).expand(B, -1)
+    logits, tap, _ = decoder_forward(model, ids, pos, mask[:, :, :width], cache, write, taps, logits_at=keep)
+    return logits, tap, lengths + new_valid.long().sum(-1)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from draftlab.verifier.forward import KVCache, decoder_forward
+from draftlab.verifier.forward import KVCache, decoder_forward, stream_step
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 
@@ -48,6 +48,21 @@ class TargetModel(nn.Module):
         self.model = model.eval().requires_grad_(False)
         self.tokenizer = tokenizer
         self.name = name
+        self.step = stream_step  # the streams' pass (`forward.stream_step`); `compile_steps` swaps in a compiled one
+        self.compiled = "off"
+
+    def compile_steps(self, mode: str = "on") -> str:
+        """Compile the streams' pass: `torch.compile(fullgraph=True, dynamic=False)`, mode `reduce-overhead` (CUDA
+        graphs) on CUDA, inductor's default on CPU; one graph per shape (batch, new tokens, slots, taps). `off`
+        restores the eager pass. Returns what runs (recorded by the benchmark)."""
+        if mode == "off":
+            self.step, self.compiled = stream_step, "off"
+        else:
+            cuda = self.device.type == "cuda"
+            self.step = torch.compile(stream_step, fullgraph=True, dynamic=False,
+                                      mode="reduce-overhead" if cuda else None)
+            self.compiled = "reduce-overhead" if cuda else "inductor"
+        return self.compiled
 
     # ---- facts about the model ------------------------------------------------------------
     @property

@@ -21,13 +21,17 @@ import torch
 from torch import Tensor
 
 from draftlab.errors import DraftlabError
-from draftlab.verifier.forward import KVCache
+from draftlab.verifier.forward import KVCache, slot_plan  # noqa: F401  (slot_plan: part of this module's API)
 
 
-def capacity_for(prompt_lengths: list[int], max_new_tokens: int, block: int = 1) -> int:
+CAPACITY_BUCKET = 128  # compiled steps: capacities are rounded up to a multiple, so a prompt's length is no new shape
+
+
+def capacity_for(prompt_lengths: list[int], max_new_tokens: int, block: int = 1, bucket: int = 0) -> int:
     """Slots a stream needs: its prompt, max_new_tokens more (a round appends at most `block` tokens past the last
-    committed one), and the scratch slot."""
-    return max(prompt_lengths) + max_new_tokens + block + 1
+    committed one), and the scratch slot; rounded up to a multiple of `bucket` when given."""
+    need = max(prompt_lengths) + max_new_tokens + block + 1
+    return -(-need // bucket) * bucket if bucket else need
 
 
 class StreamSlots:
@@ -89,13 +93,7 @@ class StreamSlots:
         """For T new tokens per stream (new_valid [B, T]): (write slots [B, T] — the next free slots for the valid
         ones, the scratch slot for the rest —, logical positions [B, T], mask [B, T, capacity])."""
         self.room(new_valid.shape[1])
-        cap = self.capacity
-        rank = new_valid.long().cumsum(-1) - 1  # [B, T] index of each valid token among the new valid ones
-        pos = self.lengths[:, None] + rank.clamp(min=0)
-        write = torch.where(new_valid, pos, torch.full_like(pos, cap - 1))
-        upto = torch.where(new_valid, pos + 1, torch.ones_like(pos))  # an invalid token sees slot 0 (no empty row)
-        mask = torch.arange(cap, device=pos.device)[None, None, :] < upto[:, :, None]
-        return write, pos, mask
+        return slot_plan(self.lengths, new_valid, self.capacity)
 
     def advance(self, counts: Tensor, most: int) -> None:
         """lengths += counts [B]; `most` = an upper bound of counts (host side)."""

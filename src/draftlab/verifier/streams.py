@@ -10,9 +10,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from draftlab.verifier.forward import decoder_forward
+from draftlab.verifier.forward import stream_step
 from draftlab.verifier.model import TargetModel, TargetOutput
-from draftlab.verifier.slots import StreamSlots, capacity_for  # noqa: F401  (capacity_for: the engines size with it)
+from draftlab.verifier.slots import CAPACITY_BUCKET, StreamSlots, capacity_for  # noqa: F401  (the engines size with it)
+
+
+def target_bucket(target) -> int:
+    """The capacity bucket of a target's streams: CAPACITY_BUCKET when its steps are compiled (a new capacity would
+    be a new graph), else 0 (exactly what the request needs)."""
+    return CAPACITY_BUCKET if getattr(target, "compiled", "off") != "off" else 0
 
 
 class StreamCache(StreamSlots):
@@ -54,13 +60,12 @@ class StreamCache(StreamSlots):
         B, T = ids.shape
         if new_valid is None:
             new_valid = torch.ones(B, T, dtype=torch.bool, device=ids.device)
-        write, pos, mask = self.plan(new_valid)
-        if width is not None:
-            mask = mask[:, :, :width]
-        keep = None if not logits_to_keep else torch.arange(T - logits_to_keep, T, device=ids.device).expand(B, -1)
-        logits, tap, _ = decoder_forward(self.target.model, ids, pos, mask, self.kv, write, tuple(taps),
-                                         logits_at=keep)
-        self.advance(new_valid.long().sum(-1), T)
+        self.room(T)
+        step = stream_step if width is not None else self.target.step  # a prefill's shape is its own: eager
+        logits, tap, lengths = step(self.target.model, self.kv, self.lengths, ids, new_valid, width or self.capacity,
+                                    tuple(taps), logits_to_keep)
+        self.lengths = lengths.clone()  # a captured graph's outputs are overwritten by its next replay
+        self.bound += T
         self._last_valid = new_valid
         return TargetOutput(logits, tap)
 
