@@ -189,3 +189,33 @@ def test_an_arm_without_a_drafter(llama_target):
     assert all(sum(a) > 0 for a in res.accepted)  # the tracked text made some proposals right
     with pytest.raises(ValueError, match="block_size"):
         SpeculativeEngine(t, None, lambda d, sp, g: None)
+
+
+def test_one_device_to_host_copy_per_round(llama_target, monkeypatch):
+    """Each round of either engine copies to the host once (`common.to_host`: the AR step's tokens; the
+    speculative round's accepted counts and committed tokens, packed), plus the prefill's first token; emitting,
+    the stop rules, the lookup index and a seeded drafter's text all read that copy; finished streams are dropped
+    with an index made on the host."""
+    import draftlab.decoding.ar as ar_mod
+    import draftlab.decoding.common as common
+    import draftlab.decoding.round as round_mod
+    import draftlab.decoding.speculative as spec_mod
+    from draftlab.decoding.lookup import PromptLookup
+
+    calls = []
+    real = common.to_host
+
+    def counting(t):
+        calls.append(tuple(t.shape))
+        return real(t)
+
+    for mod in (ar_mod, round_mod, spec_mod):
+        monkeypatch.setattr(mod, "to_host", counting)
+    t = llama_target
+    prompts = _prompts(t, (6, 11, 9))
+    res = generate_ar(t, prompts, 10, eos_ids=[])
+    assert len(calls) == 1 + len(res.round_times)
+    calls.clear()
+    eng = SpeculativeEngine(t, None, PromptLookup(4, 2, 3))
+    res = eng.generate(prompts, 10, eos_ids=[])
+    assert len(calls) == 1 + len(res.round_times) and res.tokens == generate_ar(t, prompts, 10, eos_ids=[]).tokens

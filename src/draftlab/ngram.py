@@ -137,6 +137,10 @@ class StreamTexts:
     def drop_streams(self, keep: Tensor) -> None:
         self.streams = [s for s, k in zip(self.streams, keep.tolist()) if k]
 
+    def last_tokens(self) -> list[int]:
+        """Each stream's last committed token (a round's slot 0), from the host-side text: no device read."""
+        return [s.text[-1] for s in self.streams]
+
 
 class StreamSeeds(StreamTexts):
     """Per-stream committed text for a seeded drafter, and the current block's seeds."""

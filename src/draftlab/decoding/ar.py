@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from draftlab.decoding.clock import turn
-from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, drop_finished
+from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, drop_finished, to_host
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.streams import StreamCache, capacity_for, target_bucket
 from draftlab.verifier.model import TargetModel
@@ -40,7 +40,7 @@ def generate_ar(
     last = sample_next(out.logits[:, -1], sp, generator)  # [B]
     outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
     rows = list(range(B))  # original stream index of each active row
-    done = outputs.emit(rows, last[:, None], torch.ones(B, dtype=torch.long), timer.host_time)
+    done = outputs.emit(rows, to_host(last[:, None]), torch.ones(B, dtype=torch.long), timer.host_time)
     rows, (last,) = drop_finished(done, rows, (last,), sc)
     t_prefill = timer.now()
     times, walls, active = [], [], []
@@ -49,7 +49,7 @@ def generate_ar(
         logits = sc.append(last[:, None]).logits[:, -1]  # [b, V]
         last = sample_next(logits, sp, generator)  # [b]
         timer.mark()  # verify | commit
-        done = outputs.emit(rows, last[:, None], torch.ones(len(rows), dtype=torch.long), timer.host_time)
+        done = outputs.emit(rows, to_host(last[:, None]), torch.ones(len(rows), dtype=torch.long), timer.host_time)
         active.append(len(rows))
         rows, (last,) = drop_finished(done, rows, (last,), sc)
         phases, wall = timer.end_round()

@@ -164,6 +164,13 @@ class PhaseTimer:
         return phases, wall
 
 
+def to_host(t: Tensor) -> Tensor:
+    """The engines' one device-to-host copy per round (AR: the new tokens; speculative: the accepted counts and the
+    committed tokens, packed): everything a round needs on the host (emitting, the stop rules, the lookup index and
+    a seeded drafter's text) is read from it. tests/test_engine.py counts its calls per round."""
+    return t.to("cpu", copy=True)
+
+
 class Outputs:
     """Generated tokens per stream and the stop rules (EOS, max_new_tokens)."""
 
@@ -176,10 +183,9 @@ class Outputs:
         self.start = start
 
     def emit(self, rows: list[int], new: Tensor, n_new: Tensor, clock: Callable[[], float]) -> Tensor:
-        """Append the first n_new[i] tokens of new[i] (new [b, T], n_new [b]) to stream rows[i], cut at
-        the first EOS and at max_new_tokens; a stream that stops gets `clock()` (read once the tokens are
-        on the host, e.g. `PhaseTimer.host_time`) as its finishing time. Returns done [b] bool (CPU)."""
-        new, n_new = new.cpu(), n_new.cpu()  # the round's one host transfer
+        """Append the first n_new[i] tokens of new[i] (new [b, T], n_new [b], both on the host: `to_host`) to stream
+        rows[i], cut at the first EOS and at max_new_tokens; a stream that stops gets `clock()` (e.g.
+        `PhaseTimer.host_time`) as its finishing time. Returns done [b] bool (CPU)."""
         now = clock()
         T = new.shape[1]
         live = torch.arange(T)[None, :] < n_new[:, None]  # [b, T]
@@ -203,12 +209,11 @@ def drop_finished(done: Tensor, rows: list[int], tensors: tuple, *caches) -> tup
     passes through) and from every cache-like object with `drop_streams(keep)`."""
     if not bool(done.any()):
         return rows, tensors
-    keep_l = (~done).tolist()
-    rows = [r for r, k in zip(rows, keep_l) if k]
+    keep = ~done  # CPU: every cache selects its rows with an index made here (no device read)
+    rows = [r for r, k in zip(rows, keep.tolist()) if k]
     if not rows:
         return rows, tensors
-    dev = next((t.device for t in tensors if t is not None), torch.device("cpu"))
-    keep = (~done).to(dev)
     for c in caches:
         c.drop_streams(keep)
-    return rows, tuple(None if t is None else t[keep] for t in tensors)
+    idx = keep.nonzero().squeeze(-1)
+    return rows, tuple(None if t is None else t.index_select(0, idx.to(t.device)) for t in tensors)

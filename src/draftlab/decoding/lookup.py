@@ -64,12 +64,11 @@ class PromptLookup(StreamTexts):
         return [f[0] for f in found], [f[1] for f in found]
 
     def __call__(self, draft: DraftOutput, sp: SamplingParams, generator: torch.Generator | None = None) -> Proposal:
-        slot0 = draft.block_ids[:, 0]  # [B]
-        if len(self.streams) != slot0.shape[0]:
-            raise ValueError(f"prompt lookup tracks {len(self.streams)} streams, the round has {slot0.shape[0]}")
+        if len(self.streams) != draft.block_ids.shape[0]:
+            raise ValueError(f"prompt lookup tracks {len(self.streams)} streams, the round has {draft.block_ids.shape[0]}")
         toks, match = self.propose()
         W = max((len(t) for t in toks), default=0)
-        rows = [pad(t, W, s) for t, s in zip(toks, slot0.tolist())]
+        rows = [pad(t, W, s) for t, s in zip(toks, self.last_tokens())]
         dev = draft.block_ids.device
         return Proposal(torch.tensor(rows, dtype=torch.long, device=dev).reshape(len(rows), W), None, None,
                         extras=source_extras(toks, match))
@@ -112,7 +111,7 @@ class LookupHybrid:
         base = self.inner(draft, sp, generator)  # tokens [B, n], q [B, n, Vq] | None
         B, n = base.tokens.shape
         toks, match = self.lookup.propose(self.min_match)
-        slot0 = draft.block_ids[:, 0].tolist()
+        slot0 = self.lookup.last_tokens()
         rows, used = [], []
         for t, s in zip(toks, slot0):
             t = t[:n]
@@ -127,7 +126,7 @@ class LookupHybrid:
         tokens = torch.where(from_lookup, look, base.tokens)
         extras = {**(base.extras or {}), **source_extras([t[:n] for t in toks], match),
                   "lookup_slots": L.cpu()}  # slots filled from the lookup (switch: all n when it matched)
-        if base.q is None or not bool(from_lookup.any()):
+        if base.q is None or not any(used):
             return Proposal(tokens, base.q, base.q_vocab, extras)
         q = full_vocab_q(base.q, base.q_vocab, self.vocab_size, from_lookup, tokens)
         return Proposal(tokens, q, None, extras)

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from draftlab.decoding.api import BlockInput, BuildsBlocks, Drafter, DraftOutput, Proposal, ProposalStep, SkipsDrafts
-from draftlab.decoding.common import PhaseTimer
+from draftlab.decoding.common import PhaseTimer, to_host
 from draftlab.decoding.verify import SamplingParams, VerifyResult, verify_block
 from draftlab.verifier.model import TargetOutput
 from draftlab.verifier.streams import StreamCache
@@ -39,9 +39,11 @@ class RoundResult:
     proposal: Proposal  # tokens [b, W]
     verified: TargetOutput  # the target pass over [slot 0, proposals]: logits [b, W+1, V], taps [b, W+1, F]
     result: VerifyResult  # accepted [b] (acc), next_token [b] (bonus / replacement)
-    accepted: list[int]  # acc per stream (one host transfer)
+    accepted: list[int]  # acc per stream (from `host`)
     positions: Tensor  # [b, S] logical positions of the block's slots
     context: tuple  # the drafter's next context: feats [b, k, F], valid [b, k] bool, positions [b, k]
+    committed: Tensor  # [b, W+1] the accepted proposals then the bonus / replacement (first acc+1 count), device
+    host: Tensor  # [b, 1 + W+1] CPU: acc, then `committed` — the round's one device-to-host copy
 
 
 def tap_ids(drafter: Drafter | None) -> list[int]:
@@ -104,10 +106,13 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     res = verify_block(v.logits, prop.tokens, sp, prop.q, prop.q_vocab, generator)
     mark()
     acc = res.accepted  # [b]
-    acc_l = acc.tolist()
+    nxt = res.next_token[:, None]
+    committed = torch.cat([prop.tokens, nxt], 1).scatter(1, acc[:, None], nxt)  # [b, W+1]
+    host = to_host(torch.cat([acc[:, None], committed], 1))  # the round's one device-to-host copy
+    acc_l = host[:, 0].tolist()
     k = max(acc_l) + 1  # the context grows by slot 0 + accepted proposals (acc + 1 positions)
     cache.commit(acc + 1, W + 1, k)
     ctx = (None if v.taps is None else v.taps[:, :k], slots[None, :k] < (acc + 1)[:, None], pos[:, :k])
     if pending is not None:
         ctx = join_context(pending, ctx)
-    return RoundResult(d, prop, v, res, acc_l, pos, ctx)
+    return RoundResult(d, prop, v, res, acc_l, pos, ctx, committed, host)

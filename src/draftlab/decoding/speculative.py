@@ -19,7 +19,7 @@ import torch
 from draftlab.decoding.clock import turn
 from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep, TracksStreams
 from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundRecord, drop_finished, seed_marks,
-                                     seed_topk)
+                                     seed_topk, to_host)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
@@ -55,9 +55,10 @@ class SpeculativeEngine:
         last = sample_next(pre.logits[:, -1], sp, generator)  # [B] slot 0 of the first block
         outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
         rows = list(range(B))  # original stream index of each active row
-        done = outputs.emit(rows, last[:, None], torch.ones(B, dtype=torch.long), timer.host_time)
+        first = to_host(last)  # the prefill's copy: the first token
+        done = outputs.emit(rows, first[:, None], torch.ones(B, dtype=torch.long), timer.host_time)
         for t in trackers:
-            t.start(prompts, last)
+            t.start(prompts, first)
         caches = [c for c in (sc, state, *(t for t in trackers if t is not state)) if c is not None]
         rows, (last, *ctx) = drop_finished(done, rows, (last, *ctx), *caches)
         t_prefill = timer.now()
@@ -65,13 +66,12 @@ class SpeculativeEngine:
         accepted: list[list[int]] = [[] for _ in range(B)]
         while rows:
             r = speculative_round(sc, drafter, state, self.proposer, last, ctx, sp, generator, timer, S)
-            acc, res, prop = r.result.accepted, r.result, r.proposal
-            ctx = r.context
-            new = torch.cat([prop.tokens, res.next_token[:, None]], 1).scatter(1, acc[:, None], res.next_token[:, None])  # [b, W+1]
+            res, ctx = r.result, r.context
+            acc_h, new_h = r.host[:, 0], r.host[:, 1:]  # CPU: the round's one copy (accepted, committed tokens)
             offsets = [len(outputs.tokens[i]) - 1 for i in rows]
-            done = outputs.emit(rows, new, acc + 1, timer.host_time)
+            done = outputs.emit(rows, new_h, acc_h + 1, timer.host_time)
             for t in trackers:
-                t.extend(new, acc + 1)
+                t.extend(new_h, acc_h + 1)
             for i, a in zip(rows, r.accepted):
                 accepted[i].append(a)
             if self.record_topk:
