@@ -26,8 +26,8 @@ class Recording:
     def __init__(self, inner):
         self.inner, self.rounds = inner, []
 
-    def needs_draft(self, block_ids):  # api.SkipsDrafts, as the inner step says
-        return self.inner.needs_draft(block_ids) if hasattr(self.inner, "needs_draft") else True
+    def needs_draft(self, block_ids, spans=None):  # api.SkipsDrafts, as the inner step says
+        return self.inner.needs_draft(block_ids, spans) if hasattr(self.inner, "needs_draft") else True
 
     def __call__(self, draft, sp, generator=None):
         p = self.inner(draft, sp, generator)

@@ -154,5 +154,7 @@ class StreamSeeds(StreamTexts):
         if len(self.streams) != batch:
             raise DraftlabError(f"a seeded drafter's state tracks the text of {len(self.streams)} streams, the round has "
                                 f"{batch}; its caller must drive it (state.start / extend, the TracksStreams calls)")
-        rows = [(s.lookup(n, self.min_match)[0] + [mask_id] * n)[:n] for s in self.streams]
+        found = [s.lookup(n, self.min_match)[0][:n] for s in self.streams]
+        self.spans = [len(f) for f in found]  # host: each block's seeded span (the verify-width rule reads it)
+        rows = [f + [mask_id] * (n - len(f)) for f in found]
         return torch.tensor(rows, dtype=torch.long, device=device).reshape(batch, n)

@@ -137,7 +137,13 @@ class ArmContext:
         drafter = self.load_drafter(folder)
         kind = kind or self.base
         check_drafter(self.arm or "?", folder, drafter, kind, (self.expect or {}).get(kind))
-        return drafter
+        return self.like_target(drafter)
+
+    def like_target(self, step):
+        """A drafter or a proposal step compiled when the target's steps are (`engine.compile`); once per object."""
+        if getattr(self.target, "compiled", "off") != "off" and getattr(step, "compiled", None) == "off":
+            step.compile_steps("on")
+        return step
 
 
 class ARArm:
@@ -226,7 +232,7 @@ def seeded_cut_arm(name: str, ctx: ArmContext) -> Arm:
 
         v = VerifyConfig()
     drafter = seeded_drafter(name, ctx)
-    step = SpanProposal(drafter.mask_token_id, v.rule, v.extra, v.min_prob, full_span=v.full_span)
+    step = ctx.like_target(SpanProposal(drafter.mask_token_id, v.rule, v.extra, v.min_prob, full_span=v.full_span))
     return SpeculativeArm(name, ctx.target, drafter, step, ctx.pad_id, ctx.kv_capacity)
 
 
@@ -249,8 +255,8 @@ def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
         drafter = ctx.drafter(str(folder / "drafter"))
         _, info = read_corrector_info(folder / "corrector")
         kernels = ctx.kernels or info.get("kernels", "auto")
-        prop = CorrectorProposal(load_corrector(folder / "corrector", drafter), rule, float(info.get("lam", 0.75)),
-                                 None if kernels == "auto" else kernels)
+        prop = ctx.like_target(CorrectorProposal(load_corrector(folder / "corrector", drafter), rule,
+                                                 float(info.get("lam", 0.75)), None if kernels == "auto" else kernels))
         return SpeculativeArm(name, ctx.target, drafter, prop, ctx.pad_id, ctx.kv_capacity)
 
     return build

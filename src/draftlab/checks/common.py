@@ -52,6 +52,10 @@ class Ctx:
     streams: tuple[int, ...]
     section: Budget | None = None
     cache: dict = field(default_factory=dict)
+    compile: str = "auto"  # the engine's steps (engine.compile): auto = on CUDA only
+
+    def compiled(self) -> bool:
+        return self.compile == "on" or (self.compile == "auto" and getattr(self.dev, "type", "cpu") == "cuda")
 
     def left(self) -> float:
         """Seconds left to the running section (its own budget, within the whole run's)."""

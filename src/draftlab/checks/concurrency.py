@@ -96,12 +96,15 @@ def section_concurrency(ctx: Ctx) -> dict:
     t0 = time.perf_counter()
     drafter = build_drafter(target, sz["drafter"]["block_size"], sz["drafter"]["num_layers"], target.dtype)
     props = build_proposers(target, drafter, rank=sz["seq_rank"], perturb=False, **sz["dcoco"])
+    mode = "on" if ctx.compiled() else "off"  # the engine's steps: compiled in each arm's untimed warm-up
+    compiled = {"target": target.compile_steps(mode), "drafter": drafter.compile_steps(mode),
+                **{k: p.compile_steps(mode) for k, p in props.items() if hasattr(p, "compile_steps")}}
     sync(dev)
     info = ctx.cache["target_info"]
     res = {"target": info,
            "drafter": {**sz["drafter"], "taps": drafter.target_layer_ids,
                        "parameters": drafter.num_trainable_parameters(), "build_s": time.perf_counter() - t0},
-           "correctors": {"dcoco": sz["dcoco"], "seq_rank": sz["seq_rank"]},
+           "correctors": {"dcoco": sz["dcoco"], "seq_rank": sz["seq_rank"]}, "compiled": compiled,
            "prompt_tokens": f"{sz['prompt_tokens'] * 3 // 4}..{sz['prompt_tokens'] * 5 // 4} (random ids, ragged)",
            "new_tokens": sz["new_tokens"], "temperature": 0.0, "reps": sz["reps"],
            "timing": "each arm warmed on its own prompts first; arms in rotated order; median and p20 of rounds; "
@@ -180,6 +183,7 @@ def section_concurrency(ctx: Ctx) -> dict:
     retime = max(retimes, key=lambda r: abs((r.get("ratio") or 1.0) - 1.0)) if retimes else None
     res["sanity_gates"] = gates(flat, retime, res.get("ar_step_over_floor"))
     del drafter, props
+    target.compile_steps("off")  # the later sections share the cached target: eager, as they were written
     bad_gate = [k for k, v in res["sanity_gates"].items() if not v]
     if bad_gate:
         res["notes"].append("sanity gates failed: " + ", ".join(bad_gate) + " (the timings measure something other "

@@ -58,7 +58,7 @@ def run(args) -> int:
     size = DRY if args.dry else PAPER
     budget = Budget(args.budget_s or size["budget_s"])
     ctx = Ctx(dev=dev, dry=args.dry, size=size, budget=budget, sections=args.sections,
-              streams=args.streams or size["streams"])
+              streams=args.streams or size["streams"], compile=args.compile)
     env = environment(dev, args.dry)
     if args.commit:  # the device machine's copy of the tree carries another repository's HEAD
         env["git_sha"], env["git_sha_source"] = args.commit, "--commit (the project commit the tree was copied from)"
@@ -119,6 +119,8 @@ def parse_args(argv: list[str]):
                     "420, generous for a loaded machine); each section also has its own")
     ap.add_argument("--out-dir", default="", help="write gpu_check.json and gpu.md into this folder (default: "
                     "metrics/ and docs/ of the repository; dry: a temporary folder)")
+    ap.add_argument("--compile", default="auto", choices=("auto", "on", "off"), help="the engine's steps in the "
+                    "concurrency section, as engine.compile: auto = compiled on CUDA (CUDA graphs), eager on CPU")
     ap.add_argument("--commit", default="", help="the project commit the tree was copied from (recorded as git_sha)")
     ap.add_argument("--render", default="", metavar="JSON", help="re-render docs/gpu.md from a result file and copy "
                     "it to metrics/gpu_check.json (or --out-dir); runs nothing")

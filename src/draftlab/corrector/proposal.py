@@ -12,15 +12,28 @@ the walks see what the training side's `drafter_block` gives them. The proposal 
 temperature: at T>0 the verifier applies the point-mass rule (accept with p_j(ŷ_j), on rejection resample
 from p_j without ŷ_j), which keeps decoding lossless without any proposal distribution. The corrector's
 extras (DCOCO's K×K grid and chosen path) are recorded with the round for the explorer.
+
+`compile_steps` compiles the step like the target's and the drafter's passes (`propose_step`: full graph, fixed
+shapes, CUDA graphs on CUDA); compiled, its kernels are the pure-torch references, which inductor fuses (a Triton
+kernel is the eager step's way of avoiding the same dispatch).
 """
 from __future__ import annotations
 
 import torch
 
+from draftlab.compiling import compile_step, step_label
 from draftlab.corrector.base import Corrector, DraftBlock
 from draftlab.corrector.variants import RULES
 from draftlab.decoding.api import DraftOutput, Proposal
 from draftlab.errors import DraftlabError
+
+
+def propose_step(corrector: Corrector, hidden, logits, slot0, vocab, extra, rule: str, lam: float,
+                 backend: str | None) -> tuple[torch.Tensor, dict]:
+    """The corrector's proposal over the n proposed slots as a function of tensors -> (tokens [B, n], extras)."""
+    out = corrector.propose(DraftBlock(hidden=hidden, slot0=slot0, vocab=vocab, logits=logits, extra=extra),
+                            rule, lam, backend)
+    return out.tokens, out.extras
 
 
 class CorrectorProposal:
@@ -30,13 +43,23 @@ class CorrectorProposal:
         self.corrector, self.rule, self.lam = corrector.eval(), rule, lam
         self.backend = backend  # None: DRAFTLAB_KERNELS, else Triton on CUDA / torch elsewhere
         self.last_extras: dict[str, torch.Tensor] = {}  # the corrector's extras of the last round
+        self.step, self.compiled = propose_step, "off"
+
+    def compile_steps(self, mode: str = "on", backend=None) -> str:
+        """Compile `propose_step` (`off` restores it eager); returns what runs."""
+        if mode == "off":
+            self.step, self.compiled = propose_step, "off"
+        else:
+            cuda = self.corrector.device.type == "cuda"
+            self.step, self.compiled = compile_step(propose_step, cuda, backend), step_label(cuda, backend)
+        return self.compiled
 
     @torch.no_grad()
     def __call__(self, draft: DraftOutput, sp=None, generator: torch.Generator | None = None) -> Proposal:
         extra = getattr(draft, "extra_ids", None)  # [B, S] a seeded drafter's seed column (logits [B, S, Vd+1])
-        block = DraftBlock(hidden=draft.hidden[:, 1:], slot0=draft.block_ids[:, 0], vocab=draft.vocab,
-                           logits=draft.logits[:, 1:],
-                           extra=None if extra is None else extra[:, 1:])  # the n proposed slots
-        out = self.corrector.propose(block, self.rule, self.lam, self.backend)  # tokens [B, n]
-        self.last_extras = out.extras
-        return Proposal(out.tokens, None, None, extras=out.extras or None)  # deterministic: point mass at T>0
+        backend = "torch" if self.compiled != "off" else self.backend
+        tokens, extras = self.step(self.corrector, draft.hidden[:, 1:], draft.logits[:, 1:], draft.block_ids[:, 0],
+                                   draft.vocab, None if extra is None else extra[:, 1:], self.rule, self.lam,
+                                   backend)  # the n proposed slots -> tokens [B, n]
+        self.last_extras = extras
+        return Proposal(tokens, None, None, extras=extras or None)  # deterministic: point mass at T>0

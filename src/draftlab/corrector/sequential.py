@@ -177,6 +177,8 @@ class DominoCorrector(SequentialCorrector):
         self.__dict__["_drafter"] = drafter  # shared embedding and head: not registered (not trained/saved/moved)
         self.inp = nn.Linear(arch.embed_dim, r)  # W_in
         self.gru = nn.GRU(r, r, batch_first=True)
+        # the GRU's own parameters, as the walk's cell reads them (compiled graphs cannot trace an nn.GRU module)
+        self.__dict__["_cell"] = (self.gru.weight_ih_l0, self.gru.bias_ih_l0, self.gru.weight_hh_l0, self.gru.bias_hh_l0)
         self.up = nn.Linear(r, arch.hidden_size, bias=False)  # U, zero-initialised
         nn.init.zeros_(self.up.weight)
 
@@ -205,8 +207,22 @@ class DominoCorrector(SequentialCorrector):
         return self._delta(s, ex).reshape(*lead, n, -1)  # [*, n, Vd(+1)]
 
     def step(self, h: Tensor, prev: Tensor, state, extra: Tensor | None = None):
-        s, state = self.gru(self._inputs(prev)[:, None], state)  # [N, 1, r], [1, N, r]
-        return self._delta(s[:, 0], extra), state
+        x = self._inputs(prev)  # [N, r]
+        s = gru_cell(x, x.new_zeros(x.shape) if state is None else state, *self._cell)  # [N, r]
+        return self._delta(s, extra), s
+
+
+def gru_cell(x: Tensor, h: Tensor, w_ih: Tensor, b_ih: Tensor, w_hh: Tensor, b_hh: Tensor) -> Tensor:
+    """One step of a one-layer `nn.GRU` as plain ops on its weights: x [N, r], h [N, r] -> the next state [N, r]
+    (PyTorch's gate order r, z, n). The walk runs it slot by slot; unlike the module's fused call it compiles into
+    the proposal step's graph and never re-packs the weights."""
+    gi = F.linear(x, w_ih, b_ih)  # [N, 3r]
+    gh = F.linear(h, w_hh, b_hh)
+    i_r, i_z, i_n = gi.chunk(3, -1)
+    h_r, h_z, h_n = gh.chunk(3, -1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return (1 - z) * n + z * h
 
 
 def build_sequential(arch: SequentialArch, drafter) -> SequentialCorrector:

@@ -110,8 +110,9 @@ class SkipsDrafts(Protocol):
     draft pass, hands the step a `BlockInput` (the block's ids, no logits), and the drafter's pending context
     waits for the next drafted round (`round.join_context`)."""
 
-    def needs_draft(self, block_ids: Tensor) -> bool:
-        """block_ids [B, S] (the round's block input) -> whether the step needs the drafter's logits."""
+    def needs_draft(self, block_ids: Tensor, spans: list[int] | None = None) -> bool:
+        """block_ids [B, S] (the round's block input; spans: each block's seeded span, known on the host for a
+        seeded drafter, else None) -> whether the step needs the drafter's logits."""
         ...
 
 
@@ -140,6 +141,7 @@ class BlockInput:
     logits: Tensor | None = None
     hidden: Tensor | None = None
     vocab: Tensor | None = None
+    seed_spans: list[int] | None = None  # host: each block's seeded span (a seeded drafter's round; `round.py`)
 
     def topk(self, k: int) -> tuple[Tensor, Tensor]:
         raise NotImplementedError("an arm without a drafter has no draft distribution to rank")

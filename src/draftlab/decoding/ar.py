@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from draftlab.decoding.clock import turn
-from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, drop_finished, to_host
+from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, live_rows, retire, to_host
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.streams import StreamCache, capacity_for, target_bucket
 from draftlab.verifier.model import TargetModel
@@ -41,17 +41,19 @@ def generate_ar(
     outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
     rows = list(range(B))  # original stream index of each active row
     done = outputs.emit(rows, to_host(last[:, None]), torch.ones(B, dtype=torch.long), timer.host_time)
-    rows, (last,) = drop_finished(done, rows, (last,), sc)
+    keep_shape = getattr(target, "compiled", "off") != "off"  # compiled steps: batch sizes B, B/2, ... only
+    rows, (last,) = retire(done, rows, (last,), sc, keep_shape=keep_shape)
     t_prefill = timer.now()
     times, walls, active = [], [], []
-    while rows:
+    while any(i >= 0 for i in rows):
         timer.start_round()
-        logits = sc.append(last[:, None]).logits[:, -1]  # [b, V]
+        live = live_rows(rows, dev).bool()[:, None] if keep_shape else None  # a retired row's token is not kept
+        logits = sc.append(last[:, None], live).logits[:, -1]  # [b, V]
         last = sample_next(logits, sp, generator)  # [b]
         timer.mark()  # verify | commit
         done = outputs.emit(rows, to_host(last[:, None]), torch.ones(len(rows), dtype=torch.long), timer.host_time)
-        active.append(len(rows))
-        rows, (last,) = drop_finished(done, rows, (last,), sc)
+        active.append(sum(i >= 0 for i in rows))
+        rows, (last,) = retire(done, rows, (last,), sc, keep_shape=keep_shape)
         phases, wall = timer.end_round()
         times.append(phases)
         walls.append(wall)

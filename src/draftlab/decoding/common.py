@@ -179,29 +179,62 @@ class Outputs:
         self.finish: list[str] = ["length"] * batch
         self.t_done: list[float] = [0.0] * batch
         self.max_new = max_new_tokens
-        self.eos = torch.tensor(sorted(set(eos_ids or ())), dtype=torch.long)
+        self.eos = frozenset(int(e) for e in (eos_ids or ()))
         self.start = start
 
     def emit(self, rows: list[int], new: Tensor, n_new: Tensor, clock: Callable[[], float]) -> Tensor:
         """Append the first n_new[i] tokens of new[i] (new [b, T], n_new [b], both on the host: `to_host`) to stream
         rows[i], cut at the first EOS and at max_new_tokens; a stream that stops gets `clock()` (e.g.
-        `PhaseTimer.host_time`) as its finishing time. Returns done [b] bool (CPU)."""
+        `PhaseTimer.host_time`) as its finishing time. Returns done [b] bool (CPU). Plain Python over the host copy:
+        a few small lists, no tensor ops (the round's host work is counted, tests/test_compiled.py)."""
         now = clock()
-        T = new.shape[1]
-        live = torch.arange(T)[None, :] < n_new[:, None]  # [b, T]
-        is_eos = torch.isin(new, self.eos) & live if self.eos.numel() else torch.zeros_like(live)
-        has_eos = is_eos.any(-1)  # [b]
-        first = torch.where(has_eos, is_eos.long().argmax(-1) + 1, n_new)  # tokens up to and incl. EOS
-        room = torch.tensor([self.max_new - len(self.tokens[r]) for r in rows])
-        take = torch.minimum(first, room)
-        eos_done = has_eos & (first <= room)
-        done = eos_done | (take >= room)
-        for i, (r, k, row) in enumerate(zip(rows, take.tolist(), new.tolist())):
-            self.tokens[r].extend(row[:k])
-            if done[i]:
-                self.finish[r] = "eos" if eos_done[i] else "length"
+        done = []
+        for r, row, n in zip(rows, new.tolist(), n_new.tolist()):
+            if r < 0:  # a retired row, kept only for the batch's shape (`retire`): emits nothing
+                done.append(False)
+                continue
+            take = row[:min(n, self.max_new - len(self.tokens[r]))]  # at most max_new_tokens in all
+            cut = next((j + 1 for j, x in enumerate(take) if x in self.eos), 0)  # up to and incl. the first EOS
+            self.tokens[r].extend(take[:cut] if cut else take)
+            stop = bool(cut) or len(self.tokens[r]) >= self.max_new
+            if stop:
+                self.finish[r] = "eos" if cut else "length"
                 self.t_done[r] = now - self.start
-        return done
+            done.append(stop)
+        return torch.tensor(done, dtype=torch.bool)
+
+
+def retire(done: Tensor, rows: list[int], tensors: tuple, *caches, keep_shape: bool = False) -> tuple[list[int], tuple]:
+    """After a round: finished rows (done [b] bool, CPU) leave the batch. Without `keep_shape`, at once
+    (`drop_finished`). With it (compiled steps: every new batch size is a new graph), a finished row stays as a
+    retired row (its stream id becomes -1: no tokens emitted, its fill frozen by the caller's `live` mask) until the
+    live rows are at most half the batch; then the batch halves (as often as the live rows allow), keeping every
+    live row and the first retired ones, so a run's batch sizes are B, B/2, B/4, ..."""
+    if not keep_shape:
+        return drop_finished(done, rows, tensors, *caches)
+    rows = [-1 if d else r for r, d in zip(rows, done.tolist())]
+    alive = sum(r >= 0 for r in rows)
+    size = len(rows)
+    while size > 1 and alive <= size // 2:
+        size //= 2
+    if alive == 0 or size == len(rows):
+        return rows, tensors
+    keep = [r >= 0 for r in rows]
+    spare = size - alive
+    for i, r in enumerate(rows):
+        if spare and r < 0:
+            keep[i], spare = True, spare - 1
+    keep_t = torch.tensor(keep)
+    for c in caches:
+        c.drop_streams(keep_t)
+    idx = keep_t.nonzero().squeeze(-1)
+    return [r for r, k in zip(rows, keep) if k], tuple(None if t is None else t.index_select(0, idx.to(t.device))
+                                                       for t in tensors)
+
+
+def live_rows(rows: list[int], device) -> Tensor:
+    """[b] long on `device`: 1 for a live row, 0 for a retired one (its commits keep nothing)."""
+    return torch.tensor([int(r >= 0) for r in rows], dtype=torch.long, device=device)
 
 
 def drop_finished(done: Tensor, rows: list[int], tensors: tuple, *caches) -> tuple[list[int], tuple]:

@@ -125,7 +125,7 @@ class LookupHybrid:
         from_lookup = torch.arange(n, device=L.device)[None, :] < L[:, None]  # [B, n]
         tokens = torch.where(from_lookup, look, base.tokens)
         extras = {**(base.extras or {}), **source_extras([t[:n] for t in toks], match),
-                  "lookup_slots": L.cpu()}  # slots filled from the lookup (switch: all n when it matched)
+                  "lookup_slots": torch.tensor(used, dtype=torch.long)}  # slots from the lookup (switch: n on a match)
         if base.q is None or not any(used):
             return Proposal(tokens, base.q, base.q_vocab, extras)
         q = full_vocab_q(base.q, base.q_vocab, self.vocab_size, from_lookup, tokens)

@@ -46,6 +46,16 @@ class RoundResult:
     host: Tensor  # [b, 1 + W+1] CPU: acc, then `committed` — the round's one device-to-host copy
 
 
+def verify_width(T: int, S: int) -> int:
+    """The verify pass's width for T = W+1 tokens when the steps are compiled: the next power of two, at most the
+    block S — so an arm whose width varies round to round (`pld`, `dflash-seeded-cut`) meets a few shapes (1, 2, 4,
+    8, ...) and keeps most of a short verify's saving."""
+    w = 1
+    while w < T:
+        w *= 2
+    return min(w, S)
+
+
 def tap_ids(drafter: Drafter | None) -> list[int]:
     """The target layers whose outputs the drafter reads (none without a drafter)."""
     return [] if drafter is None else list(drafter.target_layer_ids)
@@ -73,10 +83,12 @@ def valid_positions(valid: Tensor) -> Tensor:
 
 def speculative_round(cache: StreamCache, drafter: Drafter | None, state, proposer: ProposalStep, last: Tensor,
                       context: tuple, sp: SamplingParams, generator: torch.Generator | None = None,
-                      timer: PhaseTimer | None = None, block_size: int | None = None) -> RoundResult:
+                      timer: PhaseTimer | None = None, block_size: int | None = None,
+                      live: Tensor | None = None) -> RoundResult:
     """One round for the b active streams. last [b]: each stream's last committed token (slot 0);
     context: the (feats, valid, positions) the drafter has not seen yet (from prefill or the previous
-    round); block_size: S when there is no drafter. `timer` (`common.PhaseTimer`) gets the round's start
+    round); block_size: S when there is no drafter; live [b] long (None = all): a row with 0 is retired (kept for
+    the batch's shape) and keeps nothing of the round. `timer` (`common.PhaseTimer`) gets the round's start
     and a mark after draft, propose and verify; the caller closes the round (`end_round`) after its own
     bookkeeping, which is the commit phase's rest."""
     mark = (lambda: None) if timer is None else timer.mark
@@ -91,18 +103,27 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     pending = None  # the context the drafter did not take this round
     if drafter is not None:
         block = block_input(drafter, state, last)  # [b, S]
-        if isinstance(proposer, SkipsDrafts) and not proposer.needs_draft(block):
-            d, pending = BlockInput(block), context  # no draft pass this round
+        spans = getattr(getattr(state, "seeds", None), "spans", None)  # host: the seeded spans (a seeded drafter)
+        if isinstance(proposer, SkipsDrafts) and not proposer.needs_draft(block, spans):
+            d, pending = BlockInput(block, seed_spans=spans), context  # no draft pass this round
         else:
             drafter.extend_context(state, *context)
             d = drafter.draft(state, block, pos)
+            if spans is not None:
+                d.seed_spans = spans
     else:
         d = BlockInput(torch.cat([last[:, None], last.new_zeros((b, S - 1))], 1))
     mark()
     prop = proposer(d, sp, generator)  # tokens [b, W]
     mark()
     W = prop.tokens.shape[1]
-    v = cache.append(torch.cat([last[:, None], prop.tokens], 1), taps=tap_ids(drafter))  # logits [b, W+1, V]
+    block = torch.cat([last[:, None], prop.tokens], 1)  # [b, W+1]
+    Tv = verify_width(W + 1, S) if getattr(cache.target, "compiled", "off") != "off" else W + 1
+    if Tv > W + 1:  # compiled steps: the pass verifies a fixed width; the extra slots are never kept
+        block = torch.cat([block, block[:, -1:].expand(-1, Tv - W - 1)], 1)
+    v = cache.append(block, taps=tap_ids(drafter))  # logits [b, Tv, V]
+    if Tv > W + 1:
+        v = TargetOutput(v.logits[:, :W + 1], None if v.taps is None else v.taps[:, :W + 1])
     res = verify_block(v.logits, prop.tokens, sp, prop.q, prop.q_vocab, generator)
     mark()
     acc = res.accepted  # [b]
@@ -111,8 +132,9 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     host = to_host(torch.cat([acc[:, None], committed], 1))  # the round's one device-to-host copy
     acc_l = host[:, 0].tolist()
     k = max(acc_l) + 1  # the context grows by slot 0 + accepted proposals (acc + 1 positions)
-    cache.commit(acc + 1, W + 1, k)
-    ctx = (None if v.taps is None else v.taps[:, :k], slots[None, :k] < (acc + 1)[:, None], pos[:, :k])
+    kept = acc + 1 if live is None else (acc + 1) * live  # [b] positions each stream keeps
+    cache.commit(kept, Tv, k)
+    ctx = (None if v.taps is None else v.taps[:, :k], slots[None, :k] < kept[:, None], pos[:, :k])
     if pending is not None:
         ctx = join_context(pending, ctx)
     return RoundResult(d, prop, v, res, acc_l, pos, ctx, committed, host)

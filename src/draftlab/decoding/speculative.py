@@ -18,8 +18,8 @@ import torch
 
 from draftlab.decoding.clock import turn
 from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep, TracksStreams
-from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundRecord, drop_finished, seed_marks,
-                                     seed_topk, to_host)
+from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundRecord, live_rows, retire,
+                                     seed_marks, seed_topk, to_host)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
@@ -60,25 +60,29 @@ class SpeculativeEngine:
         for t in trackers:
             t.start(prompts, first)
         caches = [c for c in (sc, state, *(t for t in trackers if t is not state)) if c is not None]
-        rows, (last, *ctx) = drop_finished(done, rows, (last, *ctx), *caches)
+        keep_shape = getattr(target, "compiled", "off") != "off"  # compiled steps: batch sizes B, B/2, ... only
+        rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, keep_shape=keep_shape)
         t_prefill = timer.now()
         times, walls, active, records = [], [], [], []
         accepted: list[list[int]] = [[] for _ in range(B)]
-        while rows:
-            r = speculative_round(sc, drafter, state, self.proposer, last, ctx, sp, generator, timer, S)
+        while any(i >= 0 for i in rows):
+            live = live_rows(rows, dev) if keep_shape else None
+            r = speculative_round(sc, drafter, state, self.proposer, last, ctx, sp, generator, timer, S, live)
             res, ctx = r.result, r.context
             acc_h, new_h = r.host[:, 0], r.host[:, 1:]  # CPU: the round's one copy (accepted, committed tokens)
-            offsets = [len(outputs.tokens[i]) - 1 for i in rows]
-            done = outputs.emit(rows, new_h, acc_h + 1, timer.host_time)
+            kept_h = (acc_h + 1) * torch.tensor([int(i >= 0) for i in rows])  # a retired row keeps nothing
+            offsets = [len(outputs.tokens[i]) - 1 if i >= 0 else -1 for i in rows]
+            done = outputs.emit(rows, new_h, kept_h, timer.host_time)
             for t in trackers:
-                t.extend(new_h, acc_h + 1)
+                t.extend(new_h, kept_h)
             for i, a in zip(rows, r.accepted):
-                accepted[i].append(a)
+                if i >= 0:
+                    accepted[i].append(a)
             if self.record_topk:
                 records.append(self._record(r, rows, offsets))
-            active.append(len(rows))
+            active.append(sum(i >= 0 for i in rows))
             last = res.next_token
-            rows, (last, *ctx) = drop_finished(done, rows, (last, *ctx), *caches)
+            rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, keep_shape=keep_shape)
             phases, wall = timer.end_round()  # draft, propose, verify, commit
             times.append(phases)
             walls.append(wall)
@@ -103,10 +107,19 @@ class SpeculativeEngine:
         extras = {k: v.float().cpu() if v.is_floating_point() else v.cpu() for k, v in (prop.extras or {}).items()}
         if ids is not None and getattr(self.drafter, "seeded", False):  # seeds in slots 1..m: what became of them
             extras.update(seed_marks(r.draft.block_ids.cpu(), self.drafter.mask_token_id, ids[:, 1:, 0].cpu()))
-        return RoundRecord(
+        rec = RoundRecord(
             stream=torch.tensor(rows), offset=torch.tensor(offsets), accepted=res.accepted.cpu(),
             proposals=prop.tokens.cpu(), topk_ids=None if ids is None else ids[:, 1:].cpu(),
             topk_logits=None if logits is None else logits[:, 1:].float().cpu(),
             target_tokens=None if res.target_tokens is None else res.target_tokens.cpu(),
             extras=extras,
         )
+        if all(i >= 0 for i in rows):
+            return rec
+        idx = torch.tensor([j for j, i in enumerate(rows) if i >= 0])  # the live rows only: retired ones record nothing
+        pick = lambda t: None if t is None else t.index_select(0, idx)  # noqa: E731
+        return RoundRecord(stream=pick(rec.stream), offset=pick(rec.offset), accepted=pick(rec.accepted),
+                           proposals=pick(rec.proposals), topk_ids=pick(rec.topk_ids), topk_logits=pick(rec.topk_logits),
+                           target_tokens=pick(rec.target_tokens),
+                           extras={k: pick(v) if torch.is_tensor(v) and v.dim() and v.shape[0] == len(rows) else v
+                                   for k, v in rec.extras.items()})

@@ -36,6 +36,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from draftlab.compiling import compile_step
 from draftlab.decoding.api import DraftOutput, DrafterProposal, Proposal, ProposalStep
 from draftlab.decoding.verify import SamplingParams
 from draftlab.errors import DraftlabError
@@ -85,6 +86,16 @@ def cut_lengths(span: Tensor, conf: Tensor, extra: int, min_prob: float) -> Tens
     return ok.long().cumprod(-1).sum(-1)
 
 
+def span_cut(block_ids: Tensor, logits: Tensor, mask_token_id: int, rule: str, extra: int, min_prob: float,
+             n: int) -> tuple[Tensor, Tensor]:
+    """The rule on one round's draft: block_ids [B, S], the draft logits [B, S, Vd(+1)], n proposals -> (L [B] the
+    verified proposals per stream, m [B] the seeded spans). One function: compiled with the steps."""
+    span = seeded_span(block_ids, mask_token_id).clamp(max=n)  # [B]
+    if rule == "full":
+        return torch.full_like(span, n), span
+    return cut_lengths(span, confidence(logits[:, 1:n + 1]).to(span.device), extra, min_prob), span
+
+
 class SpanProposal(DrafterProposal):
     """The verify-width rule (module docstring): `inner` (default: the drafter's own choice) cut to the seeded
     span + up to `extra` slots the drafter is sure of (`rule="span"`), or left whole (`rule="full"`).
@@ -95,13 +106,28 @@ class SpanProposal(DrafterProposal):
         check_verify(rule, extra, min_prob, full_span=full_span)
         self.mask_token_id, self.rule, self.extra, self.min_prob = int(mask_token_id), rule, extra, float(min_prob)
         self.inner, self.full_span = inner, full_span
+        self.compiled, self._cut = "off", span_cut
 
-    def needs_draft(self, block_ids: Tensor) -> bool:
+    def compile_steps(self, mode: str = "on", backend=None) -> str:
+        """With compiled steps (`on`) the widths come from the host's seeded spans, never from the device: the
+        verify width is the bound max_b m_b + extra (at most n), which the round rounds to its fixed widths, and
+        no round reads L back; eager (`off`), W = max_b L_b, read from the device (free on a CPU). The inner
+        step is compiled alike when it can be."""
+        self.compiled = "off" if mode == "off" else "host-widths"
+        self._cut = span_cut if mode == "off" else compile_step(span_cut, torch.cuda.is_available(), backend)
+        if hasattr(self.inner, "compile_steps"):
+            self.inner.compile_steps(mode, backend)
+        return self.compiled
+
+    def needs_draft(self, block_ids: Tensor, spans: list[int] | None = None) -> bool:
         """False when the seeds alone are the proposal: rule `span`, full_span `seeds` and every block [B, S]
-        seeded to its end."""
+        seeded to its end (read from the host's `spans` when given, else from the block)."""
         if self.rule != "span" or self.full_span != "seeds":
             return True
-        return bool((seeded_span(block_ids, self.mask_token_id) < block_ids.shape[1] - 1).any())
+        n = block_ids.shape[1] - 1
+        if spans is not None:
+            return min(spans, default=n) < n
+        return bool((seeded_span(block_ids, self.mask_token_id) < n).any())
 
     def __call__(self, draft: DraftOutput, sp: SamplingParams, generator: torch.Generator | None = None) -> Proposal:
         if draft.logits is None:  # a seeds-only round (`needs_draft` said so): the seeds, unchanged
@@ -112,14 +138,15 @@ class SpanProposal(DrafterProposal):
                                                 "drafted": torch.zeros(B, dtype=torch.long)})
         base = self.inner(draft, sp, generator) if self.inner is not None else super().__call__(draft, sp, generator)
         n = base.tokens.shape[1]
-        span = seeded_span(draft.block_ids, self.mask_token_id).to(base.tokens.device)  # [B]
-        if self.rule == "full":
-            L = torch.full_like(span, n)
+        L, span = self._cut(draft.block_ids, draft.logits, self.mask_token_id, self.rule, self.extra, self.min_prob,
+                            n)  # [B] each
+        spans = getattr(draft, "seed_spans", None)
+        if self.compiled != "off" and spans is not None:  # a host-side bound of max L: no device read
+            W = n if self.rule == "full" else min(n, max(spans, default=0) + self.extra)
+            extras = {**(base.extras or {}), "verify_len": L, "seed_span": span, "drafted": torch.ones_like(L)}
         else:
-            L = cut_lengths(span.clamp(max=n), confidence(draft.logits[:, 1:n + 1]).to(span.device), self.extra,
-                            self.min_prob)
-        W = int(L.max()) if L.numel() else 0
-        extras = {**(base.extras or {}), "verify_len": L.cpu(), "seed_span": span.cpu(),
-                  "drafted": torch.ones_like(L).cpu()}
+            W = int(L.max()) if L.numel() else 0
+            extras = {**(base.extras or {}), "verify_len": L.cpu(), "seed_span": span.cpu(),
+                      "drafted": torch.ones_like(L).cpu()}
         q = None if base.q is None else base.q[:, :W]
         return Proposal(base.tokens[:, :W], q, base.q_vocab, extras)

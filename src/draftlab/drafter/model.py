@@ -38,11 +38,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from draftlab.compiling import compile_step, step_label
 from draftlab.drafter.arch import FORMAT, DrafterArch, arch_from_target  # noqa: F401  (re-exported)
 from draftlab.drafter.flex import build_block_mask, flex_available, flex_supported
 from draftlab.drafter.layers import DrafterLayer, RMSNorm, Rotary
 from draftlab.drafter.masks import CONVENTION, block_input_ids, block_positions, context_mask
 from draftlab.drafter.state import DraftOutput, DrafterState, seed_column_ids  # noqa: F401  (re-exported)
+from draftlab.drafter.steps import block_step, context_step, pad_context, padded_width
 from draftlab.drafter.vocab import target_to_draft
 from draftlab.errors import DraftlabError
 from draftlab.kernels.linear import few_row_linear
@@ -53,6 +55,7 @@ from draftlab.ngram import StreamSeeds, sequence_seeds
 
 class DFlashDrafter(nn.Module):
     few_row = False  # the head's products as kernels.linear.few_row_linear (set by kernels.linear.install)
+    compiled = "off"  # what runs the inference passes (`compile_steps`)
 
     def __init__(self, arch: DrafterArch, embed_tokens: nn.Embedding, lm_head: nn.Linear, vocab: Tensor | None = None):
         super().__init__()
@@ -338,31 +341,42 @@ class DFlashDrafter(nn.Module):
             ids[:, 1:] = state.seeds.seeds(last.shape[0], self.block_size - 1, self.mask_token_id, last.device)
         return ids
 
+    def compile_steps(self, mode: str = "on", backend=None) -> str:
+        """Compile the two inference passes (`drafter.steps`: context_step, block_step) like the target's
+        (`TargetModel.compile_steps`): full graph, fixed shapes, CUDA graphs on CUDA; `off` restores eager."""
+        if mode == "off":
+            self._steps, self.compiled = (context_step, block_step), "off"
+        else:
+            cuda = self.device.type == "cuda"
+            self._steps = (compile_step(context_step, cuda, backend), compile_step(block_step, cuda, backend))
+            self.compiled = step_label(cuda, backend)
+        return self.compiled
+
     def extend_context(self, state: DrafterState, feats: Tensor, valid: Tensor, positions: Tensor) -> None:
         """Add up to T context positions per stream: feats [B, T, n_taps*H], valid [B, T] bool (False = padding or
         a rejected slot: not kept), positions [B, T] logical positions (rotated in). The valid ones take the
         stream's next context slots."""
         valid = valid.to(self.device, torch.bool)
-        keys, values = self.project_context(feats, positions.to(self.device))
-        write, _, _ = state.plan(valid)
-        for i, (k, v) in enumerate(zip(keys, values)):
-            state.kv.write(i, k, v, write)
-        state.advance(valid.long().sum(-1), valid.shape[1])
+        positions = positions.to(self.device)
+        T = valid.shape[1]
+        state.room(T)
+        step = context_step
+        if self.compiled != "off":
+            width = padded_width(T, self.block_size)
+            if width is not None:  # a round's context: one shape; a prompt's (wider) runs eagerly, once
+                feats, valid, positions = pad_context(feats, valid, positions, width)
+                step = self._steps[0]
+        state.lengths = step(self, state.kv, state.lengths, feats, valid, positions)
+        state.bound += T
 
     def draft(self, state: DrafterState, block_ids: Tensor, block_positions: Tensor) -> DraftOutput:
         """One block per stream: block_ids [B, S] (= `block_input`: [last committed token, seeds / MASK...]),
         block_positions [B, S]. Sees every valid context slot of its stream."""
-        hidden = self.run_blocks(block_ids[:, None], block_positions[:, None].to(self.device), state.keys,
-                                 state.values, state.valid[:, None, :])[:, 0]  # [B, S, H]
-        if not self.reads_seeds:
-            return DraftOutput(self.logits(hidden), hidden, self.draft_vocab, block_ids)
-        seeds = block_ids.clone()
-        seeds[:, 0] = self.mask_token_id  # slot 0 is the known token, not a seed
-        logits = self.logits(hidden, seeds, torch.arange(self.block_size, device=hidden.device))  # [B, S, Vd(+1)]
-        if not self.seed_column:
+        step = self._steps[1] if self.compiled != "off" else block_step
+        hidden, logits, extra = step(self, state.kv, state.lengths, block_ids, block_positions.to(self.device))
+        if extra is None:
             return DraftOutput(logits, hidden, self.draft_vocab, block_ids)
-        return DraftOutput(logits, hidden, self.draft_vocab, block_ids, self.seed_ids(seeds),
-                           self.arch.target_vocab_size)
+        return DraftOutput(logits, hidden, self.draft_vocab, block_ids, extra, self.arch.target_vocab_size)
 
     def block_ids(self, last_tokens: Tensor) -> Tensor:
         """[B] last committed tokens -> [B, S] block input ids [token, MASK, ..., MASK]."""

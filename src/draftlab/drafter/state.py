@@ -63,6 +63,7 @@ class DraftOutput:
     # the seed column (arch.seed_logit): logits then have Vd+1 columns, the last one the logit of extra_ids
     extra_ids: Tensor | None = None  # [B, S] long: the seed column's target id per slot, -1 where it has none
     target_vocab_size: int = 0  # V: the width of a proposal's q over the target vocabulary (seed column only)
+    seed_spans: list[int] | None = None  # host: each block's seeded span (set by the round for a seeded drafter)
 
     def to_target_ids(self, idx: Tensor) -> Tensor:
         """Draft indices idx [B, S] or [B, S, K] -> target ids (index Vd = the slot's seed column)."""

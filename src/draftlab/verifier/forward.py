@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from draftlab.compiling import static_buffer
+
 
 class KVCache:
     """Per-layer K/V buffers [B, kv_heads, capacity, head_dim] with a fill `length` (slots 0..length-1 hold K/V).
@@ -87,7 +89,7 @@ class KVCache:
             v = self.v[i].new_empty(idx.numel(), *self.v[i].shape[1:])
             k[:, :, :L] = self.k[i][:, :, :L].index_select(0, idx)
             v[:, :, :L] = self.v[i][:, :, :L].index_select(0, idx)
-            self.k[i], self.v[i] = k, v
+            self.k[i], self.v[i] = static_buffer(k), static_buffer(v)
 
     def gather_slots(self, index: Tensor) -> None:
         """Re-order every stream's slots in place: index [B, L'] (L' <= length) picks slot ids."""

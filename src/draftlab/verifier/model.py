@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from draftlab.verifier.forward import KVCache, decoder_forward, stream_step
+from draftlab.compiling import compile_step, step_label
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 
@@ -51,7 +52,7 @@ class TargetModel(nn.Module):
         self.step = stream_step  # the streams' pass (`forward.stream_step`); `compile_steps` swaps in a compiled one
         self.compiled = "off"
 
-    def compile_steps(self, mode: str = "on") -> str:
+    def compile_steps(self, mode: str = "on", backend=None) -> str:
         """Compile the streams' pass: `torch.compile(fullgraph=True, dynamic=False)`, mode `reduce-overhead` (CUDA
         graphs) on CUDA, inductor's default on CPU; one graph per shape (batch, new tokens, slots, taps). `off`
         restores the eager pass. Returns what runs (recorded by the benchmark)."""
@@ -59,9 +60,8 @@ class TargetModel(nn.Module):
             self.step, self.compiled = stream_step, "off"
         else:
             cuda = self.device.type == "cuda"
-            self.step = torch.compile(stream_step, fullgraph=True, dynamic=False,
-                                      mode="reduce-overhead" if cuda else None)
-            self.compiled = "reduce-overhead" if cuda else "inductor"
+            self.step = compile_step(stream_step, cuda, backend)
+            self.compiled = step_label(cuda, backend)
         return self.compiled
 
     # ---- facts about the model ------------------------------------------------------------

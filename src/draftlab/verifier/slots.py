@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from draftlab.compiling import static_buffer
 from draftlab.errors import DraftlabError
 from draftlab.verifier.forward import KVCache, slot_plan  # noqa: F401  (slot_plan: part of this module's API)
 
@@ -72,7 +73,7 @@ class StreamSlots:
             if old:
                 k[:, :, :old - 1] = kv.k[i][:, :, :old - 1]  # (the old scratch slot is not carried)
                 v[:, :, :old - 1] = kv.v[i][:, :, :old - 1]
-            kv.k[i], kv.v[i] = k, v
+            kv.k[i], kv.v[i] = static_buffer(k), static_buffer(v)
         kv.length = capacity  # every slot belongs to the rows (select_streams copies them all)
 
     def room(self, T: int) -> None:
