@@ -5,7 +5,7 @@ can use it too). Nothing in this module writes: missing, partial or corrupt outp
 Files read (docs/contracts.md): results/benchmark.json (the benchmark's full detail; an older
 metrics/benchmark.json with per-suite results is read too), plots/benchmark_*.csv and
 data/benchmark_rounds.parquet. The other readers sit beside it: `tokens` (the target's tokenizer in
-models/target/), `provenance` (the data's age and git revision, which dvc.yaml stage writes a file, other
+models/target/), `provenance` (the data's age and git revision, which stage writes a file, other
 git revisions and DVC experiments) and `runs_data` (the MLflow store named by params.yaml `tracking.uri`).
 """
 from __future__ import annotations
@@ -17,20 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from draftlab import paths
 from draftlab.bench.oracles import unmeasured_arms
 
 ROOT_ENV = "DRAFTLAB_ROOT"
-BENCH_JSON = "results/benchmark.json"
-LEGACY_BENCH_JSON = "metrics/benchmark.json"  # before the headline/detail split: the detail was a DVC metric
-ROUNDS = "data/benchmark_rounds.parquet"
-PLOTS = {
-    "tau_per_slot": "plots/benchmark_tau_per_slot.csv",
-    "coverage": "plots/benchmark_coverage.csv",
-    "speedup": "plots/benchmark_speedup.csv",
-    "concurrency": "plots/benchmark_concurrency.csv",
-    "peers": "plots/benchmark_peers.csv",
-    "positions": "plots/benchmark_positions.csv",
-}
+BENCH_JSON = paths.BENCH_DETAIL
+LEGACY_BENCH_JSON = paths.LEGACY_BENCH_DETAIL
+ROUNDS = paths.BENCH_ROUNDS
+PLOTS = paths.BENCH_PLOTS
 BENCH_FILES = (BENCH_JSON, ROUNDS, *PLOTS.values())
 REPRO_BENCH = "run `dvc repro benchmark`"
 ROUND_COLUMNS = ("arm", "suite", "temperature", "prompt_id", "round", "accepted", "proposals")

@@ -1,6 +1,6 @@
 """Where the explorer's data comes from, read-only: the data's age and the repository's git revision
-(`git rev-parse / log / status`), which dvc.yaml stage writes a file (for the messages naming the stage to
-run), and other revisions — a git commit or DVC experiment's benchmark detail (`git show`) and the list of
+(`git rev-parse / log / status`), which stage writes a file (the table `draftlab.paths`, for the messages naming the stage
+to run), and other revisions — a git commit or DVC experiment's benchmark detail (`git show`) and the list of
 experiments (`dvc exp show --json`, else git's refs/exps). Nothing here writes."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from draftlab import paths
 from loaders import BENCH_JSON, LEGACY_BENCH_JSON, Missing, load_benchmark, parse_benchmark
 
 
@@ -77,34 +78,11 @@ def provenance_text(p: dict) -> str:
 
 
 # ---------------------------------------------------------------- which stage writes a file (dvc.yaml)
-def producers(root: Path) -> dict[str, str]:
-    """{path: stage} for every out / metric / plot declared under dvc.yaml's stages (folders included)."""
-    p = Path(root) / "dvc.yaml"
-    if not p.exists():
-        return {}
-    try:
-        import yaml
-
-        d = yaml.safe_load(p.read_text()) or {}
-    except Exception:  # noqa: BLE001 - a broken dvc.yaml only loses the stage names in messages
-        return {}
-    out = {}
-    for stage, s in (d.get("stages") or {}).items():
-        for kind in ("outs", "metrics", "plots"):
-            for item in (s or {}).get(kind) or []:
-                for path in ([item] if isinstance(item, str) else list(item)):
-                    out[str(path)] = stage
-    return out
-
-
 def producer(root: Path, rel: str, default: str = "benchmark") -> str:
-    prod = producers(root)
-    if rel in prod:
-        return prod[rel]
-    for path, stage in prod.items():  # a file inside a declared folder
-        if rel.startswith(path.rstrip("/") + "/"):
-            return stage
-    return default
+    """The stage that writes `rel` (a declared output or a file inside one; the table `draftlab.paths`), else
+    `default`."""
+    out = paths.producer(rel)
+    return out.stage if out is not None else default
 
 
 # ---------------------------------------------------------------- other revisions: git revisions and DVC experiments

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TARGET = "models/target"
+from draftlab import paths
+
+TARGET = paths.TARGET
 
 
 class TokenText:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _common import stage_main
+from draftlab import paths
+from draftlab.pipeline.stage import stage_main
 
-DETAIL = Path("results/benchmark.json")  # everything, with confidence intervals (an out, not a DVC metric)
-HEADLINE = Path("metrics/benchmark")  # one small DVC metrics file per arm
-ROUNDS = Path("data/benchmark_rounds.parquet")
+DETAIL = Path(paths.BENCH_DETAIL)  # everything, with confidence intervals (an out, not a DVC metric)
+HEADLINE = Path(paths.BENCH_HEADLINE)  # one small DVC metrics file per arm
+ROUNDS = Path(paths.BENCH_ROUNDS)
 
 
 def run(params) -> None:
@@ -29,7 +30,7 @@ def run(params) -> None:
     from draftlab.verifier.load import load_target
 
     cfg, t = params.benchmark, params.target
-    target = load_target(layout.TARGET, t.device, t.dtype, t.attn_implementation)
+    target = load_target(paths.TARGET, t.device, t.dtype, t.attn_implementation)
     install(target.model, t.linear)  # every arm, AR and the HF peers included, runs the same linear layers
     target.compile_steps(params.engine.resolved(target.device.type))  # engine.compile (auto: on CUDA only)
     checkpoints = layout.checkpoints(cfg.drafter)  # the folders the earlier stages wrote
@@ -50,21 +51,21 @@ def run(params) -> None:
     with stage_run("benchmark", {k: p[k] for k in logged}, params.tracking,
                    {"target": t.name, "profile": params.profile.name}) as mlrun:
         # what else changes a measured number: the models the arms read and the code (bench/resume.py)
-        key = {"models": tree_digest(layout.TARGET, *(getattr(checkpoints, f.name) for f in fields(checkpoints))),
+        key = {"models": tree_digest(paths.TARGET, *(getattr(checkpoints, f.name) for f in fields(checkpoints))),
                "source": source_digest(), "target": to_dict(t)} if cfg.resume else None
         detail, runs = run_benchmark(target, cfg, params.data, checkpoints,
                                      {"target": t.name, "profile": params.profile.name}, progress,
                                      params.pld, params.drafter.block_size, reference=params.reference,
-                                     seeded_verify=params.seeded.verify, record=layout.BENCH_RECORD, record_key=key,
+                                     seeded_verify=params.seeded.verify, record=paths.BENCH_RECORD, record_key=key,
                                      expect=drafter_specs(params), engine=params.engine)
         if detail["setup"]["resumed"]["groups"]:
             print(f"[benchmark] resumed {detail['setup']['resumed']['groups']} finished batch groups from "
-                  f"{layout.BENCH_RECORD}")
+                  f"{paths.BENCH_RECORD}")
         if bar is not None:
             bar.close()
         detail["config"] = to_dict(params.benchmark)
         written = write_outputs(detail, runs.runs, DETAIL, HEADLINE, ROUNDS if cfg.record_rounds else None)
-        discard(layout.BENCH_RECORD)  # the outputs hold it all now: a re-run measures again
+        discard(paths.BENCH_RECORD)  # the outputs hold it all now: a re-run measures again
         mlrun.log_metrics({"summary": detail["summary"], "suites": detail["suites"]})
         for path in written.values():  # the detail JSON, the headline folder, plot CSVs, per-round Parquet
             mlrun.log_artifact(path)

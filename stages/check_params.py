@@ -15,7 +15,7 @@ It always runs (a few seconds) and writes, atomically and only after the checks 
 """
 from __future__ import annotations
 
-from _common import stage_main
+from draftlab.pipeline.stage import stage_main
 
 OK_TEXT = "params.yaml passed stages/check_params.py\n"
 
@@ -42,7 +42,8 @@ def run(params) -> None:
     from pathlib import Path
 
     from draftlab.io import atomic_write
-    from draftlab.pipeline.layout import CHECKS, TARGET, check_model_folders
+    from draftlab.paths import CHECKS, TARGET
+    from draftlab.pipeline.layout import check_model_folders
     from draftlab.plan.report import check_run
 
     check_model_folders(params)

@@ -25,15 +25,16 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
 
-from _common import pick, stage_main, write_report  # noqa: E402
-from _training import load_inputs, require_references, stage_log, training_run  # noqa: E402
+from draftlab import paths  # noqa: E402
+from draftlab.pipeline.stage import (load_inputs, pick, require_references, stage_log, stage_main, training_run,  # noqa: E402
+    write_report)
 
-OUT = Path("models/corrector")
-CONTROL = Path("models/drafter/long")
+OUT = Path(paths.CORRECTORS)
+CONTROL = Path(paths.LONG_DRAFTER)
 # the report: results/corrector.json; headline: metrics/corrector/<variant>.json (one DVC metrics row each)
 CORRECTOR_HEADLINE = {"sim_tau": "sim_tau", "sim_tau_uncorrected": "sim_tau_uncorrected", "sim_tau_oracle": "sim_tau_oracle"}
-WORK = Path("checkpoints/corrector")
-PRETRAIN_FEATURES = Path("checkpoints/pretrain_drafter/features")  # reused when it matches
+WORK = Path(paths.work("corrector"))
+PRETRAIN_FEATURES = Path(paths.PRETRAIN_FEATURES)  # reused when it matches
 
 
 _log = stage_log("corrector")

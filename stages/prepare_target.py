@@ -8,9 +8,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from _common import stage_main, write_report
+from draftlab import paths
+from draftlab.pipeline.stage import stage_main, write_report
 
-OUT = Path("models/target")
+OUT = Path(paths.TARGET)
 
 
 def run(params) -> None:

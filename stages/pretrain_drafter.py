@@ -15,13 +15,14 @@ from pathlib import Path
 # a training step ~10x slower (2.8 s vs 0.28 s measured); must be set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from _common import stage_main  # noqa: E402
-from _training import curve_csv, load_inputs, publish, require_references, stage_log, training_run  # noqa: E402
+from draftlab import paths  # noqa: E402
+from draftlab.pipeline.stage import (curve_csv, load_inputs, publish, require_references, stage_log, stage_main,  # noqa: E402
+    training_run)
 
-OUT = Path("models/drafter/pretrained")
-METRICS = Path("metrics/pretrain_drafter.json")
-CURVE = Path("plots/pretrain_budget.csv")
-WORK = Path("checkpoints/pretrain_drafter")
+OUT = Path(paths.PLAIN_DRAFTER)
+METRICS = Path(paths.metrics("pretrain_drafter"))
+CURVE = Path(paths.CURVES["pretrain_drafter"])
+WORK = Path(paths.work("pretrain_drafter"))
 
 _log = stage_log("pretrain_drafter")
 

@@ -19,15 +19,16 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch (see stages/pretrain_drafter.py)
 
-from _common import stage_main, write_report  # noqa: E402
-from _training import curve_csv, load_inputs, publish, require_references, stage_log, training_run  # noqa: E402
+from draftlab import paths  # noqa: E402
+from draftlab.pipeline.stage import (curve_csv, load_inputs, publish, require_references, stage_log, stage_main,  # noqa: E402
+    training_run, write_report)
 
-OUT = Path("models/drafter/seeded")  # draftlab.pipeline.layout.SEEDED_DRAFTER
-PLAIN = Path("models/drafter/pretrained")  # the plain drafter (stage pretrain_drafter): the comparison's
-METRICS = Path("metrics/pretrain_seeded.json")
-CURVE = Path("plots/pretrain_seeded_budget.csv")
-WORK = Path("checkpoints/pretrain_seeded")
-FEATURES = Path("checkpoints/pretrain_drafter/features")  # the plain run's tap-feature cache, reused when it matches
+OUT = Path(paths.SEEDED_DRAFTER)
+PLAIN = Path(paths.PLAIN_DRAFTER)  # the plain drafter (stage pretrain_drafter): the comparison's
+METRICS = Path(paths.metrics("pretrain_seeded"))
+CURVE = Path(paths.CURVES["pretrain_seeded"])
+WORK = Path(paths.work("pretrain_seeded"))
+FEATURES = Path(paths.PRETRAIN_FEATURES)  # the plain run's tap-feature cache, reused when it matches
 
 _log = stage_log("pretrain_seeded")
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _common import stage_main, write_report
+from draftlab import paths
+from draftlab.pipeline.stage import stage_main, write_report
 
-TARGET = Path("models/target")
-OUT = Path("data/references.parquet")
-SHARDS = Path("data/references.shards")
+TARGET = Path(paths.TARGET)
+OUT = Path(paths.REFERENCES)
+SHARDS = Path(paths.REFERENCE_SHARDS)
 
 
 def run(params) -> None:

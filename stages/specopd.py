@@ -17,14 +17,15 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
 
-from _common import stage_main  # noqa: E402
-from _training import load_inputs, numeric, publish, require_references, stage_log, training_run  # noqa: E402
+from draftlab import paths  # noqa: E402
+from draftlab.pipeline.stage import (load_inputs, numeric, publish, require_references, stage_log, stage_main,  # noqa: E402
+    training_run)
 
-OUT = Path("models/drafter/specopd")
-METRICS = Path("metrics/specopd.json")
-CURVE = Path("plots/specopd_budget.csv")
-WORK = Path("checkpoints/specopd")
-FEATURES = Path("checkpoints/pretrain_drafter/features")
+OUT = Path(paths.SPECOPD_DRAFTER)
+METRICS = Path(paths.metrics("specopd"))
+CURVE = Path(paths.CURVES["specopd"])
+WORK = Path(paths.work("specopd"))
+FEATURES = Path(paths.PRETRAIN_FEATURES)
 
 
 _log = stage_log("specopd")

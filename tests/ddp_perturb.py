@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import runpy
 import sys
-from pathlib import Path
 
 
 def install(spec: str) -> None:
@@ -48,6 +47,5 @@ if __name__ == "__main__":
     script, args = sys.argv[1], sys.argv[2:]
     if os.environ.get("DRAFTLAB_TEST_PERTURB"):
         install(os.environ["DRAFTLAB_TEST_PERTURB"])
-    sys.path.insert(0, str(Path(script).resolve().parent))  # the stage's own imports (stages/_common.py)
     sys.argv = [script, *args]
     runpy.run_path(script, run_name="__main__")

@@ -16,7 +16,6 @@ import os
 import runpy
 import signal
 import sys
-from pathlib import Path
 
 
 def install(log_path: str, kill: str) -> None:
@@ -64,7 +63,6 @@ def install(log_path: str, kill: str) -> None:
 
 if __name__ == "__main__":
     script, args = sys.argv[1], sys.argv[2:]
-    sys.path.insert(0, str(Path(script).resolve().parent))  # the stage's own imports (stages/_common.py)
     install(os.environ.get("DRAFTLAB_TEST_BATCH_LOG", ""), os.environ.get("DRAFTLAB_TEST_KILL", ""))
     sys.argv = [script, *args]
     runpy.run_path(script, run_name="__main__")

@@ -49,9 +49,8 @@ def _vocab(t):
 
 def test_cli_choices_are_the_serving_modules():
     from draftlab import cli
-    from draftlab.pipeline.layout import TARGET
 
-    assert cli.EXPORT_ENGINES == ENGINES and cli.EXPORT_DTYPES == tuple(DTYPES) and cli.TARGET_FOLDER == TARGET
+    assert cli.EXPORT_ENGINES == ENGINES and cli.EXPORT_DTYPES == tuple(DTYPES)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "draftlab"
 # module sits apart from its package (test_a_package_lives_in_one_layer).
 LAYERS = [
     ["errors"],
-    ["io", "destination", "stats", "compiling", "kernels", "ngram", "data"],
+    ["io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data"],
     ["verifier"],
     ["drafter"],
     ["decoding"],
@@ -28,7 +28,7 @@ LAYERS = [
     ["cli"],  # the console script
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
-PLAIN = ("errors", "io", "destination", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
+PLAIN = ("errors", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
 NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
 ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
            "lightning": ("training", "tracking")}

@@ -29,11 +29,11 @@ import sys
 from pathlib import Path
 
 from draftlab.errors import DraftlabError, InputFileError
+from draftlab.paths import TARGET
 
 # `draftlab export` choices (kept torch-free here; tests/test_export.py checks them against drafter.serving)
 EXPORT_ENGINES = ("dflash", "vllm", "sglang")
 EXPORT_DTYPES = ("bfloat16", "float16", "float32")
-TARGET_FOLDER = "models/target"  # = pipeline.layout.TARGET (the prepare_target output; checked by a test)
 REPO = Path(__file__).resolve().parents[2]  # src/draftlab/cli.py -> the repository (an editable install)
 APP = REPO / "app" / "explorer.py"
 FORCE_HELP = ("replace a previous {cmd}'s config.json and model.safetensors in DST (nothing else there is touched; "
@@ -146,7 +146,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
         torch.set_num_threads(p.profile.threads)
     hf_logging.disable_progress_bar()  # the output is the decoded text, not loading bars
     t = p.target
-    target = load_target(layout.TARGET, t.device, t.dtype, t.attn_implementation)
+    target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
     install(target.model, t.linear)  # as the benchmark runs it
     target.compile_steps(p.engine.resolved(target.device.type))
     tok = target.tokenizer
@@ -292,8 +292,8 @@ def parser() -> argparse.ArgumentParser:
                    help="the loader to write for (default dflash: the authors' package; vllm carries a reduced "
                         "draft vocabulary via d2t, sglang and dflash need a full-vocabulary drafter)")
     c.add_argument("--dtype", choices=EXPORT_DTYPES, default="bfloat16", help="weight dtype (default bfloat16)")
-    c.add_argument("--target", default=TARGET_FOLDER,
-                   help=f"the drafter's target folder: its depth, context length and LM head (default {TARGET_FOLDER})")
+    c.add_argument("--target", default=TARGET,
+                   help=f"the drafter's target folder: its depth, context length and LM head (default {TARGET})")
     c.add_argument("--force", action="store_true", help=FORCE_HELP.format(cmd="export"))
     c.set_defaults(func=cmd_convert)
     c = sub.add_parser("import", help="a reference DFlash folder -> our drafter folder")
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_exp(args, rest)
         return args.func(args)
     except InputFileError as e:
-        from draftlab.pipeline.layout import rebuild_hint
+        from draftlab.paths import rebuild_hint
 
         return _fail(f"{e}{rebuild_hint(e.path)}")
     except DraftlabError as e:

@@ -16,23 +16,16 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from draftlab import paths
 from draftlab.bench.metrics import round_hits
 from draftlab.bench.runner import BatchRun
 from draftlab.decoding.common import PhaseTimer
 from draftlab.io import atomic_write, write_json, write_json_folder, write_parquet
 
-DETAIL = "results/benchmark.json"
-HEADLINE = "metrics/benchmark"
+DETAIL = paths.BENCH_DETAIL
+HEADLINE = paths.BENCH_HEADLINE
 HEADLINE_METRICS = ("tau", "speedup")  # per temperature, each with `_pm` (half the interval's width)
-
-PLOTS = {
-    "tau_per_slot": "plots/benchmark_tau_per_slot.csv",
-    "coverage": "plots/benchmark_coverage.csv",
-    "speedup": "plots/benchmark_speedup.csv",
-    "concurrency": "plots/benchmark_concurrency.csv",
-    "peers": "plots/benchmark_peers.csv",
-    "positions": "plots/benchmark_positions.csv",
-}
+PLOTS = paths.BENCH_PLOTS
 ENGINE = "draftlab"  # the engine behind every figure of this report
 ENGINE_TABLES = ("speedup", "concurrency", "peers", "positions")  # the plot tables with tokens/s
 
@@ -185,7 +178,7 @@ def headline(detail: dict) -> dict[str, dict]:
 
 
 def write_outputs(detail: dict, runs: list[BatchRun], detail_path: str | Path = DETAIL,
-                  headline_dir: str | Path = HEADLINE, rounds_path: str | Path | None = "data/benchmark_rounds.parquet",
+                  headline_dir: str | Path = HEADLINE, rounds_path: str | Path | None = paths.BENCH_ROUNDS,
                   root: str | Path = ".") -> dict[str, Path]:
     root = Path(root)
     written = {"detail": write_json(root / detail_path, detail),

@@ -6,7 +6,7 @@ One process (devices=1, num_nodes=1, the default) is today's single-device run. 
 launched by `torchrun --nproc_per_node <devices> [--nnodes <num_nodes> ...] stages/<stage>.py
 trainer.devices=<devices> ...`: every rank runs the stage script; Lightning does not re-launch it. On
 one node a training stage started plainly (`python stages/<stage>.py`, `dvc repro`) re-executes itself
-under torchrun (stages/_common.py); several nodes need the user's launcher on each.
+under torchrun (draftlab.pipeline.stage); several nodes need the user's launcher on each.
 """
 from __future__ import annotations
 

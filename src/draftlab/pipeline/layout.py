@@ -1,6 +1,6 @@
-"""Where the DVC stages write what later stages and the `draftlab` CLI read (the pipeline's file
-layout, relative to the repository root), in one place; and which stage of dvc.yaml writes a given
-file, so an unreadable input is reported with the command that rebuilds it."""
+"""What the method stages and the benchmark derive from the pipeline's file layout (the table itself:
+`draftlab.paths`): the trained models the arms read, the drafter the method stages train from, and the check
+of the model-folder keys a user may point elsewhere."""
 from __future__ import annotations
 
 import os
@@ -8,16 +8,8 @@ from dataclasses import dataclass
 
 from draftlab.bench.arms import Checkpoints
 
-TARGET = "models/target"  # prepare_target
-REFERENCES = "data/references.parquet"  # reference
-PLAIN_DRAFTER = "models/drafter/pretrained"  # pretrain_drafter: the plain drafter (the dflash arm)
-SEEDED_DRAFTER = "models/drafter/seeded"  # the seeded drafter (drafter.seed=lookup): the dflash-seeded arm
-SPECOPD_DRAFTER = "models/drafter/specopd"  # specopd: t0/ (greedy τ) and t1/ (T=1) states
-LONG_DRAFTER = "models/drafter/long"  # corrector (the dflash-long control)
-CORRECTORS = "models/corrector"  # corrector: <variant>/drafter, <variant>/corrector
-BENCH_RECORD = "checkpoints/benchmark"  # benchmark: finished batch groups of an interrupted run (benchmark.resume)
-DVC_YAML = "dvc.yaml"
-CHECKS = "data/checks"  # check_params: params.ok, reference_prompts.json, benchmark_prompts.json
+from draftlab.paths import (CORRECTORS, DVC_YAML, LONG_DRAFTER, PLAIN_DRAFTER, SEEDED_DRAFTER, SPECOPD_DRAFTER,
+                            producer)
 
 
 def checkpoints(drafter: str) -> Checkpoints:
@@ -63,37 +55,6 @@ def method_base(seeded_methods: bool, plain: str = PLAIN_DRAFTER) -> MethodBase:
     stage's `base_drafter` key, default models/drafter/pretrained). Both folders are deps of both stages in
     dvc.yaml, so the graph does not change with the flag."""
     return MethodBase("seeded", SEEDED_DRAFTER) if seeded_methods else MethodBase("plain", str(plain))
-
-
-def producer(path: str) -> tuple[str, str, bool] | None:
-    """(stage, its output that holds `path`, whether DVC caches it) from dvc.yaml, or None."""
-    from pathlib import Path
-
-    import yaml
-
-    try:
-        stages = (yaml.safe_load(Path(DVC_YAML).read_text(encoding="utf-8")) or {}).get("stages", {})
-    except (OSError, yaml.YAMLError):
-        return None
-    target = os.path.normpath(os.path.relpath(path))
-    for stage, spec in stages.items():
-        for kind in ("outs", "metrics", "plots"):
-            for entry in spec.get(kind) or []:
-                out, opts = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
-                out = os.path.normpath(out)
-                if target == out or target.startswith(out + os.sep):
-                    return stage, out, (opts or {}).get("cache", True)
-    return None
-
-
-def rebuild_hint(path: str) -> str:
-    """"; stage 'X' writes it: rebuild with ..." for the stage whose output holds `path` (empty when none does)."""
-    found = producer(path)
-    if found is None:
-        return ""
-    stage, out, cached = found
-    restore = f" (or restore the last version: dvc checkout {out})" if cached else ""
-    return f"; stage '{stage}' writes it: rebuild with `dvc repro -f -s {stage}`{restore}"
 
 
 def model_folder_keys(params) -> dict[str, str]:

@@ -1,18 +1,22 @@
-"""Shared CLI glue for stage scripts: parse `key=value` overrides, load and validate params.yaml (arm
-names against the arm table), set threads and seeds, and turn a `DraftlabError` into one line on
-stderr (exit 2); for an unreadable input file that line also names the stage that rebuilds it; a
-training stage on several devices (params.trainer) re-executed under torchrun when started plainly. And
-each stage's two report files: the full detail `results/<stage>.json` (a DVC out, `cache: false`) and
-the few headline numbers `metrics/<stage>.json` (a DVC metric, so `dvc metrics show` stays one screen)."""
+"""What every stage script shares (stages/<stage>.py imports it; no `sys.path` edit): `stage_main` parses
+`key=value` overrides, loads and validates params.yaml (arm names against the arm table), sets threads and seeds,
+turns a `DraftlabError` into one line on stderr (exit 2; for an unreadable input file that line also names the stage
+that rebuilds it) and re-executes a training stage under torchrun when params.trainer asks for several devices.
+Each stage's two report files: the full detail `results/<stage>.json` (a DVC out, `cache: false`) and the few
+headline numbers `metrics/<stage>.json` (a DVC metric, so `dvc metrics show` stays one screen). And what the
+training stages share: a stage-tagged log, the target and references they read, their MLflow run, the budget-curve
+CSV. Paths come from the one table, `draftlab.paths`."""
 from __future__ import annotations
 
+import csv
+import io
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-PARAMS = "params.yaml"
+from draftlab import paths
 
 # Idle OpenMP threads sleep instead of spinning. On a shared 2-core machine spinning threads made a
 # training step ~10x slower and reference generation 7x slower (23 vs 170 tok/s measured); it must
@@ -20,8 +24,6 @@ PARAMS = "params.yaml"
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-RESULTS = Path("results")  # full detail of every stage (not DVC metrics)
-METRICS = Path("metrics")  # headline numbers (DVC metrics)
 # headline key -> dotted key of the stage's report; the benchmark (one row per arm) and the corrector (one row
 # per variant) build their rows themselves and pass them to `write_report` as {row name: {key: value}}
 # per arm / variant. prepare_target and reference have no headline: they prepare, they measure no method.
@@ -54,11 +56,11 @@ def write_report(stage: str, report: dict, rows: dict[str, dict] | None = None) 
     none for a stage without a headline. Returns the paths written."""
     from draftlab.io import write_json, write_json_folder
 
-    detail = write_json(RESULTS / f"{stage}.json", report)
+    detail = write_json(paths.results(stage), report)
     if rows is not None:
-        return detail, write_json_folder(METRICS / stage, rows)
+        return detail, write_json_folder(Path(paths.METRICS) / stage, rows)
     if stage in HEADLINES:
-        return detail, write_json(METRICS / f"{stage}.json", pick(report, HEADLINES[stage]))
+        return detail, write_json(paths.metrics(stage), pick(report, HEADLINES[stage]))
     return (detail,)
 
 
@@ -75,7 +77,7 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
-        print(f"usage: python stages/{name}.py [section.key=value ...]  (reads {PARAMS})")
+        print(f"usage: python stages/{name}.py [section.key=value ...]  (reads {paths.PARAMS})")
         return 0
     from draftlab.bench.arms import arm_names
     from draftlab.errors import DraftlabError, InputFileError
@@ -83,7 +85,7 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
 
     t0 = time.time()
     try:
-        params = load_params(PARAMS, argv, arms=arm_names())
+        params = load_params(paths.PARAMS, argv, arms=arm_names())
         if distributed:
             from draftlab.config.trainer import launched
             from draftlab.training.dist import configure
@@ -101,9 +103,7 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
         torch.manual_seed(params.profile.seed)
         run(params)
     except InputFileError as e:
-        from draftlab.pipeline.layout import rebuild_hint
-
-        print(f"error [{name}]: {e}{rebuild_hint(e.path)}", file=sys.stderr)
+        print(f"error [{name}]: {e}{paths.rebuild_hint(e.path)}", file=sys.stderr)
         return 2
     except DraftlabError as e:
         print(f"error [{name}]: {e}", file=sys.stderr)
@@ -114,3 +114,72 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
     if os.environ.get("RANK", "0") in ("", "0"):
         print(f"[{name}] done in {time.time() - t0:.1f}s", file=sys.stderr)
     return 0
+
+
+def stage_log(stage: str) -> Callable[[str], None]:
+    """A log function that writes `[stage] msg` lines to stderr (under DDP: rank 0's only)."""
+    def log(msg: str) -> None:
+        if os.environ.get("RANK", "0") in ("", "0"):
+            print(f"[{stage}] {msg}", file=sys.stderr, flush=True)
+
+    return log
+
+
+def require_references() -> None:
+    from draftlab.errors import DraftlabError
+
+    if not Path(paths.REFERENCES).exists():
+        raise DraftlabError(f"{paths.REFERENCES} not found; run the reference stage first (dvc repro reference)")
+
+
+def load_inputs(params):
+    """(target, references DataFrame): the target of `params.target` and data/references.parquet."""
+    from draftlab.io import read_parquet
+    from draftlab.verifier.load import load_target
+
+    from draftlab.training.dist import local_device
+
+    t = params.target
+    # under DDP each rank's target on its local rank's device (cuda -> cuda:LOCAL_RANK)
+    target = load_target(paths.TARGET, local_device(t.device), t.dtype, t.attn_implementation)
+    return target, read_parquet(paths.REFERENCES)
+
+
+def training_run(stage: str, params, sections: tuple[str, ...]):
+    """The stage's MLflow run (a context manager): the params `sections` logged, tagged by target and profile."""
+    from draftlab.params import to_dict
+    from draftlab.tracking import stage_run
+
+    p = to_dict(params)
+    return stage_run(stage, {k: p[k] for k in sections}, params.tracking,
+                     {"target": params.target.name, "profile": params.profile.name})
+
+
+def numeric(d: dict, prefix: str = "") -> dict:
+    """The int / float entries of a report (bools excluded), keys prefixed: what MLflow logs as metrics."""
+    return {f"{prefix}{k}": v for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def publish(mlrun, report: dict, metrics: Path, curve: Path, write_curve: Callable[[Path], None],
+            extra_metrics: dict | None = None) -> None:
+    """Write the stage's report — the headline `metrics` (metrics/<stage>.json) and the full detail
+    results/<stage>.json — and budget-curve CSV (atomically), log the report's numbers as `final/...`
+    (+ `extra_metrics`) and the files as artifacts of the stage's MLflow run."""
+    from draftlab.io import atomic_write
+
+    paths = write_report(Path(metrics).stem, report)
+    atomic_write(curve, write_curve)
+    mlrun.log_metrics({**numeric(report, "final/"), **(extra_metrics or {})})
+    for p in (*paths, curve):
+        mlrun.log_artifact(p)
+
+
+def curve_csv(rows: list[dict]) -> str:
+    """The budget curve (step, train_minutes, simulated τ per validation set) as CSV text."""
+    buf = io.StringIO()
+    cols = list(rows[0]) if rows else ["step", "train_minutes", "heldout"]
+    w = csv.DictWriter(buf, fieldnames=cols)
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else (round(r[k], 4) if isinstance(r[k], float) else r[k])) for k in cols})
+    return buf.getvalue()

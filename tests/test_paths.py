@@ -1,0 +1,64 @@
+"""The one table of output paths (draftlab.paths) is dvc.yaml's: every declared out, metric and plot with its stage
+and cache flag, no more, no less; and the stages, the report and the explorer read it (no sys.path edit in stages/)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from draftlab import paths
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def declared() -> set[tuple[str, str, str, bool]]:
+    stages = yaml.safe_load((ROOT / paths.DVC_YAML).read_text(encoding="utf-8"))["stages"]
+    out = set()
+    for stage, spec in stages.items():
+        for kind in ("outs", "metrics", "plots"):
+            for entry in spec.get(kind) or []:
+                path, opts = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
+                out.add((path, stage, kind, (opts or {}).get("cache", True)))
+    return out
+
+
+def test_the_table_is_dvc_yamls_outputs():
+    table = {(o.path, o.stage, o.kind, o.cached) for o in paths.OUTPUTS}
+    assert table == declared()
+    assert len(table) == len(paths.OUTPUTS)  # no path twice
+
+
+def test_producer_finds_files_inside_declared_folders(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert paths.producer("models/corrector/dcoco/corrector/config.json").stage == "corrector"
+    assert paths.producer("metrics/benchmark/ar.json").stage == "benchmark"
+    assert paths.producer(str(ROOT / "data/references.parquet")).stage == "reference"
+    assert paths.producer("models/corrector2") is None and paths.producer("README.md") is None
+    assert paths.rebuild_hint("models/drafter/pretrained/model.safetensors") == (
+        "; stage 'pretrain_drafter' writes it: rebuild with `dvc repro -f -s pretrain_drafter` "
+        "(or restore the last version: dvc checkout models/drafter/pretrained)")
+    assert paths.rebuild_hint("results/specopd.json") == \
+        "; stage 'specopd' writes it: rebuild with `dvc repro -f -s specopd`"
+    assert paths.rebuild_hint("nowhere.txt") == ""
+
+
+def test_readers_take_their_paths_from_the_table():
+    import sys
+
+    from draftlab.bench import report
+
+    sys.path.insert(0, str(ROOT / "app"))
+    import loaders
+    import provenance
+
+    assert report.PLOTS is paths.BENCH_PLOTS and loaders.PLOTS is paths.BENCH_PLOTS
+    assert report.DETAIL == loaders.BENCH_JSON == paths.BENCH_DETAIL and loaders.ROUNDS == paths.BENCH_ROUNDS
+    assert provenance.producer(ROOT, "plots/specopd_budget.csv") == "specopd"
+    assert provenance.producer(ROOT, "elsewhere.csv", "benchmark") == "benchmark"
+
+
+def test_stages_import_their_helpers_from_the_library():
+    for script in sorted((ROOT / "stages").glob("*.py")):
+        text = script.read_text(encoding="utf-8")
+        assert "sys.path" not in text and "from _common" not in text and "from _training" not in text, script.name
+    assert not list((ROOT / "stages").glob("_*.py"))
