@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from draftlab import paths
     from draftlab.bench.arms import SpeculativeArm
     from draftlab.bench.lockstep import Lockstep
     from draftlab.decoding import SamplingParams
@@ -79,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         p = load_params(ROOT / "params.yaml")
         folder = Path(layout.checkpoints(p.benchmark.drafter).seeded_drafter)
-        if not (folder / "config.json").exists() or not (Path(layout.TARGET)).exists():
-            raise DraftlabError(f"no trained seeded drafter at {folder} (or no {layout.TARGET}); run `dvc repro` first")
+        if not (folder / "config.json").exists() or not (Path(paths.TARGET)).exists():
+            raise DraftlabError(f"no trained seeded drafter at {folder} (or no {paths.TARGET}); run `dvc repro` first")
         t = p.target
-        target = load_target(layout.TARGET, t.device, t.dtype, t.attn_implementation)
+        target = load_target(paths.TARGET, t.device, t.dtype, t.attn_implementation)
         install(target.model, t.linear)
         cfg = dataclasses.replace(p.benchmark, prompts_per_suite=a.prompts, pair_prompts_per_suite={})
         tok = target.tokenizer
