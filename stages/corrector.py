@@ -45,7 +45,7 @@ def run(params) -> None:
     from draftlab.pipeline.layout import method_base
     from draftlab.tracking import lightning_logger
     from draftlab.training.dist import is_rank_zero
-    from draftlab.pipeline.corrector import cotrain_from_references, specopd_bases
+    from draftlab.pipeline.corrector.recipe import cotrain_from_references, specopd_bases
 
     t, c = params.target, params.corrector
     require_references()

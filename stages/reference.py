@@ -25,8 +25,8 @@ def run(params) -> None:
     from draftlab.params import to_dict
     from draftlab.data.references import select_prompts
     from draftlab.io import write_parquet
-    from draftlab.pipeline.reference import generate_references
-    from draftlab.pipeline.openai_engine import OpenAIEngine
+    from draftlab.pipeline.reference.recipe import generate_references
+    from draftlab.pipeline.reference.openai_engine import OpenAIEngine
     from draftlab.verifier.load import load_target, load_target_info
     from draftlab.tracking import stage_run
 

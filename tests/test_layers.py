@@ -31,7 +31,7 @@ LAYERS = [
 PLAIN = ("errors", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
 NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
 ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
-           "lightning": ("training", "tracking")}
+           "lightning": ("training", "tracking", "pipeline")}  # pipeline: a method's recipe room holds its Lightning module
 
 
 def module_name(path: Path) -> str:

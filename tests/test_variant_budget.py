@@ -8,7 +8,7 @@ import pytest
 from draftlab.corrector.variants import TABLE, VARIANTS
 from draftlab.errors import ConfigError
 from draftlab.params import build_params, compose_params
-from draftlab.pipeline.corrector import variant_view
+from draftlab.pipeline.corrector.recipe import variant_view
 
 
 def _views(params):

@@ -12,7 +12,7 @@ Under DDP (`trainer.devices` > 1) every step's clock is the ranks' mean and its 
 stop and the reports are the same on every rank; validation runs every set on every rank (same figures).
 
 Pretraining trains this module as it is (its step is the off-policy CE); co-training
-(`draftlab.training.cotrain`) and SpecOPD (`draftlab.training.specopd`) extend it.
+(`draftlab.pipeline.corrector.cotrain`) and SpecOPD (`draftlab.pipeline.specopd.module`) extend it.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ then the `dflash-long` control (the base drafter alone, as many steps as the mai
 
 Per variant (`draftlab.corrector.variants`: family, ablation, base drafter, frozen or not, how the
 corrector loss reaches the drafter, loss kind): measure the base drafter's own held-out τ (once per
-base), build the corrector, co-train it with the drafter (`draftlab.training.cotrain.train_corrector`,
+base), build the corrector, co-train it with the drafter (`draftlab.pipeline.corrector.cotrain.train_corrector`,
 resumable under `runs/<key>`; every validation scores every path rule), and measure the corrector's
 share of a real speculative round (`draftlab.bench.share`, once per corrector architecture: the weights
 do not change its cost). The report holds, per variant: the drafter's own τ before / after, the
@@ -29,8 +29,8 @@ from draftlab.drafter.checkpoint import load_drafter, read_arch
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
 from draftlab.pipeline.common import file_digest, history_at, open_features, run_key
-from draftlab.training.corrector_eval import evaluate_rules
-from draftlab.training.cotrain import train_corrector
+from draftlab.pipeline.corrector.evaluate import evaluate_rules
+from draftlab.pipeline.corrector.cotrain import train_corrector
 from draftlab.training.features import SequenceSet
 from draftlab.training.fit import TrainResult
 from draftlab.training.pretrain import train_drafter
