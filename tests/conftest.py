@@ -64,9 +64,6 @@ def target():
     return tiny_target("llama")
 
 
-from draftlab.stats import chi_square_pvalue  # noqa: E402,F401  (the one chi-square; tests import it from here)
-
-
 FP32_U = 2.0 ** -24  # fp32 unit roundoff
 
 

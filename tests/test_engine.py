@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import chi_square_pvalue
+from draftlab.stats import chi_square_pvalue
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
 from stubs import FixedDrafter, OracleDrafter
 

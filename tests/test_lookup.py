@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import chi_square_pvalue, tiny_target
+from conftest import tiny_target
+from draftlab.stats import chi_square_pvalue
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
 from draftlab.decoding.lookup import LookupHybrid, NgramIndex, PromptLookup
 from draftlab.decoding.verify import process_logits

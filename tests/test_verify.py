@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import chi_square_pvalue
+from draftlab.stats import chi_square_pvalue
 from draftlab.decoding.verify import (
     SamplingParams, greedy_accept_length, process_logits, sample_next, speculative_accept, verify_block,
 )

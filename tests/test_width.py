@@ -12,7 +12,7 @@ from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
 from draftlab.decoding.api import DrafterProposal
 from draftlab.decoding.width import FULL_SPAN, VERIFY_RULES, SpanProposal, check_verify, cut_lengths, seeded_span
 from draftlab.errors import ConfigError, DraftlabError
-from conftest import chi_square_pvalue
+from draftlab.stats import chi_square_pvalue
 from stubs import FixedDrafter, OracleDrafter
 from test_lookup import _seeded_drafter, _t1_case, _t1_pvalue
 from test_seeded import _loop_prompts, make_seeded

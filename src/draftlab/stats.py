@@ -1,6 +1,7 @@
-"""Small statistics shared by the tests, the accelerator check and the benchmark's helpers: the Pearson
-chi-square goodness-of-fit p-value (the sampling rules' exactness tests) and order-statistic quantiles (the
-timings' median and p20). Plain torch and the standard library."""
+"""The one statistics module: the Pearson chi-square goodness-of-fit p-value (the sampling rules' exactness
+tests and the accelerator check), order-statistic quantiles (the timings' median and p20), the geometric mean,
+and the percentile-bootstrap intervals used by the benchmark (`bench/uncertainty`), the seeded comparison
+(`pipeline/seeded`), the probes and the tests. Plain torch, numpy and the standard library."""
 from __future__ import annotations
 
 import math
@@ -49,3 +50,16 @@ def bootstrap_interval(values, stat=geometric_mean, n: int = 2000, level: float 
     boots = sorted(stat([rng.choice(values) for _ in values]) for _ in range(n))
     a = (1 - level) / 2
     return quantile(boots, a), stat(values), quantile(boots, 1 - a)
+
+
+def percentile_interval(replicates, level: float = 0.95, digits: int | None = None) -> list[float] | None:
+    """[low, high]: the central `level` percentile interval of bootstrap replicates (non-finite replicates, e.g. a
+    resample with no denominator, are left out; None when none is left), rounded to `digits` when given."""
+    import numpy as np
+
+    rep = np.asarray(replicates, dtype=float)
+    rep = rep[np.isfinite(rep)]
+    if rep.size == 0:
+        return None
+    lo, hi = (float(v) for v in np.percentile(rep, [50 * (1 - level), 50 * (1 + level)]))
+    return [round(lo, digits), round(hi, digits)] if digits is not None else [lo, hi]

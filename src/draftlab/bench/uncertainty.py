@@ -35,6 +35,7 @@ import numpy as np
 from draftlab.bench.copying import LOOP_SPAN, batch_reading
 from draftlab.bench.metrics import tkey
 from draftlab.bench.runner import BatchRun
+from draftlab.stats import percentile_interval
 
 BEST = "best"
 
@@ -97,14 +98,6 @@ def per_prompt(units: Units, headline: int | None = None) -> dict:
 
 def _list(x: np.ndarray) -> list:
     return [None if not np.isfinite(v) else round(float(v), 6) for v in x]
-
-
-def _interval(rep: np.ndarray, level: float) -> list[float] | None:
-    rep = rep[np.isfinite(rep)]
-    if rep.size == 0:
-        return None
-    lo, hi = np.percentile(rep, [50 * (1 - level), 50 * (1 + level)])
-    return [round(float(lo), 6), round(float(hi), 6)]
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -266,8 +259,8 @@ def _extend(into: Units, u: Units, idx: np.ndarray, suite: str) -> None:
 def _verdict(st: dict, level: float) -> dict:
     dtau, ratio = st["tau_diff"], st["tokens_per_s_ratio"]
     row = {"prompts": st["prompts"], **({"strata": st["strata"]} if "strata" in st else {}),
-           "tau_diff": _round(dtau[0]), "tau_diff_ci": _interval(dtau[1:], level),
-           "tokens_per_s_ratio": _round(ratio[0]), "tokens_per_s_ratio_ci": _interval(ratio[1:], level)}
+           "tau_diff": _round(dtau[0]), "tau_diff_ci": percentile_interval(dtau[1:], level, digits=6),
+           "tokens_per_s_ratio": _round(ratio[0]), "tokens_per_s_ratio_ci": percentile_interval(ratio[1:], level, digits=6)}
     row["tau_exceeds_noise"] = _excludes(row["tau_diff_ci"], 0.0)
     row["speed_exceeds_noise"] = _excludes(row["tokens_per_s_ratio_ci"], 1.0)
     row["tau_diff_halfwidth"] = _halfwidth(row["tau_diff_ci"])
@@ -339,11 +332,11 @@ def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float 
     rep = replicates(units, n_boot, seed, ar_arm, weights)
     for (s, tk, arm), r in rep["per_suite"].items():
         m = detail["suites"][s][tk][arm]
-        m["ci"] = {k: _interval(v[1:], level) for k, v in r.items()}
+        m["ci"] = {k: percentile_interval(v[1:], level, digits=6) for k, v in r.items()}
     for (tk, arm), r in rep["summary"].items():
         e = detail["summary"].setdefault(arm, {})
         for k, v in r.items():
-            e[f"{k}_{tk}_ci"] = _interval(v[1:], level)
+            e[f"{k}_{tk}_ci"] = percentile_interval(v[1:], level, digits=6)
     detail["pairs"] = pair_rows(pairs or [], with_extra, rep, weights, level, ar_arm, ablation)
     return detail
 

@@ -39,6 +39,7 @@ from draftlab.drafter.masks import strided_anchors
 from draftlab.errors import DraftlabError
 from draftlab.ngram import NgramIndex
 from draftlab.pipeline.pretrain_drafter import PretrainOutcome, pretrain_from_references
+from draftlab.stats import percentile_interval
 from draftlab.training.features import SequenceSet, target_features
 
 METHODS = ("seeded", "lookup", "hybrid", "plain")
@@ -110,13 +111,6 @@ def sequence_blocks(target, seeded, plain, seqs: SequenceSet, indices: list[int]
     return rows
 
 
-def _interval(rep: np.ndarray, level: float) -> list[float] | None:
-    if rep.size == 0:
-        return None
-    lo, hi = np.percentile(rep, [50 * (1 - level), 50 * (1 + level)])
-    return [float(lo), float(hi)]
-
-
 def summarise(rows: list[dict], n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
     """{subset: {sequences, blocks, tau: {method: τ}, tau_per_sequence: {...}, pairs: {"seeded-X": {...}}}}
     from `sequence_blocks` rows; intervals resample sequences (n_boot percentile-bootstrap replicates, the
@@ -137,8 +131,8 @@ def summarise(rows: list[dict], n_boot: int = 2000, level: float = 0.95, seed: i
             row: dict = {"diff": float(d_sum.sum() / blocks.sum()) if m else None,
                          "diff_per_sequence": float(d_mean.mean()) if m else None, "ci": None, "ci_per_sequence": None}
             if boot is not None:
-                row["ci"] = _interval(d_sum[boot].sum(1) / blocks[boot].sum(1), level)
-                row["ci_per_sequence"] = _interval(d_mean[boot].mean(1), level)
+                row["ci"] = percentile_interval(d_sum[boot].sum(1) / blocks[boot].sum(1), level)
+                row["ci_per_sequence"] = percentile_interval(d_mean[boot].mean(1), level)
             for key in ("ci", "ci_per_sequence"):
                 ci = row[key]
                 row[f"{key}_excludes_0"] = None if ci is None else bool(ci[0] > 0 or ci[1] < 0)
