@@ -1,27 +1,36 @@
-"""tools/verify_cost.py (issue 20 item 4) on a tiny random target: a --tiny --quick run writes a valid
-metrics file (every width, batch and context; plain / seeded drafters with the draft and the full
-vocabulary head; medians inside their intervals), the interval and slope helpers, one-line bad input."""
+"""draftlab.bench.verify_cost and its command line tools/verify_cost.py (issue 20 item 4) on a tiny random target:
+a --tiny --quick run writes a valid metrics file (every width, batch and context; plain / seeded drafters with the
+draft and the full vocabulary head; medians inside their intervals), the interval and slope helpers, one-line bad
+input."""
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
-from conftest import load_tool
+from draftlab.bench import verify_cost
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "verify_cost.py"
 
 
 @pytest.fixture(scope="module")
-def vc():
-    return load_tool("verify_cost")
+def cli():
+    """The command line's main (the script imported from its path)."""
+    spec = importlib.util.spec_from_file_location("verify_cost_tool", TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main
 
 
-def test_tiny_run_writes_a_valid_file(vc, tmp_path, capsys):
+def test_tiny_run_writes_a_valid_file(cli, tmp_path, capsys):
     out = tmp_path / "metrics" / "verify_cost.json"
-    rc = vc.main(["--tiny", "--quick", "--reps", "3", "--warmup", "0", "--batches", "1,2", "--contexts", "24",
+    rc = cli(["--tiny", "--quick", "--reps", "3", "--warmup", "0", "--batches", "1,2", "--contexts", "24",
                   "--linear", "auto,torch", "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
     d = json.loads(out.read_text())
-    assert d["schema"] == vc.SCHEMA and d["setup"]["tiny"] and d["setup"]["quick"]
+    assert d["schema"] == verify_cost.SCHEMA and d["setup"]["tiny"] and d["setup"]["quick"]
     S = d["setup"]["block_size"]
     assert {(r["batch"], r["context"], r["linear"], r["width"]) for r in d["verify"]} == {
         (b, 24, m, w) for b in (1, 2) for m in ("auto", "torch") for w in range(1, S + 1)}
@@ -43,7 +52,8 @@ def test_tiny_run_writes_a_valid_file(vc, tmp_path, capsys):
     assert not list(out.parent.glob(".*"))  # written atomically: no temp file left
 
 
-def test_helpers(vc):
+def test_helpers():
+    vc = verify_cost
     assert vc.median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)  # few values: [min, max]
     m, lo, hi = vc.median_ci([float(i) for i in range(1, 101)])
     assert m == 50.5 and 35 <= lo < m < hi <= 66  # the order statistics around the middle
@@ -57,8 +67,8 @@ def test_helpers(vc):
                                       (["--contexts", "x"], "--contexts 'x' must be"),
                                       (["--reps", "-1"], "--reps -1 must be >= 1"),
                                       (["--linear", "fast"], "--linear 'fast' must be a comma list of auto / torch")])
-def test_bad_input_is_one_line(vc, tmp_path, capsys, args, msg):
-    assert vc.main(["--tiny", "--quick", "--out", str(tmp_path / "x.json"), *args]) == 2
+def test_bad_input_is_one_line(cli, tmp_path, capsys, args, msg):
+    assert cli(["--tiny", "--quick", "--out", str(tmp_path / "x.json"), *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and msg in err and "\n" not in err
     assert not (tmp_path / "x.json").exists()
