@@ -178,9 +178,13 @@ def test_cli_export(target, target_folder, tmp_path, capsys):
 
 
 def test_serve_bench_dry_exports_validates_and_prints_the_commands(target, target_folder, tmp_path, capsys):
-    from conftest import load_tool
+    """tools/serve_bench.py --dry (the command line of draftlab.bench.serving_engines, imported from its path)."""
+    import importlib.util
+    from pathlib import Path
 
-    sb = load_tool("serve_bench")
+    spec = importlib.util.spec_from_file_location("serve_bench", Path(__file__).resolve().parents[1] / "tools" / "serve_bench.py")
+    sb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sb)
     save_drafter(_drafter(target), tmp_path / "full")
     save_drafter(_drafter(target, _vocab(target)), tmp_path / "small")
     args = ["--target", str(target_folder), "--dry", "--port", "8411"]
