@@ -28,6 +28,8 @@ assumptions: draftlab.bench.sizing), and the predicted minutes of the whole benc
 arm table's naming rule: `dcoco-seeded` by `dcoco`), for a pilot from before the methods ran on the seeded drafter;
 an assumption (on the seeded drafter spreads and costs differ), listed in the output. The seeded drafter's own arm
 (`dflash-seeded`) is another drafter, not a method: it gets no proxy.
+
+The numbers are draftlab.bench.sizing's, the text draftlab.bench.sizing_report's; this script is their command line.
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ import json
 import sys
 from pathlib import Path
 
-from draftlab.bench.sizing import BenchPlan, paired_plan, sizing_plan
+from draftlab.bench.sizing import paired_plan, sizing_plan
+from draftlab.bench.sizing_report import bench_plan, paired_lines, per_arm_lines, twin_proxies
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,34 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.paired:
         return paired(detail, f, a)
     plan = sizing_plan(detail, a.halfwidth, a.level, a.sd, a.safety)
-    if a.json:
-        print(json.dumps(plan, indent=2))
-        return 0
-    print(f"pilot: {f} ({', '.join(plan['suites'])}; prompts per suite: "
-          f"{(detail.get('setup') or {}).get('prompts', '?')})")
-    print(f"{'arm':18s} {'min/prompt':>10s}  per temperature: prompts per suite for ±{a.halfwidth} (per-suite sd)")
-    for arm, e in plan["per_arm"].items():
-        temps = [f"{tk}: n={v['prompts_per_suite']} (sd {', '.join(f'{x:.3f}' for x in v['sd_by_suite'].values())})"
-                 for tk, v in e.items() if isinstance(v, dict) and "prompts_per_suite" in v]
-        print(f"{arm:18s} {e['minutes_per_prompt']:10.3f}  {'; '.join(temps) or '-'}")
-    print(f"teacher-forced τ pass: {plan['simulated_minutes_per_prompt']:.3f} min per prompt; all arms: "
-          f"{plan['minutes_per_prompt_all_arms']:.2f} min per prompt and suite; sweep {plan['sweep_minutes']:.1f} min "
-          f"(independent of the prompts)")
-    for name, v in plan["pairs"].items():
-        print(f"paired Δτ {name}: n={v['prompts_per_suite']} for ±{a.halfwidth} "
-              f"(sd of per-prompt differences {', '.join(f'{x:.3f}' for x in v['sd_by_suite'].values())})")
-    if plan["prompts_per_suite"] is None:
-        print("no per-prompt τ in this pilot: pass --sd (e.g. --sd 0.2) to size from an assumed spread")
-        return 0
-    print(f"recommendation: benchmark.prompts_per_suite={plan['prompts_per_suite']} -> "
-          f"{plan['minutes']:.0f} min for the per-suite runs ({len(plan['suites'])} suites) + the sweep")
+    print(json.dumps(plan, indent=2) if a.json else "\n".join(per_arm_lines(plan, detail, f, a.halfwidth)))
     return 0
 
 
 def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
-    from draftlab.bench.arms import arm_names
     from draftlab.bench.sizing import with_proxies
-    from draftlab.config.seeded import method_arm_base, plain_name
     from draftlab.errors import ConfigError
     from draftlab.params import load_params
 
@@ -104,59 +85,13 @@ def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    plan = BenchPlan(arms=list(b.arms), pairs=[list(p) for p in b.pairs], suites=list(b.suites),
-                     max_new_tokens=b.max_new_tokens,
-                     prompts_per_suite=b.prompts_per_suite or None, ablation_arms=list(b.ablation_arms),
-                     ablation_prompts_per_suite=b.ablation_prompts_per_suite, sampled_arms=list(b.sampled_arms),
-                     sampled_prompts_per_suite=b.sampled_prompts_per_suite,
-                     pair_prompts_per_suite=b.pair_extra(), temperatures=list(b.temperatures),
-                     concurrency=list(b.concurrency), concurrency_arms=list(b.concurrency_arms),
-                     concurrency_temperatures=list(b.concurrency_temperatures),
-                     concurrency_max_new_tokens=b.concurrency_max_new_tokens, simulated=b.simulated)
-    proxies = {}
+    proxies = twin_proxies(detail, b) if a.proxy_twins else {}
     if a.proxy_twins:
-        pilot_arms, known = set(detail.get("summary") or {}), arm_names()
-        proxies = {arm: plain_name(arm) for arm in [*b.arms, *b.ablation_arms, *b.concurrency_arms]  # methods only
-                   if arm not in pilot_arms and method_arm_base(arm, known) == "seeded" and plain_name(arm) in pilot_arms}
         detail = with_proxies(detail, proxies)
-    res = paired_plan(detail, plan, b.target_tau_diff_halfwidth, b.target_ratio_halfwidth, a.level, a.safety,
+    res = paired_plan(detail, bench_plan(b), b.target_tau_diff_halfwidth, b.target_ratio_halfwidth, a.level, a.safety,
                       a.spread_scaling, a.overhead_minutes)
-    if a.json:
-        print(json.dumps(res, indent=2))
-        return 0
-    print(f"pilot: {f} (max_new_tokens {res['pilot_max_new_tokens']}, prompts per suite "
-          f"{(detail.get('setup') or {}).get('prompts', '?')}); predicted for max_new_tokens {res['max_new_tokens']}, "
-          f"spreads × {a.safety} ({a.spread_scaling} with length). A PREDICTION from the pilot, not a measurement.")
-    if proxies:
-        print("arms not in the pilot, sized by their plain twin's rows (an assumption: --proxy-twins): "
-              + ", ".join(f"{k} by {v}" for k, v in proxies.items()))
-    if res["assumed_suites"]:
-        print(f"suites {', '.join(res['suites'])}; not in the pilot, assumed at the pilot suites' root-mean-square "
-              f"spread and mean cost: {', '.join(res['assumed_suites'])}")
-    print(f"targets: Δτ ±{res['targets']['tau_diff']}, tokens/s ratio ±{res['targets']['tokens_per_s_ratio']} "
-          f"({a.level:.0%} intervals)")
-    print(f"{'pair':34s} {'n(Δτ)':>6s} {'n(ratio)':>8s}  {'at plan: n':>10s} {'±Δτ':>7s} {'±ratio':>7s}  sd Δτ | sd ratio")
-    for name, e in res["pairs"].items():
-        if e.get("missing"):
-            print(f"{name:34s} (not in the pilot)")
-            continue
-        if not e.get("runs"):
-            continue
-        tag = " [ablation]" if e["ablation"] else ""
-        sd = lambda k: ", ".join(f"{x:.3f}" for x in (e.get(f"{k}_sd_by_suite") or {}).values()) or "-"  # noqa: E731
-        print(f"{name + tag:34s} {e.get('tau_prompts_per_suite', '-'):>6} {e.get('ratio_prompts_per_suite', '-'):>8}  "
-              f"{e['prompts_at_plan']:>10} {e.get('tau_halfwidth_at_plan', '-'):>7} {e.get('ratio_halfwidth_at_plan', '-'):>7}"
-              f"  {sd('tau')} | {sd('ratio')}")
-    extra = f" and pair_prompts_per_suite={res['pair_prompts_per_suite']}" if res["pair_prompts_per_suite"] else ""
-    print(f"headline pairs at T=0 meet the targets with prompts_per_suite={res['prompts_per_suite']}{extra}: "
-          f"{res['meets_t0']}")
-    if res["suggested_pair_prompts_per_suite"]:
-        print("the pairs still short, with the prompts per suite each needs (their arms decode those at T=0): "
-              f"-S 'benchmark.pair_prompts_per_suite={json.dumps(res['suggested_pair_prompts_per_suite'])}'")
-    print(f"predicted minutes: {res['minutes']:.1f} ({', '.join(f'{k} {v}' for k, v in res['parts'].items())})")
-    if res["missing_from_pilot"]:
-        print(f"not in the pilot (no cost counted): {', '.join(res['missing_from_pilot'])}"
-              + ("" if a.proxy_twins else "; --proxy-twins sizes a -seeded arm by its plain twin"))
+    print(json.dumps(res, indent=2) if a.json else
+          "\n".join(paired_lines(res, detail, f, a.level, a.safety, a.spread_scaling, proxies, a.proxy_twins)))
     return 0
 
 
