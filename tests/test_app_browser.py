@@ -1,5 +1,5 @@
 """The explorer in a real browser: `streamlit run` on a free 127.0.0.1 port over a fixture of stage outputs,
-headless Debian Chromium driven over its DevTools protocol (tools/browser.py, shared with
+headless Debian Chromium driven over its DevTools protocol (app/browser.py, shared with
 tools/screenshots.py). Checks: the candidate grid and the accepted-length figure render and the round
 slider changes the grid; the full K×K transition-score heatmap renders for the DCOCO arm (opened by deep
 link); the Compare page shows two result folders side by side; the reload path — a rewritten file is read
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "app"))  # app/browser.py
 sys.path.insert(0, str(Path(__file__).parent))
 from browser import CHROMIUM, explorer  # noqa: E402
 

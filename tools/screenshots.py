@@ -5,7 +5,7 @@
     .venv/bin/python tools/screenshots.py --root . --out DIR --compare HEAD~1       # Compare: B = a revision / folder
 
 It serves the explorer on `--root` and drives one headless Debian Chromium over the DevTools protocol
-(tools/browser.py, the same code as tests/test_app_browser.py). For each view it opens the view's deep
+(app/browser.py, the same code as tests/test_app_browser.py). For each view it opens the view's deep
 link (`?page=...&<widget key>=<value>`), waits until Streamlit has finished, every chart has drawn and the
 page has stayed still for a moment, then captures the whole page (not just the window). Views: each page;
 the candidate grid a second time on an arm that records DCOCO transition scores (the K×K heatmap); the
@@ -23,7 +23,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))  # app/browser.py
 from browser import CHROMIUM, explorer  # noqa: E402
 
 PAGES = {"grid": "Candidate grid", "acceptance": "Acceptance", "speed": "Speed", "runs": "Runs",
