@@ -10,7 +10,7 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export PYTHONWARNINGS := ignore
 
-.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry check exp speculators-env
+.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry gpu-run gpu-run-dry gpu-pack check exp speculators-env
 
 install: $(STAMP)
 
@@ -66,6 +66,21 @@ gpu-check:
 
 gpu-check-dry:
 	$(GPU_PY) tools/gpu_check.py --dry $(ARGS)
+
+# The regime run (docs/gpu.md "The regime run (gpu-small)"): `gpu-pack` here writes gpu-pack/ (prompts, wheels, the
+# target GGUF in parts, each <= 64 MiB); `gpu-run` on the offline device runs every stage of PROFILE without DVC or
+# MLflow and writes the results bundle to OUT; `gpu-run-dry` rehearses it at tiny sizes on CPU. Back here:
+# $(GPU_PY) tools/gpu_run.py --render OUT
+PROFILE ?= gpu-small
+OUT ?= gpu-out
+gpu-pack:
+	$(PY) tools/gpu_pack.py --profile $(PROFILE) $(ARGS)
+
+gpu-run:
+	$(GPU_PY) tools/gpu_run.py --profile $(PROFILE) --out $(OUT) $(ARGS)
+
+gpu-run-dry:
+	$(GPU_PY) tools/gpu_run.py --dry --profile $(PROFILE) --out $(OUT)-dry $(ARGS)
 
 # The explorer on 127.0.0.1:8501; ROOT=.smoke shows the smoke run's outputs.
 ROOT ?= .

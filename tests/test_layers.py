@@ -1,7 +1,8 @@
 """The layering rules of src/draftlab (docs/architecture.md), checked on the source so they cannot rot:
 no import cycle between modules, no module importing a higher layer, and the plain-torch packages free
 of configuration, Lightning and MLflow. Every import statement counts, also those inside functions;
-only `if TYPE_CHECKING:` blocks (annotations) are skipped."""
+`if TYPE_CHECKING:` blocks included (a lower layer that annotates with a higher layer's type depends on it: it
+names the shape it reads with a Protocol, or takes plain values)."""
 from __future__ import annotations
 
 import ast
@@ -25,6 +26,7 @@ LAYERS = [
     ["training", "tracking"],
     ["bench"],
     ["pipeline"],
+    ["offline"],  # the offline regime runner: the stages in order without DVC / MLflow (tools/gpu_run.py)
     ["cli"],  # the console script
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
@@ -41,11 +43,6 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _type_checking(node: ast.If) -> bool:
-    t = node.test
-    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
-
-
 def imports(path: Path, name: str | None = None) -> set[str]:
     """Absolute names of every module this file imports (relative imports resolved; `name`: the
     file's module name, default: its place under src/draftlab)."""
@@ -56,8 +53,6 @@ def imports(path: Path, name: str | None = None) -> set[str]:
 
     def visit(node):
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _type_checking(child):
-                continue
             if isinstance(child, ast.Import):
                 out.update(a.name for a in child.names)
             elif isinstance(child, ast.ImportFrom):
@@ -166,14 +161,31 @@ def test_plain_packages_stay_plain():
     assert not bad, "\n".join(sorted(set(bad)))
 
 
+METHODS = ("corrector", "specopd")  # the methods' model packages
+CONFIGURATION = ("config", "params", "plan")
+
+
+def method_imports(graph: dict[str, set[str]]) -> list[str]:
+    return [f"draftlab.{m} imports draftlab.{d}" for m, deps in graph.items() if m.split(".")[0] in CONFIGURATION
+            for d in sorted(deps) if d.split(".")[0] in METHODS]
+
+
+def test_configuration_imports_no_method():
+    """The configuration checks the names the caller hands it (MethodNames, the arm names): a method's tables
+    stay in its package, and adding a variant edits no schema."""
+    bad = method_imports(modules())
+    assert not bad, "\n".join(bad)
+
+
 def test_the_checks_can_fail(tmp_path):
-    """A lazy import inside a function is seen, a TYPE_CHECKING one is not; an upward edge and a cycle
+    """A lazy import inside a function is seen, and so is a TYPE_CHECKING one; an upward edge and a cycle
     in a made-up graph are reported."""
     f = tmp_path / "m.py"
     f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from draftlab.config import Params\n"
                  "def f():\n    from draftlab.pipeline.benchmark import run\n    from . import api\n")
     seen = imports(f, "decoding.m")
-    assert "draftlab.pipeline.benchmark" in seen and "draftlab.decoding.api" in seen and "draftlab.config" not in seen
+    assert "draftlab.pipeline.benchmark" in seen and "draftlab.decoding.api" in seen and "draftlab.config" in seen
     assert upward({"kernels.dispatch": {"pipeline.benchmark"}}) and not upward({"pipeline.benchmark": {"kernels"}})
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+    assert method_imports({"config.training": {"corrector.variants"}}) and not method_imports({"pipeline.names": {"corrector.variants"}})

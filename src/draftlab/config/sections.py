@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Collection
 
 from draftlab.config.benchmark import BenchmarkConfig, PLDConfig
-from draftlab.config.checks import _choice, _positive, _unit, check_suite
+from draftlab.config.checks import MethodNames, _choice, _positive, _unit, check_suite
 from draftlab.config.engine import EngineConfig
 from draftlab.config.seeded import SeededConfig
 from draftlab.config.trainer import TrainerConfig
@@ -109,7 +109,7 @@ class ProfileConfig:
     threads: int = 2  # torch CPU threads (0 = torch default)
 
     def check(self, p: str) -> None:
-        _choice(f"{p}.name", self.name, ("smoke", "cpu", "cpu-long", "gpu", "custom"))
+        _choice(f"{p}.name", self.name, ("smoke", "cpu", "cpu-long", "gpu", "gpu-small", "custom"))
         _positive(f"{p}.threads", self.threads, allow_zero=True)
 
 
@@ -325,6 +325,11 @@ class Params:
             raise ConfigError(f"benchmark.suites names '{CHAT_SUITE}', the ShareGPT prompts of the held-out pool, but "
                               f"data.train_suite={self.data.train_suite!r} has no ShareGPT pool; set "
                               f"data.train_suite=sharegpt or drop '{CHAT_SUITE}'")
+
+    def check_names(self, names: MethodNames) -> None:
+        """The method sections' names against the method packages' tables (handed in by the caller)."""
+        self.specopd.check_names("specopd", names)
+        self.corrector.check_names("corrector", names)
 
     def check_arms(self, known: Collection[str]) -> None:
         """Arm names against the arm table (`draftlab.bench.arms.arm_names()`, passed in by the caller:

@@ -1,0 +1,276 @@
+"""The pack: what an offline accelerator machine lacks, in one folder of pieces ≤ 64 MiB, and its check on arrival.
+
+Built here (`make gpu-pack`, `build`), from the composed params of the profile:
+- data/: the packaged prompt suites' files the profile reads, gzipped. ShareGPT (a ~125 MB file that does not travel)
+  is reduced to the conversations the reference stage's own selection code takes (`draftlab.data.references`: the
+  first `reference.num_train_prompts` of the training part in its seeded order, and the whole held-out part, which
+  holds the validation prompts and the `sharegpt-chat` suite), one JSON object a line; that subset selects the same
+  prompts as the whole file (checked here, `same_selection`).
+- wheels/: the pure-Python wheels of the versions installed here (OmegaConf, Hydra, antlr4, gguf), `pip wheel --no-deps`.
+- target/: the GGUF the target (or the tiny target's tokenizer) is read from, in parts of ≤ 60 MiB.
+- manifest.json: every piece's size and sha256, the joined file's sha256, the profile, the commit and a digest of the
+  params that decide the selection.
+
+On arrival (`install`): every piece is checked against the manifest, the GGUF joined and checked, the data files and
+the GGUF laid out as the packages they come from (a folder per package, first on sys.path, so the library's own
+loaders read them unchanged) and the wheels unpacked for the modules the machine lacks. Any fault is one line.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from draftlab.errors import DraftlabError
+from draftlab.io import atomic_write
+
+SCHEMA = "draftlab-gpu-pack-v1"
+PIECE_LIMIT = 64 << 20  # what one transfer to the device carries
+PART_BYTES = 60 << 20  # the GGUF's parts
+WHEELS = {"omegaconf": "omegaconf", "hydra-core": "hydra", "antlr4-python3-runtime": "antlr4", "gguf": "gguf"}
+SELECTION_KEYS = ("data", "reference")  # the params sections that decide which prompts the stages read
+
+
+def sha256(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def selection_digest(raw: dict) -> str:
+    """A digest of what decides the selected prompts (the data and reference sections, the benchmark's suites)."""
+    key = {k: raw.get(k) for k in SELECTION_KEYS} | {"suites": (raw.get("benchmark") or {}).get("suites")}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------------ building
+
+
+def _sharegpt_subset(params) -> tuple[list, dict]:
+    """The ShareGPT prompts the profile's stages can read: the selected training prompts and the held-out part."""
+    from draftlab.data.references import split_pools
+    from draftlab.data.suites import rank
+
+    d, r = params.data, params.reference
+    if d.local_jsonl or d.local_suites:
+        raise DraftlabError("data.local_jsonl / data.local_suites are not packed for an offline run; leave them unset "
+                            "or copy the files into the repository the run takes")
+    pools = split_pools(d)
+    train = rank(pools.train, r.seed)[: r.num_train_prompts]
+    keep = [p for p in train + pools.held if p.suite == "sharegpt"]
+    same_selection(pools, keep, d, r)
+    return keep, {"train": len(train), "heldout_pool": len(pools.held), "pool_train": len(pools.train)}
+
+
+def same_selection(pools, keep: list, d, r) -> None:
+    """The subset, split and ranked as the reference stage does, yields the same train and held-out prompts."""
+    from draftlab.data.suites import dedupe, normalise, rank, split_heldout
+
+    sub, _, _ = dedupe(list(keep), exclude={normalise(p.text) for p in pools.evals})
+    train, held = split_heldout(sub, d.heldout_fraction, d.split_seed)
+    want = [p.id for p in rank(pools.train, r.seed)[: r.num_train_prompts]]
+    if [p.id for p in rank(train, r.seed)[: r.num_train_prompts]] != want or {p.id for p in held} != {
+            p.id for p in pools.held if p.suite == "sharegpt"}:
+        raise DraftlabError("the packed ShareGPT subset would select other prompts than the whole pool "
+                            "(draftlab.offline.pack.same_selection); report this with the profile's data section")
+
+
+def _write_gz(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda p: p.write_bytes(gzip.compress(data, 6, mtime=0)))
+
+
+def _pack_data(params, out: Path) -> tuple[list[dict], dict]:
+    from draftlab.data.suites import CHAT_SUITE, PACKAGED
+
+    entries = []
+    suites = [s for s in dict.fromkeys([*params.data.eval_suites, *params.benchmark.suites]) if s in PACKAGED]
+    for s in suites:
+        package, _, rel = PACKAGED[s]
+        src = _package_file(s)
+        raw = src.read_bytes()
+        piece = f"data/{package}/{Path(rel).name}" + ("" if rel.endswith(".gz") else ".gz")
+        (atomic_write(out / piece, lambda p, b=raw: p.write_bytes(b)) if rel.endswith(".gz") else _write_gz(out / piece, raw))
+        entries.append({"suite": s, "package": package, "file": rel, "piece": piece, "form": "copy" if rel.endswith(".gz") else "gzip"})
+    stats = {}
+    if params.data.train_suite == "sharegpt" or CHAT_SUITE in params.benchmark.suites:
+        keep, stats = _sharegpt_subset(params)
+        lines = "".join(json.dumps({"id": p.id.split("/", 1)[1], "conversations": [{"from": "human", "value": p.text}]},
+                                   ensure_ascii=False) + "\n" for p in keep)
+        package, _, rel = PACKAGED["sharegpt"]
+        piece = f"data/{package}/selected.jsonl.gz"
+        _write_gz(out / piece, lines.encode("utf-8"))
+        entries.append({"suite": "sharegpt", "package": package, "file": rel, "piece": piece, "form": "jsonl-list",
+                        "prompts": len(keep)})
+        stats["packed"] = len(keep)
+    return entries, stats
+
+
+def _package_file(suite: str) -> Path:
+    from draftlab.data.suites import PACKAGED, package_file
+
+    return package_file(*PACKAGED[suite])
+
+
+def _pack_gguf(params, out: Path) -> dict:
+    from draftlab.verifier.load import DEFAULT_GGUF, packaged_gguf
+
+    t = params.target
+    if t.source == "packaged-gguf":
+        src, package = packaged_gguf(t), t.package
+    elif t.source == "random" and t.random.tokenizer == "smollm2":  # the tiny target reads SmolLM2's tokenizer from it
+        src, package = packaged_gguf(), DEFAULT_GGUF[0]
+    else:
+        raise DraftlabError(f"target.source={t.source!r}: only a packaged GGUF target (or the tiny random one) is packed "
+                            "for an offline run; a local or hub target must already be on that machine")
+    parts, size = [], src.stat().st_size
+    with open(src, "rb") as f:
+        for i in range((size + PART_BYTES - 1) // PART_BYTES):
+            block = f.read(PART_BYTES)
+            piece = f"target/{src.name}.part{i:02d}"
+            atomic_write(out / piece, lambda p, b=block: p.write_bytes(b))
+            parts.append(piece)
+    return {"package": package, "file": src.name, "parts": parts, "bytes": size, "sha256": sha256(src)}
+
+
+def _pack_wheels(out: Path, python: str) -> list[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    folder = out / "wheels"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        reqs = [f"{d}=={version(d)}" for d in WHEELS]
+    except PackageNotFoundError as e:
+        raise DraftlabError(f"{e.name} is not installed here; install the project first (make install)") from None
+    r = subprocess.run([python, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-deps", "-w", str(folder), *reqs],
+                       capture_output=True, text=True)
+    if r.returncode:
+        last = [ln for ln in r.stderr.splitlines() if ln.strip() and "is ignored" not in ln][-1:] or ["?"]
+        raise DraftlabError(f"pip wheel {' '.join(reqs)} failed ({last[0][:160]}); check pip's find-links / index")
+    names = []
+    for req in reqs:
+        dist, ver = req.split("==")
+        stem = dist.replace("-", "_")
+        found = [w for w in folder.glob("*.whl") if w.name.lower().startswith(f"{stem}-{ver}-".lower())]
+        if not found or not found[0].name.endswith("-py3-none-any.whl"):
+            raise DraftlabError(f"no pure-Python wheel of {req} in {folder} (the device's Python differs from this one)")
+        names.append(f"wheels/{found[0].name}")
+    return names
+
+
+def build(params, raw: dict, out: Path, commit: str, python: str = sys.executable, log=print) -> dict:
+    """Write the pack for the composed `params` (`raw`: the same as a dict) into `out`; returns the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    data, stats = _pack_data(params, out)
+    log(f"[gpu-pack] prompts: {', '.join(e['suite'] for e in data)} ({stats.get('packed', 0)} ShareGPT prompts)")
+    gguf = _pack_gguf(params, out)
+    log(f"[gpu-pack] target GGUF {gguf['file']}: {gguf['bytes'] / 2**20:.1f} MiB in {len(gguf['parts'])} parts")
+    wheels = _pack_wheels(out, python)
+    log(f"[gpu-pack] wheels: {', '.join(Path(w).name for w in wheels)}")
+    pieces = [*(e["piece"] for e in data), *gguf["parts"], *wheels]
+    manifest = {"schema": SCHEMA, "profile": raw["profile"]["name"], "target": raw["target"]["name"], "commit": commit,
+                "selection": selection_digest(raw), "sharegpt": stats, "data": data, "gguf": gguf, "wheels": wheels,
+                "pieces": {p: {"bytes": (out / p).stat().st_size, "sha256": sha256(out / p)} for p in pieces}}
+    big = [p for p, v in manifest["pieces"].items() if v["bytes"] > PIECE_LIMIT]
+    if big:
+        raise DraftlabError(f"pack pieces over {PIECE_LIMIT >> 20} MiB: {', '.join(big)}")
+    atomic_write(out / "manifest.json", lambda p: p.write_text(json.dumps(manifest, indent=1) + "\n"))
+    return manifest
+
+
+# ------------------------------------------------------------------------------------------------ arrival
+
+
+def read_manifest(folder: Path) -> dict:
+    path = folder / "manifest.json"
+    try:
+        m = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DraftlabError(f"{path} not found; copy the whole pack folder (make gpu-pack writes it)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DraftlabError(f"{path} is not a readable manifest ({e}); copy it again") from None
+    if not isinstance(m, dict) or m.get("schema") != SCHEMA:
+        raise DraftlabError(f"{path} is not a {SCHEMA} manifest; rebuild the pack with make gpu-pack")
+    return m
+
+
+def check(folder: Path) -> dict:
+    """Every piece of the manifest present with its size and sha256; the manifest. One line per fault."""
+    m = read_manifest(folder)
+    for piece, want in m["pieces"].items():
+        p = folder / piece
+        if not p.is_file():
+            raise DraftlabError(f"pack piece {p} is missing; copy it from the pack folder make gpu-pack wrote")
+        if p.stat().st_size != want["bytes"] or sha256(p) != want["sha256"]:
+            raise DraftlabError(f"pack piece {p} is corrupt (size or sha256 differs from manifest.json); copy it again")
+    return m
+
+
+def join_gguf(folder: Path, gguf: dict, dest: Path) -> Path:
+    """The GGUF's parts joined into `dest` (temp + rename) and checked against the manifest's sha256."""
+    h = hashlib.sha256()
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as out:
+            for part in gguf["parts"]:
+                with open(folder / part, "rb") as f:
+                    while block := f.read(1 << 22):
+                        h.update(block)
+                        out.write(block)
+        if h.hexdigest() != gguf["sha256"]:
+            raise DraftlabError(f"the joined {gguf['file']} has sha256 {h.hexdigest()[:16]}…, not the manifest's "
+                                f"{gguf['sha256'][:16]}…: the parts come from different packs; copy one pack again")
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.is_file() and dest.stat().st_size == gguf["bytes"] and sha256(dest) == gguf["sha256"]:
+        return dest
+    return atomic_write(dest, write)
+
+
+def _package_dir(site: Path, package: str) -> Path:
+    d = site / package
+    d.mkdir(parents=True, exist_ok=True)
+    init = d / "__init__.py"  # a regular package: it wins over a namespace portion or an installed wrapper later on sys.path
+    if not init.exists():
+        init.write_text('"""Data files of an offline pack (draftlab.offline.pack); nothing to import."""\n')
+    return d
+
+
+def install(folder: Path, site: Path, missing: list[str]) -> dict:
+    """Check the pack, lay out its data and GGUF as packages under `site`, unpack the wheels of the `missing`
+    modules there; the manifest (with `unpacked`: the wheels used)."""
+    m = check(folder)
+    for e in m["data"]:
+        dest = _package_dir(site, e["package"]) / e["file"]
+        src = folder / e["piece"]
+        if e["form"] == "copy":
+            data = src.read_bytes()
+        elif e["form"] == "gzip":
+            data = gzip.decompress(src.read_bytes())
+        else:  # jsonl-list: the ShareGPT file's format, a JSON list of conversations
+            items = [ln for ln in gzip.decompress(src.read_bytes()).decode("utf-8").splitlines() if ln.strip()]
+            data = ("[\n" + ",\n".join(items) + "\n]\n").encode("utf-8")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(dest, lambda p, b=data: p.write_bytes(b))
+    g = m["gguf"]
+    join_gguf(folder, g, _package_dir(site, g["package"]) / g["file"])
+    unpacked = []
+    for w in m["wheels"]:
+        module = next((mod for dist, mod in WHEELS.items() if Path(w).name.lower().startswith(dist.replace("-", "_"))), None)
+        if module in missing:
+            with zipfile.ZipFile(folder / w) as z:
+                z.extractall(site)
+            unpacked.append(Path(w).name)
+    return {**m, "unpacked": unpacked}
+
+
+def clear(site: Path) -> None:
+    """Remove a site folder this module laid out (only ever the runner's own work folder's)."""
+    if site.exists():
+        shutil.rmtree(site)
