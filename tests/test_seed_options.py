@@ -287,32 +287,40 @@ def test_bad_input_lines(target, root):
         assert "\n" not in str(e.value)
 
 
-def test_pretrain_probe_passes_the_options_through(tmp_path, monkeypatch, capsys):
-    """tools/pretrain_probe.py: `run NAME --dry` resolves the seeded options (one-line error when bad), and the
-    ablation table carries a seeded probe's seed report."""
+def test_pretrain_probe_passes_the_options_through(root, tmp_path, capsys):
+    """draftlab.training.probes and its command line tools/pretrain_probe.py: `run NAME --dry` resolves the seeded
+    options (one-line error when bad), and the ablation table carries a seeded probe's seed report."""
+    import importlib.util
     import json
 
-    from conftest import load_tool
+    from draftlab.training import probes
 
-    probe = load_tool("pretrain_probe")
+    spec = importlib.util.spec_from_file_location("pretrain_probe", root / "tools" / "pretrain_probe.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
     ov = ["drafter.seed=lookup", "drafter.seed_bias=10", "pretrain.seed_dropout=0.25", "drafter.seed_logit=true"]
-    p = probe.probe_params(120, ov)
+    p = probes.probe_params(120, ov, root / "params.yaml")
     assert (p.drafter.seed, p.drafter.seed_bias, p.drafter.seed_logit) == ("lookup", 10.0, True)
     assert (p.pretrain.seed_dropout, p.pretrain.max_steps) == (0.25, 120)
-    assert probe.main(["run", "bias10", "--dry", *ov]) == 0
+    assert tool.main(["run", "bias10", "--dry", *ov]) == 0
     assert "seed_bias=10.0" in capsys.readouterr().out
-    assert probe.main(["run", "bad", "--dry", "pretrain.seed_dropout=0.3"]) == 2
+    assert tool.main(["run", "bad", "--dry", "pretrain.seed_dropout=0.3"]) == 2
     err = capsys.readouterr().err.strip()
     assert "pretrain.seed_dropout=0.3 needs seeds" in err and "\n" not in err
-    monkeypatch.setattr(probe, "OUT", tmp_path / "abl")
-    monkeypatch.setattr(probe, "TABLE", tmp_path / "abl.json")
     (tmp_path / "abl").mkdir()
     row = {"overrides": [], "steps": 3, "sim_tau": 1.5, "per_set": {}, "slot_acc": [0.2], "train_minutes": 0.1}
-    report = {k: [0.5] for k in probe.SEED_REPORT}
+    report = {k: [0.5] for k in probes.SEED_REPORT}
     for name, extra in (("base", {}), ("bias10", {"seed_report": report})):
         (tmp_path / "abl" / f"{name}.json").write_text(json.dumps({**row, "name": name, **extra}))
-    rows = {r["name"]: r for r in probe.table()["rows"]}
+    rows = {r["name"]: r for r in probes.ablation_table(tmp_path / "abl", tmp_path / "abl.json")["rows"]}
     assert rows["bias10"]["seed_report"] == report and "seed_report" not in rows["base"]
+    assert json.loads((tmp_path / "abl.json").read_text())["base"] == 1.5
+    lines = probes.table_lines(probes.ablation_table(tmp_path / "abl", tmp_path / "abl.json"))
+    assert [ln.split()[0] for ln in lines] == ["base", "bias10"] and "Δ +0.0000" in lines[1]
+    with pytest.raises(DraftlabError, match="no probe named 'base'") as e:
+        probes.ablation_table(tmp_path / "none", tmp_path / "t.json")
+    assert "\n" not in str(e.value) and not (tmp_path / "t.json").exists()
+    assert probes.plain_drafter([tmp_path / "none", tmp_path]) is None
 
 
 def test_validation_and_training_heads_add_each_slots_own_bias(target):
