@@ -1,8 +1,8 @@
 """What seeds-only rounds buy the `dflash-seeded-cut` arm (seeded.verify.full_span), measured side by side.
 
-    .venv/bin/python tools/seeds_only_probe.py                 # 4 prompts per suite, 128 new tokens, T=0
-    .venv/bin/python tools/seeds_only_probe.py --prompts 2 --new 64 --out /tmp/so.json
-    .venv/bin/python tools/seeds_only_probe.py --prompts 2 --context benchmark --out metrics/seeds_only_context.json
+    .venv/bin/python tools/probes/seeds_only_probe.py          # 4 prompts per suite, 128 new tokens, T=0
+    .venv/bin/python tools/probes/seeds_only_probe.py --prompts 2 --new 64 --out /tmp/so.json
+    .venv/bin/python tools/probes/seeds_only_probe.py --prompts 2 --context benchmark --out metrics/seeds_only_context.json
 
 On the pipeline's target and seeded drafter (models/target, models/drafter/seeded; run `dvc repro` first) and the
 benchmark's own prompts (the first N of each suite, as `benchmark.prompts_per_suite` selects them), each prompt
@@ -12,7 +12,7 @@ cut arm with `full_span=seeds` (a fully seeded round runs no draft pass) and wit
 drafts: the arm of the 2026-12-04 run). Per arm: τ (mean accepted + 1 over rounds, per prompt then averaged),
 tokens/s (generated tokens / wall time, prefill included), the share of rounds without a draft pass and the
 mean round time split; per pair, the tokens/s ratio as the geometric mean of per-prompt ratios with a 95%
-bootstrap interval over prompts (2000 resamples), and Δτ with its interval. Greedy output must equal AR's on
+bootstrap interval over prompts (2000 resamples, draftlab.stats), and Δτ with its interval. Greedy output must equal AR's on
 every prompt (checked). `--context benchmark` adds every other arm the benchmark runs (`benchmark.arms`) to the
 lockstep, decoded and discarded, so the four are timed in the benchmark's company (14 arms) instead of alone (4).
 OpenMP's wait policy is the caller's (recorded as `setup.omp_wait_policy`; the pipeline's stages set
@@ -22,30 +22,22 @@ metrics/seeds_only.json atomically (`--out`). Heavy: run with the machine idle.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import random
 import sys
 from pathlib import Path
+from statistics import fmean as mean
 
-ROOT = Path(__file__).resolve().parents[1]
+from draftlab.stats import bootstrap_interval, geometric_mean as geo
+
+ROOT = Path(__file__).resolve().parents[2]
 ARMS = ("ar", "pld", "cut-seeds", "cut-draft")
 PAIRS = (("cut-seeds", "cut-draft"), ("cut-seeds", "pld"), ("cut-draft", "pld"), ("pld", "ar"), ("cut-seeds", "ar"))
 
 
-def interval(values: list[float], stat, n: int = 2000, seed: int = 0) -> list[float]:
-    """95% percentile bootstrap interval of stat(values) over resampled values."""
-    rng = random.Random(seed)
-    boots = sorted(stat([rng.choice(values) for _ in values]) for _ in range(n))
-    return [boots[int(0.025 * n)], boots[int(0.975 * n) - 1]]
-
-
-def geo(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
-def mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs)
+def interval(values: list[float], stat) -> list[float]:
+    """95% percentile bootstrap interval of stat(values) over prompts (draftlab.stats, 2000 resamples)."""
+    lo, _, hi = bootstrap_interval(values, stat)
+    return [lo, hi]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
     if a.prompts < 1 or a.new < 1:
         print("seeds_only_probe: --prompts and --new must be >= 1", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(ROOT / "src"))
     import dataclasses
 
     import torch
