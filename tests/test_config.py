@@ -1,6 +1,7 @@
 """Config: presets compose, params.yaml is the default composition, bad keys/values fail in one line."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -51,7 +52,7 @@ def test_wrong_type_and_impossible_values(root):
 
 
 def test_unknown_preset_lists_presets(root):
-    with pytest.raises(ConfigError, match="choose one of: cpu, cpu-long, gpu, smoke"):
+    with pytest.raises(ConfigError, match="choose one of: cpu, cpu-long, gpu, gpu-small, smoke"):
         compose_params(["profile=fast"], root / "conf")
 
 
@@ -64,6 +65,26 @@ def test_stage_cli_prints_one_line_error(root, tmp_path):
 
 
 # ---- names checked in the schema: arms against the arm table, suites against packaged + local ----------------
+
+
+def test_method_names_are_checked_against_the_methods_tables(root):
+    """The corrector's variants and path rules and SpecOPD's baselines are checked against the tables their
+    packages own, handed in by the caller (the configuration imports no method); the default baselines are all."""
+    from draftlab.corrector.variants import RULES, VARIANTS
+    from draftlab.pipeline.names import method_names
+    from draftlab.specopd.objectives import BASELINES
+
+    names = method_names()
+    assert (tuple(names.variants), tuple(names.path_rules), tuple(names.baselines)) == (VARIANTS, RULES, BASELINES)
+    from draftlab.config import SpecOPDConfig
+
+    assert tuple(SpecOPDConfig().baselines) == BASELINES
+    for override, key in (("corrector.variants=[dcoco,dccoo]", "corrector.variants[]='dccoo'"),
+                          ("corrector.path_rule=greedier", "corrector.path_rule='greedier'"),
+                          ("specopd.baselines=[offpolicy]", "specopd.baselines[]='offpolicy'")):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(key)} is not valid; choose one of: "):
+            load_params(root / "params.yaml", [override], names=names)
+        load_params(root / "params.yaml", [override])  # without the tables the names are not checked
 
 
 def test_arm_names_are_checked_against_the_arm_table(root):
@@ -174,7 +195,7 @@ def test_dvc_style_overrides_fail_in_one_line(root, tmp_path):
         return str(e.value)
 
     assert "unknown key 'pretrain.lrr' (did you mean 'lr'?)" in err("pretrain.lrr=1")
-    assert err("profile=nosuch") == "profile='nosuch' is not a preset; choose one of: cpu, cpu-long, gpu, smoke"
+    assert err("profile=nosuch") == "profile='nosuch' is not a preset; choose one of: cpu, cpu-long, gpu, gpu-small, smoke"
     assert "add it with +benchmark.batch_size=2" in err("benchmark.batch_size=2")
     assert "drop the '+' (pretrain.lr=0.002)" in err("+pretrain.lr=0.002")
     f = tmp_path / "mine.jsonl"

@@ -41,9 +41,15 @@ FORCE_HELP = ("replace a previous {cmd}'s config.json and model.safetensors in D
 
 
 def _arm_names() -> tuple[str, ...]:
-    from draftlab.bench.arms import arm_names
+    from draftlab.pipeline.names import arm_names
 
     return arm_names()
+
+
+def _names():
+    from draftlab.pipeline.names import method_names
+
+    return method_names()
 
 
 def _fail(msg: str) -> int:
@@ -63,10 +69,10 @@ def validate(params_path: str, overrides: list[str], dvc_overrides: list[str], c
     from draftlab.pipeline.layout import check_model_folders
 
     if dvc_overrides:
-        raw = compose_params(dvc_overrides, conf_dir, arms=_arm_names(), strict=True)
-        p = build_params(raw, overrides, arms=_arm_names())
+        raw = compose_params(dvc_overrides, conf_dir, arms=_arm_names(), strict=True, names=_names())
+        p = build_params(raw, overrides, arms=_arm_names(), names=_names())
     else:
-        p = load_params(params_path, overrides, arms=_arm_names())
+        p = load_params(params_path, overrides, arms=_arm_names(), names=_names())
     check_model_folders(p)
     return p
 
@@ -83,7 +89,7 @@ def cmd_check(a: argparse.Namespace) -> int:
 def cmd_compose(a: argparse.Namespace) -> int:
     from draftlab.params import compose_text
 
-    print(compose_text(a.overrides, a.conf, arms=_arm_names()), end="")
+    print(compose_text(a.overrides, a.conf, arms=_arm_names(), names=_names()), end="")
     return 0
 
 

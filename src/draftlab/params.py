@@ -4,7 +4,9 @@
 schema of `draftlab.config`, so an unknown key, a wrong type or an impossible value fails with one
 line (`ConfigError`) naming the key and what is allowed; rules across sections follow
 (`Params.check_across`), and arm names are checked against the arm table when the caller passes its
-names (`arms=draftlab.bench.arms.arm_names()`: the benchmark layer sits above this one).
+names (`arms=draftlab.bench.arms.arm_names()`: the benchmark layer sits above this one), and the
+method sections' names against the methods' tables when it passes them (`names=draftlab.pipeline.names
+.method_names()`: the configuration imports no method).
 `compose_params()` composes the presets in conf/ with Hydra (groups: target/, profile/,
 benchmark/arms/), `compose_text()` renders it as params.yaml. `python -m draftlab.config compose
 target=X profile=Y` prints that text (config/__main__.py); the console script (`draftlab check`,
@@ -20,7 +22,7 @@ from typing import Any, Collection
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from draftlab.config import Params
+from draftlab.config import MethodNames, Params
 from draftlab.errors import ConfigError
 
 # ----------------------------------------------------------------------------------------------
@@ -79,9 +81,10 @@ def _walk_check(obj: Any, prefix: str) -> None:
 
 
 def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, schema: type = Params,
-                 arms: Collection[str] | None = None) -> Any:
+                 arms: Collection[str] | None = None, names: MethodNames | None = None) -> Any:
     """Merge raw values (and `a.b=c` overrides) onto the schema; validate (each section, then the rules
-    across sections, then arm names when `arms` is given); return typed dataclasses."""
+    across sections, then the methods' names when `names` is given, then arm names when `arms` is given);
+    return typed dataclasses."""
     base = OmegaConf.structured(schema)
     OmegaConf.set_struct(base, True)
     _open_dicts(base)
@@ -110,13 +113,15 @@ def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, sch
     _walk_check(obj, "")
     if hasattr(obj, "check_across"):
         obj.check_across()
+    if names is not None and hasattr(obj, "check_names"):
+        obj.check_names(names)
     if arms is not None and hasattr(obj, "check_arms"):
         obj.check_arms(list(arms))
     return obj
 
 
 def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = None,
-                arms: Collection[str] | None = None) -> Params:
+                arms: Collection[str] | None = None, names: MethodNames | None = None) -> Params:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path} not found; run from the repository root or compose it: python -m draftlab.config compose")
@@ -128,7 +133,7 @@ def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = 
         what = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"{where}: not valid YAML ({what}); fix that line, or recompose the file: "
                           f"python -m draftlab.config compose") from None
-    return build_params(raw, overrides, arms=arms)
+    return build_params(raw, overrides, arms=arms, names=names)
 
 
 def to_dict(params: Any) -> dict:
@@ -166,7 +171,7 @@ def _key_override(ov: str) -> tuple[str, str, str]:
 
 
 def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "conf",
-                   arms: Collection[str] | None = None, strict: bool = False) -> dict:
+                   arms: Collection[str] | None = None, strict: bool = False, names: MethodNames | None = None) -> dict:
     """Compose conf/config.yaml with Hydra (`target=qwen3-4b profile=smoke key=value`), validated.
     `strict`: apply Hydra's rules for keys as `dvc exp run -S` does (a key that the composed presets do
     not hold needs `+key=value`; one they hold must not have the `+`), each as one line."""
@@ -210,14 +215,14 @@ def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "c
             continue
         dotlist.append(f"{key}={value}")
     raw = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(dotlist)) if dotlist else base)
-    build_params(raw, arms=arms)  # validate
+    build_params(raw, arms=arms, names=names)  # validate
     return raw  # type: ignore[return-value]
 
 
 def compose_text(overrides: list[str] | None = None, conf_dir: str | Path = "conf",
-                 arms: Collection[str] | None = None) -> str:
+                 arms: Collection[str] | None = None, names: MethodNames | None = None) -> str:
     """params.yaml's text: the composition of conf/ (`compose_params`) under a header naming the command."""
     overrides = list(overrides or [])
-    raw = compose_params(overrides, conf_dir, arms=arms)
+    raw = compose_params(overrides, conf_dir, arms=arms, names=names)
     return ("# Generated by `python -m draftlab.config compose " + " ".join(overrides) + "`; edit conf/, not this file.\n"
             + to_yaml(raw))

@@ -11,12 +11,15 @@ Plain dataclasses, no OmegaConf: loading, validating and composing params.yaml l
 - `draftlab.config.engine`: the `engine` section (compiled steps, the KV capacity per stream);
 - `draftlab.config.checks`: the validators.
 Name lists belong to the packages that define them (`draftlab.corrector.variants`,
-`draftlab.specopd.objectives`, `draftlab.data.suites.SUITES`): a new variant needs no edit here.
+`draftlab.specopd.objectives`, `draftlab.data.suites.SUITES`): a new variant needs no edit here. The
+configuration imports no method: the caller hands the methods' tables in (`MethodNames`,
+draftlab.pipeline.names.method_names()) as it hands in the arm names.
 """
 from draftlab.config.sections import (  # noqa: F401
     BenchmarkConfig, DataConfig, DrafterConfig, Params, PLDConfig, ProfileConfig, RandomModelConfig, ReferenceConfig,
     TargetArchConfig, TargetConfig, TrackingConfig,
 )
+from draftlab.config.checks import MethodNames  # noqa: F401
 from draftlab.config.engine import EngineConfig  # noqa: F401
 from draftlab.config.seeded import SeededConfig  # noqa: F401
 from draftlab.config.trainer import TrainerConfig  # noqa: F401

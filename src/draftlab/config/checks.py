@@ -2,9 +2,20 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any, Collection
 
 from draftlab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class MethodNames:
+    """The method packages' name tables, which the configuration checks but does not own: the caller hands them in
+    (draftlab.pipeline.names.method_names(): the corrector's variants and path rules, SpecOPD's baselines), as it
+    hands in the arm names, so this layer imports no method. Empty = not checked."""
+    variants: Collection[str] = ()
+    path_rules: Collection[str] = ()
+    baselines: Collection[str] = ()
 
 
 def _choice(key: str, value: Any, choices: tuple) -> None:

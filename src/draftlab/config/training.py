@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from draftlab.config.checks import KERNEL_BACKENDS, PRECISIONS, _choice, _positive, _unit, parts
-from draftlab.corrector.variants import RULES, VARIANTS
+from draftlab.config.checks import KERNEL_BACKENDS, PRECISIONS, MethodNames, _choice, _positive, _unit, parts
 from draftlab.errors import ConfigError
-from draftlab.specopd.objectives import BASELINES
 
 LABELS = ("reference", "greedy")  # pretraining labels: the reference token, or the target's greedy token (see PretrainConfig)
 ANCHOR_REGIONS = ("response", "all")  # where pretraining anchors may lie
@@ -183,7 +181,8 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
     the comparison objectives trained for the same number of updates on the same references."""
 
     base_drafter: str = "models/drafter/pretrained"  # the drafter every objective starts from
-    baselines: list[str] = field(default_factory=lambda: list(BASELINES))  # [] = SpecOPD only
+    # the comparison objectives (draftlab.specopd.objectives.BASELINES, all of them by default); [] = SpecOPD only
+    baselines: list[str] = field(default_factory=lambda: ["offpolicy_ce", "offpolicy_tv", "sequential", "first_rejection"])
     anchors_per_seq: int = 32  # A: branches per sequence per update (response positions)
     branch_width: int = 0  # W: tokens per branch; 0 = the drafter's proposals per block (S-1)
     temperature: float = 1.0  # T: branches are sampled from softmax(q_logits / T); α compares q and p at T
@@ -209,9 +208,11 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
     chunk_rows: int = 0  # draft positions per chunk of the q and p logits, overlaps, sampling; 0 = all at once
     vocab_chunk: int = 0  # vocabulary columns per chunk of branch sampling; 0 = one float64 softmax + cumsum over V
 
+    def check_names(self, p: str, names: MethodNames) -> None:
+        for b in self.baselines if names.baselines else ():
+            _choice(f"{p}.baselines[]", b, tuple(names.baselines))
+
     def check(self, p: str) -> None:
-        for b in self.baselines:
-            _choice(f"{p}.baselines[]", b, BASELINES)
         self.check_budget(p)
         _positive(f"{p}.max_steps", self.max_steps)
         self.check_optim(p)
@@ -273,12 +274,17 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
     seq_rank: int = 64  # r of the sequential baselines: DSpark's bias rank, Domino's GRU width
     seq_gate: bool = True  # DSpark: gate the bias by the slot's hidden state
 
+    def check_names(self, p: str, names: MethodNames) -> None:
+        if names.path_rules:
+            _choice(f"{p}.path_rule", self.path_rule, tuple(names.path_rules))
+        for v in self.variants if names.variants else ():
+            _choice(f"{p}.variants[]", v, tuple(names.variants))
+
     def check(self, p: str) -> None:
         for k in ("k", "dim", "hidden", "seq_rank"):
             _positive(f"{p}.{k}", getattr(self, k))
         if self.k < 2:
             raise ConfigError(f"{p}.k={self.k} must be >= 2 (re-selection needs alternatives)")
-        _choice(f"{p}.path_rule", self.path_rule, RULES)
         _choice(f"{p}.kernels", self.kernels, KERNEL_BACKENDS)
         if not 0.0 < self.lam <= 1.0:
             raise ConfigError(f"{p}.lam={self.lam} must lie in (0, 1]")
@@ -288,8 +294,6 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
             _unit(f"{p}.{k}", getattr(self, k))
         if not 0.0 <= self.frozen_warmup < 1.0:
             raise ConfigError(f"{p}.frozen_warmup={self.frozen_warmup} must lie in [0, 1) (a fraction of the budget)")
-        for v in self.variants:
-            _choice(f"{p}.variants[]", v, VARIANTS)
         for k in ("variant_max_minutes", "val_every"):
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
         if not 0.0 < self.variant_budget_fraction <= 1.0:

@@ -79,13 +79,13 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
     if any(a in ("-h", "--help") for a in argv):
         print(f"usage: python stages/{name}.py [section.key=value ...]  (reads {paths.PARAMS})")
         return 0
-    from draftlab.bench.arms import arm_names
+    from draftlab.pipeline.names import arm_names, method_names
     from draftlab.errors import DraftlabError, InputFileError
     from draftlab.params import load_params
 
     t0 = time.time()
     try:
-        params = load_params(paths.PARAMS, argv, arms=arm_names())
+        params = load_params(paths.PARAMS, argv, arms=arm_names(), names=method_names())
         if distributed:
             from draftlab.config.trainer import launched
             from draftlab.training.dist import configure

