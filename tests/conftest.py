@@ -14,16 +14,6 @@ torch.set_num_threads(int(os.environ.get("DRAFTLAB_TEST_THREADS", "1")))
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_tool(name: str):
-    """tools/<name>.py imported as a module (the tools are scripts, not a package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def tiny_target(arch: str = "llama", vocab: int = 97, layers: int = 4, seed: int = 0):
     from draftlab.config import RandomModelConfig
     from draftlab.verifier.load import build_random_model

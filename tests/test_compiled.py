@@ -34,7 +34,6 @@ def test_the_stream_step_has_no_graph_break(arch, T):
 def test_ragged_prompts_compile_each_step_once():
     from torch._dynamo.testing import CompileCounter
 
-    from conftest import load_tool  # noqa: F401
     from stubs import OracleDrafter
 
     t = tiny_target("llama")

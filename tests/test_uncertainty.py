@@ -280,11 +280,13 @@ def test_without_loops_a_suite_with_one_prompt_still_gets_an_interval():
     assert lo <= row["no_loop"]["tau_diff"] <= hi and row["no_loop"]["tokens_per_s_ratio_ci"] is not None
 
 
-def test_pairs_recomputed_from_the_detail_files_per_prompt_rows():
+def test_pairs_recomputed_from_the_detail_files_per_prompt_rows(root):
     """tools/pairs_from_detail.py rebuilds the units from per-prompt rows: the same pairs as the run's own."""
-    from conftest import load_tool
+    import importlib.util
 
-    tool = load_tool("pairs_from_detail")
+    spec = importlib.util.spec_from_file_location("pairs_from_detail", root / "tools" / "pairs_from_detail.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
     runs = _runs(6, seed=5, suites=("a", "b"))
     _unloop(runs, {"a/1", "b/2"})
     pairs = [["good", "base"], ["base", "ar"]]
