@@ -103,7 +103,7 @@ def check_specopd_base(specopd: dict[str, str], base, variants: list[str]) -> No
     (both stages follow seeded.methods; a stale specopd output is one line)."""
     from pathlib import Path
 
-    from draftlab.bench.arms import trained_base
+    from draftlab.drafter.checkpoint import trained_base
     from draftlab.corrector.variants import TABLE
     from draftlab.errors import DraftlabError
 

@@ -177,6 +177,49 @@ def test_configuration_imports_no_method():
     assert not bad, "\n".join(bad)
 
 
+# A method's two rooms: its model package and its recipe folder under pipeline/; with the shared layers below
+# them (the plain-torch floors, the configuration, the shared training code) they hold all of its code.
+ROOMS = {"corrector": ("corrector", "pipeline.corrector")}
+SHARED = ("errors", "io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "verifier",
+          "drafter", "decoding", "config", "params", "plan", "training", "tracking",
+          "pipeline.stage", "pipeline.layout", "pipeline.common", "pipeline.names")
+# where a stage validates params.yaml: every name table meets the configuration there (pipeline.names gathers
+# the arm table's and the methods' names), so the walk reads that module but does not follow its imports
+MEETING = ("pipeline.names",)
+
+
+def _within(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def reached(script: Path, graph: dict[str, set[str]]) -> set[str]:
+    """The draftlab modules a script imports, transitively (the walk stops at MEETING)."""
+    def module(imp: str) -> str:
+        target = imp[len("draftlab."):]
+        while target and target not in graph:
+            target = target.rpartition(".")[0]
+        return target
+
+    todo = [module(i) for i in imports(script, "stages.script") if i.startswith("draftlab.")]
+    seen: set[str] = set()
+    while todo:
+        m = todo.pop()
+        if m and m not in seen:
+            seen.add(m)
+            if m not in MEETING:
+                todo.extend(graph[m])
+    return seen
+
+
+def test_the_corrector_recipe_stays_in_its_rooms():
+    """Followed from its stage script, the corrector's code lies in its two rooms (corrector/,
+    pipeline/corrector/) and the shared layers below them: no other method, no benchmark, nothing above."""
+    seen = reached(SRC.parents[1] / "stages" / "corrector.py", modules())
+    assert any(_within(m, ("pipeline.corrector",)) for m in seen) and any(_within(m, ("corrector",)) for m in seen)
+    bad = sorted(m for m in seen if not _within(m, ROOMS["corrector"] + SHARED))
+    assert not bad, f"the corrector stage reaches {bad}"
+
+
 def test_the_checks_can_fail(tmp_path):
     """A lazy import inside a function is seen, and so is a TYPE_CHECKING one; an upward edge and a cycle
     in a made-up graph are reported."""
@@ -188,4 +231,9 @@ def test_the_checks_can_fail(tmp_path):
     assert upward({"kernels.dispatch": {"pipeline.benchmark"}}) and not upward({"pipeline.benchmark": {"kernels"}})
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+    g = {"pipeline.corrector.recipe": {"bench.share", "training"}, "bench.share": set(), "training": set(),
+         "pipeline.names": {"specopd.objectives"}, "specopd.objectives": set()}
+    script = tmp_path / "stage.py"
+    script.write_text("from draftlab.pipeline.corrector.recipe import run\nimport draftlab.pipeline.names\n")
+    assert reached(script, g) == {"pipeline.corrector.recipe", "bench.share", "training", "pipeline.names"}
     assert method_imports({"config.training": {"corrector.variants"}}) and not method_imports({"pipeline.names": {"corrector.variants"}})

@@ -44,6 +44,18 @@ CURVES = {  # each training stage's budget curve (simulated τ vs training minut
 }
 
 
+@dataclass(frozen=True)
+class Checkpoints:
+    """The trained models' folders one benchmark reads (a paths record: draftlab.pipeline.layout.checkpoints
+    fills it from this table, with the plain drafter the benchmark section names)."""
+
+    drafter: str  # the pretrained drafter (the dflash arm)
+    specopd_drafter: str  # the specopd stage's folder: t0/ (greedy-τ state) and t1/ (T=1 state)
+    long_drafter: str  # the dflash-long control
+    correctors: str  # the corrector stage's root: <variant>/drafter and <variant>/corrector
+    seeded_drafter: str = ""  # the seeded drafter (drafter.seed=lookup, docs/algorithms.md "Seeded block drafting"): the dflash-seeded arm
+
+
 def results(stage: str) -> str:
     return f"{RESULTS}/{stage}.json"
 

@@ -53,8 +53,9 @@ from draftlab.decoding.common import GenerationResult
 from draftlab.decoding.speculative import SpeculativeEngine
 from draftlab.decoding.verify import SamplingParams
 from draftlab.decoding.width import SpanProposal
-from draftlab.drafter.checkpoint import DISABLED, read_arch
+from draftlab.drafter.checkpoint import DISABLED, trained_base
 from draftlab.errors import DraftlabError
+from draftlab.paths import Checkpoints
 
 
 class Arm(Protocol):
@@ -64,17 +65,6 @@ class Arm(Protocol):
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int, sp: SamplingParams, eos_ids: list[int],
                  generator: torch.Generator | None, record_topk: int = 0) -> GenerationResult: ...
-
-
-@dataclass(frozen=True)
-class Checkpoints:
-    """Where the stages wrote the trained models; the benchmark stage passes its paths in."""
-
-    drafter: str  # the pretrained drafter (the dflash arm)
-    specopd_drafter: str  # the specopd stage's folder: t0/ (greedy-τ state) and t1/ (T=1 state)
-    long_drafter: str  # the dflash-long control
-    correctors: str  # the corrector stage's root: <variant>/drafter and <variant>/corrector
-    seeded_drafter: str = ""  # the seeded drafter (drafter.seed=lookup, docs/algorithms.md "Seeded block drafting"): the dflash-seeded arm
 
 
 @dataclass(frozen=True)
@@ -260,18 +250,6 @@ def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
         return SpeculativeArm(name, ctx.target, drafter, prop, ctx.pad_id, ctx.kv_capacity)
 
     return build
-
-
-def trained_base(folder: str, drafter=None) -> str | None:
-    """'seeded' | 'plain': the base drafter the stage that wrote `folder` trained on (its info's `base_kind`); for a
-    folder without that record (older stages), what its drafter is (`arch.seed`, else that of the loaded `drafter`);
-    None when nothing says (a stub drafter that no folder holds)."""
-    if (Path(folder) / "config.json").exists():
-        arch, info = read_arch(folder)
-        kind = info.get("base_kind")
-        return kind if kind in ("plain", "seeded") else "seeded" if arch.seeded else "plain"
-    arch = getattr(drafter, "arch", None)
-    return None if arch is None else ("seeded" if arch.seeded else "plain")
 
 
 def on_base(factory: ArmFactory, base: str) -> ArmFactory:

@@ -104,3 +104,15 @@ def warm_start(drafter: DFlashDrafter, path: str | Path, target, key: str = "pre
                             f"drafter of the same shape")
     drafter.load_state_dict(tensors, strict=False)
     return [k for k in own if k not in tensors]
+
+
+def trained_base(folder: str, drafter=None) -> str | None:
+    """'seeded' | 'plain': the base drafter the stage that wrote `folder` trained on (its info's `base_kind`); for a
+    folder without that record (older stages), what its drafter is (`arch.seed`, else that of the loaded `drafter`);
+    None when nothing says (a stub drafter that no folder holds)."""
+    if (Path(folder) / "config.json").exists():
+        arch, info = read_arch(folder)
+        kind = info.get("base_kind")
+        return kind if kind in ("plain", "seeded") else "seeded" if arch.seeded else "plain"
+    arch = getattr(drafter, "arch", None)
+    return None if arch is None else ("seeded" if arch.seeded else "plain")

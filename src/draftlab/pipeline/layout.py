@@ -6,9 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from draftlab.bench.arms import Checkpoints
-
-from draftlab.paths import (CORRECTORS, DVC_YAML, LONG_DRAFTER, PLAIN_DRAFTER, SEEDED_DRAFTER, SPECOPD_DRAFTER,
+from draftlab.paths import (CORRECTORS, Checkpoints, DVC_YAML, LONG_DRAFTER, PLAIN_DRAFTER, SEEDED_DRAFTER, SPECOPD_DRAFTER,
                             producer)
 
 

@@ -5,7 +5,7 @@ Per variant (`draftlab.corrector.variants`: family, ablation, base drafter, froz
 corrector loss reaches the drafter, loss kind): measure the base drafter's own held-out τ (once per
 base), build the corrector, co-train it with the drafter (`draftlab.pipeline.corrector.cotrain.train_corrector`,
 resumable under `runs/<key>`; every validation scores every path rule), and measure the corrector's
-share of a real speculative round (`draftlab.bench.share`, once per corrector architecture: the weights
+share of a real speculative round (`draftlab.pipeline.corrector.share`, once per corrector architecture: the weights
 do not change its cost). The report holds, per variant: the drafter's own τ before / after, the
 corrected τ, the top-K and the reachable oracle with the headroom closed against each, per slot, per
 rule; variants on a shorter budget also get dcoco's corrected and drafter τ at the same minutes.
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from draftlab.bench.share import proposal_share
+from draftlab.pipeline.corrector.share import proposal_share
 from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.corrector.base import Corrector
 from draftlab.corrector.families import build_corrector
