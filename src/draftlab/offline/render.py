@@ -13,6 +13,7 @@ from pathlib import Path
 from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write
 from draftlab.offline import bundle
+from draftlab.offline.pack import git_head
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -35,8 +36,6 @@ def render(folder: Path, root: Path, profile: str = "gpu-small", any_commit: boo
     if not _NAME.match(str(got)):
         raise DraftlabError(f"the bundle's profile name {got!r} is not a plain name; not rendered")
     if head is None:
-        from draftlab.offline.runner import git_head
-
         head = git_head(root)
     commit = str(doc.get("commit") or "")
     same = bool(commit) and bool(head) and (head.startswith(commit) or commit.startswith(head))

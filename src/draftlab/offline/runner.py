@@ -57,13 +57,6 @@ def compose(profile: str, dry: bool, overrides: list[str]):
     return build_params(raw, arms=arm_names()), raw
 
 
-def git_head(root: Path = ROOT) -> str:
-    import subprocess
-
-    r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
-    return r.stdout.strip() if r.returncode == 0 else ""
-
-
 class Tee:
     """A stream that also appends to the run's log file."""
 
@@ -167,11 +160,16 @@ def run_stages(params, raw: dict, meta: dict, work: Path, out: Path, log_path: P
         else:
             meta["failed"] = name
             print(row["error"], file=sys.stderr, flush=True)
-        meta["wall_s"] = round(time.time() - meta["t0"], 2)
-        bundle.write(out, {k: v for k, v in meta.items() if k not in ("t0", "earlier")}, work, log_path.read_text(errors="replace"))
+        write_bundle(meta, work, out, log_path)
         if meta["failed"]:
             return 2 if isinstance(row.get("error"), str) and row["error"].startswith("error [") else 1
+    write_bundle(meta, work, out, log_path)
     return 0
+
+
+def write_bundle(meta: dict, work: Path, out: Path, log_path: Path) -> None:
+    meta["wall_s"] = round(time.time() - meta["t0"], 2)
+    bundle.write(out, {k: v for k, v in meta.items() if k not in ("t0", "earlier")}, work, log_path.read_text(errors="replace"))
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -219,7 +217,7 @@ def run(a: argparse.Namespace) -> int:
     packdir = Path(a.pack).resolve() if not a.dry else work / "pack"
     if a.dry:  # the rehearsal builds its own pack with this machine's libraries
         params, raw = compose(a.profile, True, a.overrides)
-        pack.build(params, raw, packdir, git_head() or "unknown")
+        pack.build(params, raw, packdir, pack.git_head(ROOT) or "unknown")
     missing = [m for m in MODULES if importlib.util.find_spec(m) is None]
     site = work / "site"
     sys.path.insert(0, str(site))
@@ -238,7 +236,7 @@ def run(a: argparse.Namespace) -> int:
     old = out / "bundle.json"
     if old.is_file():  # the figures of stages an earlier command finished in this work folder
         meta["earlier"] = {r["stage"]: {k: v for k, v in r.items() if k in ("wall_s", "peak_gib", "peak_kind")}
-                           for r in json.loads(old.read_text()).get("stages", []) if r.get("status") == "ok"}
+                           for r in json.loads(old.read_text()).get("stages", []) if r.get("status") in ("ok", "finished earlier")}
     cwd = os.getcwd()
     with open(log_path, "a") as logf:
         so, se = sys.stdout, sys.stderr

