@@ -175,7 +175,8 @@ def write_bundle(meta: dict, work: Path, out: Path, log_path: Path) -> None:
 def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="gpu_run.py", description="the offline regime run (docs/gpu.md)")
     ap.add_argument("--out", help="the results bundle's folder (what comes back)")
-    ap.add_argument("--pack", default="gpu-pack", help="the folder `make gpu-pack` wrote (default gpu-pack)")
+    ap.add_argument("--pack", default="", help="the folder `make gpu-pack` wrote (default gpu-pack; with --dry: a pack "
+                                               "built into the work folder first, or one of tools/gpu_pack.py --dry)")
     ap.add_argument("--work", default="", help="the work folder (models, references, checkpoints; default gpu-work, "
                                                 "gpu-work-dry with --dry)")
     ap.add_argument("--profile", default="gpu-small")
@@ -214,8 +215,11 @@ def run(a: argparse.Namespace) -> int:
     if bad:
         raise DraftlabError(f"--stages: unknown {', '.join(bad)}; choose from {', '.join(STAGES)}")
     work.mkdir(parents=True, exist_ok=True)
-    packdir = Path(a.pack).resolve() if not a.dry else work / "pack"
-    if a.dry:  # the rehearsal builds its own pack with this machine's libraries
+    packdir = Path(a.pack or ("" if a.dry else "gpu-pack")).resolve() if a.pack or not a.dry else work / "pack"
+    if a.dry and not a.pack:  # the rehearsal builds its own pack with this machine's libraries
+        if importlib.util.find_spec("hydra") is None:
+            raise DraftlabError("--dry builds its pack with Hydra, which this Python lacks; build one where it is "
+                                "(python tools/gpu_pack.py --dry --out DIR) and pass --pack DIR")
         params, raw = compose(a.profile, True, a.overrides)
         pack.build(params, raw, packdir, pack.git_head(ROOT) or "unknown")
     missing = [m for m in MODULES if importlib.util.find_spec(m) is None]
