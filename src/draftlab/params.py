@@ -7,8 +7,8 @@ line (`ConfigError`) naming the key and what is allowed; rules across sections f
 names (`arms=draftlab.bench.arms.arm_names()`: the benchmark layer sits above this one), and the
 method sections' names against the methods' tables when it passes them (`names=draftlab.pipeline.names
 .method_names()`: the configuration imports no method).
-`compose_params()` composes the presets in conf/ with Hydra (groups: target/, profile/,
-benchmark/arms/), `compose_text()` renders it as params.yaml. `python -m draftlab.config compose
+`compose_params()` composes the presets in conf/ with Hydra (one group per concern: target/, profile/,
+recipe/, method/, trainer/, benchmark/arms|ablations|size/), `compose_text()` renders it as params.yaml. `python -m draftlab.config compose
 target=X profile=Y` prints that text (config/__main__.py); the console script (`draftlab check`,
 `draftlab compose`, ...) lives in `draftlab.cli`, which adds the arm names.
 """
@@ -160,7 +160,16 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
 # Hydra composition of presets
 
 
-GROUPS = ("target", "profile", "benchmark/arms")  # the config groups under conf/
+# groups a preset of another group picks (Hydra then names them with their package: benchmark/ablations@benchmark)
+NESTED = {"benchmark/ablations": "benchmark/arms"}
+
+
+def groups(conf_dir: str | Path) -> tuple[str, ...]:
+    """The config groups under conf/: every folder that holds presets (target, profile, recipe, method, trainer,
+    benchmark/arms, benchmark/ablations, benchmark/size)."""
+    conf_dir = Path(conf_dir)
+    return tuple(sorted(str(d.relative_to(conf_dir)) for d in conf_dir.rglob("*")
+                        if d.is_dir() and any(d.glob("*.yaml"))))
 
 
 def _key_override(ov: str) -> tuple[str, str, str]:
@@ -179,22 +188,26 @@ def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "c
     from hydra.errors import HydraException
 
     conf_dir = Path(conf_dir).resolve()
-    groups, keys = [], []
+    known = groups(conf_dir)
+    picked, keys = [], []
     for ov in overrides or []:
         ov = ov.split(":", 1)[1] if ov.startswith("params.yaml:") else ov  # DVC's `-S file:override`
         name, _, value = ov.partition("=")
-        if name in GROUPS:
-            options = sorted(f.stem for f in (conf_dir / name).glob("*.yaml"))
+        group = name.split("@")[0]  # `benchmark/ablations@benchmark`: a group picked inside another preset
+        if group in NESTED and name == group:
+            raise ConfigError(f"{name} is picked inside the {NESTED[group]} preset: write {group}@benchmark={value}")
+        if group in known:
+            options = sorted(f.stem for f in (conf_dir / group).glob("*.yaml"))
             if value not in options:
                 raise ConfigError(f"{name}={value!r} is not a preset; choose one of: {', '.join(options)}")
-            groups.append(ov)
+            picked.append(ov)
         elif "=" not in ov and not ov.startswith("~"):
             raise ConfigError(f"override {ov!r} must look like section.key=value")
         else:
             keys.append(ov)
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=groups)
+            cfg = compose(config_name="config", overrides=picked)
     except HydraException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
     base = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))

@@ -1,0 +1,71 @@
+"""The regrouped conf/ (one group per concern: profile = sizes and budgets, recipe/, method/, trainer/,
+benchmark/arms|ablations|size) gives every profile the effective values it had before (code defaults included):
+tests/fixtures/effective_params.json holds them as composed by the conf/ of commit 696d3c4, for every profile with
+the default target and for cpu and gpu with every target (docs/config-keys.md maps each old key to where it is set
+now). A change of a value in conf/ that is meant shows up here: regenerate the fixture in the same commit, and say
+why in its message."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from draftlab.params import build_params, compose_params, to_dict
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "effective_params.json"
+BEFORE = json.loads(FIXTURE.read_text())
+
+
+def differences(want: dict, got: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k in sorted(set(want) | set(got)):
+        a, b = want.get(k, "<absent>"), got.get(k, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differences(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}: {a!r} -> {b!r}")
+    return out
+
+
+@pytest.mark.parametrize("combo", sorted(BEFORE))
+def test_every_profile_keeps_its_effective_values(root, combo):
+    profile, target = combo.split("/")
+    got = to_dict(build_params(compose_params([f"target={target}", f"profile={profile}"], root / "conf")))
+    assert not differences(BEFORE[combo], got), differences(BEFORE[combo], got)
+
+
+def test_every_profile_is_in_the_fixture(root):
+    profiles = {p.stem for p in (root / "conf" / "profile").glob("*.yaml")}
+    assert profiles == {c.split("/")[0] for c in BEFORE}
+
+
+def test_the_comparison_can_fail():
+    assert differences({"a": {"b": 1, "c": [1]}}, {"a": {"b": 2, "c": [1]}, "d": 0}) == ["a.b: 1 -> 2", "d: '<absent>' -> 0"]
+
+
+def test_the_groups_are_one_per_concern_and_each_profile_picks_existing_presets(root):
+    import yaml
+
+    from draftlab.params import groups
+
+    conf = root / "conf"
+    assert groups(conf) == ("benchmark/ablations", "benchmark/arms", "benchmark/size", "method", "profile", "recipe",
+                            "target", "trainer")
+    for path in (conf / "profile").glob("*.yaml"):
+        picks = [next(iter(e.items())) for e in yaml.safe_load(path.read_text())["defaults"]]
+        assert {g.removeprefix("override /") for g, _ in picks} == {"recipe", "method", "benchmark/arms", "benchmark/size"}
+        for g, option in picks:
+            assert (conf / g.removeprefix("override /") / f"{option}.yaml").exists(), (path.name, g, option)
+
+
+def test_a_group_picked_inside_a_preset_is_one_line(root):
+    from draftlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^benchmark/ablations is picked inside the benchmark/arms preset: write "
+                                          r"benchmark/ablations@benchmark=none$"):
+        compose_params(["benchmark/ablations=none"], root / "conf")
+    with pytest.raises(ConfigError, match=r"is not a preset; choose one of: none, paper, smoke$"):
+        compose_params(["benchmark/ablations@benchmark=nosuch"], root / "conf")
+    assert compose_params(["benchmark/arms=two", "benchmark/ablations@benchmark=smoke"],
+                          root / "conf")["benchmark"]["ablation_arms"][0] == "dflash-long-seeded"
