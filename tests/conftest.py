@@ -14,6 +14,16 @@ torch.set_num_threads(int(os.environ.get("DRAFTLAB_TEST_THREADS", "1")))
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def arms_preset(name: str) -> dict:
+    """conf/benchmark/arms/<name>.yaml with the ablation arms of the preset it picks (conf/benchmark/ablations/)."""
+    import yaml
+
+    conf = ROOT / "conf" / "benchmark"
+    p = yaml.safe_load((conf / "arms" / f"{name}.yaml").read_text())
+    picked = next(v for e in p.pop("defaults") if isinstance(e, dict) for v in e.values())
+    return {**p, **yaml.safe_load((conf / "ablations" / f"{picked}.yaml").read_text())}
+
+
 def tiny_target(arch: str = "llama", vocab: int = 97, layers: int = 4, seed: int = 0):
     from draftlab.config import RandomModelConfig
     from draftlab.verifier.load import build_random_model

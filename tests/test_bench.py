@@ -17,6 +17,7 @@ from draftlab.bench.uncertainty import add_intervals
 from draftlab.config import BenchmarkConfig
 from draftlab.errors import DraftlabError
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
+from conftest import arms_preset
 from stubs import OracleDrafter
 
 NO_CHECKPOINTS = Checkpoints("", "", "", "")  # arms here load their drafter through load_drafter
@@ -158,8 +159,6 @@ def test_metrics_tau_coverage_oracle(llama_target):
 def test_arm_table_is_explicit_and_isolated(root):
     """Unknown names fail in one line; a caller's own table does not touch ARM_TABLE; every arm that a
     config preset names is in the table (conf/benchmark/arms/*.yaml)."""
-    import yaml
-
     before = dict(ARM_TABLE)
     with pytest.raises(DraftlabError, match="unknown benchmark arm 'no-such-arm'") as e:
         build_arm("no-such-arm", ArmContext(None, BenchmarkConfig(), NO_CHECKPOINTS))
@@ -168,7 +167,7 @@ def test_arm_table_is_explicit_and_isolated(root):
     assert build_arm("dummy", ArmContext(None, BenchmarkConfig(), NO_CHECKPOINTS), table) == "built dummy"
     assert ARM_TABLE == before and "dummy" not in ARM_TABLE
     for preset in sorted((root / "conf" / "benchmark" / "arms").glob("*.yaml")):
-        names = yaml.safe_load(preset.read_text())
+        names = arms_preset(preset.stem)
         for name in (names["arms"] + names["concurrency_arms"] + names.get("ablation_arms", [])
                      + names.get("sampled_arms", []) + [a for pair in names.get("pairs", []) for a in pair if a != "best"]):
             assert name in ARM_TABLE, (preset.name, name)

@@ -4,7 +4,6 @@ an arm whose name does not match the base its checkpoint was trained on."""
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from draftlab.bench.arms import ARM_TABLE, METHOD_ARMS, ArmContext, Checkpoints, build_arm, trained_base
 from draftlab.config import BenchmarkConfig
@@ -12,6 +11,7 @@ from draftlab.config.seeded import SEEDED_ARM, SEEDED_SUFFIX, method_arm_base, p
 from draftlab.drafter import load_drafter, save_drafter
 from draftlab.errors import DraftlabError
 from draftlab.pipeline.layout import PLAIN_DRAFTER, SEEDED_DRAFTER, MethodBase, method_base
+from conftest import arms_preset
 from test_seeded import make_seeded
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -29,7 +29,7 @@ def test_every_method_arm_is_in_the_table_under_both_names(root):
         assert method_arm_base(other, names) is None  # the drafters' own arms and the peers are no method
     # the presets: `seeded` names the methods on the seeded drafter only, `all` / `paper` on the plain one only
     for preset, want in (("seeded", "seeded"), ("smoke", "seeded"), ("all", "plain"), ("paper", "plain")):
-        p = yaml.safe_load((root / "conf" / "benchmark" / "arms" / f"{preset}.yaml").read_text())
+        p = arms_preset(preset)
         used = [*p["arms"], *p["ablation_arms"], *p["sampled_arms"], *p["concurrency_arms"],
                 *[a for pair in p["pairs"] for a in pair if a != "best"]]
         bases = {method_arm_base(a, names) for a in used} - {None}

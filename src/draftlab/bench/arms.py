@@ -1,42 +1,26 @@
-"""Benchmark arms: one explicit table, `ARM_TABLE`, from arm name to factory.
+"""Benchmark arms: a grammar of names, `method[-option][-seeded][-cut]`, resolved by `resolve` over the nine
+entries of `GRAMMAR` (35 names: `arm_names()`), each to a factory.
 
 A factory takes the arm's name and an `ArmContext` (the target, the benchmark section, where the
 stages wrote each checkpoint, a cached drafter loader) and returns an `Arm`. Nothing is registered
 by import and nothing checks a path before an arm is built: a missing checkpoint is a one-line
 `DraftlabError` when the benchmark builds that arm.
 
-Adding an arm = one entry in `ARM_TABLE` + its name in conf/benchmark/arms/*.yaml (see
-docs/architecture.md). A speculative arm is a drafter (or None) plus a proposal step
-(`draftlab.decoding.api.ProposalStep`); `SpeculativeArm` runs them through the engine.
-
-| arm | drafter | proposal step |
-|---|---|---|
-| `ar` | — (the target alone) | — |
-| `dflash` | pretrained drafter | its own choice |
-| `dflash-long` | the long-control drafter | its own choice |
-| `dflash-seeded` | the seeded drafter (`drafter.seed=lookup`: blocks start from the lookup continuation) | its own choice |
-| `dflash-seeded-cut` | the seeded drafter | its own choice, cut to the seeded span + sure slots (`seeded.verify`, `SpanProposal`) |
-| `dflash-specopd` | SpecOPD's t0 state at T=0, its t1 state at T>0 | its own choice |
-| `dcoco` (+ `-globalsum`, `-geometric`) | the dcoco variant's co-trained drafter | DCOCO, that path rule |
-| `dcoco-nopair` / `-nocand` / `-frozen` | that variant's drafter | DCOCO, greedy |
-| `specopd-dcoco` | the specopd-dcoco variant at T=0, specopd-dcoco-t1 at T>0 | DCOCO, greedy |
-| `dspark`, `domino`, `dflash2` | that variant's drafter | the sequential walk / DFlash-2's candidate selector |
-| `pld` | — (none: no drafter pass, no taps) | prompt lookup (n-gram) |
-| `dflash-pld` (`-switch`, `-splice`) | pretrained drafter | lookup where an n-gram of ≥ `pld.min_match` matched, else the drafter |
-| `dflash-ref` | pretrained drafter, run by the authors' `dflash_generate` (batch 1, greedy) | theirs |
-| `hf-generate`, `hf-generate-pld` | — (Hugging Face `generate`, batch 1, greedy; plain / `prompt_lookup_num_tokens`) | — |
-The method arms (`METHOD_ARMS`: `dflash-specopd`, `dflash-long`, the `dcoco*` rows, `specopd-dcoco`, `dspark`,
-`domino`, `dflash2`) are each in the table twice: the plain name decodes the stages' checkpoints trained on the plain
-drafter (`seeded.methods=false`), the name + `-seeded` (`dcoco-seeded`, ...) the same folders trained on the seeded
-drafter (`seeded.methods=true`); an arm whose name does not match the base its checkpoint records is one line
-(`on_base`). `dflash-pld`, `dflash-ref` always use the plain drafter, `dflash-seeded` the seeded one alone.
+Adding an arm = one option (or method) in `GRAMMAR` + its name in conf/benchmark/arms/*.yaml (docs/architecture.md
+holds the table of every arm's drafter and proposal step). A speculative arm is a drafter (or None) plus a proposal
+step (`draftlab.decoding.api.ProposalStep`); `SpeculativeArm` runs them through the engine. A method's `trained`
+options (`dflash-specopd`, `dflash-long`, the `dcoco*` rows, `specopd-dcoco`, `dspark`, `domino`, `dflash2`) resolve
+twice: the plain name decodes the stages' checkpoints trained on the plain drafter (`seeded.methods=false`), the
+name + `-seeded` the same folders trained on the seeded drafter (`seeded.methods=true`); an arm whose name does not
+match the base its checkpoint records is one line (`on_base`). `dflash-pld`, `dflash-ref` always use the plain
+drafter, `dflash-seeded` (and `-seeded-cut`, its verify-width rule) the seeded one alone.
 Corrector and lookup proposals are deterministic, so at T>0 the verifier applies the point-mass rule. Arms built on
 SpecOPD decode each temperature with the state selected by that temperature's metric (`ByTemperature`).
 The reference rows (`dflash-ref`, `hf-generate*`) are greedy only: the runner skips them at T>0.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -316,52 +300,101 @@ def reference_arm(kind: str) -> ArmFactory:
     return build
 
 
-# The method arms: what the specopd and corrector stages train (and the dflash-long control), on the base drafter
-# `seeded.methods` picks. Each is in ARM_TABLE twice, under its plain name (trained on the plain drafter) and with the
-# suffix -seeded (on the seeded drafter); both read the same folders, and each refuses a checkpoint the stage
-# trained on the other base (`on_base`).
-METHOD_ARMS: dict[str, ArmFactory] = {
-    "dflash-specopd": by_temperature(drafter_arm(lambda c: f"{c.specopd_drafter}/t0"),
-                                     drafter_arm(lambda c: f"{c.specopd_drafter}/t1")),
-    "dflash-long": drafter_arm(lambda c: c.long_drafter),
-    "dcoco": corrector_arm("dcoco"),
-    "dcoco-globalsum": corrector_arm("dcoco", "globalsum"),
-    "dcoco-geometric": corrector_arm("dcoco", "geometric"),
-    "dcoco-nopair": corrector_arm("nopair"),
-    "dcoco-nocand": corrector_arm("nocand"),
-    "dcoco-frozen": corrector_arm("frozen"),
-    "specopd-dcoco": by_temperature(corrector_arm("specopd-dcoco"), corrector_arm("specopd-dcoco-t1")),
-    "dspark": corrector_arm("dspark"),
-    "domino": corrector_arm("domino"),
-    "dflash2": corrector_arm("dflash2"),
+@dataclass(frozen=True)
+class Method:
+    """One entry of the arm grammar: the factory of each option it takes, by form. `trained`: what a method stage
+    trained (plain name: on the plain drafter; -seeded: on the seeded one; `on_base` checks); `fixed`: one drafter
+    or none (no -seeded form); `seeded`: the seeded drafter itself ("" = -seeded, "cut" = -seeded-cut)."""
+
+    trained: dict[str, ArmFactory] = field(default_factory=dict)
+    fixed: dict[str, ArmFactory] = field(default_factory=dict)
+    seeded: dict[str, ArmFactory] = field(default_factory=dict)
+
+
+GRAMMAR: dict[str, Method] = {
+    "ar": Method(fixed={"": ar_arm}),
+    "dflash": Method(
+        trained={"specopd": by_temperature(drafter_arm(lambda c: f"{c.specopd_drafter}/t0"),
+                                           drafter_arm(lambda c: f"{c.specopd_drafter}/t1")),
+                 "long": drafter_arm(lambda c: c.long_drafter)},
+        fixed={"": drafter_arm(lambda c: c.drafter), "pld": hybrid_arm(), "pld-switch": hybrid_arm("switch"),
+               "pld-splice": hybrid_arm("splice"), "ref": reference_arm("dflash-ref")},
+        seeded={"": seeded_arm, "cut": seeded_cut_arm}),
+    "dcoco": Method(trained={"": corrector_arm("dcoco"), "globalsum": corrector_arm("dcoco", "globalsum"),
+                             "geometric": corrector_arm("dcoco", "geometric"), "nopair": corrector_arm("nopair"),
+                             "nocand": corrector_arm("nocand"), "frozen": corrector_arm("frozen")}),
+    "specopd-dcoco": Method(trained={"": by_temperature(corrector_arm("specopd-dcoco"),
+                                                        corrector_arm("specopd-dcoco-t1"))}),
+    "dspark": Method(trained={"": corrector_arm("dspark")}),
+    "domino": Method(trained={"": corrector_arm("domino")}),
+    "dflash2": Method(trained={"": corrector_arm("dflash2")}),
+    "pld": Method(fixed={"": pld_arm}),
+    "hf-generate": Method(fixed={"": reference_arm("hf"), "pld": reference_arm("hf-pld")}),
 }
-
-ARM_TABLE: dict[str, ArmFactory] = {
-    "ar": ar_arm,
-    "dflash": drafter_arm(lambda c: c.drafter),
-    **{name: on_base(f, "plain") for name, f in METHOD_ARMS.items()},
-    "dflash-seeded": seeded_arm,
-    "dflash-seeded-cut": seeded_cut_arm,
-    **{name + SEEDED_SUFFIX: on_base(f, "seeded") for name, f in METHOD_ARMS.items()},
-    "pld": pld_arm,
-    "dflash-pld": hybrid_arm(),
-    "dflash-pld-switch": hybrid_arm("switch"),
-    "dflash-pld-splice": hybrid_arm("splice"),
-    "dflash-ref": reference_arm("dflash-ref"),
-    "hf-generate": reference_arm("hf"),
-    "hf-generate-pld": reference_arm("hf-pld"),
-}
+FORMS = ("", SEEDED_SUFFIX, SEEDED_SUFFIX + "-cut")  # the plain drafter / the seeded one / its verify-width rule
 
 
-def arm_names(table: dict[str, ArmFactory] | None = None) -> tuple[str, ...]:
-    """Every arm name of `table` (default: ARM_TABLE), in table order: what the config checks against."""
-    return tuple(ARM_TABLE if table is None else table)
+def arm_name(method: str, option: str = "", form: str = "") -> str:
+    return "-".join(p for p in (method, option) if p) + form
+
+
+def parse(name: str) -> tuple[str, str, str] | None:
+    """(method, option, form) of an arm name, or None: the longest method that starts the name, then the form
+    (-seeded, -seeded-cut) at its end, the option between."""
+    methods = [m for m in GRAMMAR if name == m or name.startswith(m + "-")]
+    if not methods:
+        return None
+    method = max(methods, key=len)
+    rest = name[len(method):]
+    form = next(f for f in reversed(FORMS) if rest.endswith(f))
+    rest = rest[: len(rest) - len(form)]
+    if rest and not rest.startswith("-"):
+        return None
+    return method, rest[1:], form
+
+
+def grammar_line() -> str:
+    """The grammar in one line: each method with its options."""
+    def opts(name: str, m: Method) -> str:
+        o = [x for x in (*m.fixed, *m.trained) if x] + ["seeded" + (f"-{x}" if x else "") for x in m.seeded]
+        return name + ("[-seeded]" if m.trained else "") + (f" ({', '.join(o)})" if o else "")
+    return ", ".join(opts(n, m) for n, m in GRAMMAR.items())
+
+
+def resolve(name: str) -> ArmFactory:
+    """The factory of arm `name` under the grammar `method[-option][-seeded][-cut]`; an unknown name is one line
+    naming the methods and their options."""
+    parts = parse(name)
+    m, option, form = (GRAMMAR[parts[0]], parts[1], parts[2]) if parts else (None, "", "")
+    factory = None
+    if m is not None and form == "":
+        factory = m.fixed.get(option) or (on_base(m.trained[option], "plain") if option in m.trained else None)
+    elif m is not None and form == SEEDED_SUFFIX:
+        factory = on_base(m.trained[option], "seeded") if option in m.trained else m.seeded.get("") if not option else None
+    elif m is not None and not option:
+        factory = m.seeded.get("cut")
+    if factory is None:
+        raise DraftlabError(f"unknown benchmark arm '{name}'; an arm is method[-option][-seeded][-cut]: {grammar_line()} "
+                            f"(a new arm is an entry in GRAMMAR, draftlab/bench/arms.py)")
+    return factory
+
+
+def arm_names() -> tuple[str, ...]:
+    """Every name the grammar resolves (what the config checks against): AR and the plain drafter, the method arms
+    on the plain drafter, the seeded drafter's own arms, the method arms on the seeded drafter, then the peers."""
+    trained = [arm_name(n, o) for n, m in GRAMMAR.items() for o in m.trained]
+    own = [arm_name(n, o) for n, m in GRAMMAR.items() for o in m.fixed]
+    seeded = [arm_name(n, "", FORMS[1] if not o else FORMS[2]) for n, m in GRAMMAR.items() for o in m.seeded]
+    return tuple([*own[:2], *trained, *seeded, *(t + SEEDED_SUFFIX for t in trained), *own[2:]])
+
+
+# the expansion of the grammar, name -> factory (a caller may pass its own table to build_arm)
+ARM_TABLE: dict[str, ArmFactory] = {name: resolve(name) for name in arm_names()}
+METHOD_ARMS: dict[str, ArmFactory] = {arm_name(n, o): f for n, m in GRAMMAR.items() for o, f in m.trained.items()}
 
 
 def build_arm(name: str, ctx: ArmContext, table: dict[str, ArmFactory] | None = None) -> Arm:
-    """The arm `name` of `table` (default: ARM_TABLE)."""
-    table = ARM_TABLE if table is None else table
-    if name not in table:
-        raise DraftlabError(f"unknown benchmark arm '{name}'; known: {', '.join(sorted(table))} "
-                            f"(a new arm is an entry in ARM_TABLE, draftlab/bench/arms.py)")
-    return table[name](name, replace(ctx, arm=name))
+    """The arm `name`: resolved by the grammar, or looked up in the caller's own `table`."""
+    if table is not None and name in table:
+        return table[name](name, replace(ctx, arm=name))
+    return resolve(name)(name, replace(ctx, arm=name))

@@ -1,0 +1,46 @@
+"""The arm grammar (`method[-option][-seeded][-cut]`, draftlab.bench.arms): one resolver over about a dozen entries
+parses every arm name the presets, the README and the committed results use, and an unknown name is one line."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import arms_preset
+from draftlab.bench.arms import ARM_TABLE, GRAMMAR, arm_name, arm_names, parse, resolve
+from draftlab.corrector.variants import VARIANTS
+from draftlab.errors import DraftlabError
+
+
+def test_a_dozen_entries_resolve_every_name_once():
+    names = arm_names()
+    assert len(GRAMMAR) <= 12 and len(names) == len(set(names)) == 35
+    assert all(arm_name(*parse(n)) == n for n in names)  # the grammar writes each name back as it read it
+    assert tuple(ARM_TABLE) == names
+
+
+def test_every_arm_the_presets_the_readme_and_the_results_name_resolves(root):
+    used = set()
+    for preset in (root / "conf" / "benchmark" / "arms").glob("*.yaml"):
+        p = arms_preset(preset.stem)
+        used |= {*p["arms"], *p["ablation_arms"], *p.get("sampled_arms", []), *p["concurrency_arms"],
+                 *(a for pair in p.get("pairs", []) for a in pair if a != "best")}
+    readme = set(re.findall(r"`([a-z0-9][a-z0-9.-]*)`", (root / "README.md").read_text()))
+    used |= {t for t in readme if any(t == m or t.startswith(m + "-") for m in GRAMMAR)} - set(VARIANTS)
+    detail = json.loads((root / "results" / "benchmark.json").read_text())
+    used |= set(detail["summary"]) | {a for p in detail["pairs"] for a in (p["a"], p["b"])}
+    used |= {f.stem for f in (root / "metrics" / "benchmark").glob("*.json")}
+    assert len(used) > 20
+    for name in sorted(used):
+        assert name in ARM_TABLE and callable(resolve(name)), name
+
+
+@pytest.mark.parametrize("name", ["dcocoo", "dflash-cut", "ar-seeded", "dflash-ref-seeded", "dflash-pld-seeded",
+                                  "dcoco-sg", "pld-seeded-cut"])
+def test_an_unknown_arm_is_one_line_naming_the_grammar(name):
+    with pytest.raises(DraftlabError) as e:
+        resolve(name)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"unknown benchmark arm '{name}'; an arm is method[-option][-seeded][-cut]: ")
+    assert "dcoco[-seeded] (globalsum, geometric, nopair, nocand, frozen)" in msg and "hf-generate (pld)" in msg
