@@ -5,25 +5,8 @@
     .venv/bin/python tools/verify_cost.py --tiny --quick --out /tmp/vc.json   # a tiny random model (the test)
     .venv/bin/python tools/verify_cost.py --quick --linear auto,torch   # the few-row linears vs F.linear, side by side
 
-For each batch size B and context length C (random prompts of C tokens that loop, so a seeded drafter finds
-seeds), it times
-- the target's verify forward of w = 1..S tokens per stream after the context (`StreamCache.append` with
-  the drafter's taps, as a round's verify phase; the cache is put back after each pass). w = 1 is an AR
-  step's forward; S = drafter.block_size;
-- one drafter draft pass (`block_input` + `draft`, the round's draft phase after the context is in) of the
-  plain drafter (`drafter.*`) and the seeded one (`seeded.drafter` resolved), each with the draft vocabulary
-  (`drafter.draft_vocab_size`) and with the full vocabulary head (what the head costs); under each
-  `--linear` mode, installed on the drafter as the benchmark does (its layers and its head).
-Drafters have random weights (the cost does not depend on them). The measurements are repeated `--reps` times,
-interleaved (each repetition times every width and drafter once, in a rotated order, so machine drift hits
-them alike) after `--warmup` untimed repetitions; each figure is the median with a distribution-free 95%
-interval for the median (order statistics of the binomial; [min, max] for fewer than 6 repetitions).
-
-Derived per (B, C): `per_position_ms` (least-squares slope of the medians over w), `full_over_ar` (w = S over
-w = 1) and `break_even_min_prob` = per_position_ms / (w = 1 median): an added verified slot pays when the
-chance that it is accepted exceeds it (what `seeded.verify.min_prob` should be). Writes `metrics/verify_cost.json`
-(atomically; `--out`) and prints a table. The real target is heavy: run it when the CPU is otherwise idle.
-The measurement is draftlab.bench.verify_cost; this script is its command line.
+What it times, and how (interleaved repetitions, medians with a distribution-free 95% interval): the module
+docstring of draftlab.bench.verify_cost, which computes it.
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ into one-line `InputFileError`s naming it; and the self-describing weight folder
 model.safetensors) of the drafter and the correctors."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -12,6 +13,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from draftlab.errors import DraftlabError, InputFileError
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    """The sha256 of a file's bytes, read in chunks (a GGUF's pinned digest, the offline pack's pieces)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 def umask() -> int:

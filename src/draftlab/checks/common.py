@@ -99,6 +99,12 @@ def round_tree(x):
     return rnd(x)
 
 
+def tail(sec: dict, where) -> list[str]:
+    """The end of a section's Markdown: each thing it skipped, then each error, `where(err)` naming its step."""
+    return ([f"\nSkipped: {sk}." for sk in sec.get("skipped", [])]
+            + [f"\nError ({where(err)}): {err['error']}" for err in sec.get("errors", [])])
+
+
 def one_line(e: BaseException) -> str:
     msg = str(e).strip().splitlines()
     return f"{type(e).__name__}: {msg[0][:300] if msg else ''}"

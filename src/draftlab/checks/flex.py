@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 
-from draftlab.checks.common import Ctx, one_line, round_tree
+from draftlab.checks.common import Ctx, one_line, round_tree, tail
 from draftlab.checks.events import clock_name, is_cuda, reset_memory, timed
 
 EXACT = dict(B=2, A=24, S=16, L=300, h=8, hk=2, d=64)  # ragged tiles (L=300), 24 blocks
@@ -283,8 +283,4 @@ def render_flex(sec: dict | None) -> list[str]:
                          f"{_f(r['peak_reserved_gib'], '{:.2f}')} | {_f(r['first_s'], '{:.1f}')} |")
     if sec.get("note"):
         lines.append(f"\nNote: {sec['note']}.")
-    for sk in sec.get("skipped", []):
-        lines.append(f"\nSkipped: {sk}.")
-    for err in sec.get("errors", []):
-        lines.append(f"\nError ({err['step']}): {err['error']}")
-    return lines
+    return lines + tail(sec, lambda err: err["step"])

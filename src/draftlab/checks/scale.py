@@ -18,7 +18,7 @@ section's budget is skipped and named; an out-of-memory is a result. `--dry` run
 """
 from __future__ import annotations
 
-from draftlab.checks.common import Ctx, one_line, round_tree
+from draftlab.checks.common import Ctx, one_line, round_tree, tail
 from draftlab.checks.events import GIB, clock_name, is_cuda, reset_memory, timed
 from draftlab.checks.models import build_drafter, paper_target
 
@@ -178,8 +178,4 @@ def render_specopd_scale(sec: dict | None) -> list[str]:
                  "adds.")
     if sec.get("device_memory_gib"):
         lines.append(f"\nDevice memory: {sec['device_memory_gib']:.0f} GiB.")
-    for sk in sec.get("skipped", []):
-        lines.append(f"\nSkipped: {sk}.")
-    for err in sec.get("errors", []):
-        lines.append(f"\nError ({err['case']}): {err['error']}")
-    return lines
+    return lines + tail(sec, lambda err: err["case"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from draftlab.checks.common import Ctx, one_line, round_tree
+from draftlab.checks.common import Ctx, one_line, round_tree, tail
 from draftlab.checks.models import build_drafter, paper_target
 from draftlab.checks.timing import rounds_of, time_arms
 
@@ -181,6 +181,4 @@ def render_seeded(sec: dict | None) -> list[str]:
                          f"{f(a['seeded_slot_share'], '{:.0%}')} |")
     lines.append("\nτ of the seeded arms is the cycler's: the seeds were found and accepted; it is not a trained "
                  "drafter's τ on real text.")
-    for err in sec.get("errors", []):
-        lines.append(f"\nError ({err['arm']}, {err['streams']} streams): {err['error']}")
-    return lines
+    return lines + tail(sec, lambda err: f"{err['arm']}, {err['streams']} streams")

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from draftlab.decoding.clock import turn
-from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, live_rows, retire, to_host
+from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, RoundLog, live_rows, retire, to_host
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.streams import StreamCache, capacity_for, target_bucket
 from draftlab.verifier.model import TargetModel
@@ -44,7 +43,7 @@ def generate_ar(
     keep_shape = getattr(target, "compiled", "off") != "off"  # compiled steps: batch sizes B, B/2, ... only
     rows, (last,) = retire(done, rows, (last,), sc, keep_shape=keep_shape)
     t_prefill = timer.now()
-    times, walls, active = [], [], []
+    log = RoundLog(timer, AR_PHASES)
     while any(i >= 0 for i in rows):
         timer.start_round()
         live = live_rows(rows, dev).bool()[:, None] if keep_shape else None  # a retired row's token is not kept
@@ -52,16 +51,7 @@ def generate_ar(
         last = sample_next(logits, sp, generator)  # [b]
         timer.mark()  # verify | commit
         done = outputs.emit(rows, to_host(last[:, None]), torch.ones(len(rows), dtype=torch.long), timer.host_time)
-        active.append(sum(i >= 0 for i in rows))
+        n = sum(i >= 0 for i in rows)
         rows, (last,) = retire(done, rows, (last,), sc, keep_shape=keep_shape)
-        phases, wall = timer.end_round()
-        times.append(phases)
-        walls.append(wall)
-        turn()  # a lockstep run's round boundary (decoding/clock.py); nothing otherwise
-    t_end = timer.now()
-    return GenerationResult(
-        tokens=outputs.tokens, finish_reason=outputs.finish, t_done=outputs.t_done,
-        prefill_s=t_prefill - t_start, wall_s=t_end - t_start, phases=AR_PHASES,
-        round_times=torch.tensor(times, dtype=torch.float64).reshape(-1, len(AR_PHASES)),
-        round_streams=torch.tensor(active, dtype=torch.long), round_wall=torch.tensor(walls, dtype=torch.float64),
-    )
+        log.close(n)
+    return log.result(outputs, t_start, t_prefill)

@@ -11,6 +11,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from draftlab.decoding.clock import turn
 from draftlab.decoding.clock import now as perf_counter  # this thread's own time (lockstep runs: decoding/clock.py)
 
 
@@ -162,6 +163,33 @@ class PhaseTimer:
             phases = [a.elapsed_time(b) / 1e3 for a, b in zip(m, m[1:])]  # elapsed_time is in ms
         wall, self._last = end - self._last, end
         return phases, wall
+
+
+class RoundLog:
+    """The per-round record both engines keep: each round's phase and wall seconds (`PhaseTimer.end_round`) and the
+    streams active in it. `close` ends a round at the lockstep's boundary; `result` assembles the GenerationResult."""
+
+    def __init__(self, timer: PhaseTimer, phases: tuple[str, ...]):
+        self.timer, self.phases = timer, phases
+        self.times: list = []
+        self.walls: list[float] = []
+        self.active: list[int] = []
+
+    def close(self, active: int) -> None:
+        phases, wall = self.timer.end_round()
+        self.times.append(phases)
+        self.walls.append(wall)
+        self.active.append(active)
+        turn()  # a lockstep run's round boundary (decoding/clock.py); nothing otherwise
+
+    def result(self, outputs: "Outputs", t_start: float, t_prefill: float, **extra) -> GenerationResult:
+        t_end = self.timer.now()
+        return GenerationResult(
+            tokens=outputs.tokens, finish_reason=outputs.finish, t_done=outputs.t_done,
+            prefill_s=t_prefill - t_start, wall_s=t_end - t_start, phases=self.phases,
+            round_times=torch.tensor(self.times, dtype=torch.float64).reshape(-1, len(self.phases)),
+            round_streams=torch.tensor(self.active, dtype=torch.long),
+            round_wall=torch.tensor(self.walls, dtype=torch.float64), **extra)
 
 
 def to_host(t: Tensor) -> Tensor:

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from draftlab.decoding.clock import turn
 from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep, TracksStreams
-from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundRecord, live_rows, retire,
+from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundLog, RoundRecord, live_rows, retire,
                                      seed_marks, seed_topk, to_host)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.verify import SamplingParams, sample_next
@@ -63,7 +62,7 @@ class SpeculativeEngine:
         keep_shape = getattr(target, "compiled", "off") != "off"  # compiled steps: batch sizes B, B/2, ... only
         rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, keep_shape=keep_shape)
         t_prefill = timer.now()
-        times, walls, active, records = [], [], [], []
+        log, records = RoundLog(timer, PHASES), []
         accepted: list[list[int]] = [[] for _ in range(B)]
         while any(i >= 0 for i in rows):
             live = live_rows(rows, dev) if keep_shape else None
@@ -80,21 +79,11 @@ class SpeculativeEngine:
                     accepted[i].append(a)
             if self.record_topk:
                 records.append(self._record(r, rows, offsets))
-            active.append(sum(i >= 0 for i in rows))
+            n = sum(i >= 0 for i in rows)
             last = res.next_token
             rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, keep_shape=keep_shape)
-            phases, wall = timer.end_round()  # draft, propose, verify, commit
-            times.append(phases)
-            walls.append(wall)
-            turn()  # a lockstep run's round boundary (decoding/clock.py); nothing otherwise
-        t_end = timer.now()
-        return GenerationResult(
-            tokens=outputs.tokens, finish_reason=outputs.finish, t_done=outputs.t_done,
-            prefill_s=t_prefill - t_start, wall_s=t_end - t_start, phases=PHASES,
-            round_times=torch.tensor(times, dtype=torch.float64).reshape(-1, len(PHASES)),
-            round_streams=torch.tensor(active, dtype=torch.long), accepted=accepted, records=records, block_size=S,
-            round_wall=torch.tensor(walls, dtype=torch.float64),
-        )
+            log.close(n)  # the round's phases: draft, propose, verify, commit
+        return log.result(outputs, t_start, t_prefill, accepted=accepted, records=records, block_size=S)
 
     def _record(self, r: RoundResult, rows: list[int], offsets: list[int]) -> RoundRecord:
         if self.drafter is None:

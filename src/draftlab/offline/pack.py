@@ -26,21 +26,13 @@ import zipfile
 from pathlib import Path
 
 from draftlab.errors import DraftlabError
-from draftlab.io import atomic_write
+from draftlab.io import atomic_write, sha256_file as sha256
 
 SCHEMA = "draftlab-gpu-pack-v1"
 PIECE_LIMIT = 64 << 20  # what one transfer to the device carries
 PART_BYTES = 60 << 20  # the GGUF's parts
 WHEELS = {"omegaconf": "omegaconf", "hydra-core": "hydra", "antlr4-python3-runtime": "antlr4", "gguf": "gguf"}
 SELECTION_KEYS = ("data", "reference")  # the params sections that decide which prompts the stages read
-
-
-def sha256(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def git_head(root: Path) -> str:

