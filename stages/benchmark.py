@@ -24,7 +24,7 @@ def run(params) -> None:
     from draftlab.bench.resume import discard, source_digest, tree_digest
     from draftlab.params import to_dict
     from draftlab.pipeline import layout
-    from draftlab.pipeline.benchmark import drafter_specs, run as run_benchmark
+    from draftlab.pipeline.benchmark import BenchPaths, run as run_benchmark
     from draftlab.tracking import stage_run
     from draftlab.kernels.linear import install
     from draftlab.verifier.load import load_target
@@ -53,11 +53,7 @@ def run(params) -> None:
         # what else changes a measured number: the models the arms read and the code (bench/resume.py)
         key = {"models": tree_digest(paths.TARGET, *(getattr(checkpoints, f.name) for f in fields(checkpoints))),
                "source": source_digest(), "target": to_dict(t)} if cfg.resume else None
-        detail, runs = run_benchmark(target, cfg, params.data, checkpoints,
-                                     {"target": t.name, "profile": params.profile.name}, progress,
-                                     params.pld, params.drafter.block_size, reference=params.reference,
-                                     seeded_verify=params.seeded.verify, record=paths.BENCH_RECORD, record_key=key,
-                                     expect=drafter_specs(params), engine=params.engine)
+        detail, runs = run_benchmark(target, params, BenchPaths(checkpoints, paths.BENCH_RECORD), progress, key)
         if detail["setup"]["resumed"]["groups"]:
             print(f"[benchmark] resumed {detail['setup']['resumed']['groups']} finished batch groups from "
                   f"{paths.BENCH_RECORD}")

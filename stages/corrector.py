@@ -45,7 +45,7 @@ def run(params) -> None:
     from draftlab.pipeline.layout import method_base
     from draftlab.tracking import lightning_logger
     from draftlab.training.dist import is_rank_zero
-    from draftlab.pipeline.corrector.recipe import cotrain_from_references, specopd_bases
+    from draftlab.pipeline.corrector.recipe import CotrainPaths, cotrain_from_references, specopd_bases
 
     t, c = params.target, params.corrector
     require_references()
@@ -63,8 +63,8 @@ def run(params) -> None:
             return lg
 
         # "pretrained" is the variants' name for the stage's own base (corrector.variants.BASES): the method base here
-        out = cotrain_from_references(target, df, c, params.pretrain, {"pretrained": base.folder, **specopd}, WORK,
-                                      feature_roots=[PRETRAIN_FEATURES], logger_for=logger_for, log=_log)
+        where = CotrainPaths({"pretrained": base.folder, **specopd}, WORK, (PRETRAIN_FEATURES,))
+        out = cotrain_from_references(target, df, c, params.pretrain, where, logger_for=logger_for, log=_log)
         if not is_rank_zero():  # DDP: the other ranks trained their shares; rank 0 writes the outputs
             return
         out.report["specopd_base_choice"] = choice

@@ -72,7 +72,7 @@ def test_the_benchmark_reports_the_chat_suite_per_suite(cpu, monkeypatch):
     from conftest import tiny_target
 
     from draftlab.bench.arms import Checkpoints
-    from draftlab.pipeline.benchmark import run
+    from draftlab.pipeline.benchmark import BenchPaths, run
 
     class VocabTok(Tok):  # word ids folded into the tiny target's vocabulary
         pad_token_id = 0
@@ -87,7 +87,7 @@ def test_the_benchmark_reports_the_chat_suite_per_suite(cpu, monkeypatch):
     cfg = replace(params.benchmark, arms=["ar"], suites=["mt-bench", CHAT_SUITE], prompts_per_suite=2,
                   max_new_tokens=2, temperatures=[0.0], concurrency=[], warmup=False, bootstrap=0, simulated=False,
                   pairs=[], ablation_arms=[])
-    detail, runs = run(target, cfg, params.data, Checkpoints("", "", "", ""), {}, reference=params.reference)
+    detail, runs = run(target, replace(params, benchmark=cfg), BenchPaths(Checkpoints("", "", "", "")))
     assert set(detail["suites"]) == {"mt-bench", CHAT_SUITE} and detail["setup"]["prompts"][CHAT_SUITE] == 2
     drawn = {i for r in runs.runs if r.suite == CHAT_SUITE for i in r.prompt_ids}
     assert len(drawn) == 2 and drawn <= {p.id for p in chat}

@@ -227,12 +227,12 @@ def test_gradient_routing(target, refs, kind, frozen):
 def test_cotrain_from_references(target, refs):
     from draftlab.drafter import load_drafter
     from draftlab.corrector.families import build_corrector
-    from draftlab.pipeline.corrector.recipe import cotrain_from_references
+    from draftlab.pipeline.corrector.recipe import CotrainPaths, cotrain_from_references
 
     df, tmp = refs
     c = ccfg(variants=["dspark", "domino"])
-    out = cotrain_from_references(target, df, c, pcfg(), {"pretrained": tmp / "pretrained"}, tmp / "work",
-                                  log=lambda m: None, share_max_new_tokens=8)
+    out = cotrain_from_references(target, df, c, pcfg(), CotrainPaths({"pretrained": tmp / "pretrained"}, tmp / "work",
+                                                                      share_max_new_tokens=8), log=lambda m: None)
     assert set(out.variants) == {"dspark", "domino"} and out.report["summary"]["main"] == "dspark"
     batch = one_batch(df, c)
     for v, o in out.variants.items():

@@ -6,7 +6,7 @@ half-widths the intervals reached). Measurement lives in draftlab.bench; this mo
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Callable
 
 import torch
@@ -85,23 +85,33 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
     return {name: build_arm(name, ctx) for name in (cfg.running_arms() if names is None else names)}
 
 
-def run(target, cfg: BenchmarkConfig, data: DataConfig, checkpoints: Checkpoints, setup: dict,
-        progress: Callable[[int], Callable[[str], None]] | None = None, pld=None,
-        block_size: int = 8, *, reference: ReferenceConfig, seeded_verify=None, record: str | None = None,
-        record_key: dict | None = None, expect: dict | None = None, engine=None) -> tuple[dict, BenchRuns]:
-    """-> (the results/benchmark.json content, the runs). `progress(total)` gives a tick(msg) callback;
-    pld (PLDConfig) and block_size (drafter.block_size) configure the prompt-lookup arms; reference (the
-    reference section) tells which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out;
-    seeded_verify (seeded.verify) the dflash-seeded-cut arm's verify width; record: the folder that keeps finished
-    batch groups (benchmark.resume; None = none), keyed by `record_key` (what else changes a number: the model
-    folders' and the source's digests, the settings of other sections) and the prompts."""
+@dataclass(frozen=True)
+class BenchPaths:
+    """The folders one benchmark reads and keeps: the trained models the arms decode (`Checkpoints`) and the folder
+    that keeps finished batch groups (benchmark.resume; None = none)."""
+
+    checkpoints: Checkpoints
+    record: str | None = None
+
+
+def run(target, params, where: BenchPaths, progress: Callable[[int], Callable[[str], None]] | None = None,
+        record_key: dict | None = None) -> tuple[dict, BenchRuns]:
+    """-> (the results/benchmark.json content, the runs). Reads the params' benchmark section (arms, sizes), data
+    and reference (which held-out prompts validation takes, which the `sharegpt-chat` suite leaves out), pld and
+    drafter.block_size (the prompt-lookup arms), seeded.verify (the dflash-seeded-cut arm's verify width), engine,
+    and what each drafter must be (`drafter_specs`). `progress(total)` gives a tick(msg) callback; the finished
+    batch groups are keyed by `record_key` (what else changes a number: the model folders' and the source's
+    digests, the settings of other sections) and the prompts."""
+    cfg, data, reference, pld, engine = params.benchmark, params.data, params.reference, params.pld, params.engine
+    block_size, seeded_verify, record = params.drafter.block_size, params.seeded.verify, where.record
+    setup = {"target": params.target.name, "profile": params.profile.name}
     t_start = time.perf_counter()
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     window = int(getattr(target.config, "max_position_embeddings", 4096))
     suites, pool = select(cfg, data, tok, window, reference)
-    arms = build_arms(target, cfg, checkpoints, pad, pld, block_size, seeded_verify=seeded_verify, expect=expect,
-                      engine=engine)
+    arms = build_arms(target, cfg, where.checkpoints, pad, pld, block_size, seeded_verify=seeded_verify,
+                      expect=drafter_specs(params), engine=engine)
     tick = progress(plan_size(cfg, suites, arms)) if progress else None
     store = None
     if record and cfg.resume:

@@ -56,15 +56,27 @@ class CoTrainOutcome:
     report: dict = field(default_factory=dict)
 
 
-def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainConfig, base_drafters: dict[str, str | Path],
-                            work_root: str | Path, feature_roots: list[Path] | None = None,
-                            logger_for: Callable[[str], object] | None = None, log: Callable[[str], None] = print,
-                            share_prompts: int = 2, share_max_new_tokens: int = 32) -> CoTrainOutcome:
-    """references -> every variant of `ccfg.variants` co-trained from its base drafter
-    (`base_drafters`: 'pretrained', 'specopd' (SpecOPD's best greedy state), 'specopd-t1' (its best T=1
-    state) -> checkpoint folder), then the dflash-long control. `logger_for(name)` gives a Lightning
-    logger per run (or None)."""
-    work_root = Path(work_root)
+@dataclass(frozen=True)
+class CotrainPaths:
+    """The folders co-training reads and writes: each base drafter ('pretrained', 'specopd' (SpecOPD's best greedy
+    state), 'specopd-t1' (its best T=1 state) -> checkpoint folder), the root of its resumable runs, and the
+    tap-feature caches it reuses before its own; `share_prompts` / `share_max_new_tokens` size the measurement of
+    the corrector's share of a round."""
+
+    bases: dict[str, str | Path]
+    work: Path
+    features: tuple[Path, ...] = ()
+    share_prompts: int = 2
+    share_max_new_tokens: int = 32
+
+
+def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainConfig, where: CotrainPaths,
+                            logger_for: Callable[[str], object] | None = None,
+                            log: Callable[[str], None] = print) -> CoTrainOutcome:
+    """references -> every variant of `ccfg.variants` co-trained from its base drafter (`where.bases`), then the
+    dflash-long control. `logger_for(name)` gives a Lightning logger per run (or None)."""
+    work_root, base_drafters = Path(where.work), where.bases
+    feature_roots, share_prompts, share_max_new_tokens = list(where.features), where.share_prompts, where.share_max_new_tokens
     if not ccfg.variants:
         raise DraftlabError("corrector.variants is empty; name at least one of: " + ", ".join(TABLE))
     seqs = SequenceSet.from_dataframe(df)
@@ -79,7 +91,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     taps = probe.target_layer_ids
     store, fstats = None, {}
     if pcfg.cache_features:
-        store, fstats = open_features(list(feature_roots or []) + [work_root / "features"], target, seqs, taps,
+        store, fstats = open_features(feature_roots + [work_root / "features"], target, seqs, taps,
                                       pcfg.feature_batch_tokens, log)
     on_fly = None if store is not None else target
     held = seqs.indices("heldout") or seqs.indices("train")
