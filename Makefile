@@ -59,7 +59,7 @@ exp: install
 
 # The one prepared accelerator check (tools/gpu_check.py; README "On an accelerator machine"). It needs no venv:
 # on the accelerator the system python (torch, triton, transformers) runs it. Extra flags: ARGS='--out-dir DIR'.
-# `gpu-check-dry` runs the same code at tiny sizes on CPU (tests/test_gpu_check.py runs it in CI).
+# `gpu-check-dry` runs the same code at tiny sizes on CPU (tests/checks/test_gpu_check.py runs it in CI).
 GPU_PY := $(if $(wildcard $(PY)),$(PY),python3)
 gpu-check:
 	$(GPU_PY) tools/gpu_check.py $(ARGS)
@@ -100,7 +100,7 @@ mlflow-ui: install
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_DB)) --host 127.0.0.1 --port 5000 --workers 1
 
 # vLLM's speculators 0.9.0 (its DFlash converter) in a separate venv: it pins transformers<=5.19, the project runs
-# 5.24. tests/test_export_speculators.py runs the converter on an export when $(SPEC_VENV) exists (docs/export.md).
+# 5.24. tests/drafter/test_export_speculators.py runs the converter on an export when $(SPEC_VENV) exists (docs/export.md).
 SPEC_VENV ?= .specenv
 SPEC_PIP := $(SPEC_VENV)/bin/python -m pip --disable-pip-version-check -q
 speculators-env:

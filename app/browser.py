@@ -1,7 +1,7 @@
 """The explorer in a real, headless browser: start `streamlit run app/explorer.py` on a free 127.0.0.1 port,
 start Debian's Chromium with its DevTools protocol on, and drive the page over that protocol (evaluate
 JavaScript, click, wait for the charts, take screenshots). Not a page of the explorer: the harness that drives it,
-beside it, used by tests/test_app_browser.py and tools/screenshots.py (import it as `browser` with app/ on sys.path,
+beside it, used by tests/app/test_app_browser.py and tools/screenshots.py (import it as `browser` with app/ on sys.path,
 as the explorer's own modules are); nothing here downloads anything, and both servers bind 127.0.0.1.
 
 Waiting for a page means: Streamlit says its script run has finished (`data-test-script-state` of the app

@@ -1,4 +1,4 @@
-"""Run a stage script with one rank's gradients perturbed before DDP's all-reduce (tests/test_ddp.py).
+"""Run a stage script with one rank's gradients perturbed before DDP's all-reduce (tests/training/test_ddp.py).
 
 `python tests/ddp_perturb.py stages/<stage>.py ARGS...` (under torchrun) runs the stage as its own `__main__`
 after wrapping `DistributedDataParallel.__init__`, so that on the rank named by DRAFTLAB_TEST_PERTURB every

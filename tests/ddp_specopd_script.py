@@ -1,4 +1,4 @@
-"""Helper of tests/test_specopd.py (not collected): one SpecOPD update of a tiny drafter on two
+"""Helper of tests/specopd/test_specopd.py (not collected): one SpecOPD update of a tiny drafter on two
 sequences, either in one process (`1`) or split over 2 CPU DDP processes with gloo (`2`, one sequence
 per rank, unequal branch counts). Writes the global loss, the local branch count and the drafter's
 gradients (after DDP's all-reduce) to OUT/rank<r>.pt."""

@@ -1,5 +1,5 @@
 """Run a training stage script with its batches logged and, optionally, a real SIGKILL at a chosen point
-(tests/test_resume_training.py).
+(tests/training/test_resume_training.py).
 
 `python tests/kill_training.py stages/<stage>.py ARGS...` runs the stage as its own `__main__` after wrapping:
 - `DrafterModule.training_step`: every optimiser step appends one JSON line to DRAFTLAB_TEST_BATCH_LOG — the

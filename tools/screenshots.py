@@ -5,7 +5,7 @@
     .venv/bin/python tools/screenshots.py --root . --out DIR --compare HEAD~1       # Compare: B = a revision / folder
 
 It serves the explorer on `--root` and drives one headless Debian Chromium over the DevTools protocol
-(app/browser.py, the same code as tests/test_app_browser.py). For each view it opens the view's deep
+(app/browser.py, the same code as tests/app/test_app_browser.py). For each view it opens the view's deep
 link (`?page=...&<widget key>=<value>`), waits until Streamlit has finished, every chart has drawn and the
 page has stayed still for a moment, then captures the whole page (not just the window). Views: each page;
 the candidate grid a second time on an arm that records DCOCO transition scores (the K×K heatmap); the

@@ -31,7 +31,7 @@ from pathlib import Path
 from draftlab.errors import DraftlabError, InputFileError
 from draftlab.paths import TARGET
 
-# `draftlab export` choices (kept torch-free here; tests/test_export.py checks them against drafter.serving)
+# `draftlab export` choices (kept torch-free here; tests/drafter/test_export.py checks them against drafter.serving)
 EXPORT_ENGINES = ("dflash", "vllm", "sglang")
 EXPORT_DTYPES = ("bfloat16", "float16", "float32")
 REPO = Path(__file__).resolve().parents[2]  # src/draftlab/cli.py -> the repository (an editable install)

@@ -2,7 +2,7 @@
 helpers, rounding for the JSON, one-line errors, the Triton switch of the dry mode, and the environment record.
 
 Plain torch and the standard library: the accelerator machine has torch, triton, transformers and numpy, and no
-OmegaConf, Hydra, MLflow or DVC (tests/test_gpu_check.py imports this package with those blocked)."""
+OmegaConf, Hydra, MLflow or DVC (tests/checks/test_gpu_check.py imports this package with those blocked)."""
 from __future__ import annotations
 
 import contextlib

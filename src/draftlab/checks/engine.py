@@ -68,7 +68,7 @@ def engine_identity(ctx, arch: str, dtype) -> list[dict]:
 
 
 def engine_sampling(ctx) -> dict:
-    """The verification routine's two stochastic rules on the device (as tests/test_verify.py on CPU): the first
+    """The verification routine's two stochastic rules on the device (as tests/decoding/test_verify.py on CPU): the first
     and second committed tokens follow the target p; the acceptance rate is Σ min(p, q) (residual rule) or p(ŷ)
     (point mass); and the test has power (uncorrected proposals are rejected)."""
     import torch

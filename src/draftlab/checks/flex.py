@@ -2,7 +2,7 @@
 with the forward's BlockMask) against the dense SDPA path and the split path, exact and at what cost.
 
 - **exactness**: outputs and the gradients of q and of the context and block K/V, in fp32, each within 4 x the split
-  path's own fp32 error against a float64 run (dense SDPA) plus 8 fp32 ulps (the tolerance of tests/test_flex.py),
+  path's own fp32 error against a float64 run (dense SDPA) plus 8 fp32 ulps (the tolerance of tests/drafter/test_flex.py),
   on a ragged shape (L=300: partial tiles) and on the profile's heads with several 128-tiles per row;
 - **cost** at the `gpu` profile's pretraining shape (B=2 sequences, A=512 blocks of 16 over L=2048 context positions;
   Qwen3-8B's 32 query / 8 kv heads of 128) in bf16: median ms of forward + backward per path, with the attention

@@ -14,7 +14,7 @@ of the timed calls, allocated (`torch.cuda.max_memory_allocated`: what the tenso
 reserved (`max_memory_reserved`: what the caching allocator took from the device, the figure that decides whether
 the step fits beside anything else); the allocator's cache is emptied before each case. A case that does not fit the
 section's budget is skipped and named; an out-of-memory is a result. `--dry` runs the same code at tiny sizes on CPU
-(no device memory there: the CPU test of bounded memory is tests/test_chunked.py, with the torch profiler).
+(no device memory there: the CPU test of bounded memory is tests/specopd/test_chunked.py, with the torch profiler).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """DFlash-2's candidate selector as a co-trained corrector (`dflash2`), the project's own implementation
 of the reference `dflash.model.CandidateSelector` (z-lab's `dflash` 0.1.0; same parameter names, so the
-reference class loads these weights as they are; tests/test_selector.py checks the two agree).
+reference class loads these weights as they are; tests/corrector/test_selector.py checks the two agree).
 
 Per slot p = 1..n, over the drafter's top-K candidates c_{p,k} (target ids) with draft logits ℓ_p(k):
 

@@ -195,7 +195,7 @@ class RoundLog:
 def to_host(t: Tensor) -> Tensor:
     """The engines' one device-to-host copy per round (AR: the new tokens; speculative: the accepted counts and the
     committed tokens, packed): everything a round needs on the host (emitting, the stop rules, the lookup index and
-    a seeded drafter's text) is read from it. tests/test_engine.py counts its calls per round."""
+    a seeded drafter's text) is read from it. tests/decoding/test_engine.py counts its calls per round."""
     return t.to("cpu", copy=True)
 
 
@@ -214,7 +214,7 @@ class Outputs:
         """Append the first n_new[i] tokens of new[i] (new [b, T], n_new [b], both on the host: `to_host`) to stream
         rows[i], cut at the first EOS and at max_new_tokens; a stream that stops gets `clock()` (e.g.
         `PhaseTimer.host_time`) as its finishing time. Returns done [b] bool (CPU). Plain Python over the host copy:
-        a few small lists, no tensor ops (the round's host work is counted, tests/test_compiled.py)."""
+        a few small lists, no tensor ops (the round's host work is counted, tests/decoding/test_compiled.py)."""
         now = clock()
         done = []
         for r, row, n in zip(rows, new.tolist(), n_new.tolist()):

@@ -21,7 +21,7 @@ keeps (read off `drafter/layers.py`, `training/module.py`, `specopd/terms.py`, `
   per rank (`ddp_buckets`);
 - SpecOPD without vocab chunks: branch sampling's float64 softmax and cumsum over [rows, V]; the overlap's
   two softmaxes and their minimum; with row chunks all of these per chunk.
-The test (tests/test_plan.py) checks the sum against peak memory measured by the torch profiler at three
+The test (tests/plan/test_plan.py) checks the sum against peak memory measured by the torch profiler at three
 shapes of the real steps on CPU.
 """
 from __future__ import annotations

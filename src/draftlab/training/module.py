@@ -112,7 +112,7 @@ class DrafterModule(L.LightningModule):
         self.start_step = 0
         self.loss_curve: list[float] = []  # the global training loss of every optimiser step
         self.grad_norm_curve: list[float] = []  # the global gradient's L2 norm of every step (after DDP's all-reduce,
-        # before clipping): equal on 1 process and N ranks at step 1 to fp32 rounding (tests/test_ddp.py)
+        # before clipping): equal on 1 process and N ranks at step 1 to fp32 rounding (tests/training/test_ddp.py)
         self._t_last: float | None = None
         self._marks = (0, 0, 0)  # the counters at the last step's sync (slot predictions, labels, uncovered)
         self._stats: dict[str, BlockStats] = {}

@@ -12,7 +12,7 @@ installed in their place, `kernels/linear.py`) but none of their forward machine
 - rotary tables come from the model's own rotary module (so Llama-3.1's `llama3` scaling, and any other rope type
   transformers knows, is exactly Hugging Face's).
 Families: llama (SmolLM2, Llama-3.x), mistral, qwen2 (q/k/v biases live in the Linear modules), qwen3 (q/k RMSNorm
-over the head dimension before the rotation). Tests: tests/test_forward.py (logits and taps equal the Hugging Face
+over the head dimension before the rotation). Tests: tests/verifier/test_forward.py (logits and taps equal the Hugging Face
 model's, fp32, tolerance from the reference's own error).
 """
 from __future__ import annotations

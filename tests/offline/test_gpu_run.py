@@ -17,7 +17,7 @@ import pytest
 from draftlab.errors import DraftlabError
 from draftlab.offline import bundle, pack, render, runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "gpu_run.py"
 FORBIDDEN = ("mlflow", "dvc", "streamlit")  # the accelerator has none; the pack does not carry them
 

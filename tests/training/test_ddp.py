@@ -30,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # (default 1) sets the threads per process, to try the tolerances under other kernel schedules by hand
 THREADS = os.environ.get("DDP_TEST_THREADS", "1")
 COMMON = ["tracking.enabled=false", f"profile.threads={THREADS}"]
-PERTURB = Path(__file__).with_name("ddp_perturb.py")
+PERTURB = Path(__file__).resolve().parents[1] / "ddp_perturb.py"
 STAGES = {
     "specopd": ["specopd.baselines=[]", "specopd.max_steps=2", "specopd.max_minutes=0", "specopd.batch_size=4",
                 "specopd.anchors_per_seq=4", "specopd.cost_anchors=0", "specopd.tv_eval_seqs=0", "specopd.kernels=torch",

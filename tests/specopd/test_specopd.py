@@ -297,7 +297,7 @@ def test_draft_opd_rollout_recomputes_the_q_it_drafted_with(target):
 
 @pytest.mark.slow
 def test_two_process_ddp_equals_one_process(tmp_path):
-    script = Path(__file__).with_name("ddp_specopd_script.py")
+    script = Path(__file__).resolve().parents[1] / "ddp_specopd_script.py"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'tests'}", "OMP_NUM_THREADS": "1"}
     for n in (1, 2):
         out = tmp_path / f"ddp{n}"

@@ -357,10 +357,12 @@ def test_parameter_count_at_paper_scale():
 
 def test_config_validation():
     CorrectorConfig().check("corrector")
+    from draftlab.pipeline.names import method_names  # the names are the corrector package's, handed in
+
     with pytest.raises(DraftlabError, match="path_rule"):
-        CorrectorConfig(path_rule="beam").check("corrector")
+        CorrectorConfig(path_rule="beam").check_names("corrector", method_names())
     with pytest.raises(DraftlabError, match="variants"):
-        CorrectorConfig(variants=["dcoco", "bogus"]).check("corrector")
+        CorrectorConfig(variants=["dcoco", "bogus"]).check_names("corrector", method_names())
     with pytest.raises(DraftlabError, match="lam"):
         CorrectorConfig(lam=0.0).check("corrector")
 

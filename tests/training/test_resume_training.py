@@ -8,7 +8,7 @@ from last.ckpt bit for bit (torch.save / load are lossless), reads the same batc
 function of the seed and g alone: draftlab.training.data) and replays the same operations in the same order on the
 same shapes with the same kernels and one thread. Every number is therefore bit-identical; a tolerance would only
 hide a real difference (one wrong batch, a skipped or repeated step, a lost validation). (Runs on other machines
-or thread counts differ by rounding — tests/test_ddp.py derives the tolerances for that — but both runs here are
+or thread counts differ by rounding — tests/training/test_ddp.py derives the tolerances for that — but both runs here are
 on the same machine and settings.)"""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import torch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-KILLER = Path(__file__).with_name("kill_training.py")
+KILLER = Path(__file__).resolve().parents[1] / "kill_training.py"
 # 8 training sequences in batches of 3: 3 batches per pass, so a resume from step 5 starts mid-pass (pass 1, batch 2);
 # validation and checkpoints every 5 steps, 13 steps: checkpoints at 5 and 10 (after their validations), rows 5, 10, 13
 ARGS = ["tracking.enabled=false", "profile.threads=1", "pretrain.max_steps=13", "pretrain.max_minutes=0",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app"
 sys.path.insert(0, str(APP))
 
@@ -780,7 +780,7 @@ def test_positions_plot_and_ablation_marks(fixture_root):
 
 # ---------------------------------------------------------------- oracles, headroom, rows without acceptance
 def _committed_like(root: Path) -> Path:
-    """The fixture with the committed run's mt-bench T=0 rows (tests/test_oracles.py) in every suite: seeded arms
+    """The fixture with the committed run's mt-bench T=0 rows (tests/bench/test_oracles.py) in every suite: seeded arms
     beside dflash-seeded, dflash-pld beyond its drafter's oracle, hf-generate-pld without rounds."""
     from test_oracles import MT_BENCH_T0
 

@@ -315,7 +315,7 @@ def test_host_work_per_round_is_bounded(arm):
     """With every step compiled, a round dispatches at most HOST_OPS_PER_ROUND aten ops outside the compiled
     graphs (the eager path: thousands per target pass) and reads no tensor value on the host (no `int(t)`,
     `bool(t)`, `.item()`: on CUDA each would be a synchronisation; the one copy per round is `common.to_host`,
-    counted in tests/test_engine.py). Per round = the difference between decodes of 16 and 32 new tokens."""
+    counted in tests/decoding/test_engine.py). Per round = the difference between decodes of 16 and 32 new tokens."""
     from test_seeded import _loop_prompts
 
     t, d, step = _compiled_arm(arm, None)

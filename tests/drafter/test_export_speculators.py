@@ -18,7 +18,7 @@ from conftest import tiny_target
 from draftlab.drafter.model import DFlashDrafter, arch_from_target
 from draftlab.drafter.serving import export_for, facts_from_folder
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC_PY = Path(os.environ.get("DRAFTLAB_SPECULATORS_PYTHON", ROOT / ".specenv" / "bin" / "python"))
 VERSION = "0.9.0"
 TAPS, S, MASK = [1, 3], 4, 7

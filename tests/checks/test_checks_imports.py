@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ROOT / "src" / "draftlab" / "checks"
 BLOCKED = ("omegaconf", "hydra", "mlflow", "dvc")
 MODULES = ["draftlab.checks", *(f"draftlab.checks.{p.stem}" for p in sorted(CHECKS.glob("*.py")) if p.stem != "__init__")]

@@ -12,7 +12,7 @@ import pytest
 
 from draftlab.bench import verify_cost
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "verify_cost.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "verify_cost.py"
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 
 from draftlab.checks import flex, scale, specopd
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ("mlflow", "dvc", "hydra", "omegaconf", "streamlit", "gguf", "lightning")
 SECTIONS = {"flex": "flex", "specopd": "specopd", "specopd_scale": "scale"}
 
@@ -146,10 +146,11 @@ def test_dry_sections_are_quick_and_import_nothing_the_accelerator_lacks(dry):
 
 
 def test_the_plan_device_shape_is_the_gpu_profile():
-    """scale.GPU_PROFILE copies conf/profile/gpu.yaml (the accelerator machine has no OmegaConf): keep them equal."""
-    import yaml
+    """scale.GPU_PROFILE copies the gpu profile's composition (conf/profile/gpu.yaml and the presets it picks; the
+    accelerator machine has no OmegaConf): keep them equal."""
+    from draftlab.params import compose_params
 
-    prof = yaml.safe_load((ROOT / "conf" / "profile" / "gpu.yaml").read_text())
+    prof = compose_params(["profile=gpu"], ROOT / "conf")
     g = scale.GPU_PROFILE
     assert (g["batch_size"], g["anchors_per_seq"], g["chunk_rows"], g["vocab_chunk"]) == tuple(
         prof["specopd"][k] for k in ("batch_size", "anchors_per_seq", "chunk_rows", "vocab_chunk"))
@@ -172,7 +173,7 @@ def test_flex_skips_what_does_not_fit_and_says_so(dry):
 def test_flex_gradient_path_on_cpu_with_the_kernel_replaced(dry):
     """The section's CUDA path (the five input gradients' exactness; forward + backward timed at 3x the forward
     FLOPs) run on CPU with flex attention's kernel replaced by SDPA over the BlockMask's tiles, as
-    tests/test_flex.py does."""
+    tests/drafter/test_flex.py does."""
     ex, c = dry["flex_grad"]["exact"], dry["flex_grad"]["cost"]
     assert ex["ok"] and set(ex["checks"]) == {"out", "d_q", "d_k_ctx", "d_v_ctx", "d_k_blk", "d_v_blk"}, ex
     for p in flex.PATHS:

@@ -18,7 +18,7 @@ from draftlab.errors import DraftlabError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 # the child and the parent build the same prompts and target (tests/conftest.py's tiny random llama)
 SETUP = """

@@ -1,7 +1,7 @@
 """tools/gpu_check.py (over draftlab.checks), the one prepared accelerator check, kept from rotting on CPU:
 
 - its `--dry` mode (the same code at tiny sizes, Triton in its interpreter) runs in a subprocess, every section
-  passes, and every sanity gate holds on that clean run (tests/test_checks_timing.py plants their violations);
+  passes, and every sanity gate holds on that clean run (tests/checks/test_checks_timing.py plants their violations);
 - that same run happens under an import guard that records every import of a package the accelerator machine
   lacks (mlflow, dvc, hydra, omegaconf, streamlit, gguf) together with the file that imported it;
 - bad input is a one-line error; the docs block is spliced without touching the prose; a divergence is located
@@ -23,7 +23,7 @@ import torch
 from draftlab.checks import engine, models, report, run
 from draftlab.checks.common import SCHEMA, Budget, Ctx
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "gpu_check.py"
 FORBIDDEN = ("mlflow", "dvc", "hydra", "omegaconf", "streamlit", "gguf")  # not on the accelerator machine
 

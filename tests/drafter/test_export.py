@@ -182,7 +182,7 @@ def test_serve_bench_dry_exports_validates_and_prints_the_commands(target, targe
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("serve_bench", Path(__file__).resolve().parents[1] / "tools" / "serve_bench.py")
+    spec = importlib.util.spec_from_file_location("serve_bench", Path(__file__).resolve().parents[2] / "tools" / "serve_bench.py")
     sb = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sb)
     save_drafter(_drafter(target), tmp_path / "full")

@@ -12,7 +12,7 @@ import pytest
 
 from draftlab.stats import bootstrap_interval, geometric_mean as geo
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "probes" / "seeds_only_probe.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "probes" / "seeds_only_probe.py"
 
 
 @pytest.fixture(scope="module")

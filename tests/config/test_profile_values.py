@@ -13,7 +13,7 @@ import pytest
 
 from draftlab.params import build_params, compose_params, to_dict
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "effective_params.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "effective_params.json"
 BEFORE = json.loads(FIXTURE.read_text())
 
 
