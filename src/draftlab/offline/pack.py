@@ -7,7 +7,7 @@ Built here (`make gpu-pack`, `build`), from the composed params of the profile:
   holds the validation prompts and the `sharegpt-chat` suite), one JSON object a line; that subset selects the same
   prompts as the whole file (checked here, `same_selection`).
 - wheels/: the pure-Python wheels of the versions installed here (OmegaConf, Hydra, antlr4, gguf), `pip wheel --no-deps`.
-- target/: the GGUF the target (or the tiny target's tokenizer) is read from, in parts of ≤ 60 MiB.
+- target/: the GGUF the target (or the tiny target's tokenizer) is read from, in parts of ≤ 48 MiB.
 - manifest.json: every piece's size and sha256, the joined file's sha256, the profile, the commit and a digest of the
   params that decide the selection.
 
@@ -30,7 +30,7 @@ from draftlab.io import atomic_write, sha256_file as sha256
 
 SCHEMA = "draftlab-gpu-pack-v1"
 PIECE_LIMIT = 64 << 20  # what one transfer to the device carries
-PART_BYTES = 60 << 20  # the GGUF's parts
+PART_BYTES = 48 << 20  # the GGUF's parts: one part + the ~6.3 MiB working tree fit one 64 MiB transfer
 WHEELS = {"omegaconf": "omegaconf", "hydra-core": "hydra", "antlr4-python3-runtime": "antlr4", "gguf": "gguf"}
 SELECTION_KEYS = ("data", "reference")  # the params sections that decide which prompts the stages read
 
