@@ -20,9 +20,7 @@ from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write, save_weights_folder, weights_metadata, write_json, write_json_folder
 
 
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target("qwen3", layers=5)
+target = pytest.fixture(scope="module", name="target")(lambda: tiny_target("qwen3", layers=5))  # taps 1 and 3 inside
 
 
 @pytest.fixture(scope="module")

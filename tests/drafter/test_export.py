@@ -19,9 +19,7 @@ from draftlab.errors import DraftlabError
 S = 4
 
 
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target("qwen3", layers=5)
+target = pytest.fixture(scope="module", name="target")(lambda: tiny_target("qwen3", layers=5))  # taps 1 and 3 inside
 
 
 @pytest.fixture(scope="module")
