@@ -22,7 +22,7 @@ from draftlab.checks.common import Ctx, one_line, round_tree, tail
 from draftlab.checks.events import GIB, clock_name, is_cuda, reset_memory, timed
 from draftlab.checks.models import build_drafter, paper_target
 
-# conf/profile/gpu.yaml (copied: the accelerator machine has no OmegaConf; keep in step with that file):
+# the gpu profile's composition (conf/profile/gpu.yaml + conf/recipe/gpu.yaml; copied: the accelerator machine has no OmegaConf; keep in step with that file):
 # specopd.batch_size 8 on trainer.devices 8 -> B=1 per rank; data.max_prompt_tokens 2048 + reference.max_new_tokens
 # 2048 -> L=4096 (the plan's lengths at fill 1); specopd.anchors_per_seq 256; drafter.block_size 16 -> W=15
 # (specopd.branch_width 0 = block - 1); specopd.chunk_rows 2048, specopd.vocab_chunk 16384.
