@@ -74,28 +74,20 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
                             logger_for: Callable[[str], object] | None = None,
                             log: Callable[[str], None] = print) -> CoTrainOutcome:
     """references -> every variant of `ccfg.variants` co-trained from its base drafter (`where.bases`), then the
-    dflash-long control. `logger_for(name)` gives a Lightning logger per run (or None)."""
+    dflash-long control. `logger_for(name)` gives a Lightning logger per run (or None). The steps: check the inputs,
+    open the tap-feature cache, co-train each variant (its base drafter evaluated once before), compare the shorter
+    runs with the main one at equal minutes, train the control, summarise."""
     work_root, base_drafters = Path(where.work), where.bases
-    feature_roots, share_prompts, share_max_new_tokens = list(where.features), where.share_prompts, where.share_max_new_tokens
-    if not ccfg.variants:
-        raise DraftlabError("corrector.variants is empty; name at least one of: " + ", ".join(TABLE))
-    seqs = SequenceSet.from_dataframe(df)
-    if not seqs.indices("train"):
-        raise DraftlabError("the references have no split=='train' sequences to co-train on")
+    seqs = _checked_references(df, ccfg, base_drafters)
     base_of = lambda v: base_drafters[TABLE[v].base]  # noqa: E731
-    for v in ccfg.variants:
-        if TABLE[v].base not in base_drafters or not (Path(base_of(v)) / "config.json").exists():
-            raise DraftlabError(f"base drafter {base_drafters.get(TABLE[v].base, TABLE[v].base)} of variant {v} not "
-                                f"found; run the stage that writes it first")
-    probe = load_drafter(base_of(ccfg.variants[0]), target)
-    taps = probe.target_layer_ids
+    taps = load_drafter(base_of(ccfg.variants[0]), target).target_layer_ids
     store, fstats = None, {}
     if pcfg.cache_features:
-        store, fstats = open_features(feature_roots + [work_root / "features"], target, seqs, taps,
+        store, fstats = open_features(list(where.features) + [work_root / "features"], target, seqs, taps,
                                       pcfg.feature_batch_tokens, log)
     on_fly = None if store is not None else target
     held = seqs.indices("heldout") or seqs.indices("train")
-    share_set = [seqs.seq(i)[: int(seqs.prompt_len[i])].tolist() for i in held[:share_prompts]]
+    share_set = [seqs.seq(i)[: int(seqs.prompt_len[i])].tolist() for i in held[:where.share_prompts]]
     out = CoTrainOutcome()
     # the budget settings enter each key as the variant's resolved budget (minutes, the view's steps and epochs)
     ckeys = {k: v for k, v in asdict(ccfg).items() if k not in ("variants", "control", "kernels", "base_drafter",
@@ -139,88 +131,127 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         arch = json.dumps({kk: vv for kk, vv in corrector.arch.to_dict().items() if kk != "variant"}, sort_keys=True)
         if arch not in shares and share_set:
             shares[arch] = {**proposal_share(target, drafter, CorrectorProposal(corrector, rule, ccfg.lam, backend),
-                                             share_set, share_max_new_tokens), "measured_with": v}
-        share = shares.get(arch, {})
-        best = res.best_metrics
-        primary = "heldout" if "heldout" in best else next(iter(best))
-        p = best[primary]
-        b0 = before[row.base]
-        rep = {
-            "variant": v, "base": row.base, "base_drafter": str(base_of(v)), **{f"base_{kk}": vv for kk, vv in b0.items()
-                                                                               if kk not in ("sim_tau", "se")},
-            "frozen_backbone": frozen, "grad_hidden": row.grad_hidden, "grad_logits": row.grad_logits,
-            "frozen_warmup": 0.0 if frozen else row.frozen_warmup, "loss": row.loss, "path_rule": rule, "k": k,
-            # the drafter's own held-out τ before / after co-training, beside the corrected τ and both oracles
-            "drafter_tau_before": b0["sim_tau"], "drafter_tau_after": p["sim_tau_uncorrected"],
-            "drafter_tau_change": (p["sim_tau_uncorrected"] - b0["sim_tau"]) if b0["sim_tau"] is not None else None,
-            "sim_tau_se": p["sim_tau_se_uncorrected"],
-            "sim_tau": p["sim_tau"], "sim_tau_uncorrected": p["sim_tau_uncorrected"], "sim_tau_oracle": p["sim_tau_oracle"],
-            "sim_tau_oracle_reachable": p["sim_tau_oracle_reachable"],
-            "sim_tau_gain": p["sim_tau"] - p["sim_tau_uncorrected"], "headroom_closed": p["headroom_closed"],
-            "headroom_closed_reachable": p["headroom_closed_reachable"],
-            "sim_tau_split": primary, "sim_tau_per_slot": p["sim_tau_per_slot"],
-            "sim_tau_per_slot_uncorrected": p["sim_tau_per_slot_uncorrected"],
-            "sim_tau_per_slot_oracle": p["sim_tau_per_slot_oracle"],
-            "sim_tau_per_slot_oracle_reachable": p["sim_tau_per_slot_oracle_reachable"],
-            "slot_acc_uncorrected": p["slot_acc"], "slot_acc_corrected": p["slot_acc_corrected"],
-            f"top{k}_cov": p[f"top{k}_cov"],
-            "rules": {r: p.get(f"sim_tau_{r}") for r in rules},
-            "per_set": {name: {"sim_tau": r["sim_tau"], "sim_tau_uncorrected": r["sim_tau_uncorrected"],
-                               "sim_tau_oracle": r["sim_tau_oracle"], "sim_tau_oracle_reachable": r["sim_tau_oracle_reachable"],
-                               "blocks": r["blocks"]} for name, r in best.items()},
-            "params_corrector": corrector.num_parameters(), "params_corrector_breakdown": corrector.parameter_breakdown(),
-            "params_drafter_trained": 0 if frozen else drafter.num_trainable_parameters(),
-            "steps": res.steps, "best_step": res.best_step, "train_minutes": res.train_seconds / 60.0,
-            "best_train_minutes": res.best_train_minutes, "wall_s": res.wall_s, "budget_minutes": minutes,
-            "budget": {"role": role, "max_minutes": minutes, "max_steps": view.max_steps, "epochs": view.epochs},
-            "resumed_from_step": res.resumed_from_step,
-            "supervised_transition_frac": res.extras["supervised_transition_frac"],
-            "proposal_share_of_round": share.get("proposal_share_of_round"), "engine": share,
-            "history": res.history,
-        }
+                                             share_set, where.share_max_new_tokens), "measured_with": v}
+        rep = variant_report(row, str(base_of(v)), before[row.base], drafter, corrector, res,
+                             {"frozen_backbone": frozen, "path_rule": rule, "k": k, "rules": rules, "role": role,
+                              "minutes": minutes, "view": view}, shares.get(arch, {}))
         out.variants[v] = VariantOutcome(v, drafter, corrector, res, rep)
-        log(f"corrector: {v} held-out sim τ {p['sim_tau']:.3f} corrected; drafter {b0['sim_tau'] or float('nan'):.3f} -> "
-            f"{p['sim_tau_uncorrected']:.3f}; oracles {p['sim_tau_oracle']:.3f} / reachable "
-            f"{p['sim_tau_oracle_reachable']:.3f}; {res.steps} steps in {res.train_seconds / 60:.1f} min")
-    # variants trained on a shorter schedule are also compared with dcoco at the same training minutes
-    if main in out.variants:
-        hist = out.variants[main].result.history
-        for v, o in out.variants.items():
-            if v != main:
-                o.report["main_sim_tau_at_same_minutes"] = history_at(hist, o.report["train_minutes"])
-                o.report["main_drafter_tau_at_same_minutes"] = history_at(hist, o.report["train_minutes"],
-                                                                          "heldout_uncorrected")
+        b0 = before[row.base]
+        log(f"corrector: {v} held-out sim τ {rep['sim_tau']:.3f} corrected; drafter {b0['sim_tau'] or float('nan'):.3f} -> "
+            f"{rep['sim_tau_uncorrected']:.3f}; oracles {rep['sim_tau_oracle']:.3f} / reachable "
+            f"{rep['sim_tau_oracle_reachable']:.3f}; {res.steps} steps in {res.train_seconds / 60:.1f} min")
+    compare_at_main_minutes(out, main)
     if ccfg.control and main in out.variants:
-        steps = max(out.variants[main].result.steps, 1)
-        drafter = load_drafter(base_drafters["pretrained"], target).train()
-        view = ccfg.run_settings(pcfg, 0.0, max_steps=steps, k=pcfg.topk)
-        key = run_key(seqs.fingerprint(), file_digest(Path(base_drafters["pretrained"])), "dflash-long",
-                      {kk: vv for kk, vv in asdict(view).items() if kk not in NOT_IDENTITY})
-        log(f"corrector: dflash-long control ({steps} steps of the drafter alone)")
-        res = train_drafter(drafter, seqs, view, work_root / "runs" / key, store=store, target=on_fly,
-                            logger=logger_for("dflash-long") if logger_for else None, log=log)
-        drafter.eval()
-        best = res.best_metrics
-        primary = "heldout" if "heldout" in best else next(iter(best))
-        out.control, out.control_result = drafter, res
-        out.report["dflash-long"] = {"sim_tau": best[primary]["sim_tau"], "sim_tau_split": primary,
-                                     "sim_tau_se": best[primary].get("sim_tau_se"),
-                                     "sim_tau_per_slot": best[primary]["sim_tau_per_slot"], "steps": res.steps,
-                                     "best_step": res.best_step, "train_minutes": res.train_seconds / 60.0,
-                                     "wall_s": res.wall_s}
+        out.control, out.control_result, out.report["dflash-long"] = train_control(
+            target, seqs, ccfg, pcfg, base_drafters["pretrained"], max(out.variants[main].result.steps, 1),
+            work_root, store, on_fly, logger_for, log)
     out.report.update({"variants": {v: o.report for v, o in out.variants.items()}, "base_drafters": before, **fstats})
     out.report["sim_tau_base_drafter"] = before.get("pretrained", {}).get("sim_tau")
-    base = out.variants[main].report if main in out.variants else None
-    if base is not None:
-        out.report["summary"] = {
-            "main": main, "sim_tau_dcoco": base["sim_tau"], "sim_tau_base_drafter": out.report["sim_tau_base_drafter"],
-            "sim_tau_uncorrected": base["sim_tau_uncorrected"], "sim_tau_oracle": base["sim_tau_oracle"],
-            "sim_tau_oracle_reachable": base["sim_tau_oracle_reachable"],
-            "headroom_closed": base["headroom_closed"], "headroom_closed_reachable": base["headroom_closed_reachable"],
-            "sim_tau_ratio": base["sim_tau"] / base["sim_tau_uncorrected"] if base["sim_tau_uncorrected"] else None,
-            "sim_tau_dflash_long": out.report.get("dflash-long", {}).get("sim_tau"),
-        }
+    if main in out.variants:
+        out.report["summary"] = summary(out.variants[main].report, main, out.report)
     return out
+
+
+def _checked_references(df, ccfg: CorrectorConfig, bases: dict[str, str | Path]) -> SequenceSet:
+    """The references as sequences, after checking that there is something to train and every base drafter exists."""
+    if not ccfg.variants:
+        raise DraftlabError("corrector.variants is empty; name at least one of: " + ", ".join(TABLE))
+    seqs = SequenceSet.from_dataframe(df)
+    if not seqs.indices("train"):
+        raise DraftlabError("the references have no split=='train' sequences to co-train on")
+    for v in ccfg.variants:
+        base = TABLE[v].base
+        if base not in bases or not (Path(bases[base]) / "config.json").exists():
+            raise DraftlabError(f"base drafter {bases.get(base, base)} of variant {v} not "
+                                f"found; run the stage that writes it first")
+    return seqs
+
+
+def variant_report(row: Variant, base_folder: str, b0: dict, drafter, corrector, res, run: dict, share: dict) -> dict:
+    """One variant's report: its settings (`run`: frozen_backbone, path_rule, k, rules, role, minutes, view), the
+    drafter's own held-out τ before (`b0`) and after co-training beside the corrected τ and both oracles (at the
+    best state), the per-slot and per-set figures, sizes, the budget and the engine share measurement."""
+    best = res.best_metrics
+    primary = "heldout" if "heldout" in best else next(iter(best))
+    p = best[primary]
+    frozen, k, minutes, view = run["frozen_backbone"], run["k"], run["minutes"], run["view"]
+    return {
+        "variant": row.name, "base": row.base, "base_drafter": base_folder, **{f"base_{kk}": vv for kk, vv in b0.items()
+                                                                           if kk not in ("sim_tau", "se")},
+        "frozen_backbone": frozen, "grad_hidden": row.grad_hidden, "grad_logits": row.grad_logits,
+        "frozen_warmup": 0.0 if frozen else row.frozen_warmup, "loss": row.loss, "path_rule": run["path_rule"], "k": k,
+        # the drafter's own held-out τ before / after co-training, beside the corrected τ and both oracles
+        "drafter_tau_before": b0["sim_tau"], "drafter_tau_after": p["sim_tau_uncorrected"],
+        "drafter_tau_change": (p["sim_tau_uncorrected"] - b0["sim_tau"]) if b0["sim_tau"] is not None else None,
+        "sim_tau_se": p["sim_tau_se_uncorrected"],
+        "sim_tau": p["sim_tau"], "sim_tau_uncorrected": p["sim_tau_uncorrected"], "sim_tau_oracle": p["sim_tau_oracle"],
+        "sim_tau_oracle_reachable": p["sim_tau_oracle_reachable"],
+        "sim_tau_gain": p["sim_tau"] - p["sim_tau_uncorrected"], "headroom_closed": p["headroom_closed"],
+        "headroom_closed_reachable": p["headroom_closed_reachable"],
+        "sim_tau_split": primary, "sim_tau_per_slot": p["sim_tau_per_slot"],
+        "sim_tau_per_slot_uncorrected": p["sim_tau_per_slot_uncorrected"],
+        "sim_tau_per_slot_oracle": p["sim_tau_per_slot_oracle"],
+        "sim_tau_per_slot_oracle_reachable": p["sim_tau_per_slot_oracle_reachable"],
+        "slot_acc_uncorrected": p["slot_acc"], "slot_acc_corrected": p["slot_acc_corrected"],
+        f"top{k}_cov": p[f"top{k}_cov"],
+        "rules": {r: p.get(f"sim_tau_{r}") for r in run["rules"]},
+        "per_set": {name: {"sim_tau": r["sim_tau"], "sim_tau_uncorrected": r["sim_tau_uncorrected"],
+                           "sim_tau_oracle": r["sim_tau_oracle"], "sim_tau_oracle_reachable": r["sim_tau_oracle_reachable"],
+                           "blocks": r["blocks"]} for name, r in best.items()},
+        "params_corrector": corrector.num_parameters(), "params_corrector_breakdown": corrector.parameter_breakdown(),
+        "params_drafter_trained": 0 if frozen else drafter.num_trainable_parameters(),
+        "steps": res.steps, "best_step": res.best_step, "train_minutes": res.train_seconds / 60.0,
+        "best_train_minutes": res.best_train_minutes, "wall_s": res.wall_s, "budget_minutes": minutes,
+        "budget": {"role": run["role"], "max_minutes": minutes, "max_steps": view.max_steps, "epochs": view.epochs},
+        "resumed_from_step": res.resumed_from_step,
+        "supervised_transition_frac": res.extras["supervised_transition_frac"],
+        "proposal_share_of_round": share.get("proposal_share_of_round"), "engine": share,
+        "history": res.history,
+    }
+
+
+def compare_at_main_minutes(out: CoTrainOutcome, main: str) -> None:
+    """Variants trained on a shorter schedule are also compared with the main one at the same training minutes."""
+    if main not in out.variants:
+        return
+    hist = out.variants[main].result.history
+    for v, o in out.variants.items():
+        if v != main:
+            o.report["main_sim_tau_at_same_minutes"] = history_at(hist, o.report["train_minutes"])
+            o.report["main_drafter_tau_at_same_minutes"] = history_at(hist, o.report["train_minutes"],
+                                                                      "heldout_uncorrected")
+
+
+def train_control(target, seqs: SequenceSet, ccfg: CorrectorConfig, pcfg: PretrainConfig, base: str | Path, steps: int,
+                  work_root: Path, store, on_fly, logger_for, log) -> tuple:
+    """The dflash-long control: the drafter alone from `base`, as many steps as the main variant -> (drafter,
+    result, report)."""
+    drafter = load_drafter(base, target).train()
+    view = ccfg.run_settings(pcfg, 0.0, max_steps=steps, k=pcfg.topk)
+    key = run_key(seqs.fingerprint(), file_digest(Path(base)), "dflash-long",
+                  {kk: vv for kk, vv in asdict(view).items() if kk not in NOT_IDENTITY})
+    log(f"corrector: dflash-long control ({steps} steps of the drafter alone)")
+    res = train_drafter(drafter, seqs, view, work_root / "runs" / key, store=store, target=on_fly,
+                        logger=logger_for("dflash-long") if logger_for else None, log=log)
+    drafter.eval()
+    best = res.best_metrics
+    primary = "heldout" if "heldout" in best else next(iter(best))
+    return drafter, res, {"sim_tau": best[primary]["sim_tau"], "sim_tau_split": primary,
+                          "sim_tau_se": best[primary].get("sim_tau_se"),
+                          "sim_tau_per_slot": best[primary]["sim_tau_per_slot"], "steps": res.steps,
+                          "best_step": res.best_step, "train_minutes": res.train_seconds / 60.0, "wall_s": res.wall_s}
+
+
+def summary(base: dict, main: str, report: dict) -> dict:
+    """The headline of the stage: the main variant against its base drafter, its oracles and the control."""
+    return {
+        "main": main, "sim_tau_dcoco": base["sim_tau"], "sim_tau_base_drafter": report["sim_tau_base_drafter"],
+        "sim_tau_uncorrected": base["sim_tau_uncorrected"], "sim_tau_oracle": base["sim_tau_oracle"],
+        "sim_tau_oracle_reachable": base["sim_tau_oracle_reachable"],
+        "headroom_closed": base["headroom_closed"], "headroom_closed_reachable": base["headroom_closed_reachable"],
+        "sim_tau_ratio": base["sim_tau"] / base["sim_tau_uncorrected"] if base["sim_tau_uncorrected"] else None,
+        "sim_tau_dflash_long": report.get("dflash-long", {}).get("sim_tau"),
+    }
 
 
 def variant_view(ccfg: CorrectorConfig, pcfg: PretrainConfig, v: str, main: str, k: int) -> tuple[str, PretrainConfig]:
