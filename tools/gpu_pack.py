@@ -15,6 +15,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--dry", action="store_true", help="the rehearsal's sizes (what gpu_run.py --dry packs itself)")
     ap.add_argument("-S", dest="overrides", action="append", default=[])
     a = ap.parse_args(argv)
+    from draftlab.checks.common import git_sha
     from draftlab.errors import DraftlabError
     from draftlab.offline import pack
     from draftlab.offline.runner import compose
@@ -22,7 +23,7 @@ def main(argv: list[str]) -> int:
     try:
         params, raw = compose(a.profile, a.dry, a.overrides)
         out = Path(a.out).resolve()
-        m = pack.build(params, raw, out, pack.git_head(ROOT) or "unknown")
+        m = pack.build(params, raw, out, git_sha(ROOT) or "unknown")
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

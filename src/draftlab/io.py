@@ -15,6 +15,11 @@ from typing import Any, Callable
 from draftlab.errors import DraftlabError, InputFileError
 
 
+def json_digest(obj: Any) -> str:
+    """A short stable hash of a JSON-able object (keys sorted): a run's resumable key, a params digest."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
     """The sha256 of a file's bytes, read in chunks (a GGUF's pinned digest, the offline pack's pieces)."""
     h = hashlib.sha256()

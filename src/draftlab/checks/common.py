@@ -127,9 +127,10 @@ def dry_triton(ctx: Ctx, inputs_fp32: bool):
             os.environ["DRAFTLAB_KERNELS"] = old
 
 
-def git_sha() -> str | None:
+def git_sha(root: Path = ROOT) -> str | None:
+    """The commit checked out in `root` (None without git or outside a repository)."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                               timeout=10).stdout.strip() or None
     except Exception:  # noqa: BLE001  (no git, or not a repository: the device machine gets a bare tree)
         return None

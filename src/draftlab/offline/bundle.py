@@ -17,6 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write
 
@@ -24,15 +25,17 @@ SCHEMA = "draftlab-gpu-run-v1"
 MAX_FILES = 8
 MAX_BYTES = 16 << 20
 LOG_BYTES = 2 << 20
-HEADLINE_FIRST = "metrics/pretrain_drafter.json"
+HEADLINE_FIRST = paths.metrics("pretrain_drafter")  # the plain drafter's τ: the first figure a cut-short run keeps
 
 
 def _collect(work: Path) -> tuple[dict, dict, dict]:
     """(headlines, results, plots) of the work folder: {path relative to it: content}."""
-    heads = {str(p.relative_to(work)): json.loads(p.read_text()) for p in sorted((work / "metrics").rglob("*.json"))}
+    heads = {str(p.relative_to(work)): json.loads(p.read_text())
+             for p in sorted((work / paths.METRICS).rglob("*.json"))}
     heads = dict(sorted(heads.items(), key=lambda kv: kv[0] != HEADLINE_FIRST))
-    results = {str(p.relative_to(work)): json.loads(p.read_text()) for p in sorted((work / "results").glob("*.json"))}
-    plots = {str(p.relative_to(work)): p.read_text() for p in sorted((work / "plots").glob("*.csv"))}
+    results = {str(p.relative_to(work)): json.loads(p.read_text())
+               for p in sorted((work / paths.RESULTS).glob("*.json"))}
+    plots = {str(p.relative_to(work)): p.read_text() for p in sorted((work / paths.PLOTS_DIR).glob("*.csv"))}
     return heads, results, plots
 
 

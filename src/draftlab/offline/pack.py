@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 
 from draftlab.errors import DraftlabError
-from draftlab.io import atomic_write, sha256_file as sha256
+from draftlab.io import atomic_write, json_digest, sha256_file as sha256
 
 SCHEMA = "draftlab-gpu-pack-v1"
 PIECE_LIMIT = 64 << 20  # what one transfer to the device carries
@@ -35,16 +35,9 @@ WHEELS = {"omegaconf": "omegaconf", "hydra-core": "hydra", "antlr4-python3-runti
 SELECTION_KEYS = ("data", "reference")  # the params sections that decide which prompts the stages read
 
 
-def git_head(root: Path) -> str:
-    """The commit checked out in `root` ('' outside a git repository)."""
-    r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
-    return r.stdout.strip() if r.returncode == 0 else ""
-
-
 def selection_digest(raw: dict) -> str:
     """A digest of what decides the selected prompts (the data and reference sections, the benchmark's suites)."""
-    key = {k: raw.get(k) for k in SELECTION_KEYS} | {"suites": (raw.get("benchmark") or {}).get("suites")}
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return json_digest({k: raw.get(k) for k in SELECTION_KEYS} | {"suites": (raw.get("benchmark") or {}).get("suites")})
 
 
 # ------------------------------------------------------------------------------------------------ building

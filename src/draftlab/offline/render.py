@@ -13,7 +13,8 @@ from pathlib import Path
 from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write
 from draftlab.offline import bundle
-from draftlab.offline.pack import git_head
+from draftlab import paths
+from draftlab.checks.common import git_sha
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -22,9 +23,9 @@ def destination(rel: str, name: str) -> str:
     """Where a bundle's file lands: results/X -> results/<name>/X, metrics/X -> metrics/<name>/X,
     plots/X -> results/<name>/plots/X."""
     top, _, rest = rel.partition("/")
-    if ".." in Path(rel).parts or not rest or top not in ("results", "metrics", "plots"):
+    if ".." in Path(rel).parts or not rest or top not in (paths.RESULTS, paths.METRICS, paths.PLOTS_DIR):
         raise DraftlabError(f"bundle entry {rel!r} is not a report path (results/, metrics/ or plots/); not rendered")
-    return f"results/{name}/plots/{rest}" if top == "plots" else f"{top}/{name}/{rest}"
+    return f"{paths.RESULTS}/{name}/plots/{rest}" if top == paths.PLOTS_DIR else f"{top}/{name}/{rest}"
 
 
 def render(folder: Path, root: Path, profile: str = "gpu-small", any_commit: bool = False, head: str | None = None) -> str:
@@ -36,7 +37,7 @@ def render(folder: Path, root: Path, profile: str = "gpu-small", any_commit: boo
     if not _NAME.match(str(got)):
         raise DraftlabError(f"the bundle's profile name {got!r} is not a plain name; not rendered")
     if head is None:
-        head = git_head(root)
+        head = git_sha(root) or ""
     commit = str(doc.get("commit") or "")
     same = bool(commit) and bool(head) and (head.startswith(commit) or commit.startswith(head))
     if not same and not any_commit:
@@ -55,7 +56,7 @@ def render(folder: Path, root: Path, profile: str = "gpu-small", any_commit: boo
     for rel, text in files.items():
         atomic_write(root / rel, lambda p, t=text: p.write_text(t))
     heads = doc.get("headlines") or {}
-    tau = (heads.get("metrics/pretrain_drafter.json") or {}).get("sim_tau")
+    tau = (heads.get(bundle.HEADLINE_FIRST) or {}).get("sim_tau")
     return (f"rendered {len(files)} files into results/{name}/ and metrics/{name}/: {len(doc.get('finished') or [])} "
             f"stages finished ({', '.join(doc.get('finished') or []) or 'none'})"
             + (f", failed {doc['failed']}" if doc.get("failed") else "")

@@ -13,7 +13,6 @@ bundle.json (the traceback in its log.txt) and ends the run.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
@@ -23,7 +22,8 @@ import traceback
 from pathlib import Path
 
 from draftlab.errors import DraftlabError
-from draftlab.io import atomic_write
+from draftlab.checks.common import environment, git_sha
+from draftlab.io import atomic_write, json_digest
 from draftlab.offline import bundle, pack
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -48,13 +48,15 @@ DRY = ["target=tiny-random", "profile.threads=2", "data.max_prompt_tokens=64",
 
 
 def compose(profile: str, dry: bool, overrides: list[str]):
-    """(params, raw dict) of conf/ + profile (+ DRY) + overrides, tracking off: the composition `dvc exp run -S` makes."""
-    from draftlab.bench.arms import arm_names
+    """(params, raw dict) of conf/ + profile (+ DRY) + overrides, tracking off: the composition `dvc exp run -S` makes,
+    checked against the same name tables as a stage's params."""
     from draftlab.params import build_params, compose_params
+    from draftlab.pipeline.names import arm_names, method_names
 
     ovs = [f"profile={profile}", *(DRY if dry else []), *overrides, "tracking.enabled=false"]
-    raw = compose_params(ovs, ROOT / "conf", arms=arm_names())
-    return build_params(raw, arms=arm_names()), raw
+    arms, names = arm_names(), method_names()
+    raw = compose_params(ovs, ROOT / "conf", arms=arms, names=names)
+    return build_params(raw, arms=arms, names=names), raw
 
 
 class Tee:
@@ -103,19 +105,6 @@ def peak_read() -> dict:
     return {"peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "peak_kind": "process max RSS"}
 
 
-def environment() -> dict:
-    import platform
-
-    import torch
-    import transformers
-
-    cuda = torch.cuda.is_available()
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "device": torch.cuda.get_device_name(0) if cuda else platform.processor() or "cpu",
-            "device_type": "cuda" if cuda else "cpu",
-            "memory_gib": torch.cuda.get_device_properties(0).total_memory / 2**30 if cuda else None}
-
-
 def load_stage(name: str):
     spec = importlib.util.spec_from_file_location(f"draftlab_stage_{name}", ROOT / "stages" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
@@ -125,9 +114,9 @@ def load_stage(name: str):
 
 def run_stages(params, raw: dict, meta: dict, work: Path, out: Path, log_path: Path, only: list[str]) -> int:
     """Each stage in order (those of `only`, default all), the bundle after each; the exit code."""
-    import torch
+    from draftlab.pipeline.stage import prepare
 
-    digest = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = json_digest(raw)
     done_path = work / "finished.json"
     done = json.loads(done_path.read_text()) if done_path.is_file() else {}
     meta.update(params_digest=digest, stages=[], finished=[], failed=None)
@@ -137,9 +126,7 @@ def run_stages(params, raw: dict, meta: dict, work: Path, out: Path, log_path: P
             meta["finished"].append(name)
             continue
         print(f"[gpu-run] stage {name}", file=sys.stderr, flush=True)
-        if params.profile.threads:
-            torch.set_num_threads(params.profile.threads)
-        torch.manual_seed(params.profile.seed)
+        prepare(params)
         peak_reset()
         t0, row = time.time(), {"stage": name}
         try:
@@ -221,7 +208,7 @@ def run(a: argparse.Namespace) -> int:
             raise DraftlabError("--dry builds its pack with Hydra, which this Python lacks; build one where it is "
                                 "(python tools/gpu_pack.py --dry --out DIR) and pass --pack DIR")
         params, raw = compose(a.profile, True, a.overrides)
-        pack.build(params, raw, packdir, pack.git_head(ROOT) or "unknown")
+        pack.build(params, raw, packdir, git_sha(ROOT) or "unknown")
     missing = [m for m in MODULES if importlib.util.find_spec(m) is None]
     site = work / "site"
     sys.path.insert(0, str(site))
@@ -246,7 +233,9 @@ def run(a: argparse.Namespace) -> int:
         so, se = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = Tee(so, logf), Tee(se, logf)
         try:
-            meta["environment"] = environment()
+            import torch
+
+            meta["environment"] = environment(torch.device("cuda" if torch.cuda.is_available() else "cpu"), a.dry)
             os.chdir(work)
             return run_stages(params, raw, meta, work, out, log_path, only)
         finally:

@@ -3,19 +3,19 @@ reused tap-feature cache, and reading a budget curve."""
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from draftlab.io import json_digest
 from draftlab.training.dist import rank_zero_first
 from draftlab.training.features import FeatureStore, SequenceSet, target_fingerprint
 
 
 def run_key(*parts) -> str:
     """A short stable hash of everything that changes a training run (its resumable folder's name)."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return json_digest(parts)
 
 
 def file_digest(path: Path) -> str:

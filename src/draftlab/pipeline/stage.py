@@ -96,11 +96,7 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
                 cmd = relaunch_command(params.trainer.devices, sys.argv[0], argv)
                 os.execv(cmd[0], cmd)
             configure(params.trainer)
-        import torch
-
-        if params.profile.threads:
-            torch.set_num_threads(params.profile.threads)
-        torch.manual_seed(params.profile.seed)
+        prepare(params)
         run(params)
     except InputFileError as e:
         print(f"error [{name}]: {e}{paths.rebuild_hint(e.path)}", file=sys.stderr)
@@ -114,6 +110,16 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
     if os.environ.get("RANK", "0") in ("", "0"):
         print(f"[{name}] done in {time.time() - t0:.1f}s", file=sys.stderr)
     return 0
+
+
+def prepare(params) -> None:
+    """What a stage's process sets before its recipe runs: the profile's thread count and seed (the stage scripts
+    under DVC and the offline runner alike)."""
+    import torch
+
+    if params.profile.threads:
+        torch.set_num_threads(params.profile.threads)
+    torch.manual_seed(params.profile.seed)
 
 
 def stage_log(stage: str) -> Callable[[str], None]:
