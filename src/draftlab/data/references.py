@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from draftlab.errors import DraftlabError
 from draftlab.data.suites import (CHAT_SUITE, Prompt, dedupe, load_local_jsonl, load_suite, normalise, rank,
-                                  split_heldout)
+                                  read_sharegpt, split_heldout)
 from draftlab.data.templates import encode_prompt
 
 
@@ -38,6 +38,7 @@ class Pools:
     held: list[Prompt]  # its held-out part (validation, then the chat suite)
     empty: int  # empty prompts skipped
     duplicates: int  # duplicates dropped from the training pool (eval prompts included)
+    sharegpt_truncated_tail: int = 0  # 1: the ShareGPT file ended inside its last item, dropped (the packaged one does)
 
 
 def split_pools(data_cfg) -> Pools:
@@ -46,12 +47,15 @@ def split_pools(data_cfg) -> Pools:
     for s in data_cfg.eval_suites:
         evals += load_suite(s, data_cfg.local_suites)
     evals, e_empty, _ = dedupe(evals)
-    train_pool = load_suite("sharegpt") if data_cfg.train_suite == "sharegpt" else []
+    train_pool, tail = [], 0
+    if data_cfg.train_suite == "sharegpt":
+        train_pool, read = read_sharegpt()
+        tail = read.truncated_tail
     if data_cfg.local_jsonl:
         train_pool += load_local_jsonl(data_cfg.local_jsonl)
     train_pool, empty, dups = dedupe(train_pool, exclude={normalise(p.text) for p in evals})
     train, held = split_heldout(train_pool, data_cfg.heldout_fraction, data_cfg.split_seed)
-    return Pools(evals, train, held, empty + e_empty, dups)
+    return Pools(evals, train, held, empty + e_empty, dups, tail)
 
 
 def heldout_validation(held: list[Prompt], ref_cfg) -> list[Prompt]:
@@ -77,6 +81,7 @@ def select_prompts(data_cfg, ref_cfg, tokenizer, context_window: int,
         out.append(EncodedPrompt(p, split, ids))
     stats = {"pool_train": len(train), "pool_heldout": len(held), "empty_skipped": pools.empty,
              "duplicates_dropped": pools.duplicates, "truncated": truncated, "max_prompt_tokens": max_tokens,
+             "sharegpt_truncated_tail": pools.sharegpt_truncated_tail,
              "selected": {s: sum(1 for e in out if e.split == s) for s in ("train", "heldout", "eval")}}
     if not any(e.split == "train" for e in out):
         raise DraftlabError("no training prompts left after de-duplication; check data.train_suite / data.local_jsonl")

@@ -56,53 +56,131 @@ def _suite_file(suite: str) -> Path:
     return package_file(*PACKAGED[suite])
 
 
-def load_sharegpt() -> list[Prompt]:
-    """First human turn of every ShareGPT conversation. The shipped file is truncated, so the JSON
-    list is decoded item by item and the incomplete tail is dropped."""
-    text = _suite_file("sharegpt").read_text(encoding="utf-8")
+def jsonl_lines(text: str):
+    """(line number, line) of JSONL text, split at "\\n" only: `str.splitlines()` also splits at U+2028, U+0085,
+    U+000B, U+001C.. and more, which a JSON string may hold unescaped, and so cuts a record in two. Blank lines skipped."""
+    for n, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            yield n, line
+
+
+def _json_line(line: str, where: str):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        raise DraftlabError(f"{where}: not valid JSON ({e.msg}, column {e.colno})") from None
+
+
+@dataclass(frozen=True)
+class ShareGPTRead:
+    """What one read of a ShareGPT file found: its complete items, the prompts they gave (those opening with a human
+    turn), and whether an incomplete last item was dropped (the packaged file is cut inside one, by design)."""
+    path: str
+    items: int
+    prompts: int
+    truncated_tail: int  # 1: the file ends inside its last item, which was dropped; 0: the list is whole
+
+
+def read_sharegpt(path: str | Path | None = None) -> tuple[list[Prompt], ShareGPTRead]:
+    """First human turn of every ShareGPT conversation (`path`: the packaged file by default), and what the read
+    found. The shipped file is truncated, so the JSON list is decoded item by item: an item the file ends inside is
+    dropped and counted (`ShareGPTRead.truncated_tail`); an item that does not decode while more of the list follows
+    is one line naming the file, the item and why, never a silent stop."""
+    path = Path(path) if path is not None else _suite_file("sharegpt")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DraftlabError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    start = len(text) - len(text.lstrip())
+    if not text.startswith("[", start):
+        raise DraftlabError(f"{path}: not a ShareGPT file (a JSON list of conversations must start with '[')")
     dec = json.JSONDecoder()
-    i = text.index("[") + 1
+    i, n, tail, items = start + 1, len(text), 0, 0
     out: list[Prompt] = []
-    n = len(text)
     while i < n:
         while i < n and text[i] in " \t\r\n,":
             i += 1
         if i >= n or text[i] == "]":
             break
         try:
-            item, i = dec.raw_decode(text, i)
-        except json.JSONDecodeError:
-            break  # truncated tail
+            item, j = dec.raw_decode(text, i)
+        except json.JSONDecodeError as e:
+            if _items_follow(text, i, dec):
+                raise DraftlabError(f"{path}: item {items} (counting from 0, at character {i}) is not valid JSON "
+                                    f"({e.msg} at character {e.pos}) and more items follow; fix or remove it") from None
+            tail = 1  # the file ends inside this item: the packaged file's cut
+            break
+        if not isinstance(item, dict) or not isinstance(item.get("conversations") or [], list):
+            raise DraftlabError(f"{path}: item {items} (counting from 0, at character {i}) is not a conversation "
+                                f"(an object with a 'conversations' list)")
+        i, items = j, items + 1
         conv = item.get("conversations") or []
-        if conv and conv[0].get("from") == "human":
+        if conv and isinstance(conv[0], dict) and conv[0].get("from") == "human":
             out.append(Prompt(f"sharegpt/{item.get('id', len(out))}", "sharegpt", conv[0].get("value", "")))
-    return out
+    return out, ShareGPTRead(str(path), items, len(out), tail)
 
 
-def load_mt_bench() -> list[Prompt]:
+def _items_follow(text: str, at: int, dec: json.JSONDecoder) -> bool:
+    """Whether a complete conversation (an object with 'conversations') decodes anywhere after position `at`, or
+    the list closes after it: then the item at `at` is broken, not the truncated tail."""
+    if text.rstrip().endswith("]"):
+        return True
+    for m in re.finditer(r",\s*\{", text[at:]):
+        try:
+            obj, _ = dec.raw_decode(text, at + m.end() - 1)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "conversations" in obj:
+            return True
+    return False
+
+
+def load_sharegpt(path: str | Path | None = None) -> list[Prompt]:
+    """First human turn of every ShareGPT conversation (`read_sharegpt`, without its report)."""
+    return read_sharegpt(path)[0]
+
+
+def _field_error(where: str, e: Exception) -> DraftlabError:
+    return DraftlabError(f"{where}: a record lacks what the loader reads ({type(e).__name__}: {e})")
+
+
+def load_mt_bench(path: str | Path | None = None) -> list[Prompt]:
+    path = Path(path) if path is not None else _suite_file("mt-bench")
     out = []
-    for line in _suite_file("mt-bench").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            q = json.loads(line)
+    for n, line in jsonl_lines(path.read_text(encoding="utf-8")):
+        q = _json_line(line, f"{path}:{n}")
+        try:
             out.append(Prompt(f"mt-bench/{q['question_id']}", "mt-bench", q["turns"][0]))
+        except (KeyError, IndexError, TypeError) as e:
+            raise _field_error(f"{path}:{n}", e) from None
     return out
 
 
-def load_humaneval() -> list[Prompt]:
+def load_humaneval(path: str | Path | None = None) -> list[Prompt]:
+    path = Path(path) if path is not None else _suite_file("humaneval")
     out = []
-    with gzip.open(_suite_file("humaneval"), "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                q = json.loads(line)
-                body = "Complete the following Python function.\n\n```python\n" + q["prompt"] + "```"
-                out.append(Prompt(q["task_id"].replace("HumanEval/", "humaneval/"), "humaneval", body))
+    for n, line in jsonl_lines(gzip.decompress(path.read_bytes()).decode("utf-8")):
+        q = _json_line(line, f"{path}:{n}")
+        try:
+            body = "Complete the following Python function.\n\n```python\n" + q["prompt"] + "```"
+            out.append(Prompt(q["task_id"].replace("HumanEval/", "humaneval/"), "humaneval", body))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise _field_error(f"{path}:{n}", e) from None
     return out
 
 
-def load_math500() -> list[Prompt]:
-    rows = json.loads(_suite_file("math500").read_text(encoding="utf-8"))
+def load_math500(path: str | Path | None = None) -> list[Prompt]:
+    path = Path(path) if path is not None else _suite_file("math500")
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DraftlabError(f"{path}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno})") from None
+    if not isinstance(rows, list):
+        raise DraftlabError(f"{path}: expected a JSON list of problems, got {type(rows).__name__}")
     out = []
     for i, q in enumerate(rows):
+        if not isinstance(q, dict):
+            raise DraftlabError(f"{path}: item {i} is not an object")
         if str(q.get("data_source", "")).upper().startswith("MATH500") or q.get("data_source") == "math500":
             qid = q.get("id", q.get("unique_id", i))
             out.append(Prompt(f"math500/{qid}", "math500", q.get("question") or q.get("problem") or q.get("query")))
@@ -171,15 +249,11 @@ def _records(path: Path):
             yield f"{path} row {i}", rec
         return
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise DraftlabError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    for n, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                yield f"{path}:{n}", json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DraftlabError(f"{path}:{n}: not valid JSON ({e.msg}, column {e.colno})") from None
+    for n, line in jsonl_lines(text):
+        yield f"{path}:{n}", _json_line(line, f"{path}:{n}")
 
 
 def load_local_file(path: str | Path, suite: str = "local", origin: str = "") -> list[Prompt]:
