@@ -4,8 +4,12 @@ Built here (`make gpu-pack`, `build`), from the composed params of the profile:
 - data/: the packaged prompt suites' files the profile reads, gzipped. ShareGPT (a ~125 MB file that does not travel)
   is reduced to the conversations the reference stage's own selection code takes (`draftlab.data.references`: the
   first `reference.num_train_prompts` of the training part in its seeded order, and the whole held-out part, which
-  holds the validation prompts and the `sharegpt-chat` suite), one JSON object a line; that subset selects the same
-  prompts as the whole file (checked here, `same_selection`).
+  holds the validation prompts and the `sharegpt-chat` suite), one ASCII-escaped JSON object a line (so no byte of it
+  is a line break but the "\\n" between objects: U+2028 and the like stay inside their strings); that subset selects the
+  same prompts as the whole file (checked here, `same_selection`).
+  Every data piece is read back once written, laid out as `install` lays it out and loaded with the library's own
+  loader: it must yield the prompts it was made from; the counts (prompts per suite, and ShareGPT's train / held-out
+  split) go into the manifest.
 - wheels/: the pure-Python wheels of the versions installed here (OmegaConf, Hydra, antlr4, gguf), `pip wheel --no-deps`.
 - target/: the GGUF the target (or the tiny target's tokenizer) is read from, in parts of ≤ 48 MiB.
 - manifest.json: every piece's size and sha256, the joined file's sha256, the profile, the commit and a digest of the
@@ -13,7 +17,8 @@ Built here (`make gpu-pack`, `build`), from the composed params of the profile:
 
 On arrival (`install`): every piece is checked against the manifest, the GGUF joined and checked, the data files and
 the GGUF laid out as the packages they come from (a folder per package, first on sys.path, so the library's own
-loaders read them unchanged) and the wheels unpacked for the modules the machine lacks. Any fault is one line.
+loaders read them unchanged), every data file re-loaded and re-counted against the manifest, and the wheels unpacked
+for the modules the machine lacks. Any fault is one line.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from pathlib import Path
 from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write, json_digest, sha256_file as sha256
 
-SCHEMA = "draftlab-gpu-pack-v1"
+SCHEMA = "draftlab-gpu-pack-v2"  # v2: ASCII-escaped JSONL split at newlines only; data counts re-checked on install
 PIECE_LIMIT = 64 << 20  # what one transfer to the device carries
 PART_BYTES = 48 << 20  # the GGUF's parts: one part + the ~6.3 MiB working tree fit one 64 MiB transfer
 WHEELS = {"omegaconf": "omegaconf", "hydra-core": "hydra", "antlr4-python3-runtime": "antlr4", "gguf": "gguf"}
@@ -56,7 +61,8 @@ def _sharegpt_subset(params) -> tuple[list, dict]:
     train = rank(pools.train, r.seed)[: r.num_train_prompts]
     keep = [p for p in train + pools.held if p.suite == "sharegpt"]
     same_selection(pools, keep, d, r)
-    return keep, {"train": len(train), "heldout_pool": len(pools.held), "pool_train": len(pools.train)}
+    held = sum(p.suite == "sharegpt" for p in pools.held)
+    return keep, {"train": len(train), "heldout_pool": len(pools.held), "pool_train": len(pools.train), "heldout": held}
 
 
 def same_selection(pools, keep: list, d, r) -> None:
@@ -76,8 +82,54 @@ def _write_gz(path: Path, data: bytes) -> None:
     atomic_write(path, lambda p: p.write_bytes(gzip.compress(data, 6, mtime=0)))
 
 
+def sharegpt_lines(prompts: list) -> bytes:
+    """The packed ShareGPT subset: one conversation a line, ASCII-escaped (no byte but the separators is a line
+    break of any kind), joined by "\\n"."""
+    return b"".join(json.dumps({"id": p.id.split("/", 1)[1], "conversations": [{"from": "human", "value": p.text}]},
+                               ensure_ascii=True).encode("ascii") + b"\n" for p in prompts)
+
+
+def lay_out(entry: dict, piece: bytes) -> bytes:
+    """A data piece's bytes -> the file as its package ships it (what `install` writes and `build` reads back)."""
+    if entry["form"] == "copy":
+        return piece
+    if entry["form"] == "gzip":
+        return gzip.decompress(piece)
+    if entry["form"] == "jsonl-list":  # the ShareGPT file's format, a JSON list of conversations; lines split at \n only
+        items = [ln for ln in gzip.decompress(piece).split(b"\n") if ln.strip()]
+        return b"[\n" + b",\n".join(items) + b"\n]\n"
+    raise DraftlabError(f"pack data entry {entry.get('piece')!r} has form {entry['form']!r}, which this library does "
+                        "not read; rebuild the pack with make gpu-pack at this commit")
+
+
+def count(entry: dict, path: Path) -> tuple[dict, list]:
+    """The prompts a laid-out data file yields through the library's own loader: ({"prompts": n} and, for ShareGPT,
+    the "train" / "heldout" parts of the split the manifest records), and the prompts."""
+    from draftlab.data.suites import LOADERS, dedupe, split_heldout
+
+    prompts = LOADERS[entry["suite"]](path)
+    counts = {"prompts": len(prompts)}
+    if "split" in entry:
+        train, held = split_heldout(dedupe(prompts)[0], entry["split"]["heldout_fraction"], entry["split"]["split_seed"])
+        counts |= {"train": len(train), "heldout": len(held)}
+    return counts, prompts
+
+
+def _read_back(entry: dict, out: Path, want: dict, prompts: list | None = None) -> None:
+    """The written piece, laid out as `install` lays it out and loaded, yields `want` (and exactly `prompts`)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / Path(entry["file"]).name
+        path.write_bytes(lay_out(entry, (out / entry["piece"]).read_bytes()))
+        got, read = count(entry, path)
+    if got != want or (prompts is not None and [(p.id, p.text) for p in read] != [(p.id, p.text) for p in prompts]):
+        raise DraftlabError(f"the packed {entry['suite']} piece {entry['piece']} reads back as {got}, not the {want} "
+                            "it was written from (draftlab.offline.pack); report this with the profile's data section")
+
+
 def _pack_data(params, out: Path) -> tuple[list[dict], dict]:
-    from draftlab.data.suites import CHAT_SUITE, PACKAGED
+    from draftlab.data.suites import CHAT_SUITE, LOADERS, PACKAGED
 
     entries = []
     suites = [s for s in dict.fromkeys([*params.data.eval_suites, *params.benchmark.suites]) if s in PACKAGED]
@@ -90,17 +142,22 @@ def _pack_data(params, out: Path) -> tuple[list[dict], dict]:
             atomic_write(out / piece, lambda p, b=raw: p.write_bytes(b))
         else:
             _write_gz(out / piece, raw)
-        entries.append({"suite": s, "package": package, "file": rel, "piece": piece, "form": "copy" if rel.endswith(".gz") else "gzip"})
+        entry = {"suite": s, "package": package, "file": rel, "piece": piece, "form": "copy" if rel.endswith(".gz") else "gzip"}
+        entry["counts"] = {"prompts": len(LOADERS[s](src))}
+        _read_back(entry, out, entry["counts"])
+        entries.append(entry)
     stats = {}
     if params.data.train_suite == "sharegpt" or CHAT_SUITE in params.benchmark.suites:
         keep, stats = _sharegpt_subset(params)
-        lines = "".join(json.dumps({"id": p.id.split("/", 1)[1], "conversations": [{"from": "human", "value": p.text}]},
-                                   ensure_ascii=False) + "\n" for p in keep)
         package, _, rel = PACKAGED["sharegpt"]
         piece = f"data/{package}/selected.jsonl.gz"
-        _write_gz(out / piece, lines.encode("utf-8"))
-        entries.append({"suite": "sharegpt", "package": package, "file": rel, "piece": piece, "form": "jsonl-list",
-                        "prompts": len(keep)})
+        _write_gz(out / piece, sharegpt_lines(keep))
+        entry = {"suite": "sharegpt", "package": package, "file": rel, "piece": piece, "form": "jsonl-list",
+                 "prompts": len(keep), "split": {"heldout_fraction": params.data.heldout_fraction,
+                                                 "split_seed": params.data.split_seed},
+                 "counts": {"prompts": len(keep), "train": stats["train"], "heldout": stats["heldout"]}}
+        _read_back(entry, out, entry["counts"], keep)
+        entries.append(entry)
         stats["packed"] = len(keep)
     return entries, stats
 
@@ -241,16 +298,14 @@ def install(folder: Path, site: Path, missing: list[str]) -> dict:
     m = check(folder)
     for e in m["data"]:
         dest = _package_dir(site, e["package"]) / e["file"]
-        src = folder / e["piece"]
-        if e["form"] == "copy":
-            data = src.read_bytes()
-        elif e["form"] == "gzip":
-            data = gzip.decompress(src.read_bytes())
-        else:  # jsonl-list: the ShareGPT file's format, a JSON list of conversations
-            items = [ln for ln in gzip.decompress(src.read_bytes()).decode("utf-8").splitlines() if ln.strip()]
-            data = ("[\n" + ",\n".join(items) + "\n]\n").encode("utf-8")
+        data = lay_out(e, (folder / e["piece"]).read_bytes())
         dest.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(dest, lambda p, b=data: p.write_bytes(b))
+        got = count(e, dest)[0]
+        if got != e["counts"]:
+            diff = ", ".join(f"{k} {got.get(k)} (manifest {v})" for k, v in e["counts"].items() if got.get(k) != v)
+            raise DraftlabError(f"{dest} ({e['suite']}) does not yield what was packed: {diff}; the file did not "
+                                f"arrive whole: rebuild the pack (make gpu-pack) and copy it again")
     g = m["gguf"]
     join_gguf(folder, g, _package_dir(site, g["package"]) / g["file"])
     unpacked = []
