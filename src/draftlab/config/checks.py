@@ -18,9 +18,26 @@ class MethodNames:
     baselines: Collection[str] = ()
 
 
-def _choice(key: str, value: Any, choices: tuple) -> None:
+# YAML 1.1 (OmegaConf, `-S key=value`, an unquoted params.yaml value) reads on/off, yes/no, true/false (any case) as a
+# boolean, and a str field then holds 'True' / 'False': which spelling the user typed is gone, so each boolean maps to
+# the spelling a choice set has for it
+_BOOLEAN_SPELLINGS = {True: ("on", "true", "yes"), False: ("off", "false", "no")}
+
+
+def _choice(key: str, value: Any, choices: tuple) -> Any:
+    """`value` as one of `choices`, canonical: a YAML boolean (True / False, or 'True' / 'False' once OmegaConf has put
+    it in a str field) becomes the choice set's own word for it (on/off, true/false or yes/no), so `-S
+    engine.compile=off` means 'off'. Callers assign the result (`self.x = _choice(...)`). Anything else not among the
+    choices is one line naming the key and the choices."""
+    if value not in choices and (isinstance(value, bool) or value in ("True", "False")):
+        truth = value is True or value == "True"
+        value = next((w for w in _BOOLEAN_SPELLINGS[truth] if w in choices), value)
+        if value not in choices:
+            raise ConfigError(f"{key}={value!r} is not valid (YAML reads an unquoted on/off/yes/no/true/false as a "
+                              f"boolean); choose one of: {', '.join(map(str, choices))}")
     if value not in choices:
         raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(map(str, choices))}")
+    return value
 
 
 def _positive(key: str, value: float, allow_zero: bool = False) -> None:

@@ -24,7 +24,7 @@ class EngineConfig:
     kv_capacity: int = 0  # KV slots per stream; 0 = sized from each request
 
     def check(self, p: str) -> None:
-        _choice(f"{p}.compile", self.compile, COMPILE_MODES)
+        self.compile = _choice(f"{p}.compile", self.compile, COMPILE_MODES)  # YAML's off (False) -> 'off'
         if self.kv_capacity < 0:
             raise ConfigError(f"{p}.kv_capacity={self.kv_capacity} must be >= 0 (0 = sized from each request)")
 
