@@ -2,7 +2,8 @@
 metrics/<name>/ (the headline metrics files), where <name> is the bundle's profile (+ "-dry" for a rehearsal). The
 `cpu` run's results/*.json and metrics/*.json are never written. Refused in one line: a bundle over the limits or
 not matching its own file list (`draftlab.offline.bundle.read`), a bundle of another profile than the one asked
-for, or of another commit than HEAD unless `any_commit`.
+for, or of another commit than HEAD, unless that commit is the one named (`commit`: `--render OUT --commit SHA`, the
+commit the pack was made at, for a bundle rendered after later commits) or `any_commit`.
 """
 from __future__ import annotations
 
@@ -28,21 +29,36 @@ def destination(rel: str, name: str) -> str:
     return f"{paths.RESULTS}/{name}/plots/{rest}" if top == paths.PLOTS_DIR else f"{top}/{name}/{rest}"
 
 
-def render(folder: Path, root: Path, profile: str = "gpu-small", any_commit: bool = False, head: str | None = None) -> str:
-    """Write the bundle's files under `root`; one summary line. `head`: the commit to match (default: git HEAD)."""
+def _same(a: str, b: str) -> bool:
+    """Two commit names of the same commit (one may be abbreviated)."""
+    return bool(a) and bool(b) and (a.startswith(b) or b.startswith(a))
+
+
+def render(folder: Path, root: Path, profile: str = "gpu-small", any_commit: bool = False, head: str | None = None,
+           commit: str | None = None) -> str:
+    """Write the bundle's files under `root`; one summary line. The bundle's commit must be `commit` when given (the
+    commit its pack was made at: `--commit SHA`, at least 7 hex digits), else `head` (default: git HEAD)."""
     doc, results, plots = bundle.read(folder)
     got = doc.get("profile")
     if got != profile:
         raise DraftlabError(f"the bundle is of profile {got!r}, not {profile!r}; pass --profile {got} to render it")
     if not _NAME.match(str(got)):
         raise DraftlabError(f"the bundle's profile name {got!r} is not a plain name; not rendered")
-    if head is None:
-        head = git_sha(root) or ""
-    commit = str(doc.get("commit") or "")
-    same = bool(commit) and bool(head) and (head.startswith(commit) or commit.startswith(head))
-    if not same and not any_commit:
-        raise DraftlabError(f"the bundle is of commit {commit[:12] or '?'}, not HEAD {head[:12] or '?'}; check out that "
-                            f"commit, or pass --any-commit to render it here anyway")
+    got_commit = str(doc.get("commit") or "")
+    if commit:
+        if not re.fullmatch(r"[0-9a-fA-F]{7,40}", commit):
+            raise DraftlabError(f"--commit {commit!r} is not a commit sha (7 to 40 hex digits): pass the one the pack "
+                                "was made at (gpu-pack/manifest.json's commit)")
+        if not _same(got_commit.lower(), commit.lower()) and not any_commit:
+            raise DraftlabError(f"the bundle is of commit {got_commit[:12] or '?'}, not --commit {commit[:12]}: it comes "
+                                "from another pack or tree; pass the commit its pack was made at, or --any-commit")
+    else:
+        if head is None:
+            head = git_sha(root) or ""
+        if not _same(got_commit, head) and not any_commit:
+            raise DraftlabError(f"the bundle is of commit {got_commit[:12] or '?'}, not HEAD {head[:12] or '?'}; if its "
+                                f"pack was made at that commit (gpu-pack/manifest.json's commit), pass --commit "
+                                f"{got_commit[:12] or 'SHA'}; or check out that commit, or pass --any-commit")
     name = got + ("-dry" if doc.get("mode") == "dry" else "")
     files: dict[str, str] = {}
     for rel, rep in results.items():

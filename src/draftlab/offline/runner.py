@@ -168,7 +168,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                                                 "gpu-work-dry with --dry)")
     ap.add_argument("--profile", default="gpu-small")
     ap.add_argument("--dry", action="store_true", help="tiny sizes on the tiny random target, its own pack: the CPU rehearsal")
-    ap.add_argument("--commit", default="", help="the project commit the tree was copied from (default: the pack's)")
+    ap.add_argument("--commit", default="", help="the project commit the tree was copied from (default: the pack's); "
+                                                 "with --render: the commit the pack was made at, which the bundle must be of")
     ap.add_argument("--stages", default="", help="comma-separated subset of the stages, in pipeline order")
     ap.add_argument("-S", dest="overrides", action="append", default=[], help="a params override, as dvc exp run -S")
     ap.add_argument("--render", metavar="BUNDLE", help="fold a fetched bundle into results/<profile>/ and metrics/<profile>/")
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.render:
             from draftlab.offline.render import render
 
-            print(render(Path(a.render), ROOT, a.profile, a.any_commit))
+            print(render(Path(a.render), ROOT, a.profile, a.any_commit, commit=a.commit or None))
             return 0
         if not a.out:
             raise DraftlabError("--out DIR is required (the folder the results bundle is written to)")
