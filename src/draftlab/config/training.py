@@ -101,6 +101,7 @@ class Run:
 
     val_every: int = 100  # steps between validations (and budget-curve points); 0 = only at the end
     checkpoint_every: int = 50  # steps between resumable Lightning checkpoints
+    checkpoint_seconds: float = 0.0  # also one every this many wall seconds (0 = off; the gpu profiles: 20)
     resume: bool = True  # continue an interrupted run with the same settings from its last checkpoint
     precision: str = "auto"  # auto = 32-true on CPU, bf16-mixed on CUDA
     seed: int = 0
@@ -109,7 +110,7 @@ class Run:
     train_attention: str = "auto"
 
     def check_run(self, p: str) -> None:
-        for k in ("val_every", "checkpoint_every"):
+        for k in ("val_every", "checkpoint_every", "checkpoint_seconds"):
             _positive(f"{p}.{k}", getattr(self, k), allow_zero=True)
         _choice(f"{p}.precision", self.precision, PRECISIONS)
         _choice(f"{p}.train_attention", self.train_attention, TRAIN_ATTENTIONS)

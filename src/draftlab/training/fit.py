@@ -20,6 +20,7 @@ Lightning's banners and tips are silenced: a stage log is the stage's own lines.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -50,28 +51,56 @@ def quiet_lightning() -> None:
 
 
 class LastCheckpoint(L.Callback):
-    """Writes workdir/last.ckpt (atomically) every `every` steps, at the end of training and when
-    training is interrupted, so a re-run resumes where it stopped. Every rank takes part in saving
-    (Lightning writes on rank 0 and waits for all); rank 0 alone moves the file into place.
+    """Writes workdir/last.ckpt (atomically) every `every` steps, every `seconds` of wall time (0 = off: the runner
+    under a deadline loses at most that much of a killed stage), at the end of training and when training is
+    interrupted, so a re-run resumes where it stopped. Every rank takes part in saving (Lightning writes on rank 0
+    and waits for all); rank 0 alone moves the file into place, and writes beside it `progress.json` (step, training
+    seconds, the validation history, the best step): the figures so far of a run cut short, readable without torch.
 
     A checkpoint step that also validates (`val_every`: the Trainer's cadence, one optimiser step per batch) is
     written after that validation, not at the batch's end: a checkpoint written before it would lack the step's
     history row, best state and last metrics, and a run resumed from it would never validate that step (the
     resumed loop starts at the next batch) — its budget-curve row went missing."""
 
-    def __init__(self, path: Path, every: int, val_every: int = 0):
-        self.path, self.every, self.val_every = Path(path), every, val_every
+    def __init__(self, path: Path, every: int, val_every: int = 0, seconds: float = 0.0):
+        self.path, self.every, self.val_every, self.seconds = Path(path), every, val_every, seconds
         self.pending: int | None = None  # a checkpoint step waiting for its validation
+        self.t_saved = time.monotonic()
 
     def _save(self, trainer: L.Trainer) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         trainer.save_checkpoint(tmp, weights_only=False)  # full state (optimiser, loops) for resuming
+        self.t_saved = time.monotonic()
         if trainer.is_global_zero:
             os.replace(tmp, self.path)
+            self._progress(trainer)
+
+    def _progress(self, trainer: L.Trainer) -> None:
+        m = trainer.lightning_module
+        best = getattr(m, "best", None) or {}
+        doc = {"step": int(trainer.global_step), "train_seconds": float(getattr(m, "train_seconds", 0.0)),
+               "best_step": best.get("step"), "best_sim_tau": best.get("sim_tau"),
+               "last_loss": (getattr(m, "loss_curve", None) or [None])[-1],
+               "history": list(getattr(m, "history", [])), "saved": time.time()}
+        tmp = self.path.with_name("progress.json.tmp")
+        tmp.write_text(json.dumps(doc, default=str))
+        os.replace(tmp, self.path.with_name("progress.json"))
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.t_saved = time.monotonic()
+
+    def _due(self, trainer: L.Trainer) -> bool:
+        if self.every and trainer.global_step % self.every == 0:
+            return True
+        if not self.seconds:
+            return False
+        late = time.monotonic() - self.t_saved >= self.seconds
+        # every rank must take part in a save: under DDP rank 0's clock decides for all
+        return bool(trainer.strategy.broadcast(late, src=0) if trainer.world_size > 1 else late)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
-        if self.every and step % self.every == 0:
+        if self._due(trainer):
             if self.val_every and step % self.val_every == 0:
                 self.pending = step  # saved in on_validation_end, with this step's validation in it
             else:
@@ -167,7 +196,8 @@ def fit(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, workd
         **where, precision=precision, max_steps=total or -1, max_epochs=-1,
         val_check_interval=cfg.val_every or 10**9, check_val_every_n_epoch=None, num_sanity_val_steps=0,
         logger=logger if logger is not None else False, enable_checkpointing=False,
-        callbacks=[LastCheckpoint(ckpt, cfg.checkpoint_every, cfg.val_every if dm.val_names else 0), *(callbacks or [])],
+        callbacks=[LastCheckpoint(ckpt, cfg.checkpoint_every, cfg.val_every if dm.val_names else 0,
+                                  cfg.checkpoint_seconds), *(callbacks or [])],
         gradient_clip_val=cfg.grad_clip or None, log_every_n_steps=every,
         enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
         default_root_dir=str(workdir))

@@ -36,7 +36,7 @@ from draftlab.training.fit import TrainResult
 from draftlab.training.pretrain import train_drafter
 
 # run settings that do not change what a run trains (memory and kernel choices): not part of its run key
-NOT_IDENTITY = ("resume", "checkpoint_every", "chunk_rows", "train_attention")
+NOT_IDENTITY = ("resume", "checkpoint_every", "checkpoint_seconds", "chunk_rows", "train_attention")
 
 
 @dataclass

@@ -87,7 +87,8 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
         log(f"pretrain: feature cache {fstats['feature_cache_bytes'] / 2**20:.1f} MiB "
             f"({'reused' if fstats.get('feature_cache_reused') else 'computed'})")
     train_keys = {k: v for k, v in asdict(pcfg).items() if k not in ("resume", "cache_features", "feature_batch_tokens",
-                                                                     "checkpoint_every", "chunk_rows", "train_attention")
+                                                                     "checkpoint_every", "checkpoint_seconds", "chunk_rows",
+                                                                     "train_attention")
                   and not (k in KEYED_UNLESS_DEFAULT and v == KEYED_UNLESS_DEFAULT[k])}
     # a warm start's contents (not only its path) are part of the key
     init = [file_digest(Path(pcfg.init_from))] if pcfg.init_from else []

@@ -57,7 +57,8 @@ def specopd_from_references(target, df, scfg: SpecOPDConfig, base_drafter: str |
         store, _ = FeatureStore.open_or_build(Path(feature_root or work_root / "features"), target, seqs,
                                               d0.target_layer_ids, log=log)
     # memory settings (the cache, chunk sizes) are not part of a run's identity: a run resumes across them
-    train_keys = {k: v for k, v in asdict(scfg).items() if k not in ("resume", "checkpoint_every", "baselines",
+    train_keys = {k: v for k, v in asdict(scfg).items() if k not in ("resume", "checkpoint_every", "checkpoint_seconds",
+                                                                     "baselines",
                                                                      "cost_anchors", "cost_sequences", "tv_eval_seqs",
                                                                      "cache_features", "chunk_rows", "vocab_chunk",
                                                                      "train_attention")}
