@@ -18,7 +18,13 @@ def _si(x: float) -> str:
 
 
 def _hours(h: float) -> str:
+    if h * 60 < 10:
+        return f"{h * 3600:.0f} s"
     return f"{h * 60:.1f} min" if h < 1 else (f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d")
+
+
+def _secs(x: float) -> str:
+    return f"{x:.1f} s" if x < 600 else _hours(x / 3600)
 
 
 def table(stages: list[Stage], dev: Device, target_line: str, terms: bool = True) -> str:
@@ -33,7 +39,9 @@ def table(stages: list[Stage], dev: Device, target_line: str, terms: bool = True
                  f"{max(s.peak for s in stages) / GiB:>10.1f}{sum(sum(s.disk.values()) for s in stages) / GiB:>10.1f}")
     if terms:
         for s in stages:
-            lines.append(f"{s.name}: " + "; ".join(f"{k} {v / GiB:.2f}" for k, v in s.memory.items() if v >= GiB / 100)
+            lines.append(f"{s.name}: " + ("; ".join(f"{k} {v / GiB:.2f}" for k, v in s.memory.items() if v >= GiB / 100)
+                                          or "no device step")
+                         + (f"\n  time: " + "; ".join(f"{k} {_secs(v)}" for k, v in s.times.items()) if s.times else "")
                          + "".join(f"\n  disk: {k} {v / GiB:.2f} GiB" for k, v in s.disk.items())
                          + "".join(f"\n  note: {n}" for n in s.notes))
     lines.append("assumptions: " + dev.assumptions())

@@ -1,11 +1,18 @@
 """The cost plan of a composition: per stage, tokens processed, FLOPs, estimated time, the largest step's peak
 device memory (`draftlab.plan.memory`) and disk, from the params and the target's shape alone (no weights).
 
-Time model (stated in every plan's output, `Device.assumptions`): a stage's FLOPs over `gpus × tflops × eff`
-for the training stages (data-parallel over every GPU, perfect scaling assumed), over one GPU for the
-reference and benchmark stages (one process today); the decode phases are memory-bound instead: one read of
-the weights (and the KV cache) per step at `bandwidth`. Lengths: every prompt at `data.max_prompt_tokens` and
-every response at its `max_new_tokens`, times `fill` (1 = the upper bound). Validation is not counted.
+Time model, one for every stage (stated in every plan's output, `Device.assumptions`), in seconds per named term
+(`Stage.times`): FLOPs term + bytes term + dispatch term.
+- FLOPs: a stage's FLOPs over `gpus × tflops × eff` for the training stages (data-parallel over every GPU, perfect
+  scaling assumed), over one GPU for the reference and benchmark stages (one process today);
+- bytes: the decode phases read the weights (and the KV cache) once per step at `bandwidth`;
+- dispatch: an eager run's host cost, the aten ops of each step (`draftlab.plan.dispatch`: counted with a
+  TorchDispatchMode at the commit named in dispatch_counts.json) × the device's cost per op (`Device.per_op_us`;
+  15 µs on the accelerator, not yet measured on CPU: the term is then left out and the output says so).
+The terms add up (no overlap of host and device assumed: an upper bound). A training stage under a minute budget
+takes its budget (`BUDGET_TERM`) when its steps would take longer; its validations are their own term (batches ×
+(ops + FLOPs)). Lengths: every prompt at `data.max_prompt_tokens` and every response at its `max_new_tokens`, times
+`fill` (1 = the upper bound). Not counted: loading models, Python start-up, compilation, the stages' reports.
 """
 from __future__ import annotations
 
@@ -14,10 +21,15 @@ from dataclasses import dataclass, field
 
 from draftlab.config import Params
 from draftlab.errors import ConfigError, DraftlabError
+from draftlab.plan import dispatch as D
 from draftlab.plan import memory as M
 from draftlab.plan.arch import DrafterShape, TargetShape, drafter_shape
 
 GiB = 2 ** 30
+BUDGET_TERM = "training budget"  # the part of a stage's time that is its minute budgets (the runner scales it)
+# the GGUF loader de-quantises every tensor on the CPU: 16-21 s for SmolLM2-135M's 134.5M parameters on the
+# project's machines (ENVIRONMENT.md): the prepare_target stage of a packaged GGUF target
+DEQUANT_S_PER_PARAM = 18.5 / 134.5e6
 # sizes of the packaged evaluation suites (their public definitions), for benchmark.prompts_per_suite=0 (all)
 SUITE_PROMPTS = {"mt-bench": 80, "humaneval": 164, "math500": 500}
 
@@ -32,6 +44,18 @@ class Device:
     memory_gib: float = 80.0
     fill: float = 1.0  # mean sequence length / the configured maximum
     tau: float = 3.0  # committed tokens per round in the benchmark's speculative arms
+    per_op_us: float | None = None  # host µs per dispatched aten op of an eager step; None = dispatch.PER_OP_US[kind]
+
+    @property
+    def op_us(self) -> float | None:
+        return self.per_op_us if self.per_op_us is not None else D.per_op_us(self.kind)
+
+    def dispatch_s(self, ops: float) -> float:
+        """Host seconds of `ops` dispatched aten ops (0 where the device has no per-op cost yet)."""
+        return ops * (self.op_us or 0.0) * 1e-6
+
+    def flop_s(self, flops: float, gpus: int = 1) -> float:
+        return flops / (gpus * self.tflops * 1e12 * self.efficiency)
 
     def check(self) -> None:
         """One line naming the `draftlab plan` flag of an impossible value (a zero or negative count, rate or size)."""
@@ -41,16 +65,21 @@ class Device:
                  ("--bandwidth", self.bandwidth, self.bandwidth > 0, "the device's memory bandwidth in GB/s, > 0"),
                  ("--gpu-mem", self.memory_gib, self.memory_gib > 0, "GiB of memory per device, > 0 (e.g. 80)"),
                  ("--fill", self.fill, 0 < self.fill <= 1, "mean length / configured maximum, in (0, 1]"),
-                 ("--tau", self.tau, self.tau >= 1, "tokens committed per round, >= 1"))
+                 ("--tau", self.tau, self.tau >= 1, "tokens committed per round, >= 1"),
+                 ("per_op_us", self.op_us or 0.0, (self.op_us or 0.0) >= 0, "host µs per dispatched op, >= 0"))
         for flag, value, ok, what in rules:
             if not ok or (isinstance(value, float) and not math.isfinite(value)):
                 raise DraftlabError(f"{flag} {value:g} is not possible: give {what}")
 
     def assumptions(self) -> str:
+        op = (f"{self.op_us:g} us per dispatched aten op of an eager step (ops counted at "
+              f"{_counted_at()})" if self.op_us else f"host dispatch NOT counted (no per-op cost for {self.kind} yet)")
         return (f"time = FLOPs / ({self.gpus} GPU x {self.tflops:g} TFLOP/s x {self.efficiency:g} efficiency) for the "
-                f"training stages (data-parallel, perfect scaling); reference and benchmark on 1 GPU, decode "
-                f"memory-bound at {self.bandwidth:g} GB/s (benchmark: tau={self.tau:g} tokens per round); lengths = "
-                f"the configured maxima x fill {self.fill:g}; validation not counted; memory = the largest step on one "
+                f"training stages (data-parallel, perfect scaling); reference and benchmark on 1 GPU; + bytes: decode "
+                f"reads weights and KV at {self.bandwidth:g} GB/s (benchmark: tau={self.tau:g} tokens per round); + "
+                f"{op}; terms added (no host/device overlap: an upper bound); start-up, loading and compiling not "
+                f"counted; lengths = "
+                f"the configured maxima x fill {self.fill:g}; memory = the largest step on one "
                 f"device, a training step at its batch split over the {self.gpus} GPUs' ranks"
                 f"{' with DDP gradient buckets' if self.gpus > 1 else ''}, the T=1 evaluation at the "
                 f"whole batch ({'bf16 weights, fused attention' if self.kind == 'cuda' else 'fp32, split attention'})")
@@ -67,13 +96,15 @@ class Stage:
     disk: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     key: str = ""  # the key that sizes the largest step (named when it does not fit)
+    times: dict[str, float] = field(default_factory=dict)  # seconds per term of the time model (they add to hours)
 
     @property
     def peak(self) -> int:
         return M.total(self.memory)
 
     def to_dict(self) -> dict:
-        return {"stage": self.name, "tokens": self.tokens, "flops": self.flops, "hours": self.hours, "step": self.step,
+        return {"stage": self.name, "tokens": self.tokens, "flops": self.flops, "hours": self.hours,
+                "seconds": self.hours * 3600, "times_s": dict(self.times), "step": self.step,
                 "peak_gib": self.peak / GiB, "memory_gib": {k: v / GiB for k, v in self.memory.items()},
                 "disk_gib": {k: v / GiB for k, v in self.disk.items()}, "notes": self.notes, "key": self.key}
 
@@ -121,14 +152,45 @@ def _steps(epochs: float, max_steps: int, n_seq: int, batch: int) -> int:
     return min(budgets) if budgets else 0
 
 
-def _hours(flops: float, dev: Device, gpus: int, minutes_cap: float = 0.0, steps: int = 1) -> tuple[float, list[str]]:
-    """FLOP time, capped by a minutes budget; no step budget (steps=0): the minutes budget is the time."""
+def _counted_at() -> str:
+    try:
+        c = D.load()
+        return f"commit {str(c['commit'])[:7]}, torch {c['versions']['torch']}"
+    except (OSError, ValueError, KeyError):
+        return "? (dispatch_counts.json unreadable)"
+
+
+def _h(times: dict[str, float]) -> float:
+    return sum(times.values()) / 3600
+
+
+def _train_time(step_s: float, steps: int, minutes: float) -> tuple[float, bool, list[str]]:
+    """(seconds, capped by the minute budget, notes) of a training run of `steps` steps (0 = none: the minute budget
+    alone stops it) at `step_s` seconds a step, stopped by `minutes` of training time (0 = none)."""
+    budget = minutes * 60
     if not steps:
-        return minutes_cap / 60, [f"no step or epoch budget: time = its max_minutes={minutes_cap:g}, FLOPs unknown"]
-    h = flops / (gpus * dev.tflops * 1e12 * dev.efficiency) / 3600
-    if minutes_cap and h > minutes_cap / 60:
-        return minutes_cap / 60, [f"capped by its max_minutes={minutes_cap:g} (the FLOP budget needs {h:.1f} h)"]
-    return h, []
+        if not budget:
+            return 0.0, False, ["no step, epoch or minute budget: training time unknown"]
+        return budget, True, []
+    need = steps * step_s
+    if budget and need > budget:
+        return budget, True, [f"capped by its max_minutes={minutes:g} ({steps} steps need {need / 60:.1f} min)"]
+    return need, False, []
+
+
+def _val_batches(p: Params, batch: int) -> int:
+    """Batches of one validation of the drafter trainer: the held-out references, each eval suite's, and the 16
+    training sequences it samples (training.data.DrafterDataModule), `batch` sequences a batch."""
+    sets = [p.reference.num_heldout_prompts, *[p.reference.num_eval_per_suite] * len(p.data.eval_suites), 16]
+    return sum(math.ceil(n / batch) for n in sets if n)
+
+
+def _val_batch_s(p: Params, t: TargetShape, d: DrafterShape, dev: Device, batch: int, L: int, stride: int) -> float:
+    """One validation batch: the target's pass with its head (greedy labels), the drafter's blocks at every
+    `stride`-th response position (forward only: a third of drafter_flops), top-K; + its dispatched ops."""
+    A = max(1, math.ceil(p.reference.max_new_tokens * dev.fill / stride))
+    flops = target_flops(t, batch * L, L / 2) + drafter_flops(d, batch, L, A, batch * A * (d.block_size - 1), False) / 3
+    return dev.flop_s(flops) + dev.dispatch_s(D.ops("val_batch", t.num_layers, d.num_layers))
 
 
 def reference(p: Params, t: TargetShape, dev: Device) -> Stage:
@@ -136,14 +198,15 @@ def reference(p: Params, t: TargetShape, dev: Device) -> Stage:
     prompts = r.num_train_prompts + r.num_heldout_prompts + r.num_eval_per_suite * len(p.data.eval_suites)
     P, N = p.data.max_prompt_tokens * dev.fill, r.max_new_tokens * dev.fill
     flops = target_flops(t, prompts * P, P / 2, head=False) + target_flops(t, prompts * N, P + N / 2)
-    steps = math.ceil(prompts / r.batch_size) * N  # decode steps, each reading the weights and the KV cache
+    batches = math.ceil(prompts / r.batch_size)
+    steps = batches * N  # decode steps, each reading the weights and the KV cache
     kv = r.batch_size * (P + N / 2) * t.num_layers * 2 * t.kv_heads * t.head_dim * tb
-    decode_h = steps * (M.target_weights(t, tb) + kv) / (dev.bandwidth * 1e9) / 3600
-    h = max(flops / (dev.tflops * 1e12 * dev.efficiency) / 3600, decode_h)
+    times = {"FLOPs": dev.flop_s(flops), "bytes": steps * (M.target_weights(t, tb) + kv) / (dev.bandwidth * 1e9),
+             "dispatch": dev.dispatch_s(batches * (D.ops("prefill", t.num_layers) + N * D.ops("ar_step", t.num_layers)))}
     mem = M.reference_step(t, r.batch_size, p.data.max_prompt_tokens, r.max_new_tokens, tb, _bytes(dev)[2])
     disk = {"references (token ids, int32)": prompts * (P + N) * 4}
-    return Stage("reference", prompts * (P + N), flops, h, f"batch {r.batch_size} at full length", mem, disk,
-                 key="reference.batch_size")
+    return Stage("reference", prompts * (P + N), flops, _h(times), f"batch {r.batch_size} at full length", mem, disk,
+                 [f"{batches} batches x {N:g} decode steps"], key="reference.batch_size", times=times)
 
 
 def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, prefix: str = "pretrain") -> Stage:
@@ -157,18 +220,30 @@ def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, p
     per_step = drafter_flops(d, pc.batch_size, L, pc.anchors_per_seq, rows, pc.chunk_rows > 0)
     notes, disk = [], {}
     if pc.cache_features:  # one full pass over the references, then the steps read the cache
-        flops = steps * per_step + target_flops(t, n_seq * L, L / 2)
+        cache = target_flops(t, n_seq * L, L / 2)
+        flops_step, target_layers = per_step, 0
         disk[f"feature cache ({d.n_taps} taps, fp16)"] = n_seq * L * d.n_taps * t.hidden * 2
     else:
-        layers = None if greedy else d.deepest_tap + 1
-        flops = steps * (per_step + target_flops(t, pc.batch_size * L, L / 2, layers, head=greedy))
+        cache, layers = 0.0, None if greedy else d.deepest_tap + 1
+        flops_step = per_step + target_flops(t, pc.batch_size * L, L / 2, layers, head=greedy)
+        target_layers = t.num_layers if layers is None else layers
+    chunks = math.ceil(rows / pc.chunk_rows) if pc.chunk_rows else 1
+    step_s = dev.flop_s(flops_step, dev.gpus) + dev.dispatch_s(D.ops("pretrain_step", target_layers, d.num_layers, chunks))
+    train_s, capped, cap = _train_time(step_s, steps, pc.max_minutes)
+    done = steps if not capped else int(train_s / max(step_s, 1e-9))
+    vals = (done // pc.val_every if pc.val_every else 0) + 1
+    times = {"feature cache": dev.flop_s(cache)} if cache else {}
+    times[BUDGET_TERM if capped else "steps"] = train_s
+    times["validation"] = vals * _val_batches(p, pc.batch_size) * _val_batch_s(p, t, d, dev, pc.batch_size, L,
+                                                                                pc.val_anchor_stride)
+    flops = cache + done * flops_step
     disk["checkpoints (weights + resumable state)"] = d.params() * (4 + 12)
-    h, cap = _hours(flops, dev, dev.gpus, pc.max_minutes, steps)
     mem = {**M.pretrain_step(t, d, _local(pc.batch_size, dev), L, pc.anchors_per_seq, pc.chunk_rows, tb, ab, fused,
                              greedy, pc.kd_weight > 0), **M.ddp_buckets(d.params(), dev.gpus)}
-    return Stage(name, steps * pc.batch_size * (L + pc.anchors_per_seq * d.block_size), flops, h,
-                 f"{steps} steps; step B={_local(pc.batch_size, dev)}{_of(pc.batch_size, dev)}, A={pc.anchors_per_seq}, S={d.block_size}, L={L}", mem, disk,
-                 notes + cap, key=f"{prefix}.chunk_rows" if not pc.chunk_rows else f"{prefix}.batch_size")
+    notes.append(f"~{done} steps of {step_s * 1e3:.0f} ms, {vals} validations")
+    return Stage(name, done * pc.batch_size * (L + pc.anchors_per_seq * d.block_size), flops, _h(times),
+                 f"{steps or done} steps; step B={_local(pc.batch_size, dev)}{_of(pc.batch_size, dev)}, A={pc.anchors_per_seq}, S={d.block_size}, L={L}", mem, disk,
+                 notes + cap, key=f"{prefix}.chunk_rows" if not pc.chunk_rows else f"{prefix}.batch_size", times=times)
 
 
 def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
@@ -181,29 +256,40 @@ def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
     rows = B * A * W
     step = (target_flops(t, B * L, L / 2, head=False) + drafter_flops(d, B, L, A, rows, s.chunk_rows > 0)
             + target_flops(t, B * A * (W - 1), L, head=False) + rows * 2 * t.hidden * t.vocab)
+    chunks = math.ceil(rows / s.chunk_rows) if s.chunk_rows else 1
+    ops_step = D.ops("specopd_step", t.num_layers, d.num_layers, chunks)
     objectives = {"specopd": s.max_steps, **{b: s.baseline_max_steps or s.max_steps for b in s.baselines}}
-    flops = 0.0
+    flops, times, notes = 0.0, {}, []
+    val_one = _val_batches(p, B) * _val_batch_s(p, t, d, dev, B, L, s.val_anchor_stride)
     for name, n in objectives.items():  # the sequential loop: seq_rounds dependent rounds of the same rows
-        flops += n * step * (s.seq_rounds * W / max(A, 1) if name == "sequential" else 1)
+        f = s.seq_rounds * W / max(A, 1) if name == "sequential" else 1
+        step_s = dev.flop_s(step * f, dev.gpus) + dev.dispatch_s(ops_step * f)
+        train_s, capped, cap = _train_time(step_s, n, s.max_minutes)
+        done = n if not capped else int(train_s / max(step_s, 1e-9))
+        flops += done * step * f
+        key = BUDGET_TERM if capped else "steps"
+        times[key] = times.get(key, 0.0) + train_s
+        vals = (done // s.val_every if s.val_every else 0) + 1 + (name == "specopd")  # + validate_first
+        times["validation"] = times.get("validation", 0.0) + vals * val_one
+        notes += [f"{name}: ~{done} updates of {step_s * 1e3:.0f} ms, {vals} validations"] + [f"{name}: {c}" for c in cap]
     train = {**M.specopd_step(t, d, _local(B, dev), L, A, W, s.chunk_rows, s.vocab_chunk, tb, ab, fused, grad=True),
              **M.ddp_buckets(d.params(), dev.gpus)}
     evals = M.specopd_step(t, d, B, L, A, W, s.chunk_rows, s.vocab_chunk, tb, ab, fused, grad=False)
     which, mem = ((f"update: B={_local(B, dev)}{_of(B, dev)}", train) if M.total(train) >= M.total(evals)
                   else (f"T=1 evaluation: B={B}", evals))
-    notes = [f"update at B={_local(B, dev)}: {M.total(train) / GiB:.1f} GiB; T=1 evaluation at B={B} (no gradients): "
-             f"{M.total(evals) / GiB:.1f} GiB"]
+    notes.insert(0, f"update at B={_local(B, dev)}: {M.total(train) / GiB:.1f} GiB; T=1 evaluation at B={B} (no "
+                    f"gradients): {M.total(evals) / GiB:.1f} GiB")
     if "sequential" in s.baselines:  # its rollout records p logits [B, R, W, V] (not chunked)
         seq = B * s.seq_rounds * W * t.vocab * 4
         notes.append(f"the sequential arm's rollout also keeps p logits [B, R, W, V] = {seq / GiB:.1f} GiB")
     disk = {"checkpoints (one per objective)": len(objectives) * d.params() * (4 + 12)}
     if s.cache_features:
         disk["feature cache (fp16)"] = p.reference.num_train_prompts * L * d.n_taps * t.hidden * 2
-    h, cap = _hours(flops, dev, dev.gpus, s.max_minutes * len(objectives))
     key = "specopd.chunk_rows" if not s.chunk_rows else ("specopd.vocab_chunk" if not s.vocab_chunk
                                                           else "specopd.batch_size")
-    return Stage("specopd", sum(objectives.values()) * B * (L + A * (d.block_size + W - 1)), flops, h,
+    return Stage("specopd", sum(objectives.values()) * B * (L + A * (d.block_size + W - 1)), flops, _h(times),
                  f"{which}, A={A}, W={W}, L={L}, chunk_rows={s.chunk_rows}, vocab_chunk={s.vocab_chunk}", mem,
-                 disk, notes + cap, key=key)
+                 disk, notes, key=key, times=times)
 
 
 def corrector_params(H: int, c) -> int:
@@ -220,21 +306,37 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
     steps = _steps(c.epochs, c.max_steps, n_seq, c.batch_size)
     rows = c.batch_size * c.anchors_per_seq * (d.block_size - 1)
     step = target_flops(t, c.batch_size * L, L / 2) + drafter_flops(d, c.batch_size, L, c.anchors_per_seq, rows, False)
+    # a co-training step's ops: counted as a pretraining step's (the corrector's few ops not counted)
+    step_s = dev.flop_s(step, dev.gpus) + dev.dispatch_s(D.ops("pretrain_step", t.num_layers, d.num_layers))
     runs = list(c.variants) + (["dflash-long"] if c.control else [])
     main = "dcoco" if "dcoco" in c.variants else c.variants[0]
-    hours, notes = 0.0, []
+    val_one = _val_batches(p, c.batch_size) * _val_batch_s(p, t, d, dev, c.batch_size, L, pc.val_anchor_stride)
+    heldout = math.ceil(p.reference.num_heldout_prompts / c.batch_size) * _val_batch_s(
+        p, t, d, dev, c.batch_size, L, pc.val_anchor_stride)  # one held-out pass (a path rule's evaluation)
+    times, notes, done_all = {}, [], 0
     for v in runs:
         full = v in (main, "dflash-long", "dspark", "domino", "dflash2") or not c.variant_max_minutes
-        h, cap = _hours(steps * step, dev, dev.gpus, c.max_minutes if full else c.variant_max_minutes, steps)
-        hours += h
-        notes += [f"{v}: {x}" for x in cap]
+        minutes = c.max_minutes if full else c.variant_max_minutes
+        train_s, capped, cap = _train_time(step_s, steps, minutes)
+        done = steps if not capped else int(train_s / max(step_s, 1e-9))
+        done_all += done
+        key = BUDGET_TERM if capped else "steps"
+        times[key] = times.get(key, 0.0) + train_s
+        vals = (done // c.val_every if c.val_every and v == main else 0) + 1  # the others validate at their end
+        times["validation"] = times.get("validation", 0.0) + vals * val_one + 3 * heldout  # + the three path rules
+        notes += [f"{v}: ~{done} steps, {vals} validations"] + [f"{v}: {x}" for x in cap]
     mem = {**M.cotrain_step(t, d, _local(c.batch_size, dev), L, c.anchors_per_seq, c.k, c.dim, c.hidden, tb, ab,
                             fused, corrector_params(t.hidden, c)),
            **M.ddp_buckets(d.params() + corrector_params(t.hidden, c), dev.gpus)}
     disk = {"checkpoints (drafter + corrector per run)": len(runs) * (d.params() + corrector_params(t.hidden, c)) * 16}
-    return Stage("corrector", len(runs) * steps * c.batch_size * (L + c.anchors_per_seq * d.block_size),
-                 len(runs) * steps * step, hours, f"{len(runs)} runs x {steps} steps; co-training step "
-                 f"B={_local(c.batch_size, dev)}{_of(c.batch_size, dev)}, A={c.anchors_per_seq}", mem, disk, notes, key="corrector.batch_size")
+    return Stage("corrector", done_all * c.batch_size * (L + c.anchors_per_seq * d.block_size),
+                 done_all * step, _h(times), f"{len(runs)} runs x {steps or '~'} steps; co-training step "
+                 f"B={_local(c.batch_size, dev)}{_of(c.batch_size, dev)}, A={c.anchors_per_seq}", mem, disk, notes,
+                 key="corrector.batch_size", times=times)
+
+
+def _tau(arm: str, dev: Device) -> float:
+    return 1.0 if D.round_step(arm) == "ar_step" else dev.tau
 
 
 def benchmark(p: Params, t: TargetShape, dev: Device) -> Stage:
@@ -242,10 +344,32 @@ def benchmark(p: Params, t: TargetShape, dev: Device) -> Stage:
     d = drafter_shape(t, p.drafter)
     per_suite = [b.prompts_per_suite or SUITE_PROMPTS.get(s, p.reference.num_heldout_prompts) for s in b.suites]
     abl = [b.ablation_prompts_per_suite or n for n in per_suite]
-    tokens = (len(b.arms) * sum(per_suite) + len(b.ablation_arms) * sum(abl)) * b.max_new_tokens * dev.fill
-    tokens += len(b.arms) * sum(max(c, b.concurrency_prompts) for c in b.concurrency) * b.concurrency_max_new_tokens
+    sampled = [b.sampled_prompts_per_suite or n for n in per_suite]
+    N, Nc = b.max_new_tokens * dev.fill, b.concurrency_max_new_tokens * dev.fill
+    runs = []  # (arm, generations of `streams` streams, new tokens each)
+    for arm in b.arms:
+        runs += [(arm, math.ceil(n / b.batch_size), min(n, b.batch_size), N) for n in per_suite]
+    for arm in b.ablation_arms:
+        runs += [(arm, math.ceil(n / b.batch_size), min(n, b.batch_size), N) for n in abl]
+    if any(x > 0 for x in b.temperatures):
+        for arm in (b.sampled_arms or b.running_arms()):
+            runs += [(arm, math.ceil(n / b.batch_size), min(n, b.batch_size), N) for n in sampled]
+    for arm in (b.concurrency_arms or b.running_arms()):
+        for c in b.concurrency:
+            runs += [(arm, math.ceil(max(c, b.concurrency_prompts) / c) * len(b.concurrency_temperatures), c, Nc)]
+    if b.warmup:
+        runs += [(arm, 1, 1, 4) for arm in b.running_arms()]
+    tokens = sum(g * s * n for _, g, s, n in runs)
+    rounds = sum(g * n / _tau(a, dev) for a, g, _, n in runs)
     weights = M.target_weights(t, tb) + d.params() * tb
-    h = tokens / dev.tau * weights / (dev.bandwidth * 1e9) / 3600
+    ops = sum(g * (D.ops("prefill", t.num_layers) + n / _tau(a, dev) * D.ops(D.round_step(a), t.num_layers, d.num_layers))
+              for a, g, _, n in runs)
+    spec = [a for a in b.running_arms() if D.round_step(a) != "ar_step" and a not in ("pld",)]
+    times = {"FLOPs": dev.flop_s(tokens * 2 * t.params()), "bytes": rounds * weights / (dev.bandwidth * 1e9),
+             "dispatch": dev.dispatch_s(ops)}
+    if b.simulated:  # each drafter arm's teacher-forced τ over its T=0 outputs: about one validation batch a suite
+        times["simulated tau"] = len(spec) * len(b.suites) * _val_batch_s(
+            p, t, d, dev, b.batch_size, int(p.data.max_prompt_tokens + N), b.simulated_anchor_stride)
     kd = t.kv_heads * t.head_dim
     top = max(b.concurrency or [1])
     mem = {"target weights": M.target_weights(t, tb), "drafter weights": d.params() * tb,
@@ -253,13 +377,26 @@ def benchmark(p: Params, t: TargetShape, dev: Device) -> Stage:
            f"verify logits [{top}, S, V]": top * d.block_size * t.vocab * 4}
     notes = [f"prompts_per_suite=0: suite sizes {', '.join(f'{s} {n}' for s, n in zip(b.suites, per_suite))}"
              f" (unknown suites: reference.num_heldout_prompts)"] if not b.prompts_per_suite else []
-    return Stage("benchmark", tokens, tokens * 2 * t.params(), h, f"{top} streams", mem, {}, notes,
-                 key="benchmark.concurrency")
+    notes.append(f"{sum(g for _, g, _, _ in runs)} generations, ~{rounds:.0f} rounds (tau {dev.tau:g} for the "
+                 f"speculative arms)")
+    return Stage("benchmark", tokens, tokens * 2 * t.params(), _h(times), f"{top} streams", mem, {}, notes,
+                 key="benchmark.concurrency", times=times)
+
+
+def prepare_target(p: Params, t: TargetShape, dev: Device) -> Stage | None:
+    """The packaged GGUF's de-quantisation into a model folder (CPU-bound, on the run's machine); None for the
+    targets that need no preparing worth a row (a random model, a local folder, a hub id)."""
+    if p.target.source != "packaged-gguf":
+        return None
+    times = {"GGUF de-quantisation (CPU)": t.params() * DEQUANT_S_PER_PARAM}
+    return Stage("prepare_target", 0.0, 0.0, _h(times), "-", {}, {"target weights (fp32)": t.params() * 4},
+                 ["~18.5 s per 134.5M parameters, measured on the project's CPUs"], times=times)
 
 
 def plan(p: Params, t: TargetShape, dev: Device) -> list[Stage]:
     """Every stage the composition runs, in pipeline order."""
-    stages = [reference(p, t, dev), _pretrain_stage("pretrain_drafter", p, p.pretrain, p.drafter, t, dev)]
+    stages = [x for x in (prepare_target(p, t, dev),) if x is not None]
+    stages += [reference(p, t, dev), _pretrain_stage("pretrain_drafter", p, p.pretrain, p.drafter, t, dev)]
     if p.seeded.enabled:
         dc, pc = p.seeded.resolve(p.drafter, p.pretrain)
         stages.append(_pretrain_stage("pretrain_seeded", p, pc, dc, t, dev, "seeded.pretrain"))
