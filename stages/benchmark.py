@@ -40,10 +40,15 @@ def run(params) -> None:
     def progress(total: int):
         nonlocal bar
         bar = tqdm(total=total, desc="benchmark", unit="gen")
+        done = 0
 
         def tick(msg: str) -> None:
+            nonlocal done
+            done += 1
             bar.set_postfix_str(msg, refresh=False)
             bar.update(1)
+            if bar.disable:  # no bar (TQDM_DISABLE=1: the offline runner's console file): one short line each
+                print(f"[benchmark] {done}/{total} {msg}", flush=True)
 
         return tick
 

@@ -85,6 +85,55 @@ def test_the_rehearsal_runs_every_stage_and_writes_a_bundle_within_the_limits(dr
     assert "results/benchmark.json" in results and "results/corrector.json" in results and plots
     assert not dry.imports["forbidden"], f"the accelerator lacks these: {dry.imports['forbidden']}"
     assert dry.seconds < 240, f"the rehearsal took {dry.seconds:.0f} s"
+    # the console: a file in --out without progress bars; the real console has one or two short lines a stage
+    console = (dry.out / "console.txt").read_text()
+    assert "[gpu-run] benchmark: ok" in console and "[benchmark] 1/" in console and "\r" not in console
+    lines = dry.proc.stderr.splitlines() + dry.proc.stdout.splitlines()
+    assert all(line.startswith("[gpu-run] ") for line in lines) and len(lines) <= 2 * len(runner.STAGES) + 1, lines
+    assert set(d["plan"]["predicted_s"]) >= {"reference", "pretrain_drafter", "benchmark"}  # the plan's eager times
+    assert (dry.work / "bundle" / "bundle.json").is_file()  # the copy that stays on the machine
+
+
+@pytest.mark.slow
+def test_a_later_call_with_a_fresh_out_keeps_the_earlier_figures(dry, tmp_path):
+    """The device empties --out between calls; the work folder's copy of the bundle keeps the stages' figures."""
+    first = {r["stage"]: r for r in dry.doc["stages"]}
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry", "--out", str(tmp_path / "fresh"), "--work",
+                           str(dry.work), "--pack", str(dry.work / "pack")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    d = json.loads((tmp_path / "fresh" / "bundle.json").read_text())
+    assert {r["status"] for r in d["stages"]} == {"finished earlier"}
+    for r in d["stages"]:
+        assert r["wall_s"] == first[r["stage"]]["wall_s"] > 0 and r["peak_gib"] == first[r["stage"]]["peak_gib"], r
+
+
+@pytest.mark.slow
+def test_a_training_stage_cut_by_the_deadline_keeps_its_checkpoint_and_resumes(dry, tmp_path):
+    """--deadline cuts pretraining through Lightning (the watchdog's StageCut): the bundle keeps the stage (status cut,
+    its figures so far, its log), exit 3; the same command again resumes from the checkpoint it wrote."""
+    work = tmp_path / "work"
+    shutil.copytree(dry.work, work, ignore=shutil.ignore_patterns("pack", "site"))
+    cmd = [sys.executable, str(SCRIPT), "--dry", "--work", str(work), "--pack", str(dry.work / "pack"), "--stages",
+           "pretrain_drafter", "-S", "pretrain.max_steps=100000", "-S", "pretrain.max_minutes=5", "--deadline", "22",
+           "--reserve", "2"]
+    steps = []
+    for call in (1, 2):
+        out = tmp_path / f"out{call}"
+        t0 = time.time()
+        proc = subprocess.run([*cmd, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == runner.CUT, proc.stderr[-2000:]
+        assert time.time() - t0 < 30
+        d = json.loads((out / "bundle.json").read_text())
+        row = d["stages"][0]
+        assert d["cut"] == "pretrain_drafter" and row["status"] == "cut" and "cut by the deadline" in row["error"], row
+        assert "[pretrain_drafter] pretrain: drafter" in row["log"]
+        (run, so_far), = row["so_far"]["runs"].items()
+        assert so_far["step"] > (steps[-1] if steps else 0) and so_far["train_minutes"] > 0
+        assert (work / "checkpoints" / "pretrain_drafter" / run / "last.ckpt").is_file()
+        steps.append(so_far["step"])
+        assert ("resuming from" in row["log"]) == (call == 2)  # the second call continued the first's checkpoint
+        assert (call == 2) == ("earlier_cut_wall_s" in row)
 
 
 @pytest.mark.slow

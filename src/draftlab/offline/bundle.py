@@ -1,14 +1,18 @@
 """The results bundle of an offline run: what comes back from the device, at most 8 files of at most 16 MiB.
 
 - bundle.json: profile, commit, target, mode, device and library versions, the stages finished and the one that
-  failed (with its one line), per stage its wall time and peak memory (torch.cuda.max_memory_allocated on CUDA, the
-  process's peak RSS on CPU), and every headline metrics file (metrics/**.json) under `headlines`, the plain
-  drafter's first: a run cut short keeps what it finished.
+  failed or that the deadline cut (with its one line), per stage its status (ok, finished earlier, failed, cut,
+  skipped, not started), wall time, the plan's predicted time and peak memory (torch.cuda.max_memory_allocated on
+  CUDA, the process's peak RSS on CPU) — a stage that did not finish with its figures so far (`so_far`) and its own
+  log lines (`log`) — and every headline metrics file (metrics/**.json) under `headlines`, the plain drafter's first:
+  a run cut short keeps what it finished.
 - results.json.gz (results-2.json.gz, ... when one file would be too large): {path: report} of results/*.json.
 - plots.json.gz: {path: CSV text} of plots/*.csv.
-- log.txt: the tail of the run's log.
-No weights, checkpoints or references: only reports. `write` replaces the bundle file by file (temp + rename),
-bundle.json last; `read` checks a bundle against the limits and its own file list, one line per fault.
+- log.txt: the tail of the run's console at the bundle's writing.
+One slot of the 8 is left for the runner's live console file (console.txt, not in the file list: it grows after
+bundle.json is written). No weights, checkpoints or references: only reports. `write` replaces the bundle file by
+file (temp + rename), bundle.json last; `read` checks a bundle against the limits and its own file list, one line per
+fault.
 """
 from __future__ import annotations
 
@@ -69,7 +73,7 @@ def write(out: Path, meta: dict, work: Path, log: str = "") -> dict:
     plots_gz = _gz(plots)
     log_b = log.encode("utf-8")[-LOG_BYTES:]
     try:
-        for i, b in enumerate(_chunks(results, MAX_FILES - 3)):
+        for i, b in enumerate(_chunks(results, MAX_FILES - 4)):  # bundle.json, plots, log.txt, console.txt
             files["results.json.gz" if i == 0 else f"results-{i + 1}.json.gz"] = b
     except DraftlabError as e:
         meta = {**meta, "results_dropped": str(e)}  # keep the headlines: bundle.json still travels

@@ -8,15 +8,33 @@ as `dvc exp run -S profile=...` would, tracking off, and each stage's own `run(p
 `stage_main` sets. A stage that finished with the same params in an earlier run in the same work folder is not run
 again (<work>/finished.json), so a second command continues where the first stopped. A failing stage is one line in
 bundle.json (the traceback in its log.txt) and ends the run.
+
+`--deadline SECONDS` (wall seconds from the runner's start): the run fits its call and always reports. Before each
+stage the plan's eager prediction of it and of the stages after it (`draftlab.plan`) is set against the time left
+(less `--reserve`, RESERVE_S by default, kept for the bundle): the training stages' minute budgets are scaled down
+together to fit (never below BUDGET_FLOOR of their configured minutes; the budget a stage started with is kept in
+<work>/budgets.json, so that a resumed stage keeps its run key and continues its checkpoint); a stage with less than
+the reserve left is skipped with a line; and a watchdog (SIGALRM) cuts a running stage at the deadline less the
+reserve — it raises
+`StageCut`, a training stage writes its checkpoint on the way out, and the bundle keeps the stage with status "cut",
+its figures so far (`salvage`) and its log. A cut run exits 3: run the same command again to continue.
+Console: everything the stages print (fds 1 and 2 included) goes to <out>/console.txt, without progress bars; the
+real console gets one short line per stage. A copy of the bundle stays in <work>/bundle/, so a later call in the same
+work folder keeps the earlier stages' times and peak memory although its --out is a fresh folder.
 `--dry`: the same at tiny sizes on the tiny random target (DRY), building its own pack first: the CPU rehearsal.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib.util
 import json
+import math
 import os
+import shutil
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -30,6 +48,15 @@ ROOT = Path(__file__).resolve().parents[3]
 STAGES = ("check_params", "prepare_target", "reference", "pretrain_drafter", "pretrain_seeded", "specopd", "corrector",
           "benchmark")
 MODULES = ("omegaconf", "hydra", "antlr4", "gguf")
+RESERVE_S = 20.0  # kept after a cut (--reserve): the stage's checkpoint on the way out, the salvage, the bundle, the
+# exit; a stage starts only with at least as much again left
+BUDGET_FLOOR = 0.25  # a training stage's minutes are never scaled below this share of the configured ones
+# the minute budgets of the training stages, scaled together to fit a deadline (dotted keys of the params)
+BUDGETS = {"pretrain_drafter": ("pretrain.max_minutes",), "pretrain_seeded": ("seeded.pretrain.max_minutes",),
+           "specopd": ("specopd.max_minutes",), "corrector": ("corrector.max_minutes", "corrector.variant_max_minutes")}
+CUT = 3  # the exit code of a run the deadline cut: run the same command again to continue
+# no progress bars in what comes back (tqdm >= 4.66 and the Hugging Face libraries read these)
+QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
 # the rehearsal's sizes: every stage and arm of the profile, on the tiny random target, in about a minute on 2 cores
 DRY = ["target=tiny-random", "profile.threads=2", "data.max_prompt_tokens=64",
        "reference.num_train_prompts=12", "reference.num_heldout_prompts=3", "reference.num_eval_per_suite=1",
@@ -59,22 +86,84 @@ def compose(profile: str, dry: bool, overrides: list[str]):
     return build_params(raw, arms=arms, names=names), raw
 
 
-class Tee:
-    """A stream that also appends to the run's log file."""
+class StageCut(BaseException):
+    """Raised inside a running stage by the deadline's watchdog. A BaseException, so that the stages' `except
+    Exception` handlers let it through; Lightning calls its callbacks' on_exception (the checkpoint) and re-raises."""
 
-    def __init__(self, stream, log):
-        self.stream, self.log = stream, log
 
-    def write(self, s):
-        self.log.write(s)
-        self.log.flush()
-        return self.stream.write(s)
+class Console:
+    """The run's console as a file: fds 1 and 2 and sys.stdout / sys.stderr go to `path` (what C extensions print
+    included); `say` writes a short line to the real console (and to the file). `close` restores all."""
 
-    def flush(self):
-        self.stream.flush()
+    def __init__(self, path: Path):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.path = path
+        self.file = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
+        self.saved = (os.dup(1), os.dup(2))
+        self.real = os.fdopen(os.dup(self.saved[1]), "w", buffering=1, encoding="utf-8", errors="replace")
+        os.dup2(self.file.fileno(), 1)
+        os.dup2(self.file.fileno(), 2)
+        self.streams = (sys.stdout, sys.stderr)
+        sys.stdout = sys.stderr = self.file
 
-    def __getattr__(self, name):
-        return getattr(self.stream, name)
+    def say(self, line: str) -> None:
+        self.file.write(line + "\n")
+        self.file.flush()
+        try:
+            self.real.write(line + "\n")
+            self.real.flush()
+        except OSError:
+            pass
+
+    def offset(self) -> int:
+        self.file.flush()
+        return self.path.stat().st_size
+
+    def since(self, offset: int, limit: int = 4000) -> str:
+        """The console's text from byte `offset` on (its last `limit` characters)."""
+        self.file.flush()
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")[-limit:]
+
+    def close(self) -> None:
+        self.file.flush()
+        sys.stdout, sys.stderr = self.streams
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)
+        for fd in self.saved:
+            os.close(fd)
+        self.file.close()
+        self.real.close()
+
+
+class Watchdog:
+    """Cuts the running stage (raises StageCut in the main thread) when `at` (time.time()) is reached: SIGALRM;
+    nothing where no alarm can be set (not the main thread, or no deadline)."""
+
+    def __init__(self, at: float | None):
+        self.at, self.armed = at, False
+        self.usable = at is not None and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+    def _fire(self, signum, frame):
+        if self.armed:
+            self.armed = False
+            raise StageCut()
+
+    def __enter__(self):
+        if self.usable:
+            self.old = signal.signal(signal.SIGALRM, self._fire)
+            self.armed = True
+            signal.setitimer(signal.ITIMER_REAL, max(self.at - time.time(), 0.01))
+        return self
+
+    def __exit__(self, *exc):
+        if self.usable:
+            self.armed = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.old)
+        return False
 
 
 def peak_reset() -> None:
@@ -112,26 +201,189 @@ def load_stage(name: str):
     return mod
 
 
-def run_stages(params, raw: dict, meta: dict, work: Path, out: Path, log_path: Path, only: list[str]) -> int:
-    """Each stage in order (those of `only`, default all), the bundle after each; the exit code."""
+def _get(params, key: str):
+    obj = params
+    for part in key.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    return obj
+
+
+def minutes_of(params, stage: str) -> dict[str, float]:
+    """{dotted key: minutes} of a training stage's budgets (the seeded drafter's: pretraining's unless overridden)."""
+    out = {}
+    for key in BUDGETS.get(stage, ()):
+        v = _get(params, key)
+        if v is None and key == "seeded.pretrain.max_minutes":
+            v = params.pretrain.max_minutes
+        out[key] = float(v or 0.0)
+    return out
+
+
+def with_minutes(params, minutes: dict[str, float]):
+    """A copy of `params` with the given budgets (dotted keys)."""
+    p = copy.deepcopy(params)
+    for key, v in minutes.items():
+        *head, last = key.split(".")
+        obj = _get(p, ".".join(head))
+        if isinstance(obj, dict):
+            obj[last] = v
+        else:
+            setattr(obj, last, v)
+    return p
+
+
+def predictions(params, kind: str) -> dict[str, dict]:
+    """{stage: {"s": predicted seconds, "budget_s": the part that is minute budgets}}: the plan's eager time model
+    on a device of `kind` (draftlab.plan; its assumptions in docs/gpu.md "The cost plan"); {} when it cannot tell."""
+    try:
+        from draftlab.plan.arch import target_shape
+        from draftlab.plan.stages import BUDGET_TERM, Device, plan
+
+        stages = plan(params, target_shape(params.target, "models/target"), Device(kind=kind))
+    except Exception as e:  # noqa: BLE001 (the plan is advice here: the run goes on without it)
+        print(f"[gpu-run] no plan for the deadline ({type(e).__name__}: {e})", file=sys.stderr)
+        return {}
+    return {s.name: {"s": s.hours * 3600, "budget_s": s.times.get(BUDGET_TERM, 0.0)} for s in stages}
+
+
+def fit_budgets(name: str, params, pred: dict, rest: list[str], left: float) -> tuple[dict[str, float], float]:
+    """The minutes of training stage `name` that let it and the stages `rest` after it fit in `left` seconds by the
+    plan: every training stage's budget scaled by one factor (≤ 1, ≥ BUDGET_FLOOR). Returns (minutes, factor)."""
+    minutes = minutes_of(params, name)
+    known = [pred[n] for n in [name, *rest] if n in pred]
+    flex = sum(x["budget_s"] for x in known)
+    fixed = sum(x["s"] - x["budget_s"] for x in known)
+    if not flex or fixed + flex <= left:
+        return minutes, 1.0
+    f = min(1.0, max(BUDGET_FLOOR, (left - fixed) / flex))
+    return {k: round(v * f, 3) for k, v in minutes.items()}, f
+
+
+def salvage(name: str, since: float) -> dict:
+    """The figures so far of a stage cut short, from what it wrote as it went: the reference's finished shards, a
+    training stage's last checkpoint (progress.json beside each last.ckpt), the benchmark's finished batch groups."""
+    from draftlab import paths
+
+    try:
+        if name == "reference":
+            folder = Path(paths.REFERENCE_SHARDS)
+            plan = json.loads((folder / "plan.json").read_text()) if (folder / "plan.json").is_file() else {}
+            return {"batches_done": len(list(folder.glob("batch-*.parquet"))), "batches": len(plan.get("batches", []))}
+        if name == "benchmark":
+            return _benchmark_so_far(Path(paths.BENCH_RECORD))
+        runs = {}
+        for f in sorted(Path(paths.work(name)).rglob("progress.json")):
+            if f.stat().st_mtime < since - 1:
+                continue
+            d = json.loads(f.read_text())
+            hist = d.get("history") or []
+            runs[str(f.parent.relative_to(paths.work(name)))] = {
+                "step": d.get("step"), "train_minutes": round(d.get("train_seconds", 0.0) / 60, 3), "loss": d.get("last_loss"),
+                "best_step": d.get("best_step"), "best_sim_tau": d.get("best_sim_tau"),
+                "validations": len(hist), "last_validation": hist[-1] if hist else None}
+        return {"runs": runs}
+    except Exception as e:  # noqa: BLE001 (best effort: the log still travels)
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def _benchmark_so_far(folder: Path) -> dict:
+    """Per arm, over the finished batch groups (bench/resume.py's files, read from their metadata): groups, streams,
+    generated tokens, wall seconds, tokens/s and τ (tokens per round)."""
+    from safetensors import safe_open
+
+    arms: dict[str, dict] = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as fh:
+            meta = json.loads(fh.metadata()["runs"])
+        for r in meta.get("runs", []):
+            a = arms.setdefault(f"{r['arm']} T={r['temperature']:g}" + (" sweep" if r.get("sweep") else ""),
+                                {"groups": 0, "streams": 0, "tokens": 0, "wall_s": 0.0, "rounds": 0})
+            a["groups"] += 1
+            a["streams"] += len(r.get("tokens") or [])
+            a["tokens"] += sum(len(t) for t in r.get("tokens") or [])
+            a["wall_s"] += float(r.get("wall_s") or 0.0)
+            a["rounds"] += sum(len(x) for x in r.get("accepted") or [])
+    for a in arms.values():
+        a["tokens_per_s"] = round(a["tokens"] / a["wall_s"], 2) if a["wall_s"] else None
+        a["tau"] = round(a["tokens"] / a["rounds"], 3) if a["rounds"] else None
+        a["wall_s"] = round(a["wall_s"], 2)
+    return {"groups": len(list(folder.glob("*.safetensors"))), "arms": arms}
+
+
+def run_stages(params, raw: dict, meta: dict, work: Path, out: Path, console: Console, only: list[str],
+               deadline_at: float | None = None, reserve: float = RESERVE_S) -> int:
+    """Each stage in order (those of `only`, default all), the bundle after each; the exit code (0, 1 / 2 a stage
+    failed, CUT the deadline cut or skipped one)."""
+    import torch
+
     from draftlab.pipeline.stage import prepare
 
     digest = json_digest(raw)
-    done_path = work / "finished.json"
+    done_path, budgets_path = work / "finished.json", work / "budgets.json"
     done = json.loads(done_path.read_text()) if done_path.is_file() else {}
-    meta.update(params_digest=digest, stages=[], finished=[], failed=None)
-    for name in only or STAGES:
+    stored = json.loads(budgets_path.read_text()) if budgets_path.is_file() else {}
+    if stored.get("params_digest") != digest:
+        stored = {"params_digest": digest, "stages": {}}
+    order = list(only or STAGES)
+    kind = "cuda" if torch.cuda.is_available() else "cpu"
+    pred = predictions(params, kind)
+    meta.update(params_digest=digest, stages=[], finished=[], failed=None, cut=None,
+                plan={"device": kind, "predicted_s": {k: round(v["s"], 1) for k, v in pred.items()},
+                      "total_s": round(sum(v["s"] for n, v in pred.items() if n in order), 1)})
+    earlier = meta.get("earlier", {})
+    code = 0
+    for i, name in enumerate(order):
         if done.get(name) == digest:
-            meta["stages"].append({"stage": name, "status": "finished earlier", **(meta.get("earlier", {}).get(name, {}))})
+            meta["stages"].append({"stage": name, "status": "finished earlier",
+                                   **{k: v for k, v in earlier.get(name, {}).items() if k != "status"}})
             meta["finished"].append(name)
             continue
-        print(f"[gpu-run] stage {name}", file=sys.stderr, flush=True)
-        prepare(params)
+        row: dict = {"stage": name}
+        if name in pred:
+            row["predicted_s"] = round(pred[name]["s"], 1)
+        if earlier.get(name, {}).get("status") == "cut":
+            row["earlier_cut_wall_s"] = earlier[name].get("wall_s")
+        left = deadline_at - reserve - time.time() if deadline_at else math.inf
+        if left < reserve:
+            row.update(status="skipped", error=f"[{name}] skipped: {max(left, 0):.0f} s left before the deadline "
+                                               f"(less {reserve:g} s for the bundle), under the {reserve:g} s a stage "
+                                               f"needs to start; run the same command again to continue")
+            meta["stages"].append(row)
+            meta["cut"] = meta["cut"] or name
+            console.say(row["error"])
+            code = CUT
+            break
+        p = params
+        if name in BUDGETS:
+            rest = [n for n in order[i + 1:] if done.get(n) != digest]
+            if name in stored["stages"]:  # started under this budget in an earlier call: keep it (the run's key)
+                minutes, how = stored["stages"][name], "kept from the call that started it"
+            else:
+                minutes, f = fit_budgets(name, params, pred, rest, left)
+                how = "configured" if f == 1.0 else f"scaled by {f:.2f} to fit --deadline"
+            row["budget_minutes"] = {k: round(v, 3) for k, v in minutes.items()}
+            row["budget"] = how
+            if minutes != minutes_of(params, name):
+                p = with_minutes(params, minutes)
+            stored["stages"][name] = minutes
+            atomic_write(budgets_path, lambda f: f.write_text(json.dumps(stored, indent=1)))
+        console.say(f"[gpu-run] {name}: start" + (f" (predicted {row['predicted_s']:.0f} s" if "predicted_s" in row else "")
+                    + (f"; {left:.0f} s left" if math.isfinite(left) else "") + ("" if "predicted_s" not in row else ")")
+                    + (f"; budget {row['budget']}" if row.get("budget", "configured") != "configured" else ""))
+        prepare(p)
         peak_reset()
-        t0, row = time.time(), {"stage": name}
+        t0, off, returned = time.time(), console.offset(), False
         try:
-            load_stage(name).run(params)
+            with Watchdog(deadline_at - reserve if deadline_at else None):
+                load_stage(name).run(p)
+                returned = True
             row["status"] = "ok"
+        except StageCut:
+            if returned:  # the alarm rang between the stage's return and its disarming
+                row["status"] = "ok"
+            else:
+                row.update(status="cut", error=f"[{name}] cut by the deadline after {time.time() - t0:.0f} s "
+                                               f"(--deadline {meta['deadline_s']:g}); run the same command again to continue it")
         except DraftlabError as e:
             row.update(status="failed", error=f"error [{name}]: {e}")
         except Exception as e:  # noqa: BLE001 (a crash on the device: its traceback goes back in log.txt)
@@ -139,24 +391,64 @@ def run_stages(params, raw: dict, meta: dict, work: Path, out: Path, log_path: P
             row.update(status="failed", error=f"[{name}] {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
         row.update(wall_s=round(time.time() - t0, 2), **{k: (round(v, 3) if isinstance(v, float) else v)
                                                         for k, v in peak_read().items()})
+        if row["status"] == "cut":
+            row["so_far"] = salvage(name, t0)
+        if row["status"] != "ok":
+            row["log"] = console.since(off)  # the stage's own lines (their tail)
         meta["stages"].append(row)
         if row["status"] == "ok":
             meta["finished"].append(name)
             done[name] = digest
-            atomic_write(done_path, lambda p: p.write_text(json.dumps(done, indent=1)))
+            atomic_write(done_path, lambda f: f.write_text(json.dumps(done, indent=1)))
+            console.say(f"[gpu-run] {name}: ok in {row['wall_s']:.0f} s, peak {row['peak_gib']:.1f} GiB")
+        elif row["status"] == "cut":
+            meta["cut"] = name
+            console.say(row["error"])
+            code = CUT
         else:
             meta["failed"] = name
-            print(row["error"], file=sys.stderr, flush=True)
-        write_bundle(meta, work, out, log_path)
-        if meta["failed"]:
-            return 2 if isinstance(row.get("error"), str) and row["error"].startswith("error [") else 1
-    write_bundle(meta, work, out, log_path)
-    return 0
+            console.say(row["error"])
+            code = 2 if row["error"].startswith("error [") else 1
+        write_bundle(meta, work, out, console)
+        if code:
+            break
+    if code:
+        for name in order[len(meta["stages"]):]:
+            meta["stages"].append({"stage": name, "status": "not started",
+                                   "error": f"[{name}] not started: {meta['failed'] or meta['cut']} did not finish"})
+    write_bundle(meta, work, out, console)
+    return code
 
 
-def write_bundle(meta: dict, work: Path, out: Path, log_path: Path) -> None:
+def write_bundle(meta: dict, work: Path, out: Path, console: Console) -> None:
+    """The bundle into `out`, and a copy into <work>/bundle (a later call's --out is a fresh folder)."""
     meta["wall_s"] = round(time.time() - meta["t0"], 2)
-    bundle.write(out, {k: v for k, v in meta.items() if k not in ("t0", "earlier")}, work, log_path.read_text(errors="replace"))
+    doc = bundle.write(out, {k: v for k, v in meta.items() if k not in ("t0", "earlier")}, work,
+                       console.since(0, bundle.LOG_BYTES))
+    keep = work / "bundle"
+    keep.mkdir(parents=True, exist_ok=True)
+    names = [*doc["files"], "bundle.json"]
+    for name in names:
+        shutil.copyfile(out / name, keep / (name + ".tmp"))
+        os.replace(keep / (name + ".tmp"), keep / name)
+    for stale in keep.iterdir():
+        if stale.name not in names:
+            stale.unlink()
+
+
+def earlier_figures(work: Path, out: Path) -> dict:
+    """{stage: its row} from the bundle an earlier call left in the work folder (else in --out): the times and peak
+    memory of the stages it ran, kept for the stages this call does not run again."""
+    for f in (work / "bundle" / "bundle.json", out / "bundle.json"):
+        if f.is_file():
+            try:
+                rows = json.loads(f.read_text()).get("stages", [])
+            except (OSError, ValueError):
+                continue
+            return {r["stage"]: {k: v for k, v in r.items() if k in ("status", "wall_s", "peak_gib", "peak_kind",
+                                                                     "predicted_s", "budget_minutes")}
+                    for r in rows if r.get("status") in ("ok", "finished earlier", "cut")}
+    return {}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -171,6 +463,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--commit", default="", help="the project commit the tree was copied from (default: the pack's); "
                                                  "with --render: the commit the pack was made at, which the bundle must be of")
     ap.add_argument("--stages", default="", help="comma-separated subset of the stages, in pipeline order")
+    ap.add_argument("--deadline", type=float, default=0.0, metavar="SECONDS",
+                    help="wall seconds from the start the run must end in (bundle written), e.g. 30 s under the call's "
+                         "limit: stages are sized to the plan's prediction, skipped or cut to fit (0 = none)")
+    ap.add_argument("--reserve", type=float, default=RESERVE_S, metavar="SECONDS",
+                    help="with --deadline: the seconds kept after a cut for the checkpoint, the bundle and the exit; a "
+                         "stage starts only with as much again left (default %(default)g)")
     ap.add_argument("-S", dest="overrides", action="append", default=[], help="a params override, as dvc exp run -S")
     ap.add_argument("--render", metavar="BUNDLE", help="fold a fetched bundle into results/<profile>/ and metrics/<profile>/")
     ap.add_argument("--any-commit", action="store_true", help="--render: accept a bundle of a commit other than HEAD")
@@ -178,7 +476,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    t_start = time.time()
     a = parse(sys.argv[1:] if argv is None else argv)
+    a.t_start = t_start
     try:
         if a.render:
             from draftlab.offline.render import render
@@ -187,6 +487,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not a.out:
             raise DraftlabError("--out DIR is required (the folder the results bundle is written to)")
+        if a.deadline < 0 or not math.isfinite(a.deadline):
+            raise DraftlabError(f"--deadline {a.deadline:g} is not possible: give wall seconds > 0 (0 = no deadline)")
+        if a.reserve < 0 or not math.isfinite(a.reserve):
+            raise DraftlabError(f"--reserve {a.reserve:g} is not possible: give seconds >= 0")
         return run(a)
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -196,6 +500,10 @@ def main(argv: list[str] | None = None) -> int:
 def run(a: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    for k, v in QUIET_ENV.items():
+        os.environ.setdefault(k, v)
+    t_start = getattr(a, "t_start", None) or time.time()
+    deadline_at = t_start + a.deadline if a.deadline else None
     out = Path(a.out).resolve()
     work = Path(a.work or ("gpu-work-dry" if a.dry else "gpu-work")).resolve()
     only = [s for s in a.stages.split(",") if s]
@@ -203,42 +511,42 @@ def run(a: argparse.Namespace) -> int:
     if bad:
         raise DraftlabError(f"--stages: unknown {', '.join(bad)}; choose from {', '.join(STAGES)}")
     work.mkdir(parents=True, exist_ok=True)
-    packdir = Path(a.pack or ("" if a.dry else "gpu-pack")).resolve() if a.pack or not a.dry else work / "pack"
-    if a.dry and not a.pack:  # the rehearsal builds its own pack with this machine's libraries
-        if importlib.util.find_spec("hydra") is None:
-            raise DraftlabError("--dry builds its pack with Hydra, which this Python lacks; build one where it is "
-                                "(python tools/gpu_pack.py --dry --out DIR) and pass --pack DIR")
-        params, raw = compose(a.profile, True, a.overrides)
-        pack.build(params, raw, packdir, git_sha(ROOT) or "unknown")
-    missing = [m for m in MODULES if importlib.util.find_spec(m) is None]
-    site = work / "site"
-    sys.path.insert(0, str(site))
-    manifest = pack.install(packdir, site, missing)
-    importlib.invalidate_caches()
-    params, raw = compose(a.profile, a.dry, a.overrides)
-    if manifest["selection"] != pack.selection_digest(raw) or manifest["profile"] != raw["profile"]["name"]:
-        raise DraftlabError(f"{packdir} was packed for profile {manifest['profile']} with other data / reference settings "
-                            f"than this run's; rebuild it with the same profile and -S overrides (make gpu-pack)")
-    log_path = work / "run.log"
-    log_path.write_text("")
-    meta = {"profile": raw["profile"]["name"], "mode": "dry" if a.dry else "full", "commit": a.commit or manifest["commit"],
-            "target": raw["target"]["name"], "overrides": a.overrides, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "t0": time.time(), "pack": {"selection": manifest["selection"], "unpacked_wheels": manifest["unpacked"],
-                                        "sharegpt": manifest.get("sharegpt")}}
-    old = out / "bundle.json"
-    if old.is_file():  # the figures of stages an earlier command finished in this work folder
-        meta["earlier"] = {r["stage"]: {k: v for k, v in r.items() if k in ("wall_s", "peak_gib", "peak_kind")}
-                           for r in json.loads(old.read_text()).get("stages", []) if r.get("status") in ("ok", "finished earlier")}
+    out.mkdir(parents=True, exist_ok=True)
+    console = Console(out / "console.txt")
     cwd = os.getcwd()
-    with open(log_path, "a") as logf:
-        so, se = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = Tee(so, logf), Tee(se, logf)
-        try:
-            import torch
+    try:
+        packdir = Path(a.pack or ("" if a.dry else "gpu-pack")).resolve() if a.pack or not a.dry else work / "pack"
+        if a.dry and not a.pack:  # the rehearsal builds its own pack with this machine's libraries
+            if importlib.util.find_spec("hydra") is None:
+                raise DraftlabError("--dry builds its pack with Hydra, which this Python lacks; build one where it is "
+                                    "(python tools/gpu_pack.py --dry --out DIR) and pass --pack DIR")
+            params, raw = compose(a.profile, True, a.overrides)
+            pack.build(params, raw, packdir, git_sha(ROOT) or "unknown")
+        missing = [m for m in MODULES if importlib.util.find_spec(m) is None]
+        site = work / "site"
+        sys.path.insert(0, str(site))
+        manifest = pack.install(packdir, site, missing)
+        importlib.invalidate_caches()
+        params, raw = compose(a.profile, a.dry, a.overrides)
+        if manifest["selection"] != pack.selection_digest(raw) or manifest["profile"] != raw["profile"]["name"]:
+            raise DraftlabError(f"{packdir} was packed for profile {manifest['profile']} with other data / reference "
+                                f"settings than this run's; rebuild it with the same profile and -S overrides (make gpu-pack)")
+        meta = {"profile": raw["profile"]["name"], "mode": "dry" if a.dry else "full",
+                "commit": a.commit or manifest["commit"], "target": raw["target"]["name"], "overrides": a.overrides,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t_start)), "t0": t_start,
+                "deadline_s": a.deadline or None, "console": "console.txt",
+                "pack": {"selection": manifest["selection"], "unpacked_wheels": manifest["unpacked"],
+                         "sharegpt": manifest.get("sharegpt")},
+                "earlier": earlier_figures(work, out)}  # the stages an earlier command ran in this work folder
+        import torch
 
-            meta["environment"] = environment(torch.device("cuda" if torch.cuda.is_available() else "cpu"), a.dry)
-            os.chdir(work)
-            return run_stages(params, raw, meta, work, out, log_path, only)
-        finally:
-            os.chdir(cwd)
-            sys.stdout, sys.stderr = so, se
+        meta["environment"] = environment(torch.device("cuda" if torch.cuda.is_available() else "cpu"), a.dry)
+        os.chdir(work)
+        code = run_stages(params, raw, meta, work, out, console, only, deadline_at, a.reserve)
+        console.say(f"[gpu-run] {'done' if not code else 'cut: run the same command again to continue' if code == CUT else 'failed'}"
+                    f" in {time.time() - t_start:.0f} s: {len(meta['finished'])} of {len(only or STAGES)} stages "
+                    f"finished; bundle {out}")
+        return code
+    finally:
+        os.chdir(cwd)
+        console.close()
