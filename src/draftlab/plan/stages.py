@@ -324,13 +324,13 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
         times[key] = times.get(key, 0.0) + train_s
         vals = (done // c.val_every if c.val_every and v == main else 0) + 1  # the others validate at their end
         times["validation"] = times.get("validation", 0.0) + vals * val_one + 3 * heldout  # + the three path rules
-        notes += [f"{v}: ~{done} steps, {vals} validations"] + [f"{v}: {x}" for x in cap]
+        notes += [f"{v}: ~{done} steps, {vals} validation{'s' if vals > 1 else ''}"] + [f"{v}: {x}" for x in cap]
     mem = {**M.cotrain_step(t, d, _local(c.batch_size, dev), L, c.anchors_per_seq, c.k, c.dim, c.hidden, tb, ab,
                             fused, corrector_params(t.hidden, c)),
            **M.ddp_buckets(d.params() + corrector_params(t.hidden, c), dev.gpus)}
     disk = {"checkpoints (drafter + corrector per run)": len(runs) * (d.params() + corrector_params(t.hidden, c)) * 16}
     return Stage("corrector", done_all * c.batch_size * (L + c.anchors_per_seq * d.block_size),
-                 done_all * step, _h(times), f"{len(runs)} runs x {steps or '~'} steps; co-training step "
+                 done_all * step, _h(times), (f"{len(runs)} runs x {steps} steps" if steps else f"{len(runs)} runs (minute budgets)") + "; co-training step "
                  f"B={_local(c.batch_size, dev)}{_of(c.batch_size, dev)}, A={c.anchors_per_seq}", mem, disk, notes,
                  key="corrector.batch_size", times=times)
 
