@@ -41,6 +41,11 @@ def run(params) -> None:
         target.compile_steps(params.engine.resolved(target.device.type))  # engine.compile (auto: on CUDA only)
     window = int(getattr(target.config, "max_position_embeddings", 4096))
     prompts, sel = select_prompts(params.data, cfg, target.tokenizer, window)
+    compiled = None
+    if cfg.engine == "ar" and getattr(target, "compiled", "off") != "off":  # shapes declared, graphs compiled first
+        from draftlab.pipeline.reference.recipe import compile_run
+
+        compiled = compile_run(target, prompts, cfg.max_new_tokens, cfg.batch_size, cfg.temperature, params.engine)
     p = to_dict(params)
     with stage_run("reference", {k: p[k] for k in ("target", "data", "reference", "profile")}, params.tracking,
                    {"target": t.name, "profile": params.profile.name}) as mlrun:
@@ -54,7 +59,8 @@ def run(params) -> None:
         write_parquet(OUT, df)
         per_split = {s: {"sequences": int((df.split == s).sum()),
                          "tokens": int(df[df.split == s].response_ids.map(len).sum())} for s in ("train", "heldout", "eval")}
-        metrics = {**stats, "per_split": per_split, "selection": sel, "target": t.name, "profile": params.profile.name}
+        metrics = {**stats, "per_split": per_split, "selection": sel, "target": t.name, "profile": params.profile.name,
+                   **({"compiled": compiled} if compiled else {})}
         write_report("reference", metrics)
         mlrun.log_metrics(metrics)
     shutil.rmtree(SHARDS)  # the final file holds every row now; a later run starts afresh

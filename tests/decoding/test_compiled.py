@@ -71,7 +71,7 @@ def test_bad_engine_settings_are_one_line():
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match="engine.kv_capacity=-1"):
         EngineConfig(kv_capacity=-1).check("engine")
-    with pytest.raises(ConfigError, match=r"engine.kv_capacity=100 is smaller than the longest request needs \(649"):
+    with pytest.raises(ConfigError, match=r"engine.kv_capacity=100 is smaller than the longest request needs \(657"):
         EngineConfig(kv_capacity=100).check_room("engine", 512, 128, 8)
 
 

@@ -114,9 +114,10 @@ class ArmContext:
         return self.like_target(drafter)
 
     def like_target(self, step):
-        """A drafter or a proposal step compiled when the target's steps are (`engine.compile`); once per object."""
+        """A drafter or a proposal step compiled when the target's steps are (`engine.compile`), with the target's
+        backend; once per object."""
         if getattr(self.target, "compiled", "off") != "off" and getattr(step, "compiled", None) == "off":
-            step.compile_steps("on")
+            step.compile_steps("on", getattr(self.target, "backend", None))
         return step
 
 

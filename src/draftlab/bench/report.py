@@ -30,15 +30,18 @@ ENGINE = "draftlab"  # the engine behind every figure of this report
 ENGINE_TABLES = ("speedup", "concurrency", "peers", "positions")  # the plot tables with tokens/s
 
 
-def engine_label(device, engine=None, compiled: str = "off") -> dict:
+def engine_label(device, engine=None, compiled: str = "off", graphs: dict | None = None) -> dict:
     """`setup.engine`: what the report's tokens/s are (in-engine), how the engine ran (`engine` section: compiled
-    steps — `compiled`: what ran, `TargetModel.compiled` —, KV capacity) and how it timed its rounds."""
+    steps — `compiled`: what ran, `TargetModel.compiled` —, KV capacity; `graphs`: a compiled run's declared shapes,
+    graph counts and compile seconds, `decoding.shapes.prepare_run`) and how it timed its rounds."""
     dev = torch.device(device)
     return {"name": ENGINE, "tokens_per_s": "in-engine",
             "what": "draftlab's own engine (its plain-torch forward over the Hugging Face weights, static per-stream "
                     "slot buffers): the method's speed in this engine, not a serving engine's (vLLM / SGLang: "
                     "tools/serve_bench.py)",
             "compile": compiled,
+            **({"compile_unmeasured": True} if compiled != "off" and dev.type == "cuda" else {}),
+            **({"compiled": graphs} if graphs else {}),
             "kv_capacity": engine.kv_capacity if engine is not None else 0,
             "phase_timing": PhaseTimer(dev).method}
 

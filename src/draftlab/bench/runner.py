@@ -98,13 +98,52 @@ def sweep_arm_names(cfg: BenchmarkConfig, arms: dict, temp: float) -> list[str]:
     return [a for a in names if not (temp > 0 and getattr(arms[a], "greedy_only", False))]
 
 
-def plan_size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]], arms: dict) -> int:
+@dataclass(frozen=True)
+class Group:
+    """One batch of prompts every arm of `which` decodes (a per-suite batch or a concurrency-sweep batch)."""
+
+    batch: list
+    bi: int
+    suite: str
+    temp: float
+    conc: int
+    sweep: bool
+    max_new: int
+    which: list
+
+
+def groups(cfg: BenchmarkConfig, arms: dict, suites: dict[str, list[PromptItem]],
+           sweep_pool: list[PromptItem] | None = None):
+    """Every batch group of the run, in the order it runs: suites × temperatures × batches, then the concurrency
+    sweep (the pool repeated cyclically when a level needs more prompts). The one enumeration the runner, the
+    progress count and the compiled engine's shape plan (`requests`) read."""
+    for suite, prompts in suites.items():
+        for temp in cfg.temperatures:
+            for bi, batch in enumerate(_chunks(prompts, cfg.batch_size)):
+                yield Group(batch, bi, suite, temp, cfg.batch_size, False, cfg.max_new_tokens,
+                            batch_arms(cfg, arms, bi, temp))
+    pool = sweep_pool or interleave(suites)
+    for temp in cfg.concurrency_temperatures:
+        sweep_arms = sweep_arm_names(cfg, arms, temp)
+        for conc in cfg.concurrency:
+            n = max(conc, cfg.concurrency_prompts)
+            items = sorted((pool[i % len(pool)] for i in range(n)), key=lambda p: len(p.ids))  # less padding
+            for bi, batch in enumerate(_chunks(items, conc)):
+                yield Group(batch, bi, "mixed", temp, conc, True, cfg.concurrency_max_new_tokens, sweep_arms)
+
+
+def plan_size(cfg: BenchmarkConfig, suites: dict[str, list[PromptItem]], arms: dict,
+              sweep_pool: list[PromptItem] | None = None) -> int:
     """Number of (arm, batch) generations the run will do (for the progress bar); arms: name -> Arm."""
-    main = sum(len(batch_arms(cfg, arms, bi, t)) for p in suites.values() for t in cfg.temperatures
-               for bi in range(len(_chunks(p, cfg.batch_size))))
-    sweep = sum(len(_chunks(list(range(max(c, cfg.concurrency_prompts))), c)) * len(sweep_arm_names(cfg, arms, t))
-                for c in cfg.concurrency for t in cfg.concurrency_temperatures)
-    return main + sweep
+    return sum(len(g.which) for g in groups(cfg, arms, suites, sweep_pool))
+
+
+def requests(cfg: BenchmarkConfig, arms: dict, suites: dict[str, list[PromptItem]],
+             sweep_pool: list[PromptItem] | None = None) -> list[tuple]:
+    """(arm, streams, temperature) of every decode the run makes, the warm-up included: what the compiled engine's
+    shapes are planned from (`draftlab.decoding.shapes.plan_graphs`)."""
+    out = [(arms[name], 1, 0.0) for name in arms] if cfg.warmup else []
+    return out + [(arms[name], len(g.batch), g.temp) for g in groups(cfg, arms, suites, sweep_pool) for name in g.which]
 
 
 def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: BenchmarkConfig, eos_ids: list[int],
@@ -156,19 +195,8 @@ def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: Benchmar
                 tick(f"{suite} T={temp:g} c={conc} {r.arm} (resumed)")
         (out.extra if extra else out.runs).extend(done)
 
-    for suite, prompts in suites.items():
-        for temp in cfg.temperatures:
-            for bi, batch in enumerate(_chunks(prompts, cfg.batch_size)):
-                run_batch(batch, bi, suite, temp, cfg.batch_size, False, cfg.max_new_tokens,
-                          batch_arms(cfg, arms, bi, temp))
-    pool = sweep_pool or interleave(suites)
-    for temp in cfg.concurrency_temperatures:
-        sweep_arms = sweep_arm_names(cfg, arms, temp)
-        for conc in cfg.concurrency:
-            n = max(conc, cfg.concurrency_prompts)
-            items = sorted((pool[i % len(pool)] for i in range(n)), key=lambda p: len(p.ids))  # less padding
-            for bi, batch in enumerate(_chunks(items, conc)):
-                run_batch(batch, bi, "mixed", temp, conc, True, cfg.concurrency_max_new_tokens, sweep_arms)
+    for g in groups(cfg, arms, suites, sweep_pool):
+        run_batch(g.batch, g.bi, g.suite, g.temp, g.conc, g.sweep, g.max_new, g.which)
     return out
 
 

@@ -2,15 +2,21 @@
 `draftlab decode`, the reference stage's AR engine).
 
 - `compile`: `off` runs every pass eagerly; `on` runs the static-shape steps (the target's decode and verify passes
-  over the slot buffer) through `torch.compile` with a full graph and fixed shapes (mode `reduce-overhead`, i.e.
-  CUDA graphs, on CUDA; inductor's default on CPU); `auto` = `on` on CUDA and `off` on CPU, where compiling was not
-  faster (docs/decisions.md "A static-shape engine"). What ran is recorded in each run's setup.
-- `kv_capacity`: KV slots per stream; 0 = sized from each request (its longest prompt + the new tokens + a block +
-  a scratch slot). A value smaller than a run needs is one line at check time and at run time.
+  over the slot buffer, the drafter's passes, the correctors' proposal steps) through `torch.compile` with a full
+  graph and fixed shapes (mode `reduce-overhead`, i.e. CUDA graphs, on CUDA; inductor's default on CPU); `auto` =
+  `off` everywhere until an accelerator run has measured the compiled engine (greedy identity and the AR step
+  against the bandwidth floor: docs/gpu.md); on CPU compiling was not faster (docs/decisions.md "A static-shape
+  engine"). `on` on CUDA is opt-in and recorded as unmeasured. What ran is recorded in each run's setup.
+- `kv_capacity`: KV slots per stream; 0 = sized from each request (eager) or from the run's longest request
+  (compiled: one capacity per run). A value smaller than a run needs is one line at check time and at run time.
+- `batch_sizes`, `verify_widths`, `max_graphs` (compiled runs only; `draftlab.decoding.shapes`): the run declares its
+  shapes before anything compiles — the batch sizes it asks for (a stage's batch, the benchmark's batch and
+  concurrency levels) plus `batch_sizes`, and the verify widths (`[]` = powers of two up to the block, and the
+  block) —; a run whose declared graphs exceed `max_graphs` is one line before anything runs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from draftlab.config.checks import _choice
 from draftlab.errors import ConfigError
@@ -20,24 +26,39 @@ COMPILE_MODES = ("auto", "off", "on")
 
 @dataclass
 class EngineConfig:
-    compile: str = "auto"  # auto | off | on
-    kv_capacity: int = 0  # KV slots per stream; 0 = sized from each request
+    compile: str = "auto"  # auto (= off until measured on an accelerator) | off | on
+    kv_capacity: int = 0  # KV slots per stream; 0 = sized from each request (compiled: from the run's longest)
+    batch_sizes: list[int] = field(default_factory=list)  # compiled: batch sizes declared beside the run's own
+    verify_widths: list[int] = field(default_factory=list)  # compiled: verify widths; [] = powers of two + the block
+    max_graphs: int = 48  # compiled: the most graphs a run may declare (each costs seconds to compile)
 
     def check(self, p: str) -> None:
         self.compile = _choice(f"{p}.compile", self.compile, COMPILE_MODES)  # YAML's off (False) -> 'off'
         if self.kv_capacity < 0:
             raise ConfigError(f"{p}.kv_capacity={self.kv_capacity} must be >= 0 (0 = sized from each request)")
+        for key, vals in (("batch_sizes", self.batch_sizes), ("verify_widths", self.verify_widths)):
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in vals):
+                raise ConfigError(f"{p}.{key}={list(vals)} must be a list of integers >= 1")
+        if self.verify_widths and 1 not in self.verify_widths:
+            raise ConfigError(f"{p}.verify_widths={list(self.verify_widths)} must include 1 (an AR step, a round "
+                              f"with nothing proposed)")
+        if self.max_graphs < 1:
+            raise ConfigError(f"{p}.max_graphs={self.max_graphs} must be >= 1")
 
     def check_room(self, p: str, prompt_tokens: int, new_tokens: int, block: int) -> None:
         """One line when a fixed capacity cannot hold the longest request the run can make."""
-        need = prompt_tokens + new_tokens + block + 1
+        need = prompt_tokens + new_tokens + 2 * block + 1  # (verifier.slots.capacity_for)
         if self.kv_capacity and self.kv_capacity < need:
             raise ConfigError(f"{p}.kv_capacity={self.kv_capacity} is smaller than the longest request needs ({need}: "
-                              f"data.max_prompt_tokens {prompt_tokens} + {new_tokens} new tokens + a block of {block} + "
-                              f"a scratch slot); raise it, or set 0 to size it from each request")
+                              f"data.max_prompt_tokens {prompt_tokens} + {new_tokens} new tokens + two blocks of {block} "
+                              f"+ a scratch slot); raise it, or set 0 to size it from each request")
 
     def resolved(self, device_type: str) -> str:
-        """`on` or `off`: what `auto` means on this device."""
-        if self.compile == "auto":
-            return "on" if device_type == "cuda" else "off"
-        return self.compile
+        """`on` or `off`: what `auto` means on this device — `off` everywhere until an accelerator run has measured
+        the compiled engine (docs/gpu.md "The compiled engine")."""
+        return "off" if self.compile == "auto" else self.compile
+
+    def label(self, device_type: str) -> str:
+        """What the run records: the resolved mode, and `on (unmeasured on cuda)` for the opt-in CUDA path."""
+        mode = self.resolved(device_type)
+        return f"{mode} (unmeasured on cuda)" if mode == "on" and device_type == "cuda" else mode

@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 
 from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, RoundLog, live_rows, retire, to_host
+from draftlab.decoding.shapes import pad_batch, run_shapes
 from draftlab.decoding.verify import SamplingParams, sample_next
-from draftlab.verifier.streams import StreamCache, capacity_for, target_bucket
+from draftlab.verifier.streams import StreamCache, capacity_for
 from draftlab.verifier.model import TargetModel
 
 AR_PHASES = ("verify", "commit")
@@ -32,26 +33,30 @@ def generate_ar(
     eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
     timer = PhaseTimer(dev)
     t_start = timer.now()
+    n = len(prompts)
+    shapes = run_shapes(target, prompts, max_new_tokens, 1)  # compiled steps: the run's declared shapes
+    if shapes is None:
+        rows = list(range(n))  # original stream index of each active row
+        sc = StreamCache(target, n, kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, 1))
+    else:  # a declared batch size (padding rows retired from the start) and the run's capacity
+        prompts, rows = pad_batch(prompts, shapes.batch(n))
+        sc = StreamCache(target, len(prompts), shapes.capacity)
     B = len(prompts)
-    sc = StreamCache(target, B, kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, 1,
-                                                         target_bucket(target)))
     out = sc.prefill(prompts, pad_id, last_logits_only=True)
     last = sample_next(out.logits[:, -1], sp, generator)  # [B]
-    outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
-    rows = list(range(B))  # original stream index of each active row
+    outputs = Outputs(n, max_new_tokens, eos_ids, t_start)
     done = outputs.emit(rows, to_host(last[:, None]), torch.ones(B, dtype=torch.long), timer.host_time)
-    keep_shape = getattr(target, "compiled", "off") != "off"  # compiled steps: batch sizes B, B/2, ... only
-    rows, (last,) = retire(done, rows, (last,), sc, keep_shape=keep_shape)
+    rows, (last,) = retire(done, rows, (last,), sc, shapes=shapes)  # compiled: declared batch sizes only
     t_prefill = timer.now()
     log = RoundLog(timer, AR_PHASES)
     while any(i >= 0 for i in rows):
         timer.start_round()
-        live = live_rows(rows, dev).bool()[:, None] if keep_shape else None  # a retired row's token is not kept
+        live = live_rows(rows, dev).bool()[:, None] if shapes is not None else None  # a retired row's token is not kept
         logits = sc.append(last[:, None], live).logits[:, -1]  # [b, V]
         last = sample_next(logits, sp, generator)  # [b]
         timer.mark()  # verify | commit
         done = outputs.emit(rows, to_host(last[:, None]), torch.ones(len(rows), dtype=torch.long), timer.host_time)
         n = sum(i >= 0 for i in rows)
-        rows, (last,) = retire(done, rows, (last,), sc, keep_shape=keep_shape)
+        rows, (last,) = retire(done, rows, (last,), sc, shapes=shapes)
         log.close(n)
     return log.result(outputs, t_start, t_prefill)

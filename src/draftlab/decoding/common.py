@@ -232,19 +232,17 @@ class Outputs:
         return torch.tensor(done, dtype=torch.bool)
 
 
-def retire(done: Tensor, rows: list[int], tensors: tuple, *caches, keep_shape: bool = False) -> tuple[list[int], tuple]:
-    """After a round: finished rows (done [b] bool, CPU) leave the batch. Without `keep_shape`, at once
-    (`drop_finished`). With it (compiled steps: every new batch size is a new graph), a finished row stays as a
-    retired row (its stream id becomes -1: no tokens emitted, its fill frozen by the caller's `live` mask) until the
-    live rows are at most half the batch; then the batch halves (as often as the live rows allow), keeping every
-    live row and the first retired ones, so a run's batch sizes are B, B/2, B/4, ..."""
-    if not keep_shape:
+def retire(done: Tensor, rows: list[int], tensors: tuple, *caches, shapes=None) -> tuple[list[int], tuple]:
+    """After a round: finished rows (done [b] bool, CPU) leave the batch. Eager (`shapes` None), at once
+    (`drop_finished`). With compiled steps (`shapes`: the run's `decoding.shapes.Shapes`; every batch size is a graph),
+    a finished row stays as a retired row (its stream id becomes -1: no tokens emitted, its fill frozen by the
+    caller's `live` mask) until a smaller declared batch size holds the live rows; then the batch shrinks to the
+    smallest such size, keeping every live row and the first retired ones."""
+    if shapes is None:
         return drop_finished(done, rows, tensors, *caches)
     rows = [-1 if d else r for r, d in zip(rows, done.tolist())]
     alive = sum(r >= 0 for r in rows)
-    size = len(rows)
-    while size > 1 and alive <= size // 2:
-        size //= 2
+    size = shapes.shrink(alive, len(rows))
     if alive == 0 or size == len(rows):
         return rows, tensors
     keep = [r >= 0 for r in rows]

@@ -57,6 +57,10 @@ class PromptLookup(StreamTexts):
         super().__init__(max_ngram)
         self.block_size, self.num_tokens = block_size, num_tokens
 
+    def verify_tokens(self, block: int) -> range:
+        """The tokens a round can verify: slot 0 and 0..num_tokens proposals (no match: one AR step)."""
+        return range(1, self.num_tokens + 2)
+
     # ---- the proposal ----------------------------------------------------------------------------------
     def propose(self, min_m: int = 1) -> tuple[list[list[int]], list[int]]:
         """Per stream: (lookup tokens, matched n-gram length) with a match of at least min_m tokens."""

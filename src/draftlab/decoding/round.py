@@ -46,16 +46,6 @@ class RoundResult:
     host: Tensor  # [b, 1 + W+1] CPU: acc, then `committed` — the round's one device-to-host copy
 
 
-def verify_width(T: int, S: int) -> int:
-    """The verify pass's width for T = W+1 tokens when the steps are compiled: the next power of two, at most the
-    block S — so an arm whose width varies round to round (`pld`, `dflash-seeded-cut`) meets a few shapes (1, 2, 4,
-    8, ...) and keeps most of a short verify's saving."""
-    w = 1
-    while w < T:
-        w *= 2
-    return min(w, S)
-
-
 def tap_ids(drafter: Drafter | None) -> list[int]:
     """The target layers whose outputs the drafter reads (none without a drafter)."""
     return [] if drafter is None else list(drafter.target_layer_ids)
@@ -118,8 +108,8 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     mark()
     W = prop.tokens.shape[1]
     block = torch.cat([last[:, None], prop.tokens], 1)  # [b, W+1]
-    Tv = verify_width(W + 1, S) if getattr(cache.target, "compiled", "off") != "off" else W + 1
-    if Tv > W + 1:  # compiled steps: the pass verifies a fixed width; the extra slots are never kept
+    Tv = cache.verify_width(W + 1)
+    if Tv > W + 1:  # compiled steps: the pass verifies a declared width; the extra slots are never kept
         block = torch.cat([block, block[:, -1:].expand(-1, Tv - W - 1)], 1)
     v = cache.append(block, taps=tap_ids(drafter))  # logits [b, Tv, V]
     if Tv > W + 1:

@@ -20,9 +20,10 @@ from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep, Tracks
 from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundLog, RoundRecord, live_rows, retire,
                                      seed_marks, seed_topk, to_host)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
+from draftlab.decoding.shapes import pad_batch, run_shapes
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
-from draftlab.verifier.streams import StreamCache, capacity_for, target_bucket
+from draftlab.verifier.streams import StreamCache, capacity_for
 
 
 class SpeculativeEngine:
@@ -40,32 +41,37 @@ class SpeculativeEngine:
     def generate(self, prompts: list[list[int]], max_new_tokens: int, sp: SamplingParams = SamplingParams(),
                  eos_ids=None, generator: torch.Generator | None = None) -> GenerationResult:
         target, drafter = self.target, self.drafter
-        dev, B, S = target.device, len(prompts), self.block_size
+        dev, n, S = target.device, len(prompts), self.block_size
         eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
         timer = PhaseTimer(dev)
         t_start = timer.now()
-        cap = self.kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, S, target_bucket(target))
-        sc = StreamCache(target, B, cap)
+        shapes = run_shapes(target, prompts, max_new_tokens, S)  # compiled steps: the run's declared shapes
+        if shapes is None:
+            rows = list(range(n))  # original stream index of each active row
+            cap = self.kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, S)
+        else:  # a declared batch size (padding rows retired from the start) and the run's capacity
+            prompts, rows = pad_batch(prompts, shapes.batch(n))
+            cap = shapes.capacity
+        B = len(prompts)
+        sc = StreamCache(target, B, cap, shapes=shapes)
         state = drafter.new_state(B, cap) if drafter is not None else None
         # what tracks the committed text: a proposal step (prompt lookup) and a drafter state (a seeded drafter)
         trackers = [x for x in (self.proposer, state) if x is not None and isinstance(x, TracksStreams)]
         pre = sc.prefill(prompts, self.pad_id, taps=tap_ids(drafter), last_logits_only=True)
         ctx = (pre.taps, sc.prompt_valid, valid_positions(sc.prompt_valid))  # pending context for the drafter
         last = sample_next(pre.logits[:, -1], sp, generator)  # [B] slot 0 of the first block
-        outputs = Outputs(B, max_new_tokens, eos_ids, t_start)
-        rows = list(range(B))  # original stream index of each active row
+        outputs = Outputs(n, max_new_tokens, eos_ids, t_start)
         first = to_host(last)  # the prefill's copy: the first token
         done = outputs.emit(rows, first[:, None], torch.ones(B, dtype=torch.long), timer.host_time)
         for t in trackers:
             t.start(prompts, first)
         caches = [c for c in (sc, state, *(t for t in trackers if t is not state)) if c is not None]
-        keep_shape = getattr(target, "compiled", "off") != "off"  # compiled steps: batch sizes B, B/2, ... only
-        rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, keep_shape=keep_shape)
+        rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, shapes=shapes)  # compiled: declared sizes
         t_prefill = timer.now()
         log, records = RoundLog(timer, PHASES), []
-        accepted: list[list[int]] = [[] for _ in range(B)]
+        accepted: list[list[int]] = [[] for _ in range(n)]
         while any(i >= 0 for i in rows):
-            live = live_rows(rows, dev) if keep_shape else None
+            live = live_rows(rows, dev) if shapes is not None else None
             r = speculative_round(sc, drafter, state, self.proposer, last, ctx, sp, generator, timer, S, live)
             res, ctx = r.result, r.context
             acc_h, new_h = r.host[:, 0], r.host[:, 1:]  # CPU: the round's one copy (accepted, committed tokens)
@@ -79,10 +85,10 @@ class SpeculativeEngine:
                     accepted[i].append(a)
             if self.record_topk:
                 records.append(self._record(r, rows, offsets))
-            n = sum(i >= 0 for i in rows)
+            live_n = sum(i >= 0 for i in rows)
             last = res.next_token
-            rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, keep_shape=keep_shape)
-            log.close(n)  # the round's phases: draft, propose, verify, commit
+            rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, shapes=shapes)
+            log.close(live_n)  # the round's phases: draft, propose, verify, commit
         return log.result(outputs, t_start, t_prefill, accepted=accepted, records=records, block_size=S)
 
     def _record(self, r: RoundResult, rows: list[int], offsets: list[int]) -> RoundRecord:

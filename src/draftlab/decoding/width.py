@@ -119,6 +119,14 @@ class SpanProposal(DrafterProposal):
             self.inner.compile_steps(mode, backend)
         return self.compiled
 
+    def verify_tokens(self, block: int) -> range:
+        """The tokens a round can verify: slot 0 and 0..S-1 proposals (`span`), the whole block (`full`)."""
+        return range(block, block + 1) if self.rule == "full" else range(1, block + 1)
+
+    def can_skip_drafts(self) -> bool:
+        """Whether a round can go without a draft pass (its context then joins the next round's: width 2S)."""
+        return self.rule == "span" and self.full_span == "seeds"
+
     def needs_draft(self, block_ids: Tensor, spans: list[int] | None = None) -> bool:
         """False when the seeds alone are the proposal: rule `span`, full_span `seeds` and every block [B, S]
         seeded to its end (read from the host's `spans` when given, else from the block)."""

@@ -364,16 +364,17 @@ class DFlashDrafter(nn.Module):
         if self.compiled != "off":
             width = padded_width(T, self.block_size)
             if width is not None:  # a round's context: one shape; a prompt's (wider) runs eagerly, once
-                feats, valid, positions = pad_context(feats, valid, positions, width)
-                step = self._steps[0]
-        state.lengths = step(self, state.kv, state.lengths, feats, valid, positions)
+                feats, valid, positions = (x.contiguous() for x in pad_context(feats, valid, positions, width))
+                step = self._steps[0]  # (a graph is guarded on strides too: contiguous inputs, one graph)
+        state.lengths.copy_(step(self, state.kv, state.lengths, feats, valid, positions))  # in place (CUDA-graph rules)
         state.bound += T
 
     def draft(self, state: DrafterState, block_ids: Tensor, block_positions: Tensor) -> DraftOutput:
         """One block per stream: block_ids [B, S] (= `block_input`: [last committed token, seeds / MASK...]),
         block_positions [B, S]. Sees every valid context slot of its stream."""
         step = self._steps[1] if self.compiled != "off" else block_step
-        hidden, logits, extra = step(self, state.kv, state.lengths, block_ids, block_positions.to(self.device))
+        hidden, logits, extra = step(self, state.kv, state.lengths, block_ids.contiguous(),
+                                     block_positions.to(self.device).contiguous())
         if extra is None:
             return DraftOutput(logits, hidden, self.draft_vocab, block_ids)
         return DraftOutput(logits, hidden, self.draft_vocab, block_ids, extra, self.arch.target_vocab_size)

@@ -13,7 +13,7 @@ import torch
 
 from draftlab.bench.arms import ArmContext, Checkpoints, DrafterSpec, build_arm
 from draftlab.bench.metrics import compute
-from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, run_benchmark
+from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, requests, run_benchmark
 from draftlab.bench.simulate import simulated_tau
 from draftlab.bench.report import engine_label, mark_ablation
 from draftlab.bench.resume import RunStore
@@ -28,11 +28,17 @@ from draftlab.kernels.linear import describe, install, installed
 from draftlab.pipeline.common import run_key
 
 
+def prompt_budget(cfg: BenchmarkConfig, data: DataConfig, window: int) -> int:
+    """The most tokens a benchmark prompt keeps: data.max_prompt_tokens, within the target's window after the most
+    new tokens a request asks for."""
+    return min(data.max_prompt_tokens, max(16, window - max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens)))
+
+
 def select(cfg: BenchmarkConfig, data: DataConfig, tokenizer, window: int,
            reference: ReferenceConfig) -> tuple[dict[str, list[PromptItem]], list[PromptItem]]:
     """Fixed seeded subsample per suite, and a round-robin pool over the suites for the sweep (`reference`:
     which held-out prompts validation takes, for the `sharegpt-chat` suite)."""
-    max_tokens = min(data.max_prompt_tokens, max(16, window - max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens)))
+    max_tokens = prompt_budget(cfg, data, window)
     need_pool = max(cfg.concurrency or [0])
     ranked = {s: rank(dedupe(suite_prompts(s, data, reference))[0], cfg.seed) for s in cfg.suites}
     enc = lambda p: PromptItem(p.id, p.suite, encode_prompt(tokenizer, p.text, data.thinking, max_tokens,  # noqa: E731
@@ -85,6 +91,20 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
     return {name: build_arm(name, ctx) for name in (cfg.running_arms() if names is None else names)}
 
 
+def compile_run(target, params, arms: dict, suites: dict, pool: list, window: int) -> dict:
+    """A compiled benchmark's declaration (`draftlab.decoding.shapes`): one capacity (the longest prompt the run keeps
+    + its most new tokens + the largest block), the batch sizes it asks for (benchmark.batch_size, the concurrency
+    levels) and engine.batch_sizes, the verify widths; every graph compiled before the first timed generation."""
+    from draftlab.decoding.shapes import declare, prepare_run
+
+    cfg, engine = params.benchmark, params.engine
+    block = max([params.drafter.block_size, *(s.block_size for s in drafter_specs(params).values())])
+    shapes = declare(prompt_budget(cfg, params.data, window), max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens),
+                     block, [cfg.batch_size, *cfg.concurrency], engine.verify_widths, engine.batch_sizes,
+                     engine.kv_capacity)
+    return prepare_run(target, shapes, requests(cfg, arms, suites, pool), engine.max_graphs)
+
+
 @dataclass(frozen=True)
 class BenchPaths:
     """The folders one benchmark reads and keeps: the trained models the arms decode (`Checkpoints`) and the folder
@@ -112,7 +132,10 @@ def run(target, params, where: BenchPaths, progress: Callable[[int], Callable[[s
     suites, pool = select(cfg, data, tok, window, reference)
     arms = build_arms(target, cfg, where.checkpoints, pad, pld, block_size, seeded_verify=seeded_verify,
                       expect=drafter_specs(params), engine=engine)
-    tick = progress(plan_size(cfg, suites, arms)) if progress else None
+    compiled = None
+    if getattr(target, "compiled", "off") != "off":  # the run's shapes declared and every graph compiled up front
+        compiled = compile_run(target, params, arms, suites, pool, window)
+    tick = progress(plan_size(cfg, suites, arms, pool)) if progress else None
     store = None
     if record and cfg.resume:
         prompts = {s: [(p.id, p.ids) for p in v] for s, v in suites.items()}
@@ -133,7 +156,8 @@ def run(target, params, where: BenchPaths, progress: Callable[[int], Callable[[s
         detail["simulated"] = simulated(arms, runs.runs, suites, detail, cfg, target)
     t_sim = time.perf_counter() - t_sim
     detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
-                       "engine": engine_label(target.device, engine, getattr(target, "compiled", "off")), "linear": describe(target.model), "threads": torch.get_num_threads(),
+                       "engine": engine_label(target.device, engine, getattr(target, "compiled", "off"), compiled),
+                       "linear": describe(target.model), "threads": torch.get_num_threads(),
                        "interleave": cfg.interleave,  # arms one after the other, or in lockstep (bench/lockstep.py)
                        "prompts": {s: _headline(cfg, len(v)) for s, v in suites.items()},
                        "sweep_pool": len(pool), "size": size(cfg, suites),

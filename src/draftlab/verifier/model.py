@@ -51,17 +51,19 @@ class TargetModel(nn.Module):
         self.name = name
         self.step = stream_step  # the streams' pass (`forward.stream_step`); `compile_steps` swaps in a compiled one
         self.compiled = "off"
+        self.backend = None  # the torch.compile backend the steps were compiled with (None: the project's default)
+        self.shapes = None  # a compiled run's declared shapes (`decoding.shapes`), set before anything compiles
 
     def compile_steps(self, mode: str = "on", backend=None) -> str:
         """Compile the streams' pass: `torch.compile(fullgraph=True, dynamic=False)`, mode `reduce-overhead` (CUDA
         graphs) on CUDA, inductor's default on CPU; one graph per shape (batch, new tokens, slots, taps). `off`
         restores the eager pass. Returns what runs (recorded by the benchmark)."""
         if mode == "off":
-            self.step, self.compiled = stream_step, "off"
+            self.step, self.compiled, self.backend, self.shapes = stream_step, "off", None, None
         else:
             cuda = self.device.type == "cuda"
             self.step = compile_step(stream_step, cuda, backend)
-            self.compiled = step_label(cuda, backend)
+            self.compiled, self.backend = step_label(cuda, backend), backend
         return self.compiled
 
     # ---- facts about the model ------------------------------------------------------------

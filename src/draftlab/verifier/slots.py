@@ -9,7 +9,7 @@ left-padding position of a ragged prefill, a context slot the drafter must not s
 slot, a scratch slot no mask reaches. So a pass of a given number of streams and new tokens always has the same
 shapes, whatever the streams accepted.
 
-The capacity is fixed when it is given (the longest prompt + the new tokens + a block + the scratch slot:
+The capacity is fixed when it is given (the longest prompt + the new tokens + two blocks + the scratch slot:
 `capacity_for`); given as 0 it starts small and doubles. Room is judged on a host-side upper bound of the fills
 (appends add their width, a commit that knows the most any stream kept takes the rest off), so no round reads the
 fills from the device; only when the bound says the buffer is full are the fills read, once. A request that needs
@@ -25,14 +25,12 @@ from draftlab.errors import DraftlabError
 from draftlab.verifier.forward import KVCache, slot_plan  # noqa: F401  (slot_plan: part of this module's API)
 
 
-CAPACITY_BUCKET = 128  # compiled steps: capacities are rounded up to a multiple, so a prompt's length is no new shape
-
-
-def capacity_for(prompt_lengths: list[int], max_new_tokens: int, block: int = 1, bucket: int = 0) -> int:
-    """Slots a stream needs: its prompt, max_new_tokens more (a round appends at most `block` tokens past the last
-    committed one), and the scratch slot; rounded up to a multiple of `bucket` when given."""
-    need = max(prompt_lengths) + max_new_tokens + block + 1
-    return -(-need // bucket) * bucket if bucket else need
+def capacity_for(prompt_lengths: list[int], max_new_tokens: int, block: int = 1) -> int:
+    """Slots a stream needs: its prompt, max_new_tokens more, room for one append past the last committed token —
+    two blocks: a verify pass appends a block, and the drafter's context after a round without a draft pass joins
+    two rounds' positions (`round.join_context`; room is judged on the append's width) —, and the scratch slot.
+    (Compiled steps: one capacity per run, `decoding.shapes`.)"""
+    return max(prompt_lengths) + max_new_tokens + 2 * block + 1
 
 
 class StreamSlots:
@@ -42,7 +40,7 @@ class StreamSlots:
         self.kv = KVCache(num_layers)
         self.heads, self.head_dim, self.dtype, self.device = heads, head_dim, dtype, device
         self.fixed = capacity > 0
-        self.lengths = torch.zeros(batch, dtype=torch.long, device=device)
+        self.lengths = static_buffer(torch.zeros(batch, dtype=torch.long, device=device))  # written in place
         self.bound = 0  # host-side upper bound of max(lengths) (no device read needed to size the buffer)
         self._grow(batch, capacity or 64)
 
@@ -98,17 +96,17 @@ class StreamSlots:
 
     def advance(self, counts: Tensor, most: int) -> None:
         """lengths += counts [B]; `most` = an upper bound of counts (host side)."""
-        self.lengths = self.lengths + counts
+        self.lengths.add_(counts)
         self.bound += most
 
     def retract(self, counts: Tensor, released: int = 0) -> None:
         """lengths -= counts [B] (the rejected tail of the last append); `released`: a host-side lower bound of
         min(counts), taken off the fill's upper bound (0 when the caller does not know it)."""
-        self.lengths = self.lengths - counts
+        self.lengths.sub_(counts)
         self.bound -= released
 
     def select(self, idx: Tensor) -> None:
         """Keep the streams idx [B'] (long), in that order, at the same capacity."""
         idx = idx.to(self.lengths.device)
         self.kv.select_streams(idx)
-        self.lengths = self.lengths.index_select(0, idx)
+        self.lengths = static_buffer(self.lengths.index_select(0, idx))  # a new batch: a new buffer, written in place

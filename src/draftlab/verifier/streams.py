@@ -12,20 +12,16 @@ from torch import Tensor
 
 from draftlab.verifier.forward import stream_step
 from draftlab.verifier.model import TargetModel, TargetOutput
-from draftlab.verifier.slots import CAPACITY_BUCKET, StreamSlots, capacity_for  # noqa: F401  (the engines size with it)
-
-
-def target_bucket(target) -> int:
-    """The capacity bucket of a target's streams: CAPACITY_BUCKET when its steps are compiled (a new capacity would
-    be a new graph), else 0 (exactly what the request needs)."""
-    return CAPACITY_BUCKET if getattr(target, "compiled", "off") != "off" else 0
+from draftlab.verifier.slots import StreamSlots, capacity_for  # noqa: F401  (the engines size with it)
 
 
 class StreamCache(StreamSlots):
-    def __init__(self, target: TargetModel, batch: int, capacity: int = 0, device: torch.device | None = None):
+    def __init__(self, target: TargetModel, batch: int, capacity: int = 0, device: torch.device | None = None,
+                 shapes=None):
         super().__init__(target.num_layers, batch, target.kv_heads, target.head_dim, target.dtype,
                          device or target.device, capacity)
         self.target = target
+        self.shapes = shapes  # compiled steps: the run's declared shapes (`decoding.shapes.Shapes`), else None
         self.prompt_valid: Tensor | None = None  # [B, Tp] the prefill's token validity (left padding: False)
         self._last_valid: Tensor | None = None  # [B, T] of the last append
 
@@ -64,10 +60,15 @@ class StreamCache(StreamSlots):
         step = stream_step if width is not None else self.target.step  # a prefill's shape is its own: eager
         logits, tap, lengths = step(self.target.model, self.kv, self.lengths, ids, new_valid, width or self.capacity,
                                     tuple(taps), logits_to_keep)
-        self.lengths = lengths.clone()  # a captured graph's outputs are overwritten by its next replay
+        self.lengths.copy_(lengths)  # the fills live in one buffer, written in place (compiling: CUDA-graph rules)
         self.bound += T
         self._last_valid = new_valid
         return TargetOutput(logits, tap)
+
+    def verify_width(self, T: int) -> int:
+        """The width a verify pass of T tokens runs at: a declared width (compiled steps; the extra slots are never
+        kept), else T."""
+        return T if self.shapes is None else self.shapes.width(T)
 
     def commit(self, n_keep: Tensor, T: int, most_kept: int | None = None) -> None:
         """After an append of T tokens, keep only the first n_keep[b] of them per stream; `most_kept` (host side, if

@@ -63,6 +63,19 @@ def _fmt_s(s: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+def compile_run(target, prompts: list[EncodedPrompt], max_new_tokens: int, batch_size: int, temperature: float,
+                engine) -> dict:
+    """A compiled reference run's declaration (`draftlab.decoding.shapes`): one capacity (the longest selected prompt
+    + max_new_tokens), the batch sizes reference.batch_size and engine.batch_sizes (the last, smaller batch padded up),
+    verify width 1; every graph compiled before the first batch. -> the record the stage keeps."""
+    from draftlab.decoding.shapes import declare, prepare_run
+
+    shapes = declare(max(len(p.ids) for p in prompts), max_new_tokens, 1, [min(batch_size, len(prompts))],
+                     [1], engine.batch_sizes, engine.kv_capacity, where="engine")
+    sizes = [min(batch_size, len(prompts) - s) for s in range(0, len(prompts), batch_size)]
+    return prepare_run(target, shapes, [(None, n, temperature) for n in sizes], engine.max_graphs)
+
+
 @torch.no_grad()
 def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: int, batch_size: int,
                         temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int = 0,
