@@ -164,6 +164,22 @@ def test_dry_mode_runs_every_section_and_every_gate_holds(dry_run, tmp_path):
     assert all(h in doc for h in ("### 1.", "### 2.", "### 3."))
 
 
+def test_the_compiled_section_runs_last_within_its_graphs(dry_run):
+    """The compiled engine is measured in its own last section, after every eager figure: AR and one DFlash arm at one
+    batch size, <= 8 graphs planned and compiled (here with the `eager` backend under the CPU emulation of CUDA
+    graphs' memory rule), greedy output identical to the eager arms', no CUDA-graph fallback, compile seconds per
+    step recorded apart from the timings; and the concurrency section ran eager (`--compile auto`)."""
+    out = dry_run.out
+    assert list(out["sections"])[-1] == "compiled"
+    c = out["sections"]["compiled"]
+    assert c["status"] == "ok" and c["backend"] == "eager", c
+    assert c["graphs_planned"] == sum(c["graphs"].values()) == 4 <= 8
+    assert set(c["compile_s"]) == {"stream_step", "context_step", "block_step"}
+    assert all(v["identical"] for v in c["identity"].values()) and c["cudagraph_skips"] == 0
+    assert out["sections"]["concurrency"]["compiled"]["target"] == "off"
+    assert "The compiled engine" in dry_run.doc.read_text()
+
+
 def test_dry_mode_is_quick(dry_run):
     """`make gpu-check-dry` stays a rehearsal: every section in well under a minute (~30 s measured here)."""
     assert dry_run.seconds < 90, dry_run.seconds

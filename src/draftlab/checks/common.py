@@ -17,9 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]  # src/draftlab/checks/common.py -> the repository
 SCHEMA = "draftlab-gpu-check-v2"
-SECTIONS = ("kernels", "engine", "concurrency", "seeded", "specopd", "specopd_scale", "flex")
+SECTIONS = ("kernels", "engine", "concurrency", "seeded", "specopd", "specopd_scale", "flex", "compiled")
 MODULES = {"kernels": "kernels", "engine": "engine", "concurrency": "concurrency", "seeded": "seeded",
-           "specopd": "specopd", "specopd_scale": "scale", "flex": "flex"}  # section -> its module in draftlab.checks
+           "specopd": "specopd", "specopd_scale": "scale", "flex": "flex",
+           "compiled": "compiled"}  # section -> its module in draftlab.checks
 
 
 class UsageError(Exception):
@@ -52,10 +53,12 @@ class Ctx:
     streams: tuple[int, ...]
     section: Budget | None = None
     cache: dict = field(default_factory=dict)
-    compile: str = "auto"  # the engine's steps (engine.compile): auto = on CUDA only
+    compile: str = "auto"  # the engine's steps in the eager sections (engine.compile): auto = off (the compiled
+    # engine is measured in its own last section, `compiled`, until it has passed on a device)
+    compile_backend: str = "cudagraphs"  # the `compiled` section's backend on CUDA: cudagraphs | inductor
 
     def compiled(self) -> bool:
-        return self.compile == "on" or (self.compile == "auto" and getattr(self.dev, "type", "cpu") == "cuda")
+        return self.compile == "on"
 
     def left(self) -> float:
         """Seconds left to the running section (its own budget, within the whole run's)."""

@@ -96,7 +96,11 @@ def section_concurrency(ctx: Ctx) -> dict:
     t0 = time.perf_counter()
     drafter = build_drafter(target, sz["drafter"]["block_size"], sz["drafter"]["num_layers"], target.dtype)
     props = build_proposers(target, drafter, rank=sz["seq_rank"], perturb=False, **sz["dcoco"])
-    mode = "on" if ctx.compiled() else "off"  # the engine's steps: compiled in each arm's untimed warm-up
+    mode = "on" if ctx.compiled() else "off"  # eager unless --compile on (the `compiled` section measures it)
+    if mode == "on":  # opt-in: every (streams, width) of the sweep is its own graph, undeclared (decoding.shapes)
+        from draftlab.compiling import set_recompile_limit
+
+        set_recompile_limit(64)
     compiled = {"target": target.compile_steps(mode), "drafter": drafter.compile_steps(mode),
                 **{k: p.compile_steps(mode) for k, p in props.items() if hasattr(p, "compile_steps")}}
     sync(dev)
@@ -112,7 +116,7 @@ def section_concurrency(ctx: Ctx) -> dict:
            "levels": {}, "skipped_streams": [], "notes": [], "errors": []}
     copy_gib = sz["copy_gib"]
     try:
-        res["copy_gbps"] = measure_copy_gbps(dev, int(copy_gib * 2 ** 30))
+        res["copy_gbps"] = ctx.cache["copy_gbps"] = measure_copy_gbps(dev, int(copy_gib * 2 ** 30))
         res["copy_bytes"] = int(copy_gib * 2 ** 30)
     except Exception as e:  # noqa: BLE001
         res["errors"].append({"arm": "copy", "streams": 0, "error": one_line(e)})

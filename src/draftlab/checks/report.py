@@ -149,7 +149,7 @@ def render_doc(out: dict) -> str:
 
     secs = out.get("sections", {})
     lines = header(out) + kernels_engine(secs) + concurrency(secs.get("concurrency"))
-    for name in ("seeded", "specopd", "specopd_scale", "flex"):
+    for name in ("seeded", "specopd", "specopd_scale", "flex", "compiled"):
         if secs.get(name):
             try:
                 render = getattr(importlib.import_module(f"draftlab.checks.{MODULES[name]}"), f"render_{name}")

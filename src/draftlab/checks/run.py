@@ -7,7 +7,8 @@
 Sections, in order, each with its own time budget (a section that cannot fit skips what is left and says so; one
 that raises is recorded and the next one runs), the JSON rewritten after every section (a run cut short keeps what
 it finished): kernels, engine, concurrency (with the sanity gates and the AR step against the bandwidth floor),
-seeded, specopd, specopd_scale, flex. Without --out-dir a full run writes metrics/gpu_check.json and docs/gpu.md's
+seeded, specopd, specopd_scale, flex, and last the compiled engine (`compiled`: AR and one DFlash arm at one batch
+size, <= 8 graphs, skipped in one line when its predicted compile time does not fit). Without --out-dir a full run writes metrics/gpu_check.json and docs/gpu.md's
 generated block; a dry run writes into a temporary folder.
 """
 from __future__ import annotations
@@ -27,14 +28,16 @@ from draftlab.checks.models import DRY_TARGET, PAPER_TARGET
 PAPER = dict(
     target=PAPER_TARGET, drafter=dict(block_size=16, num_layers=5), dcoco=dict(k=16, dim=128, mlp_hidden=256),
     seq_rank=64, prompt_tokens=256, new_tokens=24, verify_tokens=(1, 8, 16), verify_reps=6, reps=2,
-    streams=(1, 8, 64), copy_gib=1.0, kernel_reps=(5, 30), budget_s=295.0,
-    section_s=dict(kernels=20, engine=30, concurrency=100, seeded=30, specopd=40, specopd_scale=30, flex=45),
+    streams=(1, 8, 64), copy_gib=1.0, kernel_reps=(5, 30), budget_s=355.0,
+    section_s=dict(kernels=20, engine=30, concurrency=100, seeded=30, specopd=40, specopd_scale=30, flex=45,
+                   compiled=60),
 )
 DRY = dict(
     target=DRY_TARGET, drafter=dict(block_size=16, num_layers=1), dcoco=dict(k=4, dim=16, mlp_hidden=32),
     seq_rank=8, prompt_tokens=24, new_tokens=24, verify_tokens=(1, 8, 16), verify_reps=8, reps=3,
     streams=(1, 3), copy_gib=1 / 64, kernel_reps=(1, 2), budget_s=420.0,  # generous: a loaded CI machine still
-    section_s=dict(kernels=60, engine=60, concurrency=60, seeded=60, specopd=60, specopd_scale=60, flex=60),  # passes
+    section_s=dict(kernels=60, engine=60, concurrency=60, seeded=60, specopd=60, specopd_scale=60, flex=60,  # passes
+                   compiled=60),
 )
 
 
@@ -58,7 +61,7 @@ def run(args) -> int:
     size = DRY if args.dry else PAPER
     budget = Budget(args.budget_s or size["budget_s"])
     ctx = Ctx(dev=dev, dry=args.dry, size=size, budget=budget, sections=args.sections,
-              streams=args.streams or size["streams"], compile=args.compile)
+              streams=args.streams or size["streams"], compile=args.compile, compile_backend=args.compile_backend)
     env = environment(dev, args.dry)
     if args.commit:  # the device machine's copy of the tree carries another repository's HEAD
         env["git_sha"], env["git_sha_source"] = args.commit, "--commit (the project commit the tree was copied from)"
@@ -120,7 +123,11 @@ def parse_args(argv: list[str]):
     ap.add_argument("--out-dir", default="", help="write gpu_check.json and gpu.md into this folder (default: "
                     "metrics/ and docs/ of the repository; dry: a temporary folder)")
     ap.add_argument("--compile", default="auto", choices=("auto", "on", "off"), help="the engine's steps in the "
-                    "concurrency section, as engine.compile: auto = compiled on CUDA (CUDA graphs), eager on CPU")
+                    "concurrency section, as engine.compile: auto = eager (the compiled engine is measured in the "
+                    "last section, `compiled`)")
+    ap.add_argument("--compile-backend", default="cudagraphs", choices=("cudagraphs", "inductor"), help="the "
+                    "`compiled` section's backend on CUDA: cudagraphs (the eager kernels captured; quick) or inductor "
+                    "(reduce-overhead: fused kernels, long codegen)")
     ap.add_argument("--commit", default="", help="the project commit the tree was copied from (recorded as git_sha)")
     ap.add_argument("--render", default="", metavar="JSON", help="re-render docs/gpu.md from a result file and copy "
                     "it to metrics/gpu_check.json (or --out-dir); runs nothing")
