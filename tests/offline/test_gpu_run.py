@@ -83,6 +83,13 @@ def test_the_rehearsal_runs_every_stage_and_writes_a_bundle_within_the_limits(dr
     assert not [f for f in files if f.suffix in (".safetensors", ".ckpt", ".pt", ".parquet", ".gguf")]  # no weights
     _, results, plots = bundle.read(dry.out)
     assert "results/benchmark.json" in results and "results/corrector.json" in results and plots
+    # the rehearsal compiles the engine (DRY: engine.compile=on; backend eager, CUDA graphs' memory rule emulated):
+    # every declared graph compiled before the first generation, none after, no fallback
+    for stage in ("benchmark", "reference"):
+        rec = results[f"results/{stage}.json"]
+        c = rec["setup"]["engine"]["compiled"] if stage == "benchmark" else rec["compiled"]
+        assert c["graphs_total"] == sum(c["graphs"].values()) > 0 and c["graph_memory_emulated"], (stage, c)
+        assert c["cudagraph_skips"] == 0 and set(c["compile_s"]) == set(c["graphs"]), (stage, c)
     assert not dry.imports["forbidden"], f"the accelerator lacks these: {dry.imports['forbidden']}"
     assert dry.seconds < 240, f"the rehearsal took {dry.seconds:.0f} s"
     # the console: a file in --out without progress bars; the real console has one or two short lines a stage

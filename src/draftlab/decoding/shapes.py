@@ -312,7 +312,7 @@ def prepare_run(target, shapes: Shapes, requests, max_graphs: int, where: str = 
     the target its shapes, and compile every graph on scratch buffers. -> the record the run keeps: the shapes, the
     graphs per step and in all, the limit, the compile seconds per step (apart from every timing) and inductor's
     CUDA-graph fallbacks (`compiling.cudagraph_skips`)."""
-    from draftlab.compiling import cudagraph_skips, set_recompile_limit
+    from draftlab.compiling import cudagraph_skips, graph_memory, set_recompile_limit
 
     plan = plan_graphs(shapes, requests, target)
     if plan.total > max_graphs:
@@ -328,4 +328,5 @@ def prepare_run(target, shapes: Shapes, requests, max_graphs: int, where: str = 
     seconds = warm(plan, shapes, target)
     return {"shapes": {"capacity": shapes.capacity, "batches": list(shapes.batches), "widths": list(shapes.widths)},
             "graphs": dict(sorted(plan.counts.items())), "graphs_total": plan.total, "recompile_limit": limit,
-            "compile_s": seconds, "cudagraph_skips": cudagraph_skips() - skips}
+            "compile_s": seconds, "cudagraph_skips": cudagraph_skips() - skips,
+            "graph_memory_emulated": graph_memory() is not None}  # CPU: CUDA graphs' memory rule (compiling)

@@ -71,7 +71,8 @@ DRY = ["target=tiny-random", "profile.threads=2", "data.max_prompt_tokens=64",
        "benchmark.ablation_prompts_per_suite=1", "benchmark.sampled_prompts_per_suite=1", "benchmark.max_new_tokens=8",
        "benchmark.batch_size=1", "benchmark.concurrency=[1,2]", "benchmark.concurrency_prompts=2",
        "benchmark.concurrency_max_new_tokens=6", "benchmark.topk=4", "benchmark.warmup=false",
-       "benchmark.bootstrap=50", "benchmark.suites=[mt-bench,sharegpt-chat]", "reference.agreement_sample=2"]
+       "benchmark.bootstrap=50", "benchmark.suites=[mt-bench,sharegpt-chat]", "reference.agreement_sample=2",
+       "engine.compile=on"]  # the compiled engine too: backend eager, CUDA graphs' memory rule emulated (`run`)
 
 
 def compose(profile: str, dry: bool, overrides: list[str]):
@@ -502,6 +503,11 @@ def run(a: argparse.Namespace) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     for k, v in QUIET_ENV.items():
         os.environ.setdefault(k, v)
+    if a.dry:  # the rehearsal compiles the engine (DRY: engine.compile=on) with no codegen, under the CPU emulation of
+        from draftlab.compiling import BACKEND_ENV, emulate_graph_memory  # CUDA graphs' memory rule
+
+        os.environ.setdefault(BACKEND_ENV, "eager")
+        emulate_graph_memory(True)
     t_start = getattr(a, "t_start", None) or time.time()
     deadline_at = t_start + a.deadline if a.deadline else None
     out = Path(a.out).resolve()
