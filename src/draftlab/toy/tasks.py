@@ -1,0 +1,360 @@
+"""The toy world's task families: a seeded, deterministic generator of (prompt, answer) pairs.
+
+A prompt is whitespace-separated words, `<task> : <body>`; its answer is determined by the prompt (for
+`distinct`, up to order). Symbols are the first `alphabet` of a-z, A-Z, 0-9, then a0..z9 (their order is
+that list's, which `sort` uses); look-up keys are `#0`, `#1`, ... The families (`FamilySpec.lengths` and
+`.extra` are inclusive ranges, drawn uniformly per example):
+
+- `copy`: a list of `lengths` distinct symbols; the answer repeats it (prompt lookup reads it off).
+- `reverse`: the same list; the answer is it reversed.
+- `sort`: `lengths` symbols drawn with repeats; the answer is the list sorted in the alphabet's order.
+- `distinct`: `lengths` distinct symbols, `extra` of them repeated once more, shuffled; the answer is the
+  distinct symbols in ANY order (the training answer is a random order, so a trained target is uncertain
+  at T=1; `valid` accepts every order).
+- `lookup`: a table of `lengths + extra` entries `#k v v v ;` (distinct keys, values of `value_len` symbols),
+  `|`, then `lengths` distinct queried keys; the answer is the queried entries in query order, each as
+  the table writes it (`#k v v v ;`).
+- `interleave`: two lists of `lengths` symbols each (all distinct), `a... | b...`; the answer alternates
+  them `a1 b1 a2 b2 ...`.
+
+Splits draw from disjoint seed ranges (`WorldConfig.splits`: name, first seed, size): `target` (the
+target's own training data), `train` (the pipeline's reference prompts), `eval` (benchmark suites),
+`heldout` (the target's own held-out check, apart from the benchmark's prompts). The
+i-th example of a split has seed `first + i`; its family (by the weights) and its content come from
+`random.Random` seeded with strings of that seed and the world's `seed`, so a given example is the same
+on every machine and Python >= 3.2. `WorldConfig.config_hash()` is the sha256 of its canonical JSON.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import string
+from dataclasses import asdict, dataclass, field
+from typing import Mapping, Sequence
+
+from draftlab.errors import ConfigError, DraftlabError
+
+TASK_SEP, LIST_SEP, ENTRY_END = ":", "|", ";"
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One family in the world's mix: its name, sampling weight and size ranges (see the module doc)."""
+    name: str
+    weight: float = 1.0
+    lengths: tuple[int, int] = (48, 64)
+    extra: tuple[int, int] = (0, 0)
+
+
+SPLITS = (("target", 0, 1_000_000_000), ("train", 1_000_000_000, 100_000_000),
+          ("eval", 1_100_000_000, 100_000_000), ("heldout", 1_200_000_000, 100_000_000))
+DEFAULT_FAMILIES = (FamilySpec("copy", 1.0, (48, 64)), FamilySpec("reverse", 1.0, (48, 64)),
+                    FamilySpec("distinct", 1.0, (48, 56), (8, 16)), FamilySpec("lookup", 1.0, (10, 12), (4, 6)),
+                    FamilySpec("interleave", 1.0, (24, 32)))
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """The generator's knobs; `config_hash()` names a world (a toy target records the hash it was trained on)."""
+    families: tuple[FamilySpec, ...] = DEFAULT_FAMILIES
+    alphabet: int = 96           # number of symbols
+    keys: int = 32               # number of look-up keys (#0 ...)
+    value_len: tuple[int, int] = (3, 4)  # symbols per look-up value
+    min_answer_tokens: int = 48  # every family's shortest answer must reach this
+    seed: int = 0                # the world's salt: another value, other examples at the same seeds
+    splits: tuple[tuple[str, int, int], ...] = SPLITS
+    version: int = 1             # the generator's version: bump when a family's output changes
+
+    def __post_init__(self):
+        fams = tuple(f if isinstance(f, FamilySpec) else FamilySpec(**f) for f in self.families)
+        fams = tuple(FamilySpec(f.name, float(f.weight), tuple(f.lengths), tuple(f.extra)) for f in fams)
+        object.__setattr__(self, "families", fams)
+        object.__setattr__(self, "value_len", tuple(self.value_len))
+        object.__setattr__(self, "splits", tuple((str(n), int(a), int(s)) for n, a, s in self.splits))
+        self.validate()
+
+    # ---- identity ---------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["families"] = [asdict(f) for f in self.families]
+        return json.loads(json.dumps(d))  # tuples -> lists
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "WorldConfig":
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ConfigError(f"toy world config has unknown keys {unknown}; known: {sorted(cls.__dataclass_fields__)}")
+        return cls(**known)
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def config_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    # ---- vocabulary ---------------------------------------------------------------------------------------
+    def symbols(self) -> list[str]:
+        return symbol_names(self.alphabet)
+
+    def key_words(self) -> list[str]:
+        return [f"#{i}" for i in range(self.keys)]
+
+    def family(self, name: str) -> FamilySpec:
+        for f in self.families:
+            if f.name == name:
+                return f
+        raise DraftlabError(f"task family {name!r} is not in this toy world (it has {[f.name for f in self.families]})")
+
+    def validate(self) -> None:
+        if not self.families:
+            raise ConfigError("toy world: no task families")
+        names = [f.name for f in self.families]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"toy world: a family is listed twice in {names}")
+        if not 2 <= self.alphabet <= len(symbol_names(10 ** 6)):
+            raise ConfigError(f"toy world: alphabet={self.alphabet} must be in 2..{len(symbol_names(10 ** 6))}")
+        lo, hi = self.value_len
+        if not 1 <= lo <= hi:
+            raise ConfigError(f"toy world: value_len={self.value_len} must be a range lo <= hi, lo >= 1")
+        for f in self.families:
+            if f.name not in FAMILIES:
+                raise ConfigError(f"toy world: unknown task family {f.name!r}; known: {sorted(FAMILIES)}")
+            for what, (a, b) in (("lengths", f.lengths), ("extra", f.extra)):
+                if not 0 <= a <= b:
+                    raise ConfigError(f"toy world: {f.name}.{what}={(a, b)} must be a range 0 <= lo <= hi")
+            if not f.weight >= 0:
+                raise ConfigError(f"toy world: {f.name}.weight={f.weight} must be >= 0")
+            FAMILIES[f.name].check(self, f)
+            shortest = FAMILIES[f.name].min_answer(self, f)
+            if shortest < self.min_answer_tokens:
+                raise ConfigError(f"toy world: {f.name}'s shortest answer has {shortest} tokens, under "
+                                  f"min_answer_tokens={self.min_answer_tokens}; raise {f.name}.lengths")
+        if sum(f.weight for f in self.families) <= 0:
+            raise ConfigError("toy world: the family weights sum to 0")
+        ranges = sorted((a, a + s, n) for n, a, s in self.splits)
+        for (a0, b0, n0), (a1, _, n1) in zip(ranges, ranges[1:]):
+            if a1 < b0:
+                raise ConfigError(f"toy world: the seed ranges of splits {n0!r} and {n1!r} overlap")
+
+
+def symbol_names(n: int) -> list[str]:
+    """The first n symbols: a-z, A-Z, 0-9, then a0, a1, ..., z9 (at most 322)."""
+    base = list(string.ascii_lowercase + string.ascii_uppercase + string.digits)
+    more = [c + d for c in string.ascii_lowercase for d in string.digits]
+    return (base + more)[:n]
+
+
+_ORDER = {s: i for i, s in enumerate(symbol_names(10 ** 6))}
+
+
+# ---- families ---------------------------------------------------------------------------------------------
+class Family:
+    """A task family: `make` draws (body words, training answer words); `solve` gives the answer a prompt's
+    body determines (None where several are valid); `valid(prompt, answer)` checks any answer (texts)."""
+    name = ""
+
+    def check(self, cfg: WorldConfig, spec: FamilySpec) -> None:
+        if spec.lengths[1] > cfg.alphabet:
+            raise ConfigError(f"toy world: {spec.name}.lengths {spec.lengths} needs more than alphabet={cfg.alphabet} symbols")
+
+    def min_answer(self, cfg: WorldConfig, spec: FamilySpec) -> int:
+        return spec.lengths[0]
+
+    def make(self, rng: random.Random, cfg: WorldConfig, spec: FamilySpec) -> tuple[list[str], list[str]]:
+        body = rng.sample(cfg.symbols(), rng.randint(*spec.lengths))
+        return body, self.solve(body)
+
+    def solve(self, body: list[str]) -> list[str] | None:
+        raise NotImplementedError
+
+    def valid(self, prompt: str, answer: str) -> bool:
+        words = prompt.split()
+        if words[:2] != [self.name, TASK_SEP]:
+            return False
+        try:
+            return self.check_answer(words[2:], answer.split())
+        except (ValueError, KeyError, IndexError):
+            return False
+
+    def check_answer(self, body: list[str], answer: list[str]) -> bool:
+        return answer == self.solve(body)
+
+
+class Copy(Family):
+    name = "copy"
+
+    def solve(self, body):
+        return list(body)
+
+
+class Reverse(Family):
+    name = "reverse"
+
+    def solve(self, body):
+        return body[::-1]
+
+
+class Sort(Family):
+    name = "sort"
+
+    def check(self, cfg, spec):
+        pass  # drawn with repeats: any length fits
+
+    def make(self, rng, cfg, spec):
+        body = rng.choices(cfg.symbols(), k=rng.randint(*spec.lengths))
+        return body, self.solve(body)
+
+    def solve(self, body):
+        return sorted(body, key=lambda s: _ORDER[s])
+
+
+class Distinct(Family):
+    name = "distinct"
+
+    def make(self, rng, cfg, spec):
+        uniq = rng.sample(cfg.symbols(), rng.randint(*spec.lengths))
+        again = rng.sample(uniq, min(len(uniq), rng.randint(*spec.extra)))
+        body = uniq + again
+        rng.shuffle(body)
+        answer = list(uniq)
+        rng.shuffle(answer)  # the training answer: a random order
+        return body, answer
+
+    def solve(self, body):
+        return None  # several valid answers
+
+    def check_answer(self, body, answer):
+        return len(answer) == len(set(answer)) and set(answer) == set(body)
+
+
+class Lookup(Family):
+    name = "lookup"
+
+    def check(self, cfg, spec):
+        if spec.lengths[1] + spec.extra[1] > cfg.keys:
+            raise ConfigError(f"toy world: lookup needs {spec.lengths[1] + spec.extra[1]} keys, over keys={cfg.keys}")
+
+    def min_answer(self, cfg, spec):
+        return spec.lengths[0] * (cfg.value_len[0] + 2)
+
+    def make(self, rng, cfg, spec):
+        nq = rng.randint(*spec.lengths)
+        keys = rng.sample(cfg.key_words(), nq + rng.randint(*spec.extra))
+        syms = cfg.symbols()
+        table = [[k, *rng.choices(syms, k=rng.randint(*cfg.value_len)), ENTRY_END] for k in keys]
+        queries = rng.sample(keys, nq)
+        body = [w for e in table for w in e] + [LIST_SEP] + queries
+        return body, self.solve(body)
+
+    def solve(self, body):
+        cut = body.index(LIST_SEP)
+        entries, cur = {}, []
+        for w in body[:cut]:
+            cur.append(w)
+            if w == ENTRY_END:
+                entries[cur[0]] = cur
+                cur = []
+        if cur:
+            raise ValueError("unterminated table entry")
+        return [w for q in body[cut + 1:] for w in entries[q]]
+
+
+class Interleave(Family):
+    name = "interleave"
+
+    def check(self, cfg, spec):
+        if 2 * spec.lengths[1] > cfg.alphabet:
+            raise ConfigError(f"toy world: interleave.lengths {spec.lengths} needs 2x that many symbols, "
+                              f"over alphabet={cfg.alphabet}")
+
+    def min_answer(self, cfg, spec):
+        return 2 * spec.lengths[0]
+
+    def make(self, rng, cfg, spec):
+        n = rng.randint(*spec.lengths)
+        both = rng.sample(cfg.symbols(), 2 * n)
+        body = both[:n] + [LIST_SEP] + both[n:]
+        return body, self.solve(body)
+
+    def solve(self, body):
+        cut = body.index(LIST_SEP)
+        a, b = body[:cut], body[cut + 1:]
+        if len(a) != len(b):
+            raise ValueError("lists of different lengths")
+        return [w for pair in zip(a, b) for w in pair]
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (Copy(), Reverse(), Sort(), Distinct(), Lookup(), Interleave())}
+TASK_WORDS = tuple(FAMILIES)  # every family's word is in every world's vocabulary
+
+
+# ---- examples ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Example:
+    id: str
+    split: str
+    seed: int
+    family: str
+    prompt: str  # `<task> : <body>`
+    answer: str  # the canonical (training) answer
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def valid(self, answer: str) -> bool:
+        return valid(self.prompt, answer)
+
+
+def _split(cfg: WorldConfig, split: str) -> tuple[int, int]:
+    for name, first, size in cfg.splits:
+        if name == split:
+            return first, size
+    raise DraftlabError(f"toy world has no split {split!r} (it has {[s[0] for s in cfg.splits]})")
+
+
+def _pick(rng: random.Random, names: Sequence[str], weights: Sequence[float]) -> str:
+    x, acc = rng.random() * sum(weights), 0.0
+    for n, w in zip(names, weights):
+        acc += w
+        if x < acc and w > 0:
+            return n
+    return [n for n, w in zip(names, weights) if w > 0][-1]
+
+
+def example(cfg: WorldConfig, split: str, index: int, family: str | None = None,
+            weights: Mapping[str, float] | None = None) -> Example:
+    """The index-th example of a split: of `family` when given, else drawn by the world's (or `weights`') mix."""
+    first, size = _split(cfg, split)
+    if not 0 <= index < size:
+        raise DraftlabError(f"toy world split {split!r} has {size} seeds; index {index} is outside")
+    seed = first + index
+    if family is None:
+        names = [f.name for f in cfg.families]
+        if weights is not None and set(weights) - set(names):
+            raise DraftlabError(f"family weights name {sorted(set(weights) - set(names))}, not in this world ({names})")
+        w = [cfg.family(n).weight if weights is None else float(weights.get(n, 0.0)) for n in names]
+        family = _pick(random.Random(f"{cfg.seed}:{seed}"), names, w)
+    spec = cfg.family(family)
+    body, answer = FAMILIES[family].make(random.Random(f"{cfg.seed}:{family}:{seed}"), cfg, spec)
+    prompt = " ".join([family, TASK_SEP, *body])
+    return Example(f"{split}-{family}-{index:07d}", split, seed, family, prompt, " ".join(answer))
+
+
+def examples(cfg: WorldConfig, split: str, n: int, start: int = 0, family: str | None = None,
+             weights: Mapping[str, float] | None = None) -> list[Example]:
+    """Examples start..start+n-1 of a split (a per-family benchmark suite when `family` is given)."""
+    return [example(cfg, split, i, family, weights) for i in range(start, start + n)]
+
+
+def family_of(prompt: str) -> str:
+    """The task family a prompt asks for (its first word)."""
+    words = prompt.split()
+    if len(words) < 2 or words[1] != TASK_SEP or words[0] not in FAMILIES:
+        raise DraftlabError(f"not a toy-world prompt (expected '<task> : ...' with a task in {sorted(FAMILIES)}): "
+                            f"{prompt[:40]!r}")
+    return words[0]
+
+
+def valid(prompt: str, answer: str) -> bool:
+    """Whether `answer` is a correct answer to `prompt` (any order for `distinct`)."""
+    return FAMILIES[family_of(prompt)].valid(prompt, answer)

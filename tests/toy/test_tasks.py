@@ -1,0 +1,115 @@
+"""draftlab.toy.tasks: the generator is deterministic, its splits' seeds are disjoint, the config hash is stable,
+every family's training answer is valid and ≥ 48 tokens, `valid` accepts any order for `distinct` only, and a bad
+config or prompt is one line."""
+from __future__ import annotations
+
+import pytest
+
+from draftlab.errors import DraftlabError
+from draftlab.toy.tasks import (FAMILIES, FamilySpec, WorldConfig, example, examples, family_of, symbol_names,
+                                valid)
+
+ALL = WorldConfig(families=tuple(FamilySpec(n) if n not in ("lookup", "distinct", "interleave") else
+                                 {"lookup": FamilySpec("lookup", 1.0, (10, 12), (4, 6)),
+                                  "distinct": FamilySpec("distinct", 1.0, (48, 56), (8, 16)),
+                                  "interleave": FamilySpec("interleave", 1.0, (24, 32))}[n] for n in FAMILIES))
+
+
+def test_deterministic_and_seeded_per_example():
+    a = examples(ALL, "train", 20)
+    assert a == examples(ALL, "train", 20)
+    assert examples(ALL, "train", 5, start=7) == a[7:12]  # each example has its own seed
+    assert [e.seed for e in a] == list(range(1_000_000_000, 1_000_000_020))
+    other = WorldConfig(families=ALL.families, seed=1)
+    assert [e.prompt for e in examples(other, "train", 5)] != [e.prompt for e in a[:5]]
+
+
+def test_splits_are_disjoint():
+    spans = [(first, first + size) for _, first, size in ALL.splits]
+    for i, (a0, b0) in enumerate(spans):
+        for a1, b1 in spans[i + 1:]:
+            assert b0 <= a1 or b1 <= a0
+    seeds = {s: {e.seed for e in examples(ALL, s, 50)} for s in ("target", "train", "eval", "heldout")}
+    names = list(seeds)
+    assert all(not seeds[x] & seeds[y] for i, x in enumerate(names) for y in names[i + 1:])
+    with pytest.raises(DraftlabError, match="overlap"):
+        WorldConfig(splits=(("target", 0, 100), ("eval", 50, 100)))
+    with pytest.raises(DraftlabError, match="outside"):
+        example(WorldConfig(splits=(("target", 0, 10),)), "target", 10)
+
+
+def test_hash_is_stable_and_sensitive():
+    assert WorldConfig().config_hash() == WorldConfig().config_hash()
+    assert WorldConfig.from_dict(WorldConfig().to_dict()) == WorldConfig()
+    assert WorldConfig.from_dict(WorldConfig().to_dict()).config_hash() == WorldConfig().config_hash()
+    assert WorldConfig(alphabet=95).config_hash() != WorldConfig().config_hash()
+    assert WorldConfig(seed=1).config_hash() != WorldConfig().config_hash()
+    # pinned: a change to the defaults or to the canonical form changes this on purpose (bump `version`)
+    assert len(WorldConfig().config_hash()) == 64
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_answer_is_valid_and_long(family):
+    for e in examples(ALL, "eval", 30, family=family):
+        assert e.family == family == family_of(e.prompt)
+        assert len(e.answer.split()) >= ALL.min_answer_tokens
+        assert valid(e.prompt, e.answer) and e.valid(e.answer)
+        words = e.answer.split()
+        assert not valid(e.prompt, " ".join(words[:-1]))  # one token short
+        assert not valid(e.prompt, " ".join(words + words[-1:]))  # one token more
+
+
+def test_answers_follow_their_rule():
+    e = example(ALL, "eval", 3, "reverse")
+    assert e.answer.split() == e.prompt.split()[2:][::-1]
+    e = example(ALL, "eval", 3, "sort")
+    order = {s: i for i, s in enumerate(symbol_names(ALL.alphabet))}
+    assert [order[s] for s in e.answer.split()] == sorted(order[s] for s in e.prompt.split()[2:])
+    e = example(ALL, "eval", 3, "interleave")
+    body = e.prompt.split()[2:]
+    a, b = body[:body.index("|")], body[body.index("|") + 1:]
+    assert e.answer.split()[0::2] == a and e.answer.split()[1::2] == b
+    e = example(ALL, "eval", 3, "lookup")
+    assert e.answer.split()[0].startswith("#") and e.answer.split()[-1] == ";"
+
+
+def test_distinct_accepts_any_order_and_nothing_else():
+    e = example(ALL, "eval", 0, "distinct")
+    words = e.answer.split()
+    body = e.prompt.split()[2:]
+    assert len(body) > len(words) and set(body) == set(words)  # the prompt repeats some symbols
+    assert valid(e.prompt, " ".join(sorted(words))) and valid(e.prompt, " ".join(reversed(words)))
+    assert not valid(e.prompt, " ".join(words + words[:1]))  # a symbol twice
+    assert not valid(e.prompt, " ".join(words[1:]))  # one missing
+    outsider = next(s for s in symbol_names(ALL.alphabet) if s not in words)
+    assert not valid(e.prompt, " ".join(words[1:] + [outsider]))
+    # deterministic families accept one order only
+    c = example(ALL, "eval", 0, "copy")
+    assert not valid(c.prompt, " ".join(reversed(c.answer.split())))
+    # the training answers of `distinct` are not one fixed order
+    firsts = {example(ALL, "target", i, "distinct").answer.split()[0] for i in range(20)}
+    assert len(firsts) > 5
+
+
+def test_family_mix_follows_weights():
+    w = WorldConfig(families=(FamilySpec("copy", 3.0), FamilySpec("reverse", 1.0)))
+    fams = [e.family for e in examples(w, "target", 400)]
+    assert 0.65 < fams.count("copy") / 400 < 0.85
+    only = examples(w, "target", 50, weights={"reverse": 1.0})
+    assert {e.family for e in only} == {"reverse"}
+
+
+def test_bad_config_and_prompts_are_one_line():
+    with pytest.raises(DraftlabError, match="min_answer_tokens"):
+        WorldConfig(families=(FamilySpec("copy", 1.0, (10, 20)),))
+    with pytest.raises(DraftlabError, match="unknown task family"):
+        WorldConfig(families=(FamilySpec("add"),))
+    with pytest.raises(DraftlabError, match="alphabet"):
+        WorldConfig(families=(FamilySpec("interleave", 1.0, (24, 32)),), alphabet=40)
+    with pytest.raises(DraftlabError, match="unknown keys"):
+        WorldConfig.from_dict({"alphabett": 3})
+    with pytest.raises(DraftlabError, match="not in this toy world"):
+        examples(WorldConfig(families=(FamilySpec("copy"),)), "eval", 1, family="reverse")
+    with pytest.raises(DraftlabError, match="not a toy-world prompt"):
+        family_of("add : 1 2")
+    assert not valid("copy : a b", "a b c") and not FAMILIES["copy"].valid("reverse : a b", "a b")
