@@ -10,7 +10,7 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export PYTHONWARNINGS := ignore
 
-.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry gpu-run gpu-run-dry gpu-pack check exp speculators-env
+.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry gpu-run gpu-run-dry gpu-rehearse gpu-pack check exp speculators-env
 
 install: $(STAMP)
 
@@ -81,6 +81,27 @@ gpu-run:
 
 gpu-run-dry:
 	$(GPU_PY) tools/gpu_run.py --dry --profile $(PROFILE) --out $(OUT)-dry $(ARGS)
+
+# The full-size rehearsal of the regime run (docs/gpu.md, not in `make test`): the real pack, every stage on the real
+# selection, prompt lengths and step shapes, in a venv with the accelerator's transformers and lightning (torch 2.13
+# CPU stands in for its 2.11, which does not install here); batches capped to fit 24 GiB of RAM, steps and new tokens
+# capped to run in <= 30 minutes on 2 cores. The caps go to the pack too (its selection digest covers the section).
+REHEARSE_VENV ?= .v517
+REHEARSE_CAPS ?= -S reference.batch_size=64 -S reference.max_new_tokens=32 \
+  -S pretrain.max_steps=2 -S pretrain.max_minutes=5 -S pretrain.batch_size=2 -S pretrain.val_every=0 \
+  -S seeded.pretrain.max_steps=2 -S seeded.pretrain.max_minutes=5 \
+  -S specopd.max_steps=2 -S specopd.max_minutes=5 -S specopd.batch_size=2 -S specopd.val_every=0 \
+  -S corrector.max_steps=2 -S corrector.max_minutes=5 -S corrector.variant_max_minutes=5 -S corrector.batch_size=2 \
+  -S corrector.val_every=0 -S benchmark.max_new_tokens=8 -S benchmark.concurrency_max_new_tokens=8
+gpu-rehearse: install
+	test -x $(REHEARSE_VENV)/bin/python || python3 -m venv $(REHEARSE_VENV)
+	$(REHEARSE_VENV)/bin/python -c "import transformers, lightning; assert transformers.__version__ == '5.17.0'" 2>/dev/null || { \
+	  $(REHEARSE_VENV)/bin/python -m pip --disable-pip-version-check -q install torch==2.13.0 && \
+	  $(REHEARSE_VENV)/bin/python -m pip --disable-pip-version-check -q install transformers==5.17.0 lightning==2.6.6 \
+	    pandas pyarrow safetensors numpy; }
+	$(PY) tools/gpu_pack.py --profile gpu-small --out gpu-pack-rehearsal $(REHEARSE_CAPS)
+	$(REHEARSE_VENV)/bin/python tools/gpu_run.py --pack gpu-pack-rehearsal --out gpu-out-rehearsal \
+	  --work gpu-work-rehearsal --deadline 1800 $(REHEARSE_CAPS)
 
 # The explorer on 127.0.0.1:8501; ROOT=.smoke shows the smoke run's outputs.
 ROOT ?= .

@@ -80,7 +80,7 @@ class Shapes:
 
     def fits(self, prompt_tokens: int, new_tokens: int, block: int) -> None:
         """One line when a request cannot fit the run's capacity."""
-        need = prompt_tokens + new_tokens + 2 * block + 1  # (two blocks: `verifier.slots.capacity_for`)
+        need = capacity_for([prompt_tokens], new_tokens, block)
         if need > self.capacity:
             raise DraftlabError(f"a request of a {prompt_tokens}-token prompt and {new_tokens} new tokens needs {need} "
                                 f"slots per stream, more than the run's declared capacity {self.capacity}; raise "

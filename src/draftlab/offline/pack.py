@@ -36,7 +36,10 @@ from draftlab.io import atomic_write, json_digest, sha256_file as sha256
 SCHEMA = "draftlab-gpu-pack-v2"  # v2: ASCII-escaped JSONL split at newlines only; data counts re-checked on install
 PIECE_LIMIT = 64 << 20  # what one transfer to the device carries
 PART_BYTES = 48 << 20  # the GGUF's parts: one part + the ~6.3 MiB working tree fit one 64 MiB transfer
-WHEELS = {"omegaconf": "omegaconf", "hydra-core": "hydra", "antlr4-python3-runtime": "antlr4", "gguf": "gguf"}
+# distribution -> module: what the device may lack (2026-12-04: no OmegaConf, Hydra, antlr4, gguf; accelerate not
+# seen, and transformers loads a GGUF only with it — the full-size rehearsal under transformers 5.17 found that)
+WHEELS = {"omegaconf": "omegaconf", "hydra-core": "hydra", "antlr4-python3-runtime": "antlr4", "gguf": "gguf",
+          "accelerate": "accelerate"}
 SELECTION_KEYS = ("data", "reference")  # the params sections that decide which prompts the stages read
 
 

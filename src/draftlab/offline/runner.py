@@ -47,7 +47,7 @@ from draftlab.offline import bundle, pack
 ROOT = Path(__file__).resolve().parents[3]
 STAGES = ("check_params", "prepare_target", "reference", "pretrain_drafter", "pretrain_seeded", "specopd", "corrector",
           "benchmark")
-MODULES = ("omegaconf", "hydra", "antlr4", "gguf")
+MODULES = ("omegaconf", "hydra", "antlr4", "gguf", "accelerate")  # unpacked from the pack's wheels where missing
 RESERVE_S = 20.0  # kept after a cut (--reserve): the stage's checkpoint on the way out, the salvage, the bundle, the
 # exit; a stage starts only with at least as much again left
 BUDGET_FLOOR = 0.25  # a training stage's minutes are never scaled below this share of the configured ones
