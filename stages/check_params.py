@@ -47,6 +47,11 @@ def run(params) -> None:
     from draftlab.plan.report import check_run
 
     check_model_folders(params)
+    if params.target.source == "toy":  # the toy world's knobs and its target's recipe (one line if wrong)
+        from draftlab.toy.world import train_config, world_config
+
+        print(f"toy world {world_config(params.target.toy).config_hash()[:12]}…, target recipe "
+              f"{train_config(params.target.toy)}")
     print(f"memory: {check_run(params, TARGET)}")
     out = Path(CHECKS)
     for stage, files in local_files(params).items():

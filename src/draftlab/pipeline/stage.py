@@ -86,6 +86,10 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
     t0 = time.time()
     try:
         params = load_params(paths.PARAMS, argv, arms=arm_names(), names=method_names())
+        if params.target.source == "toy":  # the method stages run only in the frozen toy world (draftlab.toy.freeze)
+            from draftlab.toy.freeze import check_frozen
+
+            check_frozen(name, params.target.toy, paths.TARGET)
         if distributed:
             from draftlab.config.trainer import launched
             from draftlab.training.dist import configure

@@ -1,0 +1,95 @@
+"""The toy world inside the pipeline (draftlab.toy.world, draftlab.pipeline.worlds): its config read from
+`target.toy` with one-line errors, its prompt files written deterministically from disjoint seed ranges, the freeze
+that the method stages check, and the world's DVC project written from the root dvc.yaml."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from draftlab.config.sections import ToyTargetConfig
+from draftlab.errors import ConfigError, DraftlabError
+from draftlab.toy.freeze import METHOD_STAGES, WORLD_STAGES, check_frozen
+from draftlab.toy.world import train_config, world_config, write_prompts
+
+
+def small_world() -> dict:
+    return {"families": [{"name": "copy", "lengths": [48, 50]}, {"name": "reverse", "lengths": [48, 50]}],
+            "alphabet": 60}
+
+
+def test_the_world_and_recipe_come_from_target_toy_with_one_line_errors():
+    toy = ToyTargetConfig(world=small_world(), train={"layers": 2, "hidden": 32, "betas": [0.9, 0.95]})
+    w = world_config(toy)
+    assert [f.name for f in w.families] == ["copy", "reverse"] and w.alphabet == 60
+    assert train_config(toy).betas == (0.9, 0.95)
+    for bad, msg in ((ToyTargetConfig(world={"colour": 1}), "target.toy.world: .*unknown keys"),
+                     (ToyTargetConfig(world={"families": [{"name": "juggle"}]}), "target.toy.world: .*juggle"),
+                     (ToyTargetConfig(train={"depth": 3}), r"target.toy.train has unknown keys \['depth'\]")):
+        with pytest.raises(ConfigError, match=msg) as e:
+            world_config(bad) if "world" in msg else train_config(bad)
+        assert "\n" not in str(e.value)
+
+
+def test_prompt_files_are_deterministic_and_from_disjoint_splits(tmp_path):
+    w = world_config(ToyTargetConfig(world=small_world()))
+    a = write_prompts(w, tmp_path / "a", 12, 5)
+    b = write_prompts(w, tmp_path / "b", 12, 5)
+    assert a == b and a["files"] == {"train.jsonl": 12, "copy.jsonl": 5, "reverse.jsonl": 5}
+    for name in a["files"]:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    rows = {n: [json.loads(x) for x in (tmp_path / "a" / n).read_text().splitlines()] for n in a["files"]}
+    train_ids = {r["id"] for r in rows["train.jsonl"]}
+    eval_ids = {r["id"] for n in ("copy.jsonl", "reverse.jsonl") for r in rows[n]}
+    assert all(i.startswith("train-") for i in train_ids) and all(i.startswith("eval-") for i in eval_ids)
+    assert all(r["prompt"].startswith("copy : ") for r in rows["copy.jsonl"])
+    from draftlab.data.suites import load_local_file  # the pipeline's own reader takes them as they are
+
+    assert len(load_local_file(tmp_path / "a" / "copy.jsonl", "copy")) == 5
+    assert json.loads((tmp_path / "a" / "world.json").read_text())["world_hash"] == w.config_hash()
+
+
+def test_the_method_stages_refuse_a_world_that_is_not_the_frozen_one(tmp_path):
+    toy = ToyTargetConfig(world=small_world())
+    h = world_config(toy).config_hash()
+    for stage in WORLD_STAGES:  # the world's own stages run before the freeze
+        check_frozen(stage, toy, tmp_path)
+    (tmp_path / "toy_world.json").write_text(json.dumps({"world_hash": h}))
+    cases = [(toy, "is not frozen"),
+             (ToyTargetConfig(world={**small_world(), "alphabet": 61}, frozen_hash=h), "not the frozen"),
+             (ToyTargetConfig(world=small_world(), frozen_hash=h), None)]
+    for cfg, msg in cases:
+        for stage in METHOD_STAGES:
+            if msg is None:
+                check_frozen(stage, cfg, tmp_path)
+                continue
+            with pytest.raises(DraftlabError, match=msg) as e:
+                check_frozen(stage, cfg, tmp_path)
+            assert "\n" not in str(e.value) and stage in str(e.value)
+    (tmp_path / "toy_world.json").write_text(json.dumps({"world_hash": "0" * 64}))
+    with pytest.raises(DraftlabError, match="was trained on world 000000000000"):
+        check_frozen("benchmark", ToyTargetConfig(world=small_world(), frozen_hash=h), tmp_path)
+    with pytest.raises(ConfigError, match="frozen_hash"):
+        ToyTargetConfig(frozen_hash="abc").check("target.toy")
+
+
+def test_a_world_folder_runs_the_root_pipeline_from_its_own_dvc_project():
+    """worlds/toy/dvc.yaml is the root's stages with every command and code dependency reached from the folder and
+    every data path left in it; the committed file is what `world_dvc` writes."""
+    from draftlab.pipeline.worlds import render, world_dvc
+
+    root = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    world = world_dvc(root, "worlds/toy")
+    assert list(world["stages"]) == list(root["stages"])
+    for name, st in world["stages"].items():
+        assert st["cmd"] == root["stages"][name]["cmd"].replace("stages/", "../../stages/")
+        for dep in st.get("deps", []):
+            d = dep if isinstance(dep, str) else next(iter(dep))
+            assert d.startswith("../../") == d[6:].startswith(("src/", "stages/", "conf/", "tools/"))
+        assert st.get("outs") == root["stages"][name].get("outs")  # outputs stay in the world's folder
+    committed = ROOT / "worlds" / "toy" / "dvc.yaml"
+    assert committed.read_text() == render(ROOT / "dvc.yaml", "worlds/toy"), \
+        "worlds/toy/dvc.yaml is stale: python -m draftlab.pipeline.worlds worlds/toy"
