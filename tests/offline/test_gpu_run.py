@@ -223,7 +223,8 @@ def test_pack_pieces_are_within_the_limits(packed):
     assert len(m["gguf"]["parts"]) == 2 and m["gguf"]["bytes"] > pack.PART_BYTES
     for piece, v in m["pieces"].items():
         assert (packed / piece).stat().st_size == v["bytes"] <= pack.PIECE_LIMIT, piece
-    assert {Path(w).name.split("-")[0] for w in m["wheels"]} == {"omegaconf", "hydra_core", "antlr4_python3_runtime", "gguf"}
+    assert {Path(w).name.split("-")[0] for w in m["wheels"]} == {d.replace("-", "_") for d in pack.WHEELS}
+    assert set(pack.WHEELS) == {"omegaconf", "hydra-core", "antlr4-python3-runtime", "gguf", "accelerate"}
     assert all(w.endswith("-py3-none-any.whl") for w in m["wheels"])
 
 
