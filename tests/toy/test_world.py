@@ -93,3 +93,28 @@ def test_a_world_folder_runs_the_root_pipeline_from_its_own_dvc_project():
     committed = ROOT / "worlds" / "toy" / "dvc.yaml"
     assert committed.read_text() == render(ROOT / "dvc.yaml", "worlds/toy"), \
         "worlds/toy/dvc.yaml is stale: python -m draftlab.pipeline.worlds worlds/toy"
+
+
+def test_bad_input_in_the_toy_world_is_one_line(tmp_path):
+    """A toy profile with an LLM target (and the toy target with another profile), a prompt with a word outside the
+    toy target's vocabulary, a suite for a family the world does not have: one line each."""
+    from draftlab.data.templates import encode_prompt
+    from draftlab.params import compose_params, build_params
+    from draftlab.toy.tasks import WorldConfig, example
+    from draftlab.toy.tokenizer import build_tokenizer
+
+    conf = ROOT / "conf"
+    for ovs in (["target=toy"], ["target=toy", "profile=smoke"]):
+        with pytest.raises(ConfigError, match="the toy profile runs the toy world's target") as e:
+            build_params(compose_params(ovs, conf))
+        assert "\n" not in str(e.value)
+    world = WorldConfig.from_dict(small_world())
+    tok = build_tokenizer(world)
+    ids, _ = encode_prompt(tok, example(world, "eval", 0, family="copy").prompt)
+    assert tok.unk_token_id not in ids
+    with pytest.raises(DraftlabError, match=r"outside the target's vocabulary \('zebra'\)") as e:
+        encode_prompt(tok, "copy : a b zebra")
+    assert "\n" not in str(e.value)
+    with pytest.raises(DraftlabError, match="'sort' is not in this toy world") as e:
+        example(world, "eval", 0, family="sort")
+    assert "\n" not in str(e.value)

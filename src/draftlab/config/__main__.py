@@ -10,7 +10,8 @@ import sys
 from draftlab.errors import DraftlabError
 from draftlab.params import compose_text
 
-USAGE = ("usage: python -m draftlab.config compose [target=NAME profile=NAME key=value ...]\n"
+USAGE = ("usage: python -m draftlab.config compose [--conf DIR] [target=NAME profile=NAME key=value ...]\n"
+         "(--conf: the conf/ folder, default ./conf; from a world's folder: --conf ../../conf)\n"
          "(to validate params.yaml, arm names included: draftlab check [key=value ...])")
 
 
@@ -18,8 +19,11 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] != "compose":
         print(USAGE, file=sys.stderr)
         return 2
+    args, conf = argv[1:], "conf"
+    if args[:1] == ["--conf"] and len(args) > 1:
+        conf, args = args[1], args[2:]
     try:
-        print(compose_text(argv[1:]), end="")
+        print(compose_text(args, conf), end="")
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -341,6 +341,11 @@ class Params:
                 if folder != plain:
                     raise ConfigError(f"{key}={folder!r} conflicts with seeded.methods=true (the methods then train on "
                                       f"models/drafter/seeded); drop {key} or set seeded.methods=false")
+        if (self.profile.name == "toy") != (self.target.source == "toy"):  # the toy world: its target and its prompts
+            raise ConfigError(f"profile={self.profile.name} with target.source={self.target.source!r}: the toy profile "
+                              f"runs the toy world's target on the world's prompt files, and the toy target knows only "
+                              f"those words; use profile=toy with target=toy (cd worlds/toy), or another profile with "
+                              f"an LLM target")
         if CHAT_SUITE in self.benchmark.suites and self.data.train_suite != "sharegpt":
             raise ConfigError(f"benchmark.suites names '{CHAT_SUITE}', the ShareGPT prompts of the held-out pool, but "
                               f"data.train_suite={self.data.train_suite!r} has no ShareGPT pool; set "

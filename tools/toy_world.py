@@ -1,0 +1,71 @@
+"""The toy world's commands (docs/toy-world.md), run in the world's folder (worlds/toy/):
+
+    python ../../tools/toy_world.py prompts [--train N] [--eval N]   # the world's prompt files (prompts/), from the preset
+    python ../../tools/toy_world.py properties [--prompts N]          # after the world's stages: results/world.json
+
+`prompts` writes the training pool and one suite per family from the generator (`toy.world` of the target preset,
+conf/target/toy.yaml: the files must exist before params.yaml can be composed, since composing checks them);
+`properties`
+measures the world (draftlab.pipeline.toy.properties) from prepare_target's, reference's and pretrain_drafter's
+outputs and one decode of `ar` and `dflash` on its suites, and writes each property beside its bar and verdict."""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="toy_world.py", description="the toy world's prompt files and properties")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prompts")
+    p.add_argument("--train", type=int, default=3000, help="prompts in the training pool (the train split)")
+    p.add_argument("--eval", type=int, default=64, help="prompts per family suite (the eval split)")
+    p.add_argument("--out", default="prompts")
+    p.add_argument("--preset", default="../../conf/target/toy.yaml", help="the toy target preset holding the world")
+    q = sub.add_parser("properties")
+    q.add_argument("--prompts", type=int, default=16, help="prompts per family suite in the engine decode")
+    q.add_argument("--out", default="results/world.json")
+    a = ap.parse_args(argv)
+    from draftlab import paths
+    from draftlab.errors import DraftlabError
+    from draftlab.params import load_params
+    from draftlab.pipeline.names import arm_names, method_names
+
+    try:
+        if a.cmd == "prompts":
+            import yaml
+
+            from draftlab.config.sections import ToyTargetConfig
+            from draftlab.toy.world import world_config, write_prompts
+
+            try:
+                preset = yaml.safe_load(Path(a.preset).read_text())
+            except OSError as e:
+                raise DraftlabError(f"--preset {a.preset}: cannot read it ({e.strerror}); run from worlds/toy or pass "
+                                    f"--preset PATH") from None
+            world = world_config(ToyTargetConfig(world=(preset.get("toy") or {}).get("world") or {}))
+            print(json.dumps(write_prompts(world, a.out, a.train, a.eval), indent=1))
+            return 0
+        params = load_params(paths.PARAMS, [], arms=arm_names(), names=method_names())
+        if params.target.source != "toy":
+            raise DraftlabError(f"target.source={params.target.source!r}: these commands are for a toy world's folder "
+                                f"(target.source=toy; cd worlds/toy)")
+        from draftlab.pipeline.layout import checkpoints
+        from draftlab.pipeline.toy.properties import measure, write
+        from draftlab.verifier.load import load_target
+
+        target = load_target(paths.TARGET, device="cpu", dtype="float32")
+        read = lambda s: json.loads(Path(paths.results(s)).read_text())  # noqa: E731
+        props = measure(params, target, paths.TARGET, read("prepare_target"), paths.REFERENCES, read("pretrain_drafter"),
+                        checkpoints(params.benchmark.drafter), a.prompts)
+        write(a.out, props)
+        print(json.dumps({"verdicts": props["verdicts"], "holds": props["holds"]}, indent=1))
+        return 0
+    except DraftlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    raise SystemExit(main(sys.argv[1:]))
