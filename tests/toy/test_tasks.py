@@ -9,10 +9,10 @@ from draftlab.errors import DraftlabError
 from draftlab.toy.tasks import (FAMILIES, FamilySpec, WorldConfig, example, examples, family_of, symbol_names,
                                 valid)
 
-ALL = WorldConfig(families=tuple(FamilySpec(n) if n not in ("lookup", "distinct", "interleave") else
-                                 {"lookup": FamilySpec("lookup", 1.0, (10, 12), (4, 6)),
-                                  "distinct": FamilySpec("distinct", 1.0, (48, 56), (8, 16)),
-                                  "interleave": FamilySpec("interleave", 1.0, (24, 32))}[n] for n in FAMILIES))
+SPECS = {"lookup": FamilySpec("lookup", 1.0, (10, 12), (4, 6)), "distinct": FamilySpec("distinct", 1.0, (48, 56), (8, 16)),
+         "interleave": FamilySpec("interleave", 1.0, (24, 32)), "shuffle": FamilySpec("shuffle", 1.0, (10, 12), (4, 5)),
+         "merge": FamilySpec("merge", 1.0, (24, 28)), "swap": FamilySpec("swap", 1.0, (24, 28))}
+ALL = WorldConfig(families=tuple(SPECS.get(n, FamilySpec(n)) for n in FAMILIES))
 
 
 def test_deterministic_and_seeded_per_example():
@@ -91,6 +91,26 @@ def test_distinct_accepts_any_order_and_nothing_else():
     assert len(firsts) > 5
 
 
+def test_shuffle_and_merge_accept_every_valid_order():
+    e = example(ALL, "eval", 2, "shuffle")
+    groups = " ".join(e.answer.split()).split(" | ")
+    body = e.prompt.split(" : ", 1)[1]
+    assert valid(e.prompt, body)  # the prompt's own order is one valid answer
+    assert valid(e.prompt, " | ".join(" ".join(reversed(g.split())) for g in groups))
+    assert not valid(e.prompt, " | ".join(reversed(groups)))  # groups stay in order
+    assert not valid(e.prompt, " | ".join(groups[:-1]))
+    m = example(ALL, "eval", 2, "merge")
+    words = m.prompt.split()[2:]
+    a, b = words[:words.index("|")], words[words.index("|") + 1:]
+    assert valid(m.prompt, " ".join(a + b)) and valid(m.prompt, " ".join(b + a))
+    assert valid(m.prompt, " ".join(w for p in zip(a, b) for w in p))
+    assert not valid(m.prompt, " ".join(a[::-1] + b)) and not valid(m.prompt, " ".join(a + b[:-1]))
+    # the training answers are random riffles: not always the same list first
+    firsts = {example(ALL, "target", i, "merge").answer.split()[0] in
+              example(ALL, "target", i, "merge").prompt.split(" | ")[0] for i in range(20)}
+    assert firsts == {True, False}
+
+
 def test_family_mix_follows_weights():
     w = WorldConfig(families=(FamilySpec("copy", 3.0), FamilySpec("reverse", 1.0)))
     fams = [e.family for e in examples(w, "target", 400)]
@@ -113,3 +133,17 @@ def test_bad_config_and_prompts_are_one_line():
     with pytest.raises(DraftlabError, match="not a toy-world prompt"):
         family_of("add : 1 2")
     assert not valid("copy : a b", "a b c") and not FAMILIES["copy"].valid("reverse : a b", "a b")
+
+
+def test_swap_accepts_each_pair_in_either_order_and_nothing_else():
+    e = example(ALL, "eval", 5, "swap")
+    body = e.prompt.split()[2:]
+    assert len(body) % 2 == 0 and e.valid(e.answer) and valid(e.prompt, " ".join(body))
+    flipped = [w for i in range(0, len(body), 2) for w in body[i:i + 2][::-1]]
+    assert valid(e.prompt, " ".join(flipped))
+    assert not valid(e.prompt, " ".join(body[1:] + body[:1]))  # a symbol leaves its pair
+    assert not valid(e.prompt, " ".join(body[:-2]))
+    # the training answers flip pairs at random: both orders of a first pair occur
+    firsts = {example(ALL, "target", i, "swap").answer.split()[0] == example(ALL, "target", i, "swap").prompt.split()[2]
+              for i in range(40)}
+    assert firsts == {True, False}

@@ -1,7 +1,7 @@
 """The toy world's task families: a seeded, deterministic generator of (prompt, answer) pairs.
 
 A prompt is whitespace-separated words, `<task> : <body>`; its answer is determined by the prompt (for
-`distinct`, up to order). Symbols are the first `alphabet` of a-z, A-Z, 0-9, then a0..z9 (their order is
+`distinct`, `shuffle`, `merge` and `swap`, up to order). Symbols are the first `alphabet` of a-z, A-Z, 0-9, then a0..z9 (their order is
 that list's, which `sort` uses); look-up keys are `#0`, `#1`, ... The families (`FamilySpec.lengths` and
 `.extra` are inclusive ranges, drawn uniformly per example):
 
@@ -16,6 +16,13 @@ that list's, which `sort` uses); look-up keys are `#0`, `#1`, ... The families (
   the table writes it (`#k v v v ;`).
 - `interleave`: two lists of `lengths` symbols each (all distinct), `a... | b...`; the answer alternates
   them `a1 b1 a2 b2 ...`.
+- `shuffle`: `lengths` groups of `extra` symbols each (all distinct), separated by `|`; the answer writes
+  the groups in order, separated by `|`, each group's symbols in ANY order (training: a random one).
+- `swap`: `lengths` pairs of symbols (all distinct), written as one list; the answer writes the list with each
+  consecutive pair (symbols 1-2, 3-4, ...) in EITHER order (training: each pair's order a fair coin), so the
+  first symbol of a pair carries ln 2 nats at T=1 and the second is determined by it.
+- `merge`: two lists of `lengths` symbols each (all distinct), `a... | b...`; the answer is ANY merge that
+  keeps each list's own order (training: a uniformly random riffle).
 
 Splits draw from disjoint seed ranges (`WorldConfig.splits`: name, first seed, size): `target` (the
 target's own training data), `train` (the pipeline's reference prompts), `eval` (benchmark suites),
@@ -28,9 +35,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import string
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping, Sequence
 
 from draftlab.errors import ConfigError, DraftlabError
@@ -162,6 +170,12 @@ class Family:
     def min_answer(self, cfg: WorldConfig, spec: FamilySpec) -> int:
         return spec.lengths[0]
 
+    def scaled(self, spec: FamilySpec, f: float) -> FamilySpec:
+        """The spec with its sizes scaled by f (rounded up, at least 1): a training curriculum's short lists."""
+        def scale(r):
+            return tuple(max(1, math.ceil(x * f)) for x in r)
+        return replace(spec, lengths=scale(spec.lengths), extra=scale(spec.extra) if spec.extra[1] else spec.extra)
+
     def make(self, rng: random.Random, cfg: WorldConfig, spec: FamilySpec) -> tuple[list[str], list[str]]:
         body = rng.sample(cfg.symbols(), rng.randint(*spec.lengths))
         return body, self.solve(body)
@@ -286,7 +300,120 @@ class Interleave(Family):
         return [w for pair in zip(a, b) for w in pair]
 
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (Copy(), Reverse(), Sort(), Distinct(), Lookup(), Interleave())}
+class Shuffle(Family):
+    name = "shuffle"
+
+    def check(self, cfg, spec):
+        if spec.extra[0] < 1:
+            raise ConfigError(f"toy world: shuffle.extra (the group size) {spec.extra} must be >= 1")
+        if spec.lengths[1] * spec.extra[1] > cfg.alphabet:
+            raise ConfigError(f"toy world: shuffle needs {spec.lengths[1] * spec.extra[1]} symbols, over "
+                              f"alphabet={cfg.alphabet}")
+
+    def min_answer(self, cfg, spec):
+        return spec.lengths[0] * (spec.extra[0] + 1) - 1
+
+    def scaled(self, spec, f):
+        return replace(super().scaled(spec, f), extra=spec.extra)  # fewer groups, same group size
+
+    def make(self, rng, cfg, spec):
+        n = rng.randint(*spec.lengths)
+        sizes = [rng.randint(*spec.extra) for _ in range(n)]
+        syms = rng.sample(cfg.symbols(), sum(sizes))
+        groups, at = [], 0
+        for k in sizes:
+            groups.append(syms[at:at + k])
+            at += k
+        answer = []
+        for g in groups:
+            g = list(g)
+            rng.shuffle(g)
+            answer += [*(answer and [LIST_SEP]), *g]
+        return [w for i, g in enumerate(groups) for w in ([LIST_SEP] if i else []) + g], answer
+
+    def solve(self, body):
+        return None  # several valid answers
+
+    @staticmethod
+    def _groups(words):
+        out = [[]]
+        for w in words:
+            if w == LIST_SEP:
+                out.append([])
+            else:
+                out[-1].append(w)
+        return out
+
+    def check_answer(self, body, answer):
+        want, got = self._groups(body), self._groups(answer)
+        return len(want) == len(got) and all(len(g) == len(set(g)) and sorted(g) == sorted(w)
+                                             for g, w in zip(got, want))
+
+
+class Merge(Family):
+    name = "merge"
+
+    def check(self, cfg, spec):
+        Interleave().check(cfg, spec)
+
+    def min_answer(self, cfg, spec):
+        return 2 * spec.lengths[0]
+
+    def make(self, rng, cfg, spec):
+        n = rng.randint(*spec.lengths)
+        both = rng.sample(cfg.symbols(), 2 * n)
+        a, b = both[:n], both[n:]
+        from_a = set(rng.sample(range(2 * n), n))
+        ia, ib, answer = iter(a), iter(b), []
+        for i in range(2 * n):
+            answer.append(next(ia) if i in from_a else next(ib))
+        return a + [LIST_SEP] + b, answer
+
+    def solve(self, body):
+        return None  # several valid answers
+
+    def check_answer(self, body, answer):
+        cut = body.index(LIST_SEP)
+        a, b = body[:cut], body[cut + 1:]
+        if len(answer) != len(a) + len(b):
+            return False
+        i = j = 0
+        for w in answer:  # the symbols are distinct: each word belongs to one list
+            if i < len(a) and w == a[i]:
+                i += 1
+            elif j < len(b) and w == b[j]:
+                j += 1
+            else:
+                return False
+        return True
+
+
+class Swap(Family):
+    name = "swap"
+
+    def check(self, cfg, spec):
+        Interleave().check(cfg, spec)
+
+    def min_answer(self, cfg, spec):
+        return 2 * spec.lengths[0]
+
+    def make(self, rng, cfg, spec):
+        body = rng.sample(cfg.symbols(), 2 * rng.randint(*spec.lengths))
+        answer = []
+        for i in range(0, len(body), 2):
+            answer += body[i:i + 2] if rng.random() < 0.5 else body[i:i + 2][::-1]
+        return body, answer
+
+    def solve(self, body):
+        return None  # several valid answers
+
+    def check_answer(self, body, answer):
+        return len(answer) == len(body) and len(body) % 2 == 0 and all(
+            sorted(answer[i:i + 2]) == sorted(body[i:i + 2]) for i in range(0, len(body), 2))
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (Copy(), Reverse(), Sort(), Distinct(), Lookup(), Interleave(),
+                                                   Shuffle(), Merge(), Swap())}
 TASK_WORDS = tuple(FAMILIES)  # every family's word is in every world's vocabulary
 
 

@@ -4,7 +4,8 @@ Each sequence is the ChatML-templated prompt, the canonical answer and `<|im_end
 answer tokens and the eos only. AdamW (no decay on norms and the tied embedding), linear warm-up, then a
 cosine from `lr` to `lr * min_lr_ratio` over the run's progress = max(step / max_steps, seconds / budget_s),
 so the schedule ends at whichever limit comes first (the step cap makes a run reproducible; the budget
-bounds its wall time). Batches are drawn in chunks of `bucket` batches sorted by length (less padding);
+bounds its wall time). A curriculum (`curriculum_steps`) starts with short lists and grows them to the world's
+sizes (a long list gives the copying heads little signal until they exist). Batches are drawn in chunks of `bucket` batches sorted by length (less padding);
 right padding needs no attention mask. Step `s` reads target-split examples fixed by `s`, so a run that
 resumes from its checkpoint (written every `checkpoint_s` seconds to `work_dir`: model and optimizer as
 tensors, safetensors / `torch.load(weights_only=True)`) sees the same data as one that did not stop.
@@ -20,7 +21,7 @@ import os
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -31,7 +32,7 @@ from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 from draftlab.errors import ConfigError
 from draftlab.toy import evaluate as E
-from draftlab.toy.tasks import WorldConfig, examples
+from draftlab.toy.tasks import FAMILIES, WorldConfig, examples
 from draftlab.toy.tokenizer import EOS, MASK, PAD, build_tokenizer, chat_ids, encode_words
 
 WORLD_FILE = "toy_world.json"
@@ -59,6 +60,9 @@ class TrainConfig:
     budget_s: float = 1200.0
     bucket: int = 8             # batches per length-sorted chunk
     mix: tuple[tuple[str, float], ...] = ()  # training weights per family; empty = the world's weights
+    curriculum_steps: int = 0   # list lengths grow from curriculum_start x the world's to the world's by this step
+    curriculum_start: float = 0.125
+    curriculum_hold: int = 0    # ... staying at curriculum_start for the first this many steps
     seed: int = 0               # initialisation and batch order
     threads: int = 0            # torch.set_num_threads when > 0
     checkpoint_s: float = 30.0
@@ -110,9 +114,21 @@ class Batches:
         self.weights = dict(cfg.mix) if cfg.mix else None
         self._chunk: tuple[int, list] | None = None
 
+    def world_at(self, step: int) -> WorldConfig:
+        """The world whose examples train step `step`: the world itself, or during the curriculum one whose
+        size ranges are scaled by f (rounded up): curriculum_start until curriculum_hold, then linear to 1 at
+        curriculum_steps."""
+        n, hold = self.cfg.curriculum_steps, min(self.cfg.curriculum_hold, self.cfg.curriculum_steps)
+        if n <= 0 or step >= n:
+            return self.world
+        f = self.cfg.curriculum_start + (1 - self.cfg.curriculum_start) * max(0, step - hold) / max(1, n - hold)
+
+        fams = tuple(FAMILIES[s.name].scaled(s, f) for s in self.world.families)
+        return replace(self.world, families=fams, min_answer_tokens=1)
+
     def rows(self, c: int) -> list[list[tuple[list[int], list[int]]]]:
         B, K = self.cfg.batch, self.cfg.bucket
-        exs = examples(self.world, "target", B * K, start=c * B * K, weights=self.weights)
+        exs = examples(self.world_at(c * K), "target", B * K, start=c * B * K, weights=self.weights)
         seqs = [(chat_ids(self.tok, e.prompt), encode_words(self.tok, e.answer) + [self.eos]) for e in exs]
         seqs.sort(key=lambda s: len(s[0]) + len(s[1]))
         groups = [seqs[i * B:(i + 1) * B] for i in range(K)]
