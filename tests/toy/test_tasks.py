@@ -11,7 +11,8 @@ from draftlab.toy.tasks import (FAMILIES, FamilySpec, WorldConfig, example, exam
 
 SPECS = {"lookup": FamilySpec("lookup", 1.0, (10, 12), (4, 6)), "distinct": FamilySpec("distinct", 1.0, (48, 56), (8, 16)),
          "interleave": FamilySpec("interleave", 1.0, (24, 32)), "shuffle": FamilySpec("shuffle", 1.0, (10, 12), (4, 5)),
-         "merge": FamilySpec("merge", 1.0, (24, 28)), "swap": FamilySpec("swap", 1.0, (24, 28))}
+         "merge": FamilySpec("merge", 1.0, (24, 28)), "swap": FamilySpec("swap", 1.0, (24, 28)),
+         "mark": FamilySpec("mark", 1.0, (24, 28))}
 ALL = WorldConfig(families=tuple(SPECS.get(n, FamilySpec(n)) for n in FAMILIES))
 
 
@@ -147,3 +148,17 @@ def test_swap_accepts_each_pair_in_either_order_and_nothing_else():
     firsts = {example(ALL, "target", i, "swap").answer.split()[0] == example(ALL, "target", i, "swap").prompt.split()[2]
               for i in range(40)}
     assert firsts == {True, False}
+
+
+def test_mark_accepts_either_mark_after_each_symbol_and_nothing_else():
+    from draftlab.toy.tasks import MARK_P, MARKS
+
+    e = example(ALL, "eval", 7, "mark")
+    body = e.prompt.split()[2:]
+    assert e.valid(e.answer) and e.answer.split()[0::2] == body
+    assert valid(e.prompt, " ".join(w for x in body for w in (x, MARKS[1])))
+    assert not valid(e.prompt, " ".join(w for x in body for w in (x, "|")))  # not a mark
+    assert not valid(e.prompt, " ".join(w for x in body[::-1] for w in (x, MARKS[0])))
+    assert not valid(e.prompt, " ".join(body))
+    marks = [w for i in range(200) for w in example(ALL, "target", i, "mark").answer.split()[1::2]]
+    assert abs(marks.count(MARKS[0]) / len(marks) - MARK_P) < 0.03  # 5,000+ draws: 4 standard errors

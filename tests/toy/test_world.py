@@ -118,3 +118,17 @@ def test_bad_input_in_the_toy_world_is_one_line(tmp_path):
     with pytest.raises(DraftlabError, match="'sort' is not in this toy world") as e:
         example(world, "eval", 0, family="sort")
     assert "\n" not in str(e.value)
+
+
+def test_the_committed_prompts_are_the_preset_worlds(tmp_path):
+    """worlds/toy/prompts/ is what `toy_world.py prompts` writes from conf/target/toy.yaml's world: a change of the
+    world without new prompt files (or the reverse) fails here."""
+    committed = ROOT / "worlds" / "toy" / "prompts"
+    preset = yaml.safe_load((ROOT / "conf" / "target" / "toy.yaml").read_text())
+    world = world_config(ToyTargetConfig(world=preset["toy"]["world"]))
+    sizes = {name: sum(1 for _ in (committed / name).open()) for name in (p.name for p in committed.glob("*.jsonl"))}
+    fams = [f.name for f in world.families]
+    assert set(sizes) == {"train.jsonl", *(f"{f}.jsonl" for f in fams)}
+    write_prompts(world, tmp_path, sizes["train.jsonl"], sizes[f"{fams[0]}.jsonl"])
+    for name in sorted(p.name for p in committed.iterdir()):
+        assert (tmp_path / name).read_bytes() == (committed / name).read_bytes(), name

@@ -6,7 +6,7 @@ explicit positions). `evaluate` scores held-out examples per family with `tasks.
 entropy of its next-token distribution at T=1: the share of answer positions at >= 0.5 nats. `teacher_forced`
 is the cheap learning-curve reading used during training: per family, the share of sequences whose every
 answer position has its argmax right (for `distinct`, the argmax is one of the symbols still owed, or the
-end once none is), which for deterministic families is exactly greedy exact match.
+end once none is; for `swap`, either symbol of the pair at its first position, then the other), which for deterministic families is exactly greedy exact match.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
-from draftlab.toy.tasks import Example, valid
+from draftlab.toy.tasks import MARKS, Example, valid
 from draftlab.toy.tokenizer import EOS, PAD, chat_ids, encode_words
 
 HIGH_ENTROPY = 0.5  # nats
@@ -143,6 +143,13 @@ def teacher_forced(model, tokenizer, exs: list[Example], batch: int = 64) -> dic
                 for t, tok in zip(top, a + [eos]):
                     ok &= (t in owed) if owed else (t == eos)
                     owed.discard(tok)
+            elif e.family == "swap":  # at a pair's first position either symbol of the pair, then the other one
+                pairs = [set(a[i:i + 2]) for i in range(0, len(a), 2)]
+                ok = top[len(a)] == eos and all(
+                    t in pairs[i // 2] if i % 2 == 0 else {t, a[i - 1]} == pairs[i // 2] for i, t in enumerate(top[:len(a)]))
+            elif e.family == "mark":  # a mark position may hold either mark
+                marks = set(encode_words(tokenizer, " ".join(MARKS)))
+                ok = top[len(a)] == eos and all(t == w or (i % 2 and t in marks) for i, (t, w) in enumerate(zip(top, a)))
             else:
                 ok = top == a + [eos]
             hits[e.family].append(float(ok))

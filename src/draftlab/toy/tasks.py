@@ -1,7 +1,7 @@
 """The toy world's task families: a seeded, deterministic generator of (prompt, answer) pairs.
 
 A prompt is whitespace-separated words, `<task> : <body>`; its answer is determined by the prompt (for
-`distinct`, `shuffle`, `merge` and `swap`, up to order). Symbols are the first `alphabet` of a-z, A-Z, 0-9, then a0..z9 (their order is
+`distinct`, `shuffle`, `merge`, `swap` and `mark`, up to order or marks). Symbols are the first `alphabet` of a-z, A-Z, 0-9, then a0..z9 (their order is
 that list's, which `sort` uses); look-up keys are `#0`, `#1`, ... The families (`FamilySpec.lengths` and
 `.extra` are inclusive ranges, drawn uniformly per example):
 
@@ -21,6 +21,9 @@ that list's, which `sort` uses); look-up keys are `#0`, `#1`, ... The families (
 - `swap`: `lengths` pairs of symbols (all distinct), written as one list; the answer writes the list with each
   consecutive pair (symbols 1-2, 3-4, ...) in EITHER order (training: each pair's order a fair coin), so the
   first symbol of a pair carries ln 2 nats at T=1 and the second is determined by it.
+- `mark`: `lengths` symbols (all distinct); the answer writes each symbol followed by a mark, `+` or `-`, either
+  valid (training: `+` with probability MARK_P = 0.7), so a mark carries 0.61 nats at T=1 while greedy always
+  writes `+`.
 - `merge`: two lists of `lengths` symbols each (all distinct), `a... | b...`; the answer is ANY merge that
   keeps each list's own order (training: a uniformly random riffle).
 
@@ -44,6 +47,7 @@ from typing import Mapping, Sequence
 from draftlab.errors import ConfigError, DraftlabError
 
 TASK_SEP, LIST_SEP, ENTRY_END = ":", "|", ";"
+MARKS, MARK_P = ("+", "-"), 0.7  # `mark`: the two marks and the first one's probability
 
 
 @dataclass(frozen=True)
@@ -412,8 +416,25 @@ class Swap(Family):
             sorted(answer[i:i + 2]) == sorted(body[i:i + 2]) for i in range(0, len(body), 2))
 
 
+class Mark(Family):
+    name = "mark"
+
+    def min_answer(self, cfg, spec):
+        return 2 * spec.lengths[0]
+
+    def make(self, rng, cfg, spec):
+        body = rng.sample(cfg.symbols(), rng.randint(*spec.lengths))
+        return body, [w for x in body for w in (x, MARKS[0] if rng.random() < MARK_P else MARKS[1])]
+
+    def solve(self, body):
+        return None  # several valid answers
+
+    def check_answer(self, body, answer):
+        return answer[0::2] == body and len(answer) == 2 * len(body) and set(answer[1::2]) <= set(MARKS)
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (Copy(), Reverse(), Sort(), Distinct(), Lookup(), Interleave(),
-                                                   Shuffle(), Merge(), Swap())}
+                                                   Shuffle(), Merge(), Swap(), Mark())}
 TASK_WORDS = tuple(FAMILIES)  # every family's word is in every world's vocabulary
 
 

@@ -16,7 +16,7 @@ from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from draftlab.errors import DraftlabError
-from draftlab.toy.tasks import ENTRY_END, LIST_SEP, TASK_SEP, TASK_WORDS, WorldConfig
+from draftlab.toy.tasks import ENTRY_END, LIST_SEP, MARKS, TASK_SEP, TASK_WORDS, WorldConfig
 
 PAD, UNK, BOS, EOS, MASK = "<pad>", "<unk>", "<|im_start|>", "<|im_end|>", "<|MASK|>"
 SPECIALS = (PAD, UNK, BOS, EOS, MASK)
@@ -28,7 +28,7 @@ CHAT_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}
 
 def vocabulary(cfg: WorldConfig) -> list[str]:
     """Every token of the world, in id order."""
-    words = [*SPECIALS, NEWLINE, *ROLES, *TASK_WORDS, TASK_SEP, LIST_SEP, ENTRY_END, *cfg.symbols(), *cfg.key_words()]
+    words = [*SPECIALS, NEWLINE, *ROLES, *TASK_WORDS, TASK_SEP, LIST_SEP, ENTRY_END, *MARKS, *cfg.symbols(), *cfg.key_words()]
     if len(set(words)) != len(words):
         raise DraftlabError("toy vocabulary has a duplicate word (a symbol equals a task or role word)")
     return words
