@@ -35,7 +35,7 @@ repro: install .dvc
 # then Triton kernels under the interpreter (own process), then the smoke pipeline.
 TEST_WORKERS ?= 2
 test: install
-	DRAFTLAB_INSTALL_CHROMIUM=1 $(PY) -m pytest tests --ignore=tests/kernels -n $(TEST_WORKERS) --dist loadfile
+	OMP_WAIT_POLICY=PASSIVE DRAFTLAB_INSTALL_CHROMIUM=1 $(PY) -m pytest tests --ignore=tests/kernels -n $(TEST_WORKERS) --dist loadfile
 	@if ls tests/kernels/test_*.py >/dev/null 2>&1; then TRITON_INTERPRET=1 $(PY) -m pytest tests/kernels -m interpret; fi
 	$(MAKE) --no-print-directory smoke
 

@@ -20,12 +20,12 @@ The recipe is draftlab.pipeline.corrector; this script only loads, wires and wri
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
-
 from draftlab import paths  # noqa: E402
+from draftlab.omp import set_wait_policy  # noqa: E402
+
+set_wait_policy(paths.PARAMS)  # before torch (draftlab.omp)
 from draftlab.pipeline.stage import (load_inputs, pick, require_references, stage_log, stage_main, training_run,  # noqa: E402
     write_report)
 

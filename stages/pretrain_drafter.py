@@ -8,14 +8,12 @@ outputs), so an interrupted run resumes its step count when re-run with the same
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-# Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning threads made
-# a training step ~10x slower (2.8 s vs 0.28 s measured); must be set before torch is imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 from draftlab import paths  # noqa: E402
+from draftlab.omp import set_wait_policy  # noqa: E402
+
+set_wait_policy(paths.PARAMS)  # before torch (draftlab.omp)
 from draftlab.pipeline.stage import (curve_csv, load_inputs, publish, require_references, stage_log, stage_main,  # noqa: E402
     training_run)
 

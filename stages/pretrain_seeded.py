@@ -14,12 +14,12 @@ Disabled (the gpu profile): no training; the folder holds only `disabled.json` a
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch (see stages/pretrain_drafter.py)
-
 from draftlab import paths  # noqa: E402
+from draftlab.omp import set_wait_policy  # noqa: E402
+
+set_wait_policy(paths.PARAMS)  # before torch (draftlab.omp)
 from draftlab.pipeline.stage import (curve_csv, load_inputs, publish, require_references, stage_log, stage_main,  # noqa: E402
     training_run, write_report)
 

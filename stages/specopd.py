@@ -12,12 +12,12 @@ cache when `specopd.cache_features` (false: no cache, the taps are computed in e
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see stages/pretrain_drafter.py
-
 from draftlab import paths  # noqa: E402
+from draftlab.omp import set_wait_policy  # noqa: E402
+
+set_wait_policy(paths.PARAMS)  # before torch (draftlab.omp)
 from draftlab.pipeline.stage import (load_inputs, numeric, publish, require_references, stage_log, stage_main,  # noqa: E402
     training_run)
 

@@ -134,7 +134,9 @@ def cmd_decode(a: argparse.Namespace) -> int:
     if a.arm not in _arm_names():
         raise DraftlabError(f"unknown arm '{a.arm}'; known arms: {', '.join(_arm_names())} (the arm table, "
                             "draftlab/bench/arms.py)")
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from draftlab.omp import set_wait_policy
+
+    set_wait_policy(a.params)
     import time
 
     import torch

@@ -252,7 +252,9 @@ def run(params_file, target_dir, out_file, *, tiny: bool = False, quick: bool = 
     """Measure and write `out_file` (atomically); returns its content. The text arguments are the command line's
     (`batches`, `contexts`, `linear`: comma lists, empty for the defaults; `reps` 0 for the default); bad ones
     raise UsageError naming the flag."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from draftlab.omp import set_wait_policy
+
+    set_wait_policy(str(params_file))
     import torch
 
     from draftlab.io import write_json

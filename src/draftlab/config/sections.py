@@ -127,10 +127,12 @@ class ProfileConfig:
     name: str = "cpu"
     seed: int = 0
     threads: int = 2  # torch CPU threads (0 = torch default)
+    omp_wait_policy: str = "passive"  # passive | active: OpenMP's idle threads sleep or spin (draftlab.omp)
 
     def check(self, p: str) -> None:
         _choice(f"{p}.name", self.name, ("smoke", "cpu", "cpu-long", "gpu", "gpu-small", "toy", "custom"))
         _positive(f"{p}.threads", self.threads, allow_zero=True)
+        _choice(f"{p}.omp_wait_policy", self.omp_wait_policy, ("passive", "active"))
 
 
 @dataclass

@@ -499,7 +499,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(a: argparse.Namespace) -> int:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from draftlab.omp import set_wait_policy
+
+    set_wait_policy()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     for k, v in QUIET_ENV.items():
         os.environ.setdefault(k, v)

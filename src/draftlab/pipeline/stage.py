@@ -18,10 +18,11 @@ from typing import Any, Callable
 
 from draftlab import paths
 
-# Idle OpenMP threads sleep instead of spinning. On a shared 2-core machine spinning threads made a
-# training step ~10x slower and reference generation 7x slower (23 vs 170 tok/s measured); it must
-# be set before torch is imported, which every stage does after importing this module.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP's wait policy (draftlab.omp: passive unless the profile says active) must be set before torch is
+# imported, which every stage does after importing this module.
+from draftlab.omp import set_wait_policy  # noqa: E402
+
+set_wait_policy(paths.PARAMS)
 
 
 # headline key -> dotted key of the stage's report; the benchmark (one row per arm) and the corrector (one row
