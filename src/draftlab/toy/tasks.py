@@ -284,7 +284,7 @@ class Interleave(Family):
 
     def check(self, cfg, spec):
         if 2 * spec.lengths[1] > cfg.alphabet:
-            raise ConfigError(f"toy world: interleave.lengths {spec.lengths} needs 2x that many symbols, "
+            raise ConfigError(f"toy world: {spec.name}.lengths {spec.lengths} needs 2x that many symbols, "
                               f"over alphabet={cfg.alphabet}")
 
     def min_answer(self, cfg, spec):
@@ -354,14 +354,8 @@ class Shuffle(Family):
                                              for g, w in zip(got, want))
 
 
-class Merge(Family):
+class Merge(Interleave):  # two symbols per unit of `lengths`: Interleave's check and shortest answer
     name = "merge"
-
-    def check(self, cfg, spec):
-        Interleave().check(cfg, spec)
-
-    def min_answer(self, cfg, spec):
-        return 2 * spec.lengths[0]
 
     def make(self, rng, cfg, spec):
         n = rng.randint(*spec.lengths)
@@ -392,14 +386,8 @@ class Merge(Family):
         return True
 
 
-class Swap(Family):
+class Swap(Interleave):  # two symbols per unit of `lengths`: Interleave's check and shortest answer
     name = "swap"
-
-    def check(self, cfg, spec):
-        Interleave().check(cfg, spec)
-
-    def min_answer(self, cfg, spec):
-        return 2 * spec.lengths[0]
 
     def make(self, rng, cfg, spec):
         body = rng.sample(cfg.symbols(), 2 * rng.randint(*spec.lengths))
