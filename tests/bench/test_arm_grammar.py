@@ -44,3 +44,27 @@ def test_an_unknown_arm_is_one_line_naming_the_grammar(name):
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"unknown benchmark arm '{name}'; an arm is method[-option][-seeded][-cut]: ")
     assert "dcoco[-seeded] (globalsum, geometric, nopair, nocand, frozen)" in msg and "hf-generate (pld)" in msg
+
+
+def test_an_arm_needs_the_corrector_variants_it_decodes_trained(root, monkeypatch):
+    """An arm that decodes a corrector variant the corrector stage does not train is one line at check time, not a
+    failed benchmark after every stage before it (the toy profile once listed dspark, domino and dflash2 without
+    training them); every preset combination passes."""
+    from draftlab.bench.arms import check_variants, variants_of
+    from draftlab.params import build_params, compose_params
+
+    assert variants_of(resolve("dcoco-nopair")) == ("nopair",)
+    assert variants_of(resolve("dcoco-seeded")) == ("dcoco",)
+    assert variants_of(resolve("specopd-dcoco")) == ("specopd-dcoco", "specopd-dcoco-t1")
+    assert variants_of(resolve("dflash-specopd")) == () and variants_of(resolve("pld")) == ()
+    check_variants(["ar", "dcoco", "dcoco-geometric", "dspark-seeded"], ["dcoco", "dspark"])
+    with pytest.raises(DraftlabError, match=r"^benchmark arm 'domino' decodes the corrector variant\(s\) domino, which "
+                                            r"corrector.variants \(dcoco\) does not train") as e:
+        check_variants(["dcoco", "domino"], ["dcoco"])
+    assert "\n" not in str(e.value)
+    for combo in json.loads((root / "tests" / "fixtures" / "effective_params.json").read_text()):
+        profile, target = combo.split("/")
+        monkeypatch.chdir(root / "worlds" / profile if (root / "worlds" / profile).is_dir() else root)
+        p = build_params(compose_params([f"target={target}", f"profile={profile}"], root / "conf"))
+        b = p.benchmark
+        check_variants([*b.arms, *b.ablation_arms, *b.sampled_arms, *b.concurrency_arms], p.corrector.variants)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 import torch
 
@@ -216,7 +216,13 @@ def by_temperature(greedy: ArmFactory, sampled: ArmFactory) -> ArmFactory:
     def build(name: str, ctx: ArmContext) -> Arm:
         return ByTemperature(name, greedy(name, ctx), sampled(name, ctx))
 
+    build.variants = (*variants_of(greedy), *variants_of(sampled))
     return build
+
+
+def variants_of(factory: ArmFactory) -> tuple[str, ...]:
+    """The corrector variants (`corrector.variants`) whose checkpoints the arm `factory` builds decodes."""
+    return tuple(getattr(factory, "variants", ()))
 
 
 def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
@@ -234,6 +240,7 @@ def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
                                                  float(info.get("lam", 0.75)), None if kernels == "auto" else kernels))
         return SpeculativeArm(name, ctx.target, drafter, prop, ctx.pad_id, ctx.kv_capacity)
 
+    build.variants = (variant,)
     return build
 
 
@@ -258,6 +265,7 @@ def on_base(factory: ArmFactory, base: str) -> ArmFactory:
 
         return factory(name, replace(ctx, load_drafter=load, base=base))
 
+    build.variants = variants_of(factory)
     return build
 
 
@@ -392,6 +400,19 @@ def arm_names() -> tuple[str, ...]:
 # the expansion of the grammar, name -> factory (a caller may pass its own table to build_arm)
 ARM_TABLE: dict[str, ArmFactory] = {name: resolve(name) for name in arm_names()}
 METHOD_ARMS: dict[str, ArmFactory] = {arm_name(n, o): f for n, m in GRAMMAR.items() for o, f in m.trained.items()}
+
+
+def check_variants(arms: Iterable[str], variants: Iterable[str]) -> None:
+    """One line when an arm decodes a corrector variant that `corrector.variants` does not train (the benchmark
+    would otherwise stop at that arm, after every stage before it has run)."""
+    variants = list(variants)
+    have = set(variants)
+    for name in dict.fromkeys(arms):
+        missing = [v for v in variants_of(resolve(name)) if v not in have]
+        if missing:
+            raise DraftlabError(f"benchmark arm '{name}' decodes the corrector variant(s) {', '.join(missing)}, which "
+                                f"corrector.variants ({', '.join(variants) or 'none'}) does not train; add them there "
+                                f"or drop the arm")
 
 
 def build_arm(name: str, ctx: ArmContext, table: dict[str, ArmFactory] | None = None) -> Arm:
