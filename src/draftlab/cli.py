@@ -134,6 +134,11 @@ def cmd_decode(a: argparse.Namespace) -> int:
     if a.arm not in _arm_names():
         raise DraftlabError(f"unknown arm '{a.arm}'; known arms: {', '.join(_arm_names())} (the arm table, "
                             "draftlab/bench/arms.py)")
+    if p.target.source == "toy":  # a toy target knows its world's families only: one line before loading anything
+        from draftlab.toy.tasks import family_of
+        from draftlab.toy.world import world_config
+
+        world_config(p.target.toy).family(family_of(a.prompt))
     from draftlab.omp import set_wait_policy
 
     set_wait_policy(a.params)

@@ -12,7 +12,8 @@ from draftlab.toy.tasks import (FAMILIES, FamilySpec, WorldConfig, example, exam
 SPECS = {"lookup": FamilySpec("lookup", 1.0, (10, 12), (4, 6)), "distinct": FamilySpec("distinct", 1.0, (48, 56), (8, 16)),
          "interleave": FamilySpec("interleave", 1.0, (24, 32)), "shuffle": FamilySpec("shuffle", 1.0, (10, 12), (4, 5)),
          "merge": FamilySpec("merge", 1.0, (24, 28)), "swap": FamilySpec("swap", 1.0, (24, 28)),
-         "mark": FamilySpec("mark", 1.0, (24, 28))}
+         "mark": FamilySpec("mark", 1.0, (24, 28)), "fill": FamilySpec("fill", 1.0, (24, 28)),
+         "flip": FamilySpec("flip", 1.0, (17, 20))}
 ALL = WorldConfig(families=tuple(SPECS.get(n, FamilySpec(n)) for n in FAMILIES))
 
 
@@ -162,3 +163,34 @@ def test_mark_accepts_either_mark_after_each_symbol_and_nothing_else():
     assert not valid(e.prompt, " ".join(body))
     marks = [w for i in range(200) for w in example(ALL, "target", i, "mark").answer.split()[1::2]]
     assert abs(marks.count(MARKS[0]) / len(marks) - MARK_P) < 0.03  # 5,000+ draws: 4 standard errors
+
+
+def test_fill_is_mark_with_a_blank_after_each_symbol_so_each_answer_token_sits_at_one_distance_from_its_source():
+    from draftlab.toy.tasks import ENTRY_END, MARKS
+
+    e = example(ALL, "eval", 3, "fill")
+    body, answer = e.prompt.split()[2:], e.answer.split()
+    assert body[1::2] == [ENTRY_END] * len(answer[0::2]) and body[0::2] == answer[0::2]
+    assert all(a == b or (i % 2 and a in MARKS and b == ENTRY_END) for i, (a, b) in enumerate(zip(answer, body)))
+    assert valid(e.prompt, " ".join(w for x in body[0::2] for w in (x, MARKS[1])))
+    assert not valid(e.prompt, " ".join(body))  # the blanks left unfilled
+    assert not valid(" ".join(["fill", ":", *body[:-1]]), e.answer)  # the last blank missing from the prompt
+    assert not valid(" ".join(["fill", ":", *body[0::2]]), e.answer)  # no blanks: that is `mark`'s prompt
+
+
+def test_flip_is_swap_with_marked_pairs():
+    from draftlab.toy.tasks import LIST_SEP
+
+    e = example(ALL, "eval", 5, "flip")
+    body, answer = e.prompt.split()[2:], e.answer.split()
+    assert body[2::3] == answer[2::3] == [LIST_SEP] * (len(body) // 3) and len(answer) == len(body) >= 50
+    assert all({answer[i], answer[i + 1]} == {body[i], body[i + 1]} for i in range(0, len(body), 3))
+    assert valid(e.prompt, " ".join(body))  # every pair as written is one of the valid answers
+    flipped = [w for i in range(0, len(body), 3) for w in [body[i + 1], body[i], *body[i + 2:i + 3]]]
+    assert valid(e.prompt, " ".join(flipped))
+    assert not valid(e.prompt, " ".join(w for w in body if w != LIST_SEP))  # the marks left out
+    assert not valid(e.prompt, " ".join(body[1:2] + body[0:1] + body[3:4] + body[2:3] + body[4:]))  # a mark moved
+    assert not valid(e.prompt, " ".join(body[3:] + [LIST_SEP] + body[:2]))  # pairs out of order
+    firsts = {example(ALL, "target", i, "flip").answer.split()[0] == example(ALL, "target", i, "flip").prompt.split()[2]
+              for i in range(40)}
+    assert firsts == {True, False}

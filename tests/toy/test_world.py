@@ -133,3 +133,22 @@ def test_the_committed_prompts_are_the_preset_worlds(tmp_path):
     for name in sorted(p.name for p in committed.iterdir()):
         assert (tmp_path / name).read_bytes() == (committed / name).read_bytes(), name
 
+
+
+def test_decode_asks_the_toy_target_only_for_its_worlds_families():
+    """`draftlab decode` in the toy world's folder with a prompt of a family the world (and so its target) was not
+    trained on, or with no task word at all: one line, before any model is loaded."""
+    import os
+    import subprocess
+    import sys
+
+    draftlab = Path(sys.executable).parent / "draftlab"
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_WAIT_POLICY="PASSIVE")
+    world = ROOT / "worlds" / "toy"
+    trained = [f["name"] for f in yaml.safe_load((world / "params.yaml").read_text())["target"]["toy"]["world"]["families"]]
+    for prompt, msg in (("sort : a b c", f"error: task family 'sort' is not in this toy world (it has {trained})"),
+                        ("hello there", "error: not a toy-world prompt (expected '<task> : ...'")):
+        r = subprocess.run([str(draftlab), "decode", "--root", str(world), "--arm", "ar", "--prompt", prompt],
+                           cwd=world, capture_output=True, text=True, timeout=120, env=env)
+        lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(msg), r.stdout + r.stderr

@@ -147,7 +147,12 @@ def teacher_forced(model, tokenizer, exs: list[Example], batch: int = 64) -> dic
                 pairs = [set(a[i:i + 2]) for i in range(0, len(a), 2)]
                 ok = top[len(a)] == eos and all(
                     t in pairs[i // 2] if i % 2 == 0 else {t, a[i - 1]} == pairs[i // 2] for i, t in enumerate(top[:len(a)]))
-            elif e.family == "mark":  # a mark position may hold either mark
+            elif e.family == "flip":  # `swap`'s rule inside each marked pair, the `|` as written
+                pairs = [set(a[i:i + 2]) for i in range(0, len(a), 3)]
+                ok = top[len(a)] == eos and all(
+                    t == w if i % 3 == 2 else t in pairs[i // 3] if i % 3 == 0 else {t, a[i - 1]} == pairs[i // 3]
+                    for i, (t, w) in enumerate(zip(top, a)))
+            elif e.family in ("mark", "fill"):  # a mark position may hold either mark
                 marks = set(encode_words(tokenizer, " ".join(MARKS)))
                 ok = top[len(a)] == eos and all(t == w or (i % 2 and t in marks) for i, (t, w) in enumerate(zip(top, a)))
             else:

@@ -24,6 +24,13 @@ that list's, which `sort` uses); look-up keys are `#0`, `#1`, ... The families (
 - `mark`: `lengths` symbols (all distinct); the answer writes each symbol followed by a mark, `+` or `-`, either
   valid (training: `+` with probability MARK_P = 0.7), so a mark carries 0.61 nats at T=1 while greedy always
   writes `+`.
+- `flip`: `lengths` pairs of symbols (all distinct), each pair followed by `|` but the last; the answer writes them
+  the same way with each pair in EITHER order (training: a fair coin): `swap` with its pairs marked, so the answer
+  aligns with its source (each symbol at one of two distances) and a pair's second symbol is fixed by its first.
+- `fill`: `lengths` symbols (all distinct), each followed by a blank `;`; the answer writes the list with each
+  blank filled by a mark, `+` or `-`, either valid (training: `+` with probability MARK_P), so every answer token
+  sits at one fixed distance from its source in the prompt (a one-layer drafter copies the symbols by position) and
+  the marks carry 0.61 nats at T=1.
 - `merge`: two lists of `lengths` symbols each (all distinct), `a... | b...`; the answer is ANY merge that
   keeps each list's own order (training: a uniformly random riffle).
 
@@ -76,7 +83,7 @@ class WorldConfig:
     min_answer_tokens: int = 48  # every family's shortest answer must reach this
     seed: int = 0                # the world's salt: another value, other examples at the same seeds
     splits: tuple[tuple[str, int, int], ...] = SPLITS
-    version: int = 1             # the generator's version: bump when a family's output changes
+    version: int = 3             # the generator's version: bump when a family's output or the vocabulary changes (2: `fill`, 3: `flip`)
 
     def __post_init__(self):
         fams = tuple(f if isinstance(f, FamilySpec) else FamilySpec(**f) for f in self.families)
@@ -421,8 +428,39 @@ class Mark(Family):
         return answer[0::2] == body and len(answer) == 2 * len(body) and set(answer[1::2]) <= set(MARKS)
 
 
+class Flip(Swap):  # `swap` with a `|` after each pair: the pairs are marked in the prompt and in the answer
+    name = "flip"
+
+    def min_answer(self, cfg, spec):
+        return 3 * spec.lengths[0] - 1
+
+    def make(self, rng, cfg, spec):
+        body, answer = super().make(rng, cfg, spec)
+        return self._mark(body), self._mark(answer)
+
+    @staticmethod
+    def _mark(words):
+        return [w for i in range(0, len(words), 2) for w in ([LIST_SEP] if i else []) + words[i:i + 2]]
+
+    def check_answer(self, body, answer):
+        unmark = lambda ws: [w for i, w in enumerate(ws) if i % 3 != 2]  # noqa: E731
+        return (body == self._mark(unmark(body)) and answer == self._mark(unmark(answer))
+                and super().check_answer(unmark(body), unmark(answer)))
+
+
+class Fill(Mark):  # `mark` with a blank after each symbol in the prompt: the answer aligns with its source
+    name = "fill"
+
+    def make(self, rng, cfg, spec):
+        syms, answer = super().make(rng, cfg, spec)
+        return [w for x in syms for w in (x, ENTRY_END)], answer
+
+    def check_answer(self, body, answer):
+        return len(body) % 2 == 0 and body[1::2] == [ENTRY_END] * (len(body) // 2) and super().check_answer(body[0::2], answer)
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (Copy(), Reverse(), Sort(), Distinct(), Lookup(), Interleave(),
-                                                   Shuffle(), Merge(), Swap(), Mark())}
+                                                   Shuffle(), Merge(), Swap(), Flip(), Mark(), Fill())}
 TASK_WORDS = tuple(FAMILIES)  # every family's word is in every world's vocabulary
 
 
