@@ -62,9 +62,15 @@ def test_an_arm_needs_the_corrector_variants_it_decodes_trained(root, monkeypatc
                                             r"corrector.variants \(dcoco\) does not train") as e:
         check_variants(["dcoco", "domino"], ["dcoco"])
     assert "\n" not in str(e.value)
+    assert variants_of(resolve("dflash-long")) == ("control",)
+    check_variants(["dflash-long"], [])
+    with pytest.raises(DraftlabError, match=r"^benchmark arm 'dflash-long' decodes the control drafter .* set "
+                                            r"corrector.control=true or drop the arm$"):
+        check_variants(["dflash-long"], ["dcoco"], control=False)
     for combo in json.loads((root / "tests" / "fixtures" / "effective_params.json").read_text()):
         profile, target = combo.split("/")
         monkeypatch.chdir(root / "worlds" / profile if (root / "worlds" / profile).is_dir() else root)
         p = build_params(compose_params([f"target={target}", f"profile={profile}"], root / "conf"))
         b = p.benchmark
-        check_variants([*b.arms, *b.ablation_arms, *b.sampled_arms, *b.concurrency_arms], p.corrector.variants)
+        check_variants([*b.arms, *b.ablation_arms, *b.sampled_arms, *b.concurrency_arms], p.corrector.variants,
+                       p.corrector.control)

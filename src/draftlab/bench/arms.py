@@ -220,9 +220,17 @@ def by_temperature(greedy: ArmFactory, sampled: ArmFactory) -> ArmFactory:
     return build
 
 
+CONTROL = "control"  # what the dflash-long arm decodes: the corrector stage's control drafter (corrector.control)
+
+
 def variants_of(factory: ArmFactory) -> tuple[str, ...]:
-    """The corrector variants (`corrector.variants`) whose checkpoints the arm `factory` builds decodes."""
+    """The corrector variants (`corrector.variants`, or CONTROL) whose checkpoints the arm `factory` builds decodes."""
     return tuple(getattr(factory, "variants", ()))
+
+
+def needs(factory: ArmFactory, *variants: str) -> ArmFactory:
+    factory.variants = (*variants_of(factory), *variants)
+    return factory
 
 
 def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
@@ -325,7 +333,7 @@ GRAMMAR: dict[str, Method] = {
     "dflash": Method(
         trained={"specopd": by_temperature(drafter_arm(lambda c: f"{c.specopd_drafter}/t0"),
                                            drafter_arm(lambda c: f"{c.specopd_drafter}/t1")),
-                 "long": drafter_arm(lambda c: c.long_drafter)},
+                 "long": needs(drafter_arm(lambda c: c.long_drafter), CONTROL)},
         fixed={"": drafter_arm(lambda c: c.drafter), "pld": hybrid_arm(), "pld-switch": hybrid_arm("switch"),
                "pld-splice": hybrid_arm("splice"), "ref": reference_arm("dflash-ref")},
         seeded={"": seeded_arm, "cut": seeded_cut_arm}),
@@ -402,13 +410,18 @@ ARM_TABLE: dict[str, ArmFactory] = {name: resolve(name) for name in arm_names()}
 METHOD_ARMS: dict[str, ArmFactory] = {arm_name(n, o): f for n, m in GRAMMAR.items() for o, f in m.trained.items()}
 
 
-def check_variants(arms: Iterable[str], variants: Iterable[str]) -> None:
-    """One line when an arm decodes a corrector variant that `corrector.variants` does not train (the benchmark
-    would otherwise stop at that arm, after every stage before it has run)."""
+def check_variants(arms: Iterable[str], variants: Iterable[str], control: bool = True) -> None:
+    """One line when an arm decodes a corrector variant that `corrector.variants` does not train, or the control
+    drafter with `corrector.control` off (the benchmark would otherwise stop at that arm, after every stage before
+    it has run)."""
     variants = list(variants)
-    have = set(variants)
+    have = set(variants) | ({CONTROL} if control else set())
     for name in dict.fromkeys(arms):
         missing = [v for v in variants_of(resolve(name)) if v not in have]
+        if missing == [CONTROL]:
+            raise DraftlabError(f"benchmark arm '{name}' decodes the control drafter (the base drafter trained alone "
+                                f"as long as dcoco), which corrector.control=false does not train; set "
+                                f"corrector.control=true or drop the arm")
         if missing:
             raise DraftlabError(f"benchmark arm '{name}' decodes the corrector variant(s) {', '.join(missing)}, which "
                                 f"corrector.variants ({', '.join(variants) or 'none'}) does not train; add them there "

@@ -72,7 +72,8 @@ def check_model_folders(params) -> None:
     from draftlab.errors import ConfigError
 
     b = params.benchmark
-    check_variants([*b.arms, *b.ablation_arms, *b.sampled_arms, *b.concurrency_arms], params.corrector.variants)
+    check_variants([*b.arms, *b.ablation_arms, *b.sampled_arms, *b.concurrency_arms], params.corrector.variants,
+                   params.corrector.control)
 
     written = (PLAIN_DRAFTER, SEEDED_DRAFTER, SPECOPD_DRAFTER, LONG_DRAFTER, CORRECTORS)
     for key, path in model_folder_keys(params).items():
