@@ -8,7 +8,10 @@ checks that it reached results/benchmark.json, and that the seeded drafter's out
 (models/drafter/seeded, its comparison table and the `dflash-seeded` arm) are there, and, with `seeded.methods`
 (the smoke default), that the method stages recorded the seeded drafter as their base and its `-seeded` arms ran;
 MLflow runs are tagged with this repository's commit.
-Open the result in the explorer with `draftlab explore --root .smoke`.
+Then the toy world (worlds/toy, docs/toy-world.md) at tiny size in the same scratch copy: its world and prompt
+files as committed, a 2-layer target of width 32 trained for a few seconds, every stage at the smoke profile's sizes,
+the world frozen at its own hash so the method stages run (`--no-toy` skips it, `--toy-only` runs only it).
+Open the result in the explorer with `draftlab explore --root .smoke` (`--root .smoke/worlds/toy`: the toy run).
 """
 from __future__ import annotations
 
@@ -23,6 +26,23 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = ROOT / ".smoke"
 # the example of README "Your own prompts": a local JSONL benchmarked as its own suite
 LOCAL_SUITE = ["data.local_suites.my-prompts=examples/my_prompts.jsonl", "benchmark.suites=[mt-bench,my-prompts]"]
+WORLD = Path("worlds") / "toy"
+# the toy world at tiny size: the target 2 x 32 trained for seconds, the other stages at the smoke profile's sizes
+TOY_TINY = ["target.toy.train.layers=2", "target.toy.train.hidden=32", "target.toy.train.heads=2",
+            "target.toy.train.kv_heads=2", "target.toy.train.intermediate=64", "target.toy.train.batch=8",
+            "target.toy.train.curriculum_steps=0", "target.toy.train.budget_s=8", "target.toy.train.eval_n=2",
+            "target.toy.train.curve_every_s=0", "target.arch.num_layers=2", "target.arch.hidden_size=32",
+            "target.arch.num_heads=2", "target.arch.num_kv_heads=2", "target.arch.head_dim=16",
+            "target.arch.intermediate_size=64", "profile.omp_wait_policy=passive",
+            "reference.num_train_prompts=24", "reference.num_heldout_prompts=4", "reference.max_new_tokens=56",
+            "pretrain.max_steps=20", "pretrain.max_minutes=1.0", "pretrain.batch_size=4", "pretrain.val_every=10",
+            "pretrain.checkpoint_every=10", "seeded.pretrain.max_minutes=0.2", "specopd.max_steps=4",
+            "specopd.batch_size=2", "specopd.val_every=0", "specopd.checkpoint_every=2", "specopd.cost_sequences=1",
+            "corrector.max_steps=6", "corrector.max_minutes=0.5", "corrector.variant_max_minutes=0.2",
+            "corrector.batch_size=4", "corrector.val_every=0", "benchmark.prompts_per_suite=1",
+            "benchmark.ablation_prompts_per_suite=1", "benchmark.sampled_prompts_per_suite=1",
+            "benchmark.max_new_tokens=12", "benchmark.concurrency=[1,2]", "benchmark.concurrency_prompts=2",
+            "benchmark.concurrency_max_new_tokens=8", "benchmark.warmup=false"]
 
 
 def git(*args: str) -> str:
@@ -32,7 +52,9 @@ def git(*args: str) -> str:
 
 def tracked_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return [f for f in out.stdout.splitlines() if f and not f.startswith((".smoke/", "metrics/", "results/", "plots/")) and f != "dvc.lock"]
+    runs = ("metrics/", "results/", "plots/", "dvc.lock")  # a committed run's outputs: the root's and each world's
+    return [f for f in out.stdout.splitlines()
+            if f and not f.startswith((".smoke/", *runs)) and not (f.startswith("worlds/") and f.split("/", 2)[2].startswith(runs))]
 
 
 def check_seeded(root: Path) -> str:
@@ -76,6 +98,8 @@ def check_seeded_methods(root: Path, summary: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
+    no_toy, toy_only = "--no-toy" in argv, "--toy-only" in argv
+    argv = [a for a in argv if a not in ("--no-toy", "--toy-only")]
     SCRATCH.mkdir(exist_ok=True)
     for f in tracked_files():
         src, dst = ROOT / f, SCRATCH / f
@@ -96,6 +120,8 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", DVC_NO_ANALYTICS="1",
                DRAFTLAB_GIT_COMMIT=git("rev-parse", "--verify", "-q", "HEAD") or "unknown",
                DRAFTLAB_GIT_DIRTY=str(bool(git("status", "--porcelain", "--untracked-files=no"))).lower())
+    if toy_only:
+        return toy_world(env)
     rc = subprocess.run(["dvc", "repro"], cwd=SCRATCH, env=env).returncode
     if rc:
         print(f"smoke pipeline failed (dvc repro exit {rc}); outputs in {SCRATCH}", file=sys.stderr)
@@ -121,6 +147,36 @@ def main(argv: list[str]) -> int:
         return 1
     print(f"smoke pipeline ok: {len(written)} reports and headline metrics files "
           f"({', '.join(m.name for m in sorted((SCRATCH / 'results').glob('*.json')))})")
+    return 0 if no_toy else toy_world(env)
+
+
+def toy_world(env: dict) -> int:
+    """The toy world at tiny size (module doc): compose its params, freeze it at its own hash, run its dvc.yaml."""
+    world = SCRATCH / WORLD
+    frozen = json.loads((world / "prompts" / "world.json").read_text())["world_hash"]
+    params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "--conf", "../../conf", "profile=toy",
+                             *TOY_TINY, f"target.toy.frozen_hash={frozen}"], cwd=world, capture_output=True, text=True)
+    if params.returncode:
+        print(params.stderr.strip(), file=sys.stderr)
+        return 2
+    (world / "params.yaml").write_text(params.stdout)
+    rc = subprocess.run(["dvc", "repro", "dvc.yaml"], cwd=world, env=env).returncode
+    if rc:
+        print(f"toy world smoke failed (dvc repro exit {rc}); outputs in {world}", file=sys.stderr)
+        return rc
+    import yaml
+
+    bench = json.loads((world / "results" / "benchmark.json").read_text())
+    want = yaml.safe_load(params.stdout)["benchmark"]
+    missing = sorted(set(want["arms"]) - set(bench.get("summary", {})))
+    suites = sorted(set(want["suites"]) - set(bench.get("suites", {})))
+    toy = json.loads((world / "results" / "prepare_target.json").read_text()).get("toy")
+    if missing or suites or not toy:
+        print(f"toy world smoke: arms {missing} / suites {suites} missing from results/benchmark.json, or no `toy` "
+              f"report in results/prepare_target.json", file=sys.stderr)
+        return 1
+    print(f"toy world smoke ok: {len(bench['summary'])} arms on {len(bench['suites'])} suites "
+          f"({', '.join(sorted(bench['suites']))})")
     return 0
 
 

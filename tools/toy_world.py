@@ -2,12 +2,15 @@
 
     python ../../tools/toy_world.py prompts [--train N] [--eval N]   # the world's prompt files (prompts/), from the preset
     python ../../tools/toy_world.py properties [--prompts N]          # after the world's stages: results/world.json
+    python ../../tools/toy_world.py report                            # after the benchmark: results/toy_report.json
 
 `prompts` writes the training pool and one suite per family from the generator (`toy.world` of the target preset,
 conf/target/toy.yaml: the files must exist before params.yaml can be composed, since composing checks them);
 `properties`
 measures the world (draftlab.pipeline.toy.properties) from prepare_target's, reference's and pretrain_drafter's
-outputs and one decode of `ar` and `dflash` on its suites, and writes each property beside its bar and verdict."""
+outputs and one decode of `ar` and `dflash` on its suites, and writes each property beside its bar and verdict;
+`report` reads the finished run's reports and writes the analysis plan's verdicts (draftlab.pipeline.toy.report):
+every pair overall and per family with its interval, the consistency check, the ceilings."""
 import argparse
 import json
 import sys
@@ -25,6 +28,8 @@ def main(argv: list[str]) -> int:
     q = sub.add_parser("properties")
     q.add_argument("--prompts", type=int, default=16, help="prompts per family suite in the engine decode")
     q.add_argument("--out", default="results/world.json")
+    r = sub.add_parser("report")
+    r.add_argument("--out", default="results/toy_report.json")
     a = ap.parse_args(argv)
     from draftlab import paths
     from draftlab.errors import DraftlabError
@@ -50,12 +55,27 @@ def main(argv: list[str]) -> int:
         if params.target.source != "toy":
             raise DraftlabError(f"target.source={params.target.source!r}: these commands are for a toy world's folder "
                                 f"(target.source=toy; cd worlds/toy)")
+        read = lambda s: json.loads(Path(paths.results(s)).read_text())  # noqa: E731
+        if a.cmd == "report":
+            from draftlab.pipeline.toy.properties import write
+            from draftlab.pipeline.toy.report import report
+
+            missing = [s for s in ("benchmark", "pretrain_drafter") if not Path(paths.results(s)).exists()]
+            if missing:
+                raise DraftlabError(f"no {', '.join(paths.results(s) for s in missing)} yet: run the world's pipeline "
+                                    f"first (dvc repro dvc.yaml)")
+            opt = lambda s: read(s) if Path(paths.results(s)).exists() else None  # noqa: E731
+            rep = report(read("benchmark"), read("pretrain_drafter"), opt("corrector"), opt("specopd"),
+                         params.drafter.block_size)
+            write(a.out, rep)
+            print(json.dumps({"overall_pairs": rep["overall_pairs"], "ceilings": rep["ceilings"],
+                              "consistency": {k: v for k, v in rep["consistency"].items() if k != "per_slot"}}, indent=1))
+            return 0
         from draftlab.pipeline.layout import checkpoints
         from draftlab.pipeline.toy.properties import measure, write
         from draftlab.verifier.load import load_target
 
         target = load_target(paths.TARGET, device="cpu", dtype="float32")
-        read = lambda s: json.loads(Path(paths.results(s)).read_text())  # noqa: E731
         props = measure(params, target, paths.TARGET, read("prepare_target"), paths.REFERENCES, read("pretrain_drafter"),
                         checkpoints(params.benchmark.drafter), a.prompts)
         write(a.out, props)
