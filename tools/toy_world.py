@@ -65,8 +65,13 @@ def main(argv: list[str]) -> int:
                 raise DraftlabError(f"no {', '.join(paths.results(s) for s in missing)} yet: run the world's pipeline "
                                     f"first (dvc repro dvc.yaml)")
             opt = lambda s: read(s) if Path(paths.results(s)).exists() else None  # noqa: E731
+            import pandas as pd
+
+            from draftlab.pipeline.toy.report import prompt_taus
+
+            taus = prompt_taus(pd.read_parquet(paths.BENCH_ROUNDS), params.benchmark.batch_size)
             rep = report(read("benchmark"), read("pretrain_drafter"), opt("corrector"), opt("specopd"),
-                         params.drafter.block_size)
+                         params.drafter.block_size, taus)
             write(a.out, rep)
             print(json.dumps({"overall_pairs": rep["overall_pairs"], "ceilings": rep["ceilings"],
                               "consistency": {k: v for k, v in rep["consistency"].items() if k != "per_slot"}}, indent=1))

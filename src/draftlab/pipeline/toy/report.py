@@ -1,10 +1,14 @@
 """The toy world's verdicts (docs/toy-world.md "The analysis plan"), read from a finished run's reports.
 
+- `prompt_taus`: each prompt's engine τ (its committed tokens per verify round) from the benchmark's round log
+  (`data/benchmark_rounds.parquet`, the headline runs: concurrency = `benchmark.batch_size`). The benchmark's own
+  unit is a batch (at batch 8, two per family), too coarse for a family's interval; a prompt is the unit here.
 - `family_pairs`: every pair of `benchmark.pairs`, at T=0 and (where both arms sampled) T=1, per task family
-  (one benchmark suite per family): Δτ = mean over the family's prompts of τ(a) − τ(b), the same prompts on both
-  sides (matched by prompt id), with the paired percentile bootstrap interval over prompts (`stats.bootstrap_interval`);
-  a family with fewer than `min_prompts` prompts is marked descriptive. The overall rows are the benchmark's own
-  (`results/benchmark.json` → `pairs`: suites as strata, tokens/s ratios beside).
+  (one benchmark suite per family) and over all families: Δτ = mean over prompts of τ(a) − τ(b), the same prompts on
+  both sides (matched by prompt id), with the paired percentile bootstrap interval over prompts
+  (`stats.percentile_interval`; overall: the families weighed equally, prompts resampled within each); a family with
+  fewer than `min_prompts` prompts is descriptive. The benchmark's own rows (`overall_pairs`: batches as units,
+  suites as strata) carry the tokens/s ratios.
 - `verdict`: a win when the interval lies above 0 (a ratio's above 1), a loss when below, else no effect shown.
 - `consistency`: τ ≈ 1 + Σₖ pₖ (pₖ the unconditional acceptance rate of slot k) — the plain drafter's per-slot
   acceptance on held-out blocks (the pretraining report) against its simulated τ and its engine τ.
@@ -26,36 +30,66 @@ def verdict(ci, null: float = 0.0) -> str:
     return "win" if ci[0] > null else "loss" if ci[1] < null else "no effect shown"
 
 
-def _per_prompt(bench: dict, suite: str, tk: str, arm: str) -> dict[str, float]:
-    pp = (((bench.get("suites") or {}).get(suite) or {}).get(tk) or {}).get(arm, {}).get("per_prompt") or {}
-    return {k: float(t) for k, t in zip(pp.get("prompt_id", []), pp.get("tau", [])) if t is not None}
+Taus = dict  # (arm, temperature key, suite) -> {prompt id: engine τ}
 
 
-def family_pair(bench: dict, a: str, b: str, suite: str, tk: str, min_prompts: int = MIN_PROMPTS,
-                n_boot: int = 2000) -> dict | None:
-    """One pair on one family (module doc); None when either arm did not decode that family at `tk`."""
-    from draftlab.stats import bootstrap_interval
+def prompt_taus(rounds, batch_size: int) -> Taus:
+    """Each prompt's engine τ from the round log (module doc): Σ (accepted + 1) / rounds, per arm, T and suite."""
+    df = rounds[rounds.concurrency == batch_size]
+    out: Taus = {}
+    for (arm, temp, suite, pid), g in df.groupby(["arm", "temperature", "suite", "prompt_id"]):
+        key = (arm, "t0" if float(temp) == 0.0 else "t1", suite)
+        out.setdefault(key, {})[pid] = float((g.accepted + 1).sum()) / len(g)
+    return out
 
-    ta, tb = _per_prompt(bench, suite, tk, a), _per_prompt(bench, suite, tk, b)
-    keys = [k for k in ta if k in tb]
-    if not keys:
+
+def _paired(taus: Taus, a: str, b: str, tk: str, suites: list[str]) -> dict[str, list[tuple[float, float]]]:
+    out = {}
+    for s in suites:
+        ta, tb = taus.get((a, tk, s), {}), taus.get((b, tk, s), {})
+        pairs = [(ta[k], tb[k]) for k in sorted(ta) if k in tb]
+        if pairs:
+            out[s] = pairs
+    return out
+
+
+def family_pair(taus: Taus, a: str, b: str, suites: list[str], tk: str, label: str,
+                min_prompts: int = MIN_PROMPTS, n_boot: int = 2000) -> dict | None:
+    """One pair over `suites` (one family, or all with the families weighed equally; module doc); None when the two
+    arms share no prompt there at `tk`."""
+    from draftlab.stats import percentile_interval
+
+    by = _paired(taus, a, b, tk, suites)
+    if not by:
         return None
-    diffs = [ta[k] - tb[k] for k in keys]
-    lo, mid, hi = bootstrap_interval(diffs, stat=fmean, n=n_boot)
-    ci = [round(lo, 4), round(hi, 4)]
-    return {"pair": f"{a} vs {b}", "family": suite, "temperature": tk, "prompts": len(keys),
-            "tau_a": round(fmean(ta[k] for k in keys), 4), "tau_b": round(fmean(tb[k] for k in keys), 4),
-            "tau_diff": round(mid, 4), "tau_diff_ci": ci,
-            "verdict": verdict(ci) if len(keys) >= min_prompts else "descriptive"}
+    flat = [(s, i) for s, ps in by.items() for i in range(len(ps))]
+
+    def stat(picks):  # the mean over families of the mean difference over each family's picked prompts
+        per: dict[str, list[float]] = {}
+        for s, i in picks:
+            per.setdefault(s, []).append(by[s][i][0] - by[s][i][1])
+        return fmean(fmean(v) for v in per.values())
+
+    import random
+
+    rng = random.Random(0)  # resample within each family (strata), the same draw for both arms
+    boots = [stat([(s, rng.randrange(len(ps))) for s, ps in by.items() for _ in ps]) for _ in range(n_boot)]
+    mid = stat(flat)
+    ci = percentile_interval(boots, 0.95, 4)
+    n = len(flat)
+    mean = lambda j: fmean(fmean(p[j] for p in ps) for ps in by.values())  # noqa: E731
+    return {"pair": f"{a} vs {b}", "family": label, "temperature": tk, "prompts": n,
+            "tau_a": round(mean(0), 4), "tau_b": round(mean(1), 4), "tau_diff": round(mid, 4), "tau_diff_ci": ci,
+            "verdict": verdict(ci) if min(len(ps) for ps in by.values()) >= min_prompts else "descriptive"}
 
 
-def family_pairs(bench: dict, pairs: list[list[str]], temperatures=("t0", "t1"),
+def family_pairs(taus: Taus, pairs: list[list[str]], suites: list[str], temperatures=("t0", "t1"),
                  min_prompts: int = MIN_PROMPTS) -> list[dict]:
     rows = []
     for a, b in pairs:
         for tk in temperatures:
-            for suite in bench.get("suites") or {}:
-                r = family_pair(bench, a, b, suite, tk, min_prompts)
+            for label, ss in (("all", suites), *((s, [s]) for s in suites)):
+                r = family_pair(taus, a, b, ss, tk, label, min_prompts)
                 if r is not None:
                     rows.append(r)
     return rows
@@ -95,8 +129,9 @@ def ceilings(bench: dict, block_size: int, ar_arm: str = "ar") -> dict:
             "block_size": block_size}
 
 
-def report(bench: dict, pretrain: dict, corrector: dict | None, specopd: dict | None, block_size: int) -> dict:
-    """Everything the analysis plan reads (module doc)."""
+def report(bench: dict, pretrain: dict, corrector: dict | None, specopd: dict | None, block_size: int,
+           taus: Taus) -> dict:
+    """Everything the analysis plan reads (module doc); `taus` from `prompt_taus`."""
     pairs = [list(p) for p in (bench.get("config") or {}).get("pairs", [])] or [
         p["pair"].split(" vs ") for p in bench.get("pairs") or []]
     pairs = [p for p in pairs if "best" not in p]
@@ -105,7 +140,7 @@ def report(bench: dict, pretrain: dict, corrector: dict | None, specopd: dict | 
         oracle[v] = {k: r.get(k) for k in ("sim_tau", "sim_tau_uncorrected", "sim_tau_gain", "sim_tau_oracle",
                                            "sim_tau_oracle_reachable", "headroom_closed", "headroom_closed_reachable")}
     return {"overall_pairs": overall_pairs(bench),
-            "family_pairs": family_pairs(bench, pairs),
+            "family_pairs": family_pairs(taus, pairs, list(bench.get("suites") or {})),
             "consistency": consistency(pretrain, bench), "ceilings": ceilings(bench, block_size),
             "corrector_oracles": oracle,
             "specopd": {k: (specopd or {}).get(k) for k in ("specopd", "baselines")}}
