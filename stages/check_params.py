@@ -43,10 +43,12 @@ def run(params) -> None:
 
     from draftlab.io import atomic_write
     from draftlab.paths import CHECKS, TARGET
+    from draftlab.bench.arms import check_trained
     from draftlab.pipeline.layout import check_model_folders
     from draftlab.plan.report import check_run
 
     check_model_folders(params)
+    check_trained(params)  # every arm's corrector variants (and control) trained by the corrector stage
     if params.target.source == "toy":  # the toy world's knobs and its target's recipe (one line if wrong)
         from draftlab.toy.world import train_config, world_config
 

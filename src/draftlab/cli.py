@@ -66,6 +66,7 @@ def validate(params_path: str, overrides: list[str], dvc_overrides: list[str], c
     composition of conf/ that `dvc exp run -S ...` would write (Hydra's rules for keys included)."""
     from draftlab.params import build_params, compose_params, load_params
 
+    from draftlab.bench.arms import check_trained
     from draftlab.pipeline.layout import check_model_folders
 
     if dvc_overrides:
@@ -74,6 +75,7 @@ def validate(params_path: str, overrides: list[str], dvc_overrides: list[str], c
     else:
         p = load_params(params_path, overrides, arms=_arm_names(), names=_names())
     check_model_folders(p)
+    check_trained(p)
     return p
 
 

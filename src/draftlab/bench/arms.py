@@ -428,6 +428,13 @@ def check_variants(arms: Iterable[str], variants: Iterable[str], control: bool =
                                 f"or drop the arm")
 
 
+def check_trained(params) -> None:
+    """`check_variants` over every arm the benchmark of `params` decodes (check_params, `draftlab check`)."""
+    b = params.benchmark
+    check_variants([*b.arms, *b.ablation_arms, *b.sampled_arms, *b.concurrency_arms], params.corrector.variants,
+                   params.corrector.control)
+
+
 def build_arm(name: str, ctx: ArmContext, table: dict[str, ArmFactory] | None = None) -> Arm:
     """The arm `name`: resolved by the grammar, or looked up in the caller's own `table`."""
     if table is not None and name in table:

@@ -64,16 +64,12 @@ def model_folder_keys(params) -> dict[str, str]:
 
 def check_model_folders(params) -> None:
     """One line for a model folder key that names a path no stage writes and that holds no model (a typo, or a
-    folder not copied yet), or for a benchmark arm that decodes a corrector variant the corrector stage does not
-    train. A stage-written path is left alone: it does not exist before its stage runs."""
+    folder not copied yet). A stage-written path is left alone: it does not exist before its stage runs. (An arm
+    decoding a corrector variant no stage trains: `draftlab.bench.arms.check_variants`, called where the arm table
+    is known: check_params and `draftlab check`.)"""
     from pathlib import Path
 
-    from draftlab.bench.arms import check_variants
     from draftlab.errors import ConfigError
-
-    b = params.benchmark
-    check_variants([*b.arms, *b.ablation_arms, *b.sampled_arms, *b.concurrency_arms], params.corrector.variants,
-                   params.corrector.control)
 
     written = (PLAIN_DRAFTER, SEEDED_DRAFTER, SPECOPD_DRAFTER, LONG_DRAFTER, CORRECTORS)
     for key, path in model_folder_keys(params).items():
