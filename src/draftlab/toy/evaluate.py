@@ -143,14 +143,11 @@ def teacher_forced(model, tokenizer, exs: list[Example], batch: int = 64) -> dic
                 for t, tok in zip(top, a + [eos]):
                     ok &= (t in owed) if owed else (t == eos)
                     owed.discard(tok)
-            elif e.family == "swap":  # at a pair's first position either symbol of the pair, then the other one
-                pairs = [set(a[i:i + 2]) for i in range(0, len(a), 2)]
+            elif e.family in ("swap", "flip"):  # at a pair's first position either symbol of the pair, then the
+                k = 3 if e.family == "flip" else 2  # other one; flip's `|` after each pair as written
+                pairs = [set(a[i:i + 2]) for i in range(0, len(a), k)]
                 ok = top[len(a)] == eos and all(
-                    t in pairs[i // 2] if i % 2 == 0 else {t, a[i - 1]} == pairs[i // 2] for i, t in enumerate(top[:len(a)]))
-            elif e.family == "flip":  # `swap`'s rule inside each marked pair, the `|` as written
-                pairs = [set(a[i:i + 2]) for i in range(0, len(a), 3)]
-                ok = top[len(a)] == eos and all(
-                    t == w if i % 3 == 2 else t in pairs[i // 3] if i % 3 == 0 else {t, a[i - 1]} == pairs[i // 3]
+                    t == w if i % k == 2 else t in pairs[i // k] if i % k == 0 else {t, a[i - 1]} == pairs[i // k]
                     for i, (t, w) in enumerate(zip(top, a)))
             elif e.family in ("mark", "fill"):  # a mark position may hold either mark
                 marks = set(encode_words(tokenizer, " ".join(MARKS)))

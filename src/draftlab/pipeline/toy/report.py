@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import math
+import random
 from statistics import fmean
 
 MIN_PROMPTS = 16  # a family's pair with fewer prompts is descriptive (issue 50: >= 16 prompts per family)
@@ -69,8 +70,6 @@ def family_pair(taus: Taus, a: str, b: str, suites: list[str], tk: str, label: s
         for s, i in picks:
             per.setdefault(s, []).append(by[s][i][0] - by[s][i][1])
         return fmean(fmean(v) for v in per.values())
-
-    import random
 
     rng = random.Random(0)  # resample within each family (strata), the same draw for both arms
     boots = [stat([(s, rng.randrange(len(ps))) for s, ps in by.items() for _ in ps]) for _ in range(n_boot)]
