@@ -1,5 +1,5 @@
 """The arm grammar (`method[-option][-seeded][-cut]`, draftlab.bench.arms): one resolver over about a dozen entries
-parses every arm name the presets, the README and the committed results use, and an unknown name is one line."""
+parses every arm name the presets, the README (and the docs pages that took over its text) and the committed results use, and an unknown name is one line."""
 from __future__ import annotations
 
 import json
@@ -26,7 +26,9 @@ def test_every_arm_the_presets_the_readme_and_the_results_name_resolves(root):
         p = arms_preset(preset.stem)
         used |= {*p["arms"], *p["ablation_arms"], *p.get("sampled_arms", []), *p["concurrency_arms"],
                  *(a for pair in p.get("pairs", []) for a in pair if a != "best")}
-    readme = set(re.findall(r"`([a-z0-9][a-z0-9.-]*)`", (root / "README.md").read_text()))
+    readme = set()  # the README and the pages that took over its reference text (usage, pipeline, benchmark, glossary)
+    for page in ("README.md", "docs/usage.md", "docs/pipeline.md", "docs/benchmark.md", "docs/glossary.md"):
+        readme |= set(re.findall(r"`([a-z0-9][a-z0-9.-]*)`", (root / page).read_text()))
     used |= {t for t in readme if any(t == m or t.startswith(m + "-") for m in GRAMMAR)} - set(VARIANTS)
     detail = json.loads((root / "results" / "benchmark.json").read_text())
     used |= set(detail["summary"]) | {a for p in detail["pairs"] for a in (p["a"], p["b"])}
