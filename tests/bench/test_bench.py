@@ -234,6 +234,10 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     assert js["summary"]["ar"]["speedup_t0_ci"] == [1.0, 1.0]  # AR against itself, on every resample
     pp = js["suites"]["mt-bench"]["t0"]["dflash"]["per_prompt"]
     assert len(pp["tau"]) == 3 and abs(sum(pp["tau"]) / 3 - js["suites"]["mt-bench"]["t0"]["dflash"]["tau"]) < 1e-5
+    for name in ("oracle_tau", "oracle_tau_reachable"):  # per prompt (the headroom's noise), the same estimator
+        assert abs(sum(pp[name]) / 3 - js["suites"]["mt-bench"]["t0"]["dflash"][name]) < 1e-5
+        assert all(o >= t - 1e-9 for o, t in zip(pp[name], pp["tau"]))
+    assert "oracle_tau" not in js["suites"]["mt-bench"]["t0"]["ar"]["per_prompt"]  # AR has no candidates
     assert sorted(p["pair"] for p in js["pairs"]) == ["best vs ar"] * 2 + ["dflash-b vs dflash"] * 2  # unknown: skipped
     assert set(head["hf-generate"]) == {"ablation", "tau_t0", "tau_t0_pm", "speedup_t0", "speedup_t0_pm"}  # greedy-only
     for p in js["pairs"]:  # `best`: the highest mean speedup at that temperature

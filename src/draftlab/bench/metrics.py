@@ -47,7 +47,9 @@ import torch
 
 from draftlab.bench.positions import reading as position_reading
 from draftlab.bench.copying import reading
-from draftlab.bench.oracles import headroom_base, headroom_closed, is_lookup  # noqa: F401 (headroom_closed: re-exported)
+from draftlab.bench.oracles import (  # noqa: F401 (headroom_closed: re-exported)
+    headroom_base, headroom_closed, headroom_noise, is_lookup, mean_noise, noise_why,
+)
 from draftlab.bench.runner import BatchRun
 from draftlab.corrector.paths import oracle_path
 from draftlab.decoding.verify import greedy_accept_length
@@ -165,26 +167,38 @@ ORACLES = {"oracle_tau": False, "oracle_tau_reachable": True}  # metric -> reach
 def coverage_metrics(runs: list[BatchRun]) -> dict:
     """Top-k coverage per slot and both oracle τ from the runs' round records (empty without records)."""
     cov_sum, cov_cnt = None, None
-    oracle: dict = {name: defaultdict(list) for name in ORACLES}
-    for ri, run in enumerate(runs):
+    for run in runs:
         for rec in run.result.records:
             if rec.topk_ids is None:
                 continue
             committed, defined, hitk = round_hits(run, rec)
             cov_sum = hitk.sum(0).double() if cov_sum is None else cov_sum + hitk.sum(0)  # [n, K]
             cov_cnt = defined.sum(0).double() if cov_cnt is None else cov_cnt + defined.sum(0)  # [n]
-            for name, reachable in ORACLES.items():
-                o_acc = greedy_accept_length(oracle_path(rec.topk_ids, committed, reachable), committed, defined)  # [b]
-                for s, a in zip(rec.stream.tolist(), o_acc.tolist()):
-                    oracle[name][(ri, s)].append(a + 1)
     if cov_sum is None:
         return {}
     cov = cov_sum / cov_cnt.clamp(min=1)[:, None]  # [n, K]
+    per_request = [oracle_taus(run) for run in runs]  # per run: {oracle: {stream: τ}}
     return {
         "coverage": cov.tolist(),  # [slot 1..n][k 1..K]
         "coverage_top1_mean": float(cov[:, 0].mean()), "coverage_topK_mean": float(cov[:, -1].mean()),
-        **{name: sum(sum(v) / len(v) for v in o.values()) / len(o) for name, o in oracle.items()},
+        **{name: _mean([t for o in per_request for t in o[name].values()]) for name in ORACLES},
     }
+
+
+def oracle_taus(run: BatchRun) -> dict[str, dict[int, float]]:
+    """Per oracle, per stream of one batch run that has top-K records: the request's oracle τ (the mean over its
+    rounds of the oracle's accepted slots + 1). The benchmark's oracle τ is the mean of these over requests;
+    the per-prompt figures (`draftlab.bench.uncertainty.per_prompt`) give the headroom its noise."""
+    acc: dict = {name: defaultdict(list) for name in ORACLES}
+    for rec in run.result.records:
+        if rec.topk_ids is None:
+            continue
+        committed, defined, _ = round_hits(run, rec)
+        for name, reachable in ORACLES.items():
+            o_acc = greedy_accept_length(oracle_path(rec.topk_ids, committed, reachable), committed, defined)  # [b]
+            for s, a in zip(rec.stream.tolist(), o_acc.tolist()):
+                acc[name][s].append(a + 1)
+    return {name: {s: sum(v) / len(v) for s, v in o.items()} for name, o in acc.items()}
 
 
 def _groups(runs: list[BatchRun], sweep: bool) -> dict:
@@ -303,13 +317,36 @@ def summary(suites: dict, conc: dict, arms: list[str]) -> dict:
             e["concurrency_tau_ratio"] = {tk: {c: m["tau_ratio"] for c, m in by_arm[arm].items()}
                                           for tk, by_arm in conc.items() if arm in by_arm}
         out[arm] = e
+    summary_headroom(out, suites)
+    return out
+
+
+def summary_headroom(out: dict, suites: dict) -> None:
+    """Per arm of a summary, in place: `headroom_closed_t0` / `headroom_closed_reachable_t0` against its own base
+    (definitions and the noise rule: draftlab.bench.oracles) and `headroom_t0` = {oracle: {delta, se, why}}: the
+    base's headroom Δ at T=0 (mean over suites), its paired standard error from the suites' per-prompt figures
+    (None before `draftlab.bench.uncertainty.add_intervals` adds them) and why the ratio is not given, if not."""
+    t0 = tkey(0.0)
     for arm, e in out.items():  # speculative arms (those with top-K records); AR has no headroom
         b = headroom_base(arm, is_lookup(e))  # its own uncorrected drafter; None for a lookup arm
         base = out.get(b, {}) if b else {}
+        notes = {}
         for name in ORACLES:  # headroom_closed_t0 (top-K oracle), headroom_closed_reachable_t0
-            e["headroom_closed" + name[len("oracle_tau"):] + "_t0"] = None if f"{name}_t0" not in e else headroom_closed(
-                e.get("tau_t0"), base.get("tau_t0"), base.get(f"{name}_t0"))
-    return out
+            key = "headroom_closed" + name[len("oracle_tau"):] + "_t0"
+            if f"{name}_t0" not in e:
+                e[key] = None
+                continue
+            rows = [s[t0][b] for s in suites.values() if b in s.get(t0, {})] if b and b != arm else []
+            noise = mean_noise(headroom_noise(m.get("per_prompt"), name) for m in rows) if rows else None
+            tau_b, orc_b = base.get("tau_t0"), base.get(f"{name}_t0")
+            se = 0.0 if b == arm else noise[1] if noise else None  # a base closes 0 of its own headroom
+            e[key] = headroom_closed(e.get("tau_t0"), tau_b, orc_b, se)
+            delta = orc_b - tau_b if orc_b is not None and tau_b is not None else None
+            if b and b != arm and delta is not None and delta > 1e-9:
+                notes[name] = {"delta": round(delta, 6), "se": round(noise[1], 6) if noise else None,
+                               "why": "" if e[key] is not None else noise_why(b, delta, noise)}
+        if notes:
+            e["headroom_t0"] = notes
 
 
 def merge_sources(parts: list[dict]) -> dict:

@@ -24,6 +24,13 @@ Compare pages (app/). Plain Python: no torch, no pandas.
   method also retrained the drafter (SpecOPD, DCOCO's co-training), whose candidates then differ from the base's.
   Undefined (None) for a lookup arm (its proposals are not re-selections among the drafter's candidates), an arm
   without an oracle (AR, `pld`, the Hugging Face rows), a missing base, or a base without headroom.
+- **headroom below noise**: the denominator Δ = τ_oracle(base) − τ_base is itself a measurement over prompts. Per
+  prompt, the base's oracle τ and τ come from the same rounds, so Δ's standard error is the paired one over prompts
+  (`headroom_noise`: sd of the per-prompt gaps / √n; a mean over suites combines the suites' errors). A ratio
+  whose Δ is less than `NOISE_SE` (2) of those standard errors is noise divided by noise (the committed `cpu` run:
+  Δ = 0.027 τ for `dflash-seeded` on mt-bench, which made a corrector's "headroom closed" −1430%): it is not given
+  (None) and `why` says "headroom below noise (Δ = … ± … τ)". A run whose per-prompt rows carry no oracle τ (one
+  that predates them) or that has one prompt has no such error: its ratio is not given either, with the reason.
 - **τ measured**: a row's τ is a measurement when the arm ran rounds of its own — the project's AR engine (one
   token per step: τ = 1 exactly) or a speculative arm (its accepted lengths). The Hugging Face `generate` rows
   report no rounds; their τ in the benchmark detail is a placeholder 1.0 (for `hf-generate-pld`, whose prompt
@@ -60,12 +67,54 @@ def is_lookup(metrics: Mapping) -> bool:
                for k, v in metrics.items())
 
 
-def headroom_closed(tau: float | None, tau_base: float | None, tau_oracle: float | None) -> float | None:
+NOISE_SE = 2.0  # a headroom Δ below this many of its own paired standard errors is noise
+
+
+def headroom_closed(tau: float | None, tau_base: float | None, tau_oracle: float | None,
+                    se: float | None = 0.0) -> float | None:
     """(τ_arm − τ_base) / (τ_oracle − τ_base), τ_oracle the base's oracle τ; None when undefined (no base arm,
-    no oracle, no headroom: τ_oracle ≤ τ_base)."""
+    no oracle, no headroom: τ_oracle ≤ τ_base) or when the headroom is below noise (`se`: Δ's paired standard
+    error over prompts, `headroom_noise`; None = unknown, which is not "no noise"; 0: a simulation or test
+    without sampling error)."""
     if tau is None or tau_base is None or tau_oracle is None or tau_oracle - tau_base <= 1e-9:
         return None
+    if se is None or tau_oracle - tau_base < NOISE_SE * se:
+        return None
     return (tau - tau_base) / (tau_oracle - tau_base)
+
+
+def headroom_noise(per_prompt: Mapping | None, oracle: str = "oracle_tau") -> tuple[float, float] | None:
+    """(Δ, its standard error) of one (suite, temperature) base row from its per-prompt figures
+    (`draftlab.bench.uncertainty.per_prompt`): Δ = mean over prompts of (oracle τ − τ), paired (both from the same
+    rounds), SE = sd / √n over the headline prompts (a pair's `extra` prompts left out). None without per-prompt
+    oracle τ or with fewer than two prompts."""
+    pp = per_prompt or {}
+    taus, orcs, extra = pp.get("tau") or [], pp.get(oracle) or [], pp.get("extra") or []
+    gaps = [o - t for i, (t, o) in enumerate(zip(taus, orcs))
+            if _num(t) is not None and _num(o) is not None and not (i < len(extra) and extra[i])]
+    if len(gaps) < 2:
+        return None
+    mean = sum(gaps) / len(gaps)
+    sd = (sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1)) ** 0.5
+    return mean, sd / len(gaps) ** 0.5
+
+
+def mean_noise(parts: Iterable[tuple[float, float] | None]) -> tuple[float, float] | None:
+    """(Δ, SE) of a mean over suites (the summary's formula) from each suite's `headroom_noise`; None if a suite
+    has none."""
+    parts = list(parts)
+    if not parts or any(p is None for p in parts):
+        return None
+    n = len(parts)
+    return sum(p[0] for p in parts) / n, sum(p[1] ** 2 for p in parts) ** 0.5 / n
+
+
+def noise_why(base: str, delta: float | None, noise: tuple[float, float] | None) -> str:
+    """Why a headroom ratio is not given although its base has headroom: below noise, or noise unknown."""
+    if noise is None:
+        return (f"no noise estimate for {base}'s headroom (Δ = {delta:.3f} τ): its per-prompt rows carry no oracle τ "
+                "or it has one prompt (a benchmark run of this version records them)")
+    return f"headroom below noise (Δ = {noise[0]:.3f} ± {noise[1]:.3f} τ, under {NOISE_SE:g} standard errors)"
 
 
 def oracle_bounds(tau: float | None, oracle: float | None, lookup: bool = False) -> bool:
@@ -110,13 +159,19 @@ def headroom_rows(rows: Iterable[Mapping], oracle: str = "oracle_tau") -> list[d
             continue  # a base closes nothing of its own headroom
         b = by.get((r["suite"], r["temperature"], base)) if base else None
         tau, tau_b, orc_b = _num(r.get("tau")), _num((b or {}).get("tau")), _num((b or {}).get(oracle))
-        closed = headroom_closed(tau, tau_b, orc_b) if base else None
+        pp = (b or {}).get("per_prompt")
+        noise = headroom_noise(pp if isinstance(pp, Mapping) else None, oracle)
+        closed = headroom_closed(tau, tau_b, orc_b, noise[1] if noise else None) if base else None
+        delta = orc_b - tau_b if orc_b is not None and tau_b is not None else None
         why = ("lookup proposals: not re-selections among the drafter's top-K" if base is None else
                f"no {base} row at this suite / temperature" if b is None else
                f"{base} has no {oracle}" if orc_b is None else
-               f"no headroom: {base}'s oracle τ ≤ its τ" if closed is None else "")
+               f"{r['arm']} has no τ" if tau is None else
+               f"no headroom: {base}'s oracle τ ≤ its τ" if delta is None or delta <= 1e-9 else
+               noise_why(base, delta, noise) if closed is None else "")
         out.append({"suite": r["suite"], "temperature": r["temperature"], "arm": r["arm"], "base": base,
-                    "tau": tau, "base_tau": tau_b, "base_oracle_tau": orc_b, "headroom_closed": closed, "why": why})
+                    "tau": tau, "base_tau": tau_b, "base_oracle_tau": orc_b, "headroom": delta,
+                    "headroom_se": noise[1] if noise else None, "headroom_closed": closed, "why": why})
     return out
 
 

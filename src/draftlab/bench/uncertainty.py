@@ -33,7 +33,7 @@ from typing import Collection
 import numpy as np
 
 from draftlab.bench.copying import LOOP_SPAN, batch_reading
-from draftlab.bench.metrics import tkey
+from draftlab.bench.metrics import oracle_taus, summary_headroom, tkey
 from draftlab.bench.runner import BatchRun
 from draftlab.stats import percentile_interval
 
@@ -52,6 +52,7 @@ class Units:
     copy_share: list = field(default_factory=list)  # draftlab.bench.copying.batch_reading per unit
     repeat_share: list = field(default_factory=list)
     loop: list[bool] = field(default_factory=list)
+    oracle: dict[str, list] = field(default_factory=dict)  # oracle metric -> per unit oracle τ (None: no records)
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {k: np.asarray(getattr(self, k), dtype=float) for k in ("tokens", "wall_s", "tau_sum", "tau_n")}
@@ -78,6 +79,8 @@ def collect_units(runs: list[BatchRun]) -> dict[tuple[str, str, str], Units]:
         u.copy_share.append(rd["copy_share"])
         u.repeat_share.append(rd["repeat_share"])
         u.loop.append(rd["loop"])
+        for name, by_stream in oracle_taus(r).items():
+            u.oracle.setdefault(name, []).append(sum(by_stream.values()) / len(by_stream) if by_stream else None)
     return dict(out)
 
 
@@ -92,6 +95,8 @@ def per_prompt(units: Units, headline: int | None = None) -> dict:
             "wall_s": _list(a["wall_s"]), "tokens_per_s": _list(tps),
             "copy_share": [None if x is None else round(x, 4) for x in units.copy_share],
             "repeat_share": [None if x is None else round(x, 4) for x in units.repeat_share], "loop": list(units.loop),
+            **{name: [None if x is None else round(x, 6) for x in v] for name, v in units.oracle.items()
+               if any(x is not None for x in v)},
             **({"extra": [i >= headline for i in range(len(units.tokens))]}
                if headline is not None and headline < len(units.tokens) else {})}
 
@@ -314,6 +319,7 @@ def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float 
         m = detail["suites"].get(s, {}).get(tk, {}).get(arm)
         if m is not None:
             m["per_prompt"] = per_prompt(u, len(units[(s, tk, arm)].tokens) if (s, tk, arm) in units else 0)
+    summary_headroom(detail["summary"], detail["suites"])  # now with the headroom's noise (per-prompt oracle τ)
     detail["uncertainty"] = {"method": "percentile bootstrap over prompts (batches), stratified by suite, paired "
                                        "across arms", "level": level, "resamples": n_boot, "seed": seed,
                              "units_per_suite": {s: len(u.tokens) for (s, _, _), u in units.items()},
