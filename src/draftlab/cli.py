@@ -109,12 +109,18 @@ def cmd_plan(a: argparse.Namespace) -> int:
     from draftlab.plan.report import render
     from draftlab.plan.stages import Device
 
-    dev = Device(a.device, a.gpus, a.tflops, a.efficiency, a.bandwidth, a.gpu_mem, a.fill, a.tau)
+    dev = Device.of(a.device, gpus=a.gpus, tflops=a.tflops, efficiency=a.efficiency, bandwidth=a.bandwidth,
+                    memory_gib=a.gpu_mem, fill=a.fill, tau=a.tau, per_op_us=a.per_op_us)  # None: the preset's
     dev.check()
     if a.disk is not None and not a.disk > 0:
         raise DraftlabError(f"--disk {a.disk:g} is not possible: give the free disk of the run's machine in GiB, > 0")
     text, err = render(validate(a.params, a.overrides, a.set, a.conf), dev, a.json, disk_gib=a.disk)
-    print(text)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `draftlab plan | head -1`: the reader closed the pipe; stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not raise again
+        os.close(devnull)
     return _fail(err) if err else 0
 
 
@@ -172,8 +178,14 @@ def cmd_decode(a: argparse.Namespace) -> int:
     sp = SamplingParams(a.temperature, p.benchmark.top_p, p.benchmark.top_k)
     gen = torch.Generator(device=target.device).manual_seed(a.seed)
     t0 = time.perf_counter()
-    with torch.no_grad():
-        res = arm.generate([ids], a.max_new_tokens, sp, target.eos_token_ids, gen, record_topk=1)
+    try:
+        with torch.no_grad():
+            res = arm.generate([ids], a.max_new_tokens, sp, target.eos_token_ids, gen, record_topk=1)
+    except KeyboardInterrupt as e:  # Ctrl-C: the text decoded so far, then the one line (main)
+        part = (getattr(e, "partial", None) or [[]])[0]
+        print(tok.decode(part, skip_special_tokens=True) if part else "(nothing decoded yet)", flush=True)
+        print(f"[{len(part)} tokens decoded in {time.perf_counter() - t0:.1f} s before the interrupt]", flush=True)
+        raise
     wall = time.perf_counter() - t0
     corrects = arm.drafter is not None and not isinstance(getattr(arm, "proposer", None), DrafterProposal)
     color = a.color == "always" or (a.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
@@ -261,12 +273,25 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("plan", help="the cost plan: per stage tokens, FLOPs, time, peak memory, disk (no weights)")
     params_args(c)
     c.add_argument("-S", "--set", action="append", default=[], metavar="OVERRIDE", help="as for check")
-    for flag, kind, default in (("--gpus", int, 1), ("--gpu-mem", float, 80.0), ("--tflops", float, 989.0),
-                                ("--efficiency", float, 0.4), ("--bandwidth", float, 3350.0), ("--fill", float, 1.0),
-                                ("--tau", float, 3.0)):
-        c.add_argument(flag, type=kind, default=default, help=f"(default {default}; see draftlab.plan.stages.Device)")
+    preset = " (default: the --device preset's; the plan's last line, 'assumptions', shows the value used)"
+    for flag, kind, var, what in (
+            ("--gpus", int, "N", "devices the training stages run on, data-parallel (default 1)"),
+            ("--gpu-mem", float, "GIB", "GiB of memory per device; a stage whose largest step needs more is refused "
+                                 "(default 80)"),
+            ("--tflops", float, "T", "the device's dense TFLOP/s: on cuda its bf16 peak (an H100 SXM: 989), on cpu the "
+                                "effective fp32 rate measured on the project's 2-core machine" + preset),
+            ("--efficiency", float, "E", "the share of --tflops a step achieves, in (0, 1]" + preset),
+            ("--bandwidth", float, "GBPS", "GB/s of device memory; each decode step reads the weights and KV cache once"
+                                   + preset),
+            ("--per-op-us", float, "US", "host microseconds per dispatched aten op of an eager step" + preset),
+            ("--fill", float, "F", "mean sequence length over the configured maximum, in (0, 1] (default 1: every "
+                              "prompt and response at its maximum, an upper bound)"),
+            ("--tau", float, "TAU", "tokens committed per round by the benchmark's speculative arms (default 3)")):
+        c.add_argument(flag, type=kind, default=None, metavar=var, help=what)
     c.add_argument("--disk", type=float, default=None, help="free disk GiB of the run's machine (default: free here)")
-    c.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    c.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="the device kind the stages run on: cuda (bf16, an H100 by default) or cpu (fp32, the "
+                        "project's 2-core machine); sets the defaults of the rates above (default cuda)")
     c.add_argument("--json", action="store_true", help="machine output")
     c.set_defaults(func=cmd_plan)
 
@@ -325,10 +350,17 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = ap.parse_known_args(argv)
     if args.command != "exp" and rest:
         ap.parse_args(argv)  # the standard "unrecognized arguments" error
+    from draftlab import interrupts
+
+    interrupts.install()  # Ctrl-C / SIGTERM: one line, exit 130 / 143 (draftlab.interrupts)
     try:
         if args.command == "exp":
             return cmd_exp(args, rest)
         return args.func(args)
+    except KeyboardInterrupt as e:
+        print(f"interrupted ({interrupts.name(e)}): draftlab {args.command} stopped; nothing was half-written "
+              "(files are written under a temp name and renamed)", file=sys.stderr)
+        return interrupts.code(e)
     except InputFileError as e:
         from draftlab.paths import rebuild_hint
 

@@ -66,8 +66,10 @@ def ops(step: str, target_layers: int, drafter_layers: int = 0, chunks: int = 1,
 def round_step(arm: str) -> str:
     """The counted round of a benchmark arm (an unknown speculative arm counts as a DFlash round)."""
     base = arm.removesuffix("-t1")
-    if base == "ar":
+    if base in ("ar", "hf-generate"):  # Hugging Face's generate: an AR step of the same model
         return "ar_step"
+    if base == "hf-generate-pld":  # its prompt lookup: a lookup round
+        return "pld_round"
     if base in ROUND_STEPS:
         return ROUND_STEPS[base]
     if base.startswith(("dcoco", "specopd-dcoco", "dspark", "domino", "dflash2")):

@@ -17,34 +17,42 @@ takes its budget (`BUDGET_TERM`) when its steps would take longer; its validatio
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from draftlab.config import Params
 from draftlab.errors import ConfigError, DraftlabError
 from draftlab.plan import dispatch as D
 from draftlab.plan import memory as M
 from draftlab.plan.arch import DrafterShape, TargetShape, drafter_shape
+from draftlab.plan.suites import suite_size
 
 GiB = 2 ** 30
 BUDGET_TERM = "training budget"  # the part of a stage's time that is its minute budgets (the runner scales it)
 # the GGUF loader de-quantises every tensor on the CPU: 16-21 s for SmolLM2-135M's 134.5M parameters on the
 # project's machines (ENVIRONMENT.md): the prepare_target stage of a packaged GGUF target
 DEQUANT_S_PER_PARAM = 18.5 / 134.5e6
-# sizes of the packaged evaluation suites (their public definitions), for benchmark.prompts_per_suite=0 (all)
-SUITE_PROMPTS = {"mt-bench": 80, "humaneval": 164, "math500": 500}
 
 
 @dataclass(frozen=True)
 class Device:
+    """What the time and memory model assumes of the machine; `Device.of(kind, ...)` starts from the kind's preset
+    (`PRESETS`: an H100 for cuda, the project's 2-core CPU for cpu) and replaces the values given."""
     kind: str = "cuda"  # cuda | cpu: bf16 weights and fused attention on cuda, fp32 and split attention on cpu
     gpus: int = 1
-    tflops: float = 989.0  # dense bf16 TFLOP/s per device (H100 SXM)
+    tflops: float = 989.0  # dense bf16 TFLOP/s per device (H100 SXM); on cpu the effective fp32 rate (efficiency 1)
     efficiency: float = 0.4  # achieved / peak FLOP/s
     bandwidth: float = 3350.0  # GB/s of device memory (decode phases)
     memory_gib: float = 80.0
     fill: float = 1.0  # mean sequence length / the configured maximum
     tau: float = 3.0  # committed tokens per round in the benchmark's speculative arms
     per_op_us: float | None = None  # host µs per dispatched aten op of an eager step; None = dispatch.PER_OP_US[kind]
+
+    @classmethod
+    def of(cls, kind: str = "cuda", **given) -> "Device":
+        """The preset of `kind` with the values in `given` that are not None (the `draftlab plan` flags)."""
+        if kind not in PRESETS:
+            raise DraftlabError(f"--device {kind} is not known: choose one of {', '.join(PRESETS)}")
+        return replace(PRESETS[kind], **{k: v for k, v in given.items() if v is not None})
 
     @property
     def op_us(self) -> float | None:
@@ -66,7 +74,7 @@ class Device:
                  ("--gpu-mem", self.memory_gib, self.memory_gib > 0, "GiB of memory per device, > 0 (e.g. 80)"),
                  ("--fill", self.fill, 0 < self.fill <= 1, "mean length / configured maximum, in (0, 1]"),
                  ("--tau", self.tau, self.tau >= 1, "tokens committed per round, >= 1"),
-                 ("per_op_us", self.op_us or 0.0, (self.op_us or 0.0) >= 0, "host µs per dispatched op, >= 0"))
+                 ("--per-op-us", self.op_us or 0.0, (self.op_us or 0.0) >= 0, "host µs per dispatched op, >= 0"))
         for flag, value, ok, what in rules:
             if not ok or (isinstance(value, float) and not math.isfinite(value)):
                 raise DraftlabError(f"{flag} {value:g} is not possible: give {what}")
@@ -74,8 +82,12 @@ class Device:
     def assumptions(self) -> str:
         op = (f"{self.op_us:g} us per dispatched aten op of an eager step (ops counted at "
               f"{_counted_at()})" if self.op_us else f"host dispatch NOT counted (no per-op cost for {self.kind} yet)")
-        return (f"time = FLOPs / ({self.gpus} GPU x {self.tflops:g} TFLOP/s x {self.efficiency:g} efficiency) for the "
-                f"training stages (data-parallel, perfect scaling); reference and benchmark on 1 GPU; + bytes: decode "
+        rate = (f"FLOPs / ({self.gpus} GPU x {self.tflops:g} TFLOP/s x {self.efficiency:g} efficiency) for the "
+                f"training stages (data-parallel, perfect scaling); reference and benchmark on 1 GPU"
+                if self.kind == "cuda" else
+                f"FLOPs / ({self.tflops * self.efficiency * 1e3:g} GFLOP/s of the CPU, fp32; constants fitted on the "
+                f"cpu profile's run, docs/plan.md)")
+        return (f"time = {rate}; + bytes: decode "
                 f"reads weights and KV at {self.bandwidth:g} GB/s (benchmark: tau={self.tau:g} tokens per round); + "
                 f"{op}; terms added (no host/device overlap: an upper bound); start-up, loading and compiling not "
                 f"counted; lengths = "
@@ -83,6 +95,19 @@ class Device:
                 f"device, a training step at its batch split over the {self.gpus} GPUs' ranks"
                 f"{' with DDP gradient buckets' if self.gpus > 1 else ''}, the T=1 evaluation at the "
                 f"whole batch ({'bf16 weights, fused attention' if self.kind == 'cuda' else 'fp32, split attention'})")
+
+
+# The device presets `draftlab plan --device` starts from. cuda: an H100 SXM (peak bf16, 40% of it achieved, HBM3;
+# the per-op cost is dispatch.PER_OP_US's, from the 2026-12-04 H200 run). cpu: the project's 2-core x86 machine, fp32,
+# eager PyTorch, 2 threads. Its three constants were FITTED on the committed cpu-profile run of 2026-12-04 (results/,
+# the stage wall times `draftlab.plan.calibrate.measured` reads): a least-squares in log space of predicted over
+# measured stage time (reference, pretrain_drafter, pretrain_seeded, specopd's training, corrector, benchmark), then
+# checked, unfitted, on the toy world's run (worlds/toy/results): docs/plan.md has the table, and
+# `python -m draftlab.plan.calibrate` reproduces it (and `--fit` the fit).
+PRESETS: dict[str, Device] = {
+    "cuda": Device(),
+    "cpu": Device(kind="cpu", tflops=0.05, efficiency=1.0, bandwidth=10.0, per_op_us=10.0),
+}
 
 
 @dataclass
@@ -195,7 +220,8 @@ def _val_batch_s(p: Params, t: TargetShape, d: DrafterShape, dev: Device, batch:
 
 def reference(p: Params, t: TargetShape, dev: Device) -> Stage:
     r, tb = p.reference, _bytes(dev)[0]
-    prompts = r.num_train_prompts + r.num_heldout_prompts + r.num_eval_per_suite * len(p.data.eval_suites)
+    evals = [min(r.num_eval_per_suite, suite_size(s, p.data, r)[0] or r.num_eval_per_suite) for s in p.data.eval_suites]
+    prompts = r.num_train_prompts + r.num_heldout_prompts + sum(evals)
     P, N = p.data.max_prompt_tokens * dev.fill, r.max_new_tokens * dev.fill
     flops = target_flops(t, prompts * P, P / 2, head=False) + target_flops(t, prompts * N, P + N / 2)
     batches = math.ceil(prompts / r.batch_size)
@@ -209,7 +235,8 @@ def reference(p: Params, t: TargetShape, dev: Device) -> Stage:
                  [f"{batches} batches x {N:g} decode steps"], key="reference.batch_size", times=times)
 
 
-def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, prefix: str = "pretrain") -> Stage:
+def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, prefix: str = "pretrain",
+                    cache_reused: bool = False) -> Stage:
     tb, ab, fused = _bytes(dev)
     d = drafter_shape(t, dc)
     n_seq = p.reference.num_train_prompts
@@ -219,12 +246,16 @@ def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, p
     rows = pc.batch_size * pc.anchors_per_seq * (d.block_size - 1)
     per_step = drafter_flops(d, pc.batch_size, L, pc.anchors_per_seq, rows, pc.chunk_rows > 0)
     notes, disk = [], {}
-    if pc.cache_features:  # one full pass over the references, then the steps read the cache
-        cache = target_flops(t, n_seq * L, L / 2)
+    if pc.cache_features:  # one full pass over the references (training + held-out), then the steps read the cache
+        cached = n_seq + p.reference.num_heldout_prompts
+        cache = 0.0 if cache_reused else target_flops(t, cached * L, L / 2)
+        cache_ops = 0.0 if cache_reused else math.ceil(cached * L / pc.feature_batch_tokens) * D.ops("prefill", t.num_layers)
         flops_step, target_layers = per_step, 0
-        disk[f"feature cache ({d.n_taps} taps, fp16)"] = n_seq * L * d.n_taps * t.hidden * 2
+        disk[f"feature cache ({d.n_taps} taps, fp16)"] = cached * L * d.n_taps * t.hidden * 2
+        if cache_reused:
+            notes.append("the feature cache is the plain drafter's (same data and taps): not computed again")
     else:
-        cache, layers = 0.0, None if greedy else d.deepest_tap + 1
+        cache, cache_ops, layers = 0.0, 0.0, None if greedy else d.deepest_tap + 1
         flops_step = per_step + target_flops(t, pc.batch_size * L, L / 2, layers, head=greedy)
         target_layers = t.num_layers if layers is None else layers
     chunks = math.ceil(rows / pc.chunk_rows) if pc.chunk_rows else 1
@@ -232,7 +263,7 @@ def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, p
     train_s, capped, cap = _train_time(step_s, steps, pc.max_minutes)
     done = steps if not capped else int(train_s / max(step_s, 1e-9))
     vals = (done // pc.val_every if pc.val_every else 0) + 1
-    times = {"feature cache": dev.flop_s(cache)} if cache else {}
+    times = {"feature cache": dev.flop_s(cache) + dev.dispatch_s(cache_ops)} if cache else {}
     times[BUDGET_TERM if capped else "steps"] = train_s
     times["validation"] = vals * _val_batches(p, pc.batch_size) * _val_batch_s(p, t, d, dev, pc.batch_size, L,
                                                                                 pc.val_anchor_stride)
@@ -339,53 +370,96 @@ def _tau(arm: str, dev: Device) -> float:
     return 1.0 if D.round_step(arm) == "ar_step" else dev.tau
 
 
+def _width(arm: str, d: DrafterShape, p: Params) -> int:
+    """Positions one round of `arm` sends through the target per stream: 1 for AR, the verified block otherwise."""
+    step = D.round_step(arm)
+    return 1 if step == "ar_step" else (p.pld.num_tokens + 1 if step == "pld_round" else d.block_size)
+
+
+def benchmark_runs(p: Params) -> tuple[list[tuple[str, int, int, float]], dict[str, int], list[str]]:
+    """The benchmark's decodes as the runner enumerates them (`draftlab.bench.runner.groups`): (arm, generations,
+    streams each, new tokens each); the prompts per suite it draws from (counted by the loader,
+    `draftlab.plan.suites`), and notes."""
+    b = p.benchmark
+    sizes = {s: suite_size(s, p.data, p.reference) for s in b.suites}
+    avail = {s: n if n is not None else p.reference.num_heldout_prompts for s, (n, _) in sizes.items()}
+    notes = [f"suite {s}: {n if n is not None else avail[s]} prompts ({how}"
+             + (", reference.num_heldout_prompts assumed)" if n is None else ")") for s, (n, how) in sizes.items()
+             if how != "loader" or not b.prompts_per_suite]
+    head = {s: min(b.prompts_per_suite, m) if b.prompts_per_suite else m for s, m in avail.items()}
+    take = lambda k, s: min(k, avail[s]) if k else avail[s]  # noqa: E731
+    N, Nc, B = b.max_new_tokens, b.concurrency_max_new_tokens, b.batch_size
+    runs: list[tuple[str, int, int, float]] = []
+
+    def add(arm: str, n: int, tokens: float = N) -> None:
+        if n:
+            runs.append((arm, math.ceil(n / B), min(n, B), tokens))
+
+    for arm in b.running_arms():  # T=0: the headline sample, a pair's extra prompts, or the ablation sample
+        for s in b.suites:
+            add(arm, take(b.t0_prompts(arm), s))
+    for temp in b.temperatures:
+        if temp > 0:  # the sampled arms on the first sampled_prompts_per_suite of the headline sample
+            for arm in (b.sampled_arms or b.running_arms()):
+                for s in b.suites:
+                    n = min(b.sampled_prompts_per_suite or head[s], head[s])
+                    add(arm, min(n, b.ablation_prompts_per_suite or n) if arm in b.ablation_arms else n)
+    for arm in [a for a in b.running_arms() if not b.concurrency_arms or a in b.concurrency_arms]:
+        for c in b.concurrency:
+            runs.append((arm, math.ceil(max(c, b.concurrency_prompts) / c) * len(b.concurrency_temperatures), c, Nc))
+    if b.warmup:
+        runs += [(arm, 1, 1, 4) for arm in b.running_arms()]
+    return runs, avail, notes
+
+
 def benchmark(p: Params, t: TargetShape, dev: Device) -> Stage:
     b, tb = p.benchmark, _bytes(dev)[0]
     d = drafter_shape(t, p.drafter)
-    per_suite = [b.prompts_per_suite or SUITE_PROMPTS.get(s, p.reference.num_heldout_prompts) for s in b.suites]
-    abl = [b.ablation_prompts_per_suite or n for n in per_suite]
-    sampled = [b.sampled_prompts_per_suite or n for n in per_suite]
-    N, Nc = b.max_new_tokens * dev.fill, b.concurrency_max_new_tokens * dev.fill
-    runs = []  # (arm, generations of `streams` streams, new tokens each)
-    for arm in b.arms:
-        runs += [(arm, math.ceil(n / b.batch_size), min(n, b.batch_size), N) for n in per_suite]
-    for arm in b.ablation_arms:
-        runs += [(arm, math.ceil(n / b.batch_size), min(n, b.batch_size), N) for n in abl]
-    if any(x > 0 for x in b.temperatures):
-        for arm in (b.sampled_arms or b.running_arms()):
-            runs += [(arm, math.ceil(n / b.batch_size), min(n, b.batch_size), N) for n in sampled]
-    for arm in (b.concurrency_arms or b.running_arms()):
-        for c in b.concurrency:
-            runs += [(arm, math.ceil(max(c, b.concurrency_prompts) / c) * len(b.concurrency_temperatures), c, Nc)]
-    if b.warmup:
-        runs += [(arm, 1, 1, 4) for arm in b.running_arms()]
-    tokens = sum(g * s * n for _, g, s, n in runs)
-    rounds = sum(g * n / _tau(a, dev) for a, g, _, n in runs)
+    runs, avail, notes = benchmark_runs(p)
+    fill = dev.fill
+    P = p.data.max_prompt_tokens * fill
+    tokens = sum(g * s * n * fill for _, g, s, n in runs)
+    rounds = sum(g * n * fill / _tau(a, dev) for a, g, _, n in runs)
     weights = M.target_weights(t, tb) + d.params() * tb
-    ops = sum(g * (D.ops("prefill", t.num_layers) + n / _tau(a, dev) * D.ops(D.round_step(a), t.num_layers, d.num_layers))
+    # FLOPs: each prompt's prefill, then per round every stream's verified positions through the target (and, for a
+    # drafter arm, the block through the drafter and its head)
+    drafter_pos = lambda a: 0 if D.round_step(a) in ("ar_step", "pld_round") else d.block_size  # noqa: E731
+    per_pos = 2 * t.params()
+    flops = sum(g * s * (P * per_pos + n * fill / _tau(a, dev) * (
+        _width(a, d, p) * per_pos + drafter_pos(a) * 2 * (d.params() + d.hidden * d.draft_vocab))) for a, g, s, n in runs)
+    ops = sum(g * (D.ops("prefill", t.num_layers) + n * fill / _tau(a, dev) * D.ops(D.round_step(a), t.num_layers,
+                                                                                    d.num_layers))
               for a, g, _, n in runs)
-    spec = [a for a in b.running_arms() if D.round_step(a) != "ar_step" and a not in ("pld",)]
-    times = {"FLOPs": dev.flop_s(tokens * 2 * t.params()), "bytes": rounds * weights / (dev.bandwidth * 1e9),
-             "dispatch": dev.dispatch_s(ops)}
+    spec = [a for a in b.running_arms() if D.round_step(a) not in ("ar_step", "pld_round")]
+    times = {"FLOPs": dev.flop_s(flops), "bytes": rounds * weights / (dev.bandwidth * 1e9), "dispatch": dev.dispatch_s(ops)}
     if b.simulated:  # each drafter arm's teacher-forced τ over its T=0 outputs: about one validation batch a suite
         times["simulated tau"] = len(spec) * len(b.suites) * _val_batch_s(
-            p, t, d, dev, b.batch_size, int(p.data.max_prompt_tokens + N), b.simulated_anchor_stride)
+            p, t, d, dev, b.batch_size, int(p.data.max_prompt_tokens + b.max_new_tokens * fill),
+            b.simulated_anchor_stride)
     kd = t.kv_heads * t.head_dim
     top = max(b.concurrency or [1])
     mem = {"target weights": M.target_weights(t, tb), "drafter weights": d.params() * tb,
            f"KV cache at {top} streams": top * (p.data.max_prompt_tokens + b.max_new_tokens) * t.num_layers * 2 * kd * tb,
            f"verify logits [{top}, S, V]": top * d.block_size * t.vocab * 4}
-    notes = [f"prompts_per_suite=0: suite sizes {', '.join(f'{s} {n}' for s, n in zip(b.suites, per_suite))}"
-             f" (unknown suites: reference.num_heldout_prompts)"] if not b.prompts_per_suite else []
     notes.append(f"{sum(g for _, g, _, _ in runs)} generations, ~{rounds:.0f} rounds (tau {dev.tau:g} for the "
                  f"speculative arms)")
-    return Stage("benchmark", tokens, tokens * 2 * t.params(), _h(times), f"{top} streams", mem, {}, notes,
+    return Stage("benchmark", tokens, flops, _h(times), f"{top} streams", mem, {}, notes,
                  key="benchmark.concurrency", times=times)
 
 
 def prepare_target(p: Params, t: TargetShape, dev: Device) -> Stage | None:
     """The packaged GGUF's de-quantisation into a model folder (CPU-bound, on the run's machine); None for the
     targets that need no preparing worth a row (a random model, a local folder, a hub id)."""
+    if p.target.source == "toy":  # the world's target is trained in the stage, for its wall-clock budget
+        budget = p.target.toy.train.get("budget_s")
+        if budget is None:
+            from draftlab.toy.train import TrainConfig
+
+            budget = TrainConfig.budget_s
+        times = {BUDGET_TERM: float(budget)}
+        return Stage("prepare_target", 0.0, 0.0, _h(times), "-", {}, {"target weights (fp32)": t.params() * 4},
+                     [f"the toy target trains for its budget, target.toy.train.budget_s={float(budget):g} (or fewer "
+                      f"seconds if it reaches its max_steps first)"], times=times)
     if p.target.source != "packaged-gguf":
         return None
     times = {"GGUF de-quantisation (CPU)": t.params() * DEQUANT_S_PER_PARAM}
@@ -399,7 +473,10 @@ def plan(p: Params, t: TargetShape, dev: Device) -> list[Stage]:
     stages += [reference(p, t, dev), _pretrain_stage("pretrain_drafter", p, p.pretrain, p.drafter, t, dev)]
     if p.seeded.enabled:
         dc, pc = p.seeded.resolve(p.drafter, p.pretrain)
-        stages.append(_pretrain_stage("pretrain_seeded", p, pc, dc, t, dev, "seeded.pretrain"))
+        same_taps = drafter_shape(t, dc).n_taps == drafter_shape(t, p.drafter).n_taps and (
+            list(dc.target_layer_ids) == list(p.drafter.target_layer_ids))  # the cache is keyed by data + taps
+        stages.append(_pretrain_stage("pretrain_seeded", p, pc, dc, t, dev, "seeded.pretrain",
+                                      cache_reused=p.pretrain.cache_features and same_taps))
     return stages + [specopd(p, t, dev), corrector(p, t, dev), benchmark(p, t, dev)]
 
 
