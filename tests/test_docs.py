@@ -1,6 +1,7 @@
 """The text a user reads stands alone: README.md, docs/ (but the dated history in docs/decisions.md and
 docs/results.md), the `draftlab` CLI's help and the explorer's pages (app/*.py) name no file a user does not
-have (the project's internal specification and environment notes), no numbered issue and no work session;
+have (the project's internal specification and environment notes), no numbered issue and no work session (the
+dated history cites too, but only by a section's heading and date: no issue number, no specification);
 the README links the two pages that replace them (docs/algorithms.md, docs/install.md) and indexes every page
 of docs/; every repository path that README.md and docs/*.md name in backticks exists (the rules are above
 path_hits). Each failure lists every hit as file:line."""
@@ -42,6 +43,26 @@ def hits(name: str, text: str) -> list[str]:
 def test_no_internal_references(path: Path):
     found = hits(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"))
     assert not found, "text a user reads refers to what they cannot see:\n" + "\n".join(found)
+
+
+CITATIONS = {  # how the markdown pages, the dated history included, may not cite a decision or a result
+    "an issue number": PATTERNS["an issue number"],
+    "a bare issue reference": re.compile(r"(?<![\w&/#])#\d+\b"),
+    "the internal spec / environment notes": PATTERNS["the internal spec / environment notes"],
+}
+
+
+@pytest.mark.parametrize("path", [README, *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_cite_decisions_by_heading_and_date(path: Path):
+    """docs/decisions.md and docs/results.md too: a citation names the section by its heading and date,
+    (decisions: "The toy world's settings", 2026-12-05), never an issue number or the internal specification."""
+    found = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for what, rx in CITATIONS.items():
+            m = rx.search(line)
+            if m:
+                found.append(f"{path.relative_to(ROOT)}:{i}: {what} ({m.group(0)!r}): {line.strip()[:160]}")
+    assert not found, "cite the decision by its heading and date instead:\n" + "\n".join(found)
 
 
 def cli_helps() -> dict[str, str]:
@@ -87,6 +108,9 @@ def test_the_patterns_catch_what_they_should():
     good = ["SPEC_VENV", "a browser session", "a session's first load", "specification", "issues of the loader"]
     assert all(hits("x", t) for t in bad)
     assert not any(hits("x", t) for t in good)
+    bare = CITATIONS["a bare issue reference"]
+    assert all(bare.search(t) for t in ["see #12", "(#7)", "fixed in #120."])
+    assert not any(bare.search(t) for t in ["&#8203;", "#/experiments/1/runs", "a ## heading", "C#5", "url/#3"])
 
 
 # ---- Every repository path the docs name exists ----------------------------------------------------------------------
