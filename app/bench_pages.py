@@ -10,11 +10,12 @@ import pandas as pd
 import streamlit as st
 
 import cached as C
+import formats as F
 import loaders as L
 import oracle_view as OV
 import peers as R
 import plots as P
-from cached import fmt_na, missing, options
+from cached import missing, options
 from colours import arm_order
 from draftlab.bench.oracles import unmeasured_arms
 from positions import label, positions_section
@@ -71,7 +72,8 @@ def pairs_table(detail: dict, temp: str, cols: list[str]) -> None:
         return
     extra = (["Δτ without loops", "Δτ beyond noise without loops"] if cols[0].startswith("Δτ") else
              ["ratio without loops", "speed beyond noise without loops"])
-    st.dataframe(fmt_na(pf[["pair", "a", "b", "ablation", "prompts", *cols, *extra]]), hide_index=True, width="stretch")
+    st.dataframe(F.table(pf[["pair", "a", "b", "ablation", "prompts", *cols, *extra]],
+                         {"Δτ without loops": "tau", "ratio without loops": "ratio"}), hide_index=True, width="stretch")
     st.caption("Paired over the same prompts (resampled together), so the prompt-to-prompt variation both arms share "
                "cancels; 'beyond noise' = the 95% interval excludes 0 (Δτ) or 1 (ratio). `best` is chosen on the same "
                "data, so its interval is optimistic. 'without loops': the same pair on the prompts where neither "
@@ -79,18 +81,46 @@ def pairs_table(detail: dict, temp: str, cols: list[str]) -> None:
                "over all suites (a pair in `benchmark.pair_prompts_per_suite` decodes more than the headline sample).")
 
 
+def tied(a: pd.Series, b: pd.Series) -> bool:
+    """Whether two arms' mean τ (summary rows: value, lo, hi) cannot be told apart: each mean lies inside the other's
+    95% interval. Without intervals: equal at the displayed precision (3 decimals)."""
+    if pd.isna(a["lo"]) or pd.isna(b["lo"]):
+        return F.fmt(a["value"], "tau") == F.fmt(b["value"], "tau")
+    return a["lo"] <= b["value"] <= a["hi"] and b["lo"] <= a["value"] <= b["hi"]
+
+
 def best_line(detail: dict, temp: str) -> str:
-    """One sentence: the speculative arm with the highest mean τ (over all suites) at `temp`, with its interval."""
+    """The speculative arms with the highest mean τ (over all suites) at `temp`: every arm equal to the highest at the
+    displayed precision (3 decimals) is named, together, with the interval; then the arms that cannot be told apart
+    from it (`tied`: each mean inside the other's 95% interval). The paired Δτ table says which pairs differ."""
     spec = {a for temps in (detail.get("suites") or {}).values() for by in temps.values() for a, m in by.items()
             if "accept_curve" in m}  # speculative arms (AR's τ is 1 by definition)
     sf = L.summary_frame(detail)
     sf = sf[(sf["temperature"] == temp) & (sf["metric"] == "tau") & sf["arm"].isin(spec)]
-    sf = sf.sort_values("value", ascending=False, kind="stable")
     if sf.empty:
         return ""
-    r = sf.iloc[0]
-    ci = f" (95% interval {r['lo']:.3f}–{r['hi']:.3f})" if pd.notna(r["lo"]) else ""
-    return f"Highest mean τ over all suites at {temp}: **{r['arm']}** {r['value']:.3f}{ci}."
+    sf = sf.assign(order=[arm_order(sf["arm"]).index(a) for a in sf["arm"]])
+    sf = sf.sort_values(["value", "order"], ascending=[False, True], kind="stable")
+    top = sf.iloc[0]
+    shown = F.fmt(top["value"], "tau")
+    lead = sf[[F.fmt(v, "tau") == shown for v in sf["value"]]]
+    names = [f"**{a}**" for a in lead["arm"]]
+    who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    cis = {(F.fmt(r["lo"], "tau"), F.fmt(r["hi"], "tau")) for _, r in lead.iterrows() if pd.notna(r["lo"])}
+    ci = ""
+    if len(cis) == 1:
+        lo, hi = next(iter(cis))
+        ci = f"95% interval {lo}–{hi}"
+    elif cis:
+        ci = "95% intervals " + "; ".join(f"{r['arm']} {F.fmt(r['lo'], 'tau')}–{F.fmt(r['hi'], 'tau')}"
+                                          for _, r in lead.iterrows() if pd.notna(r["lo"]))
+    how = (f"{len(lead)} arms tied: equal at 3 decimals" + (f"; {ci}" if ci else "")) if len(lead) > 1 else ci
+    line = (f"Highest mean τ over all suites at {F.temp_label(temp)}: {who} {shown}" + (f" ({how})" if how else "") + ".")
+    close = [r for _, r in sf.iloc[len(lead):].iterrows() if tied(top, r)]
+    if close:
+        line += (" Not distinguishable from it (each mean inside the other's 95% interval): "
+                 + ", ".join(f"{r['arm']} {F.fmt(r['value'], 'tau')}" for r in close) + ".")
+    return line
 
 
 def plot_rows(root: Path, name: str, temp: str, suites: list) -> tuple[pd.DataFrame, pd.DataFrame] | None:
@@ -110,7 +140,7 @@ def acceptance(root: Path) -> None:
     detail, rows = loaded
     temps = options(rows["temperature"])
     c1, c2 = st.columns(2)
-    temp = c1.selectbox("temperature", temps, key="acc_temp")
+    temp = c1.selectbox("temperature", temps, key="acc_temp", format_func=F.temp_label)
     suites = c2.multiselect("suites", options(rows["suite"]), default=options(rows["suite"]), key="acc_suites")
     sel = rows[(rows["temperature"] == temp) & rows["suite"].isin(suites)]
 
@@ -126,7 +156,7 @@ def acceptance(root: Path) -> None:
         st.altair_chart(P.bar_chart(measured.dropna(subset=["tau"]), "tau", "τ per suite"))
         st.caption("Whiskers: 95% bootstrap interval over the suite's prompts. Mean over all suites with its interval "
                    "(the suites resampled together):")
-        st.dataframe(fmt_na(summary_table(detail, temp, ("tau",))), width="stretch")
+        st.dataframe(F.table(summary_table(detail, temp, ("tau",))), width="stretch")
         st.markdown("**Differences between arms (Δτ)**")
         pairs_table(detail, temp, ["Δτ (a − b)", "Δτ lo", "Δτ hi", "Δτ beyond noise"])
     else:
@@ -137,7 +167,7 @@ def acceptance(root: Path) -> None:
                   for a, by in sim.items() for s, m in by.items() if s in suites]
         if s_rows:
             st.caption("Teacher-forced (simulated) τ beside engine τ at T=0")
-            st.dataframe(pd.DataFrame(s_rows), hide_index=True, width="stretch")
+            st.dataframe(F.table(pd.DataFrame(s_rows)), hide_index=True, width="stretch")
 
     st.subheader("Per-slot acceptance curves")
     curve = plot_rows(root, "tau_per_slot", temp, suites)
@@ -195,11 +225,11 @@ HEADROOM_NOTE = (
 
 def headroom(sel: pd.DataFrame, oracles: list[str], k: int | None = None) -> None:
     """Each oracle τ beside the arms' τ (only where it is a ceiling), and the share of its own base's headroom
-    each arm closes (definitions: draftlab.bench.oracles)."""
+    each arm closes (definitions: draftlab.bench.oracles), with the absolute figures beside it."""
     kk = k or "K"
     o = OV.oracle_frame(sel, oracles, k)
     st.markdown(ORACLE_NOTE.format(k=kk))
-    st.dataframe(three_decimals(o).replace({"n/a": OV.NO_BOUND}), hide_index=True, width="stretch")
+    st.dataframe(F.table(o).replace({"n/a": OV.NO_BOUND}), hide_index=True, width="stretch")
     st.subheader("Headroom closed")
     hc = OV.headroom_frame(sel, oracles, k)
     if hc.empty:
@@ -210,19 +240,25 @@ def headroom(sel: pd.DataFrame, oracles: list[str], k: int | None = None) -> Non
     hc = hc.set_index(["suite", "arm"]).reindex(
         [(s, a) for s in hc["suite"].unique() for a in arm_order(hc.loc[hc["suite"] == s, "arm"])]).reset_index()
     st.caption(HEADROOM_NOTE.format(k=kk))
-    pct = tuple(c for c in hc.columns if c.startswith("headroom closed"))
-    st.dataframe(three_decimals(hc, pct), hide_index=True, width="stretch")
+    st.dataframe(OV.headroom_table(hc), hide_index=True, width="stretch")
+    st.caption(NOISE_NOTE)
 
 
-def three_decimals(df: pd.DataFrame, percent: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Every numeric column as text — three decimals, or a percentage with one for `percent` — and "n/a" where a
-    value is missing, so that a table's columns read alike whether or not they have gaps."""
-    out = df.copy()
-    for c in out.columns:
-        if c in percent or pd.api.types.is_numeric_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c]):
-            form = "{:.1%}" if c in percent else "{:.3f}"
-            out[c] = out[c].map(lambda v: "n/a" if v is None or pd.isna(v) else form.format(v))
-    return out
+NOISE_NOTE = (
+    "**Absolute figures beside the ratio.** *Δτ over base* = τ_arm − τ_base; *base headroom Δ ± SE* = the base's "
+    "oracle τ − its τ, with its paired standard error over prompts. The share is given only when Δ is at least 2 "
+    "standard errors: a smaller Δ is noise, and a share of noise (the `cpu` run once showed −1430% on a Δ of 0.027 τ) "
+    "says nothing — the cell then reads *n/a: headroom below noise*. A run written before the benchmark recorded "
+    "per-prompt oracle τ has no standard error: *n/a: no noise estimate* (read the absolute figures instead). Every "
+    "*n/a* cell says why; the last column has the reason in full.")
+
+
+OVERHEAD_NOTE = (
+    "**round_overhead_ms** = the arm's mean round time − {base}'s mean round time at the same number of streams "
+    "(`round_total_ms` of the two rows): a difference of two measured round times, not a time measured on its own. "
+    "Negative means the arm's rounds took *less* time than {base}'s — e.g. `pld` runs no drafter forward pass (its "
+    "proposal is a lookup in the prompt) and a round that finds no match verifies fewer tokens; it is not a negative "
+    "cost. n/a for AR, which runs no speculative round.")
 
 
 # ---------------------------------------------------------------- Speed
@@ -231,16 +267,15 @@ def speed(root: Path) -> None:
     if loaded is None:
         return
     detail, rows = loaded
-    temp = st.selectbox("temperature", options(rows["temperature"]), key="speed_temp")
+    temp = st.selectbox("temperature", options(rows["temperature"]), key="speed_temp", format_func=F.temp_label)
     sel = rows[rows["temperature"] == temp]
     table_cols = [c for c in ("suite", "arm", "ablation", "tokens_per_s", "tokens_per_s_lo", "tokens_per_s_hi", "decode_tokens_per_s",
                               "tokens_per_s_stream", "speedup", "speedup_lo", "speedup_hi", "tau", "break_even_tau",
                               "round_total_ms", "rounds", "tokens") if c in sel.columns]
     unmeasured = unmeasured_arms(detail)
-    shown = fmt_na(sel[table_cols])
+    shown = F.table(sel[table_cols])
     if "tau" in shown.columns and sel["arm"].isin(unmeasured).any():  # τ of the Hugging Face rows: no measurement
-        shown["tau"] = [OV.NOT_REPORTED if a in unmeasured else (f"{v:.3f}" if isinstance(v, float) else v)
-                        for a, v in zip(sel["arm"], shown["tau"])]
+        shown["tau"] = [OV.NOT_REPORTED if a in unmeasured else v for a, v in zip(sel["arm"], shown["tau"])]
     st.dataframe(shown, hide_index=True, width="stretch")
     if sel["arm"].isin(unmeasured).any():
         st.caption(NO_TAU_NOTE.format(arms="`, `".join(a for a in arm_order(sel["arm"].unique())
@@ -254,7 +289,7 @@ def speed(root: Path) -> None:
     summ = summary_table(detail, temp, ("speedup", "tokens_per_s"))
     if not summ.empty and summ.filter(like="CI").notna().any().any():
         st.markdown("**Mean over suites, with 95% intervals over prompts** (speedup paired with AR on the same prompts)")
-        st.dataframe(fmt_na(summ), width="stretch")
+        st.dataframe(F.table(summ), width="stretch")
         st.markdown("**Differences between arms (tokens/s ratio)**")
         pairs_table(detail, temp, ["tokens/s ratio (a ÷ b)", "ratio lo", "ratio hi", "speed beyond noise"])
 
@@ -277,22 +312,21 @@ def speed(root: Path) -> None:
     else:
         cfg = detail.get("config") or {}
         if "temperature" in conc.columns and conc["temperature"].nunique() > 0:
-            tk = st.selectbox("temperature", options(conc["temperature"]), key="speed_conc_t")
+            tk = st.selectbox("temperature", options(conc["temperature"]), key="speed_conc_t", format_func=F.temp_label)
             conc = conc[conc["temperature"] == tk]
         if "round_overhead_ms" in conc.columns and "propose_ms" in conc.columns:  # AR has no round to compare: n/a
             conc = conc.assign(round_overhead_ms=conc["round_overhead_ms"].where(conc["propose_ms"].notna()))
         base = cfg.get("concurrency_base", "dflash")
         if {"tau_ratio", "tokens_per_s_ratio"} <= set(conc.columns) and conc["tau_ratio"].notna().any():
-            st.altair_chart(P.concurrency_ratio_chart(conc, base), width="stretch")
-            cols = ["arm", "streams", "tau", "tau_ratio", "tokens_per_s", "tokens_per_s_ratio", "propose_ms",
-                    "round_overhead_ms"]
-            st.dataframe(fmt_na(conc[[c for c in cols if c in conc.columns]]), hide_index=True)
-            st.caption(f"round_overhead_ms: ms of round time beyond {base}'s at the same number of streams (n/a for AR, "
-                       f"which has no speculative round).")
+            st.altair_chart(P.concurrency_ratio_chart(conc, base))
+            cols = ["arm", "streams", "tau", "tau_ratio", "tokens_per_s", "tokens_per_s_ratio", "round_total_ms",
+                    "propose_ms", "round_overhead_ms"]
+            st.dataframe(F.table(conc[[c for c in cols if c in conc.columns]]), hide_index=True)
+            st.caption(OVERHEAD_NOTE.format(base=base))
         y = st.selectbox("throughput", [c for c in ("tokens_per_s", "decode_tokens_per_s", "tokens_per_s_stream")
                                          if c in conc.columns], key="speed_conc_y")
         st.altair_chart(P.concurrency_chart(conc, y), width="stretch")
-        st.caption(f"Sweep at T in {cfg.get('concurrency_temperatures', '?')}, "
+        st.caption(f"Sweep at {', '.join(F.temp_label(t) for t in cfg.get('concurrency_temperatures') or []) or 'T=?'}, "
                    f"{cfg.get('concurrency_max_new_tokens', '?')} new tokens per stream; ratios relative to {base} "
                    f"at the same number of streams.")
     setup = detail.get("setup")

@@ -129,9 +129,11 @@ def reload_button() -> None:
 def header(root: Path, title: str, rels) -> None:
     """The page title and one line on the data's age and git revision."""
     st.header(title)
-    st.caption(V.provenance_text(provenance(root, rels)), help="Age: the newest of the page's files. Revision: the "
-               "repository's HEAD and the last commit that touched those files; 'differ' means a run rewrote them "
-               "since (or they were edited) and the result is not committed yet.")
+    st.caption(V.provenance_text(provenance(root, rels)), help="When the results were made: a time the results "
+               "record (a `created` field), else — for files git has unchanged — the commit that last touched them (a "
+               "fresh clone's file times are when it was cloned), else the file time of the run that rewrote them here. "
+               "Revision: the repository's HEAD and the last commit that touched those files; 'differ' means a run "
+               "rewrote them since (or they were edited) and the result is not committed yet.")
 
 
 def missing(m: L.Missing) -> None:

@@ -19,7 +19,8 @@ import cached as C
 import loaders as L
 import plots as P
 import provenance as V
-from cached import fmt_na, missing
+import formats as F
+from cached import missing
 from colours import arm_order
 
 KINDS = ("folder", "git revision / DVC experiment")
@@ -104,16 +105,17 @@ def compare(root: Path) -> None:
     if not temps:
         return st.info("The two results share no temperature.")
     c1, c2 = st.columns(2)
-    temp = c1.selectbox("temperature", temps, key="cmp_temp")
+    temp = c1.selectbox("temperature", temps, key="cmp_temp", format_func=F.temp_label)
     metrics = [m for m in L.SUMMARY_METRICS if m in set(sa["metric"]) & set(sb["metric"])]
     metric = c2.selectbox("metric", metrics, key="cmp_metric")
     table = comparison_table(sa, sb, temp, metric, (na, nb))
-    st.dataframe(fmt_na(table), width="stretch")
+    st.dataframe(F.table(table, {c: F.kind(metric) for c in table.columns}), width="stretch")
     st.caption("The two results come from separate runs, so they are not paired: disjoint 95% intervals are a "
                "conservative sign that a difference exceeds the noise (overlapping ones do not prove there is none).")
     long = pd.concat([sa.assign(source=na), sb.assign(source=nb)])
     long = long[(long["temperature"] == temp) & (long["metric"] == metric)]
-    st.altair_chart(P.ci_chart(long, f"{metric} per arm at {temp} (mean over suites, 95% interval)", column="source"))
+    st.altair_chart(P.ci_chart(long, f"{metric} per arm at {F.temp_label(temp)} (mean over suites, 95% interval)",
+                               column="source", metric=metric))
     st.subheader("Per suite")
     ra, rb = L.benchmark_rows(da), L.benchmark_rows(db)
     if metric in ra.columns and metric in rb.columns:
@@ -121,7 +123,7 @@ def compare(root: Path) -> None:
                .join(rb[rb["temperature"] == temp].set_index(["suite", "arm"])[[metric]].rename(columns={metric: nb}),
                      how="outer"))
         per[f"{nb} − {na}"] = per[nb] - per[na]
-        st.dataframe(fmt_na(per), width="stretch")
+        st.dataframe(F.table(per, {c: F.kind(metric) for c in per.columns}), width="stretch")
     st.subheader("Settings that differ")
     diff = settings_diff(da, db, (na, nb))
     if diff.empty:

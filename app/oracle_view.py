@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+import formats as F
 from draftlab.bench import oracles as O
 
 NOT_REPORTED = "not reported"  # a τ cell of a row without acceptance figure (the Hugging Face generate rows)
@@ -45,8 +46,10 @@ def oracle_frame(sel: pd.DataFrame, oracles: list[str], k: int | None = None) ->
 
 
 def headroom_frame(sel: pd.DataFrame, oracles: list[str], k: int | None = None) -> pd.DataFrame:
-    """Per (suite, arm): the arm's own base, its τ and the base's, and per oracle the base's oracle τ and the
-    share of its headroom the arm closes (`draftlab.bench.oracles.headroom_rows`); a `note` where undefined."""
+    """Per (suite, arm): the arm's own base, its τ and the base's, Δτ of the arm over its base, and per oracle the
+    base's oracle τ, the base's headroom Δ = oracle τ − τ with its paired standard error over prompts, the share of
+    it the arm closes (None where withheld) and why (`draftlab.bench.oracles.headroom_rows`); a `note` joining the
+    reasons. Numbers here; `headroom_table` makes the text the page shows."""
     records = sel.to_dict("records")
     out = None
     for c in oracles:
@@ -55,13 +58,65 @@ def headroom_frame(sel: pd.DataFrame, oracles: list[str], k: int | None = None) 
         if hr.empty:
             return hr
         hr = hr.rename(columns={"base_tau": "base τ", "base_oracle_tau": f"base {lab}",
+                                "headroom": f"base headroom Δ ({lab} − τ)", "headroom_se": f"SE of Δ ({lab})",
                                 "headroom_closed": f"headroom closed ({lab})", "why": f"why ({lab})"})
         keys = ["suite", "temperature", "arm", "base", "tau", "base τ"]
         out = hr if out is None else out.merge(hr.drop(columns=["base", "tau", "base τ"]), on=keys[:3], how="left")
     why = [c for c in out.columns if c.startswith("why (")]
     out["note"] = out[why].apply(lambda r: "; ".join(dict.fromkeys(v for v in r if isinstance(v, str) and v)), axis=1)
+    out["Δτ over base"] = [t - b if O._num(t) is not None and O._num(b) is not None else None
+                           for t, b in zip(out["tau"], out["base τ"])]
     out["base"] = out["base"].map(lambda b: b if isinstance(b, str) else NO_BOUND)
     closed = [c for c in out.columns if c.startswith("headroom closed")]
-    rest = [c for c in out.columns if c not in ("suite", "arm", "base", "tau", "base τ", *closed, *why, "temperature",
-                                                 "note")]
-    return out[["suite", "arm", "base", "tau", "base τ", *closed, *rest, "note"]]
+    rest = [c for c in out.columns if c not in ("suite", "arm", "base", "tau", "base τ", "Δτ over base", *closed, *why,
+                                                 "temperature", "note")]
+    return out[["suite", "arm", "base", "tau", "base τ", "Δτ over base", *rest, *closed, *why, "note"]]
+
+
+def short_why(why: str | None) -> str:
+    """The reason a headroom cell is empty, in a few words for the cell itself (the `why` column has it in full)."""
+    w = (why or "").lower()
+    for key, text in (("below noise", "headroom below noise"), ("no noise estimate", "no noise estimate"),
+                      ("lookup", "lookup arm: no re-selection"), ("no headroom", "base has no headroom"),
+                      (" row at this", "no base row"), ("has no oracle", "base has no oracle τ"),
+                      ("has no τ", "no τ")):
+        if key in w:
+            return f"n/a: {text}"
+    return "n/a: " + why if why else "n/a"
+
+
+def headroom_table(hc: pd.DataFrame) -> pd.DataFrame:
+    """The headroom frame as the page shows it: τ figures with 3 decimals, the base's headroom as "Δ ± SE", the
+    share closed as a percentage only where the ratio is given — never on a headroom below noise — and every empty
+    cell saying why ("n/a: headroom below noise", "n/a: no base row", ...)."""
+    out = pd.DataFrame({c: hc[c] for c in ("suite", "arm", "base")})
+    whys = [c for c in hc.columns if c.startswith("why (")]
+    first_why = hc[whys[0]] if whys else pd.Series([""] * len(hc), index=hc.index)
+    for c in ("tau", "base τ", "Δτ over base"):
+        out[c] = [F.number(v, "tau", short_why(w) if c != "tau" else "n/a: no τ") for v, w in zip(hc[c], first_why)]
+    for c in hc.columns:
+        if c.startswith("base ") and c not in ("base τ",) and "headroom" not in c and c != "base":  # base oracle τ
+            out[c] = [F.number(v, "tau", short_why(w)) for v, w in zip(hc[c], first_why)]
+    for c in hc.columns:
+        if c.startswith("base headroom Δ ("):
+            lab = c[len("base headroom Δ ("):-len(" − τ)")]
+            se_col, why_col = f"SE of Δ ({lab})", f"why ({lab})"
+            out[f"base headroom Δ ± SE ({lab} − τ)"] = [
+                short_why(w) if O._num(d) is None else
+                f"{F.number(d, 'tau')} ± {F.number(e, 'tau')}" if O._num(e) is not None else
+                f"{F.number(d, 'tau')} (SE unknown)"
+                for d, e, w in zip(hc[c], hc[se_col], hc[why_col])]
+    for c in hc.columns:
+        if c.startswith("headroom closed ("):
+            why_col = "why (" + c[len("headroom closed ("):]
+            out[c] = [F.number(v, "share") if O._num(v) is not None else short_why(w)
+                      for v, w in zip(hc[c], hc[why_col])]
+    out["why n/a"] = hc["note"].map(lambda v: v or "")
+    # the ratio first, each with the absolute figures beside it: Δτ over the base, then per oracle the share closed
+    # and the base's headroom Δ ± SE it divides by; the τ figures behind them after
+    first = ["suite", "arm", "base", "Δτ over base"]
+    for c in hc.columns:
+        if c.startswith("headroom closed ("):
+            lab = c[len("headroom closed ("):-1]
+            first += [c, f"base headroom Δ ± SE ({lab} − τ)"]
+    return out[first + [c for c in out.columns if c not in first and c != "why n/a"] + ["why n/a"]]

@@ -15,6 +15,7 @@ import streamlit as st
 import bench_pages
 import cached as C
 import compare
+import formats as F
 import grid_page
 import loaders as L
 import plots as P
@@ -59,7 +60,7 @@ def runs(root: Path) -> None:
     filt = st.text_input("filter metric names", "", key="runs_metric_filter")
     if filt:
         mt = mt[mt.index.str.contains(filt, case=False, regex=False)]
-    st.dataframe(mt, width="stretch")
+    st.dataframe(metric_text(mt), width="stretch")
     keys = sorted(set().union(*[set(m) for m in sel["metrics"]]))
     if keys:
         key = st.selectbox("metric curve", keys, key="runs_curve_key",
@@ -69,9 +70,31 @@ def runs(root: Path) -> None:
             st.caption("No history for this metric.")
         else:
             h = h.merge(sel[["run_id", "label"]], on="run_id")
-            st.altair_chart(alt.Chart(h, title=key).mark_line(point=True).encode(
-                x="step:Q", y=alt.Y("value:Q", scale=alt.Scale(zero=False)), color="label:N",
-                tooltip=["label", "step", "value"]), width="stretch")
+            st.altair_chart(curve_chart(h, key), width="stretch")
+            if h["step"].nunique() == 1:
+                st.caption(f"`{key}` was logged at one step ({int(h['step'].iloc[0])}) only: one point per run.")
+
+
+def metric_text(mt: pd.DataFrame) -> pd.DataFrame:
+    """MLflow metrics (rows) × runs as text: a metric whose name says its kind (τ, tokens/s, ratio, share, ms) in
+    that kind's format (formats.py), any other (a loss, a learning rate) with 4 significant digits."""
+    out = mt.astype(object).copy()
+    for name in mt.index:
+        k = F.kind(str(name).split("/")[-1])
+        out.loc[name] = [F.NA if pd.isna(v) else (F.number(v, k) if k != "other" else f"{v:.4g}")
+                         for v in mt.loc[name]]
+    return out
+
+
+def curve_chart(h: pd.DataFrame, key: str) -> alt.Chart:
+    """A metric's history per run over its steps; whole-number steps, and a history of one step (or one value) gets
+    an axis with two ticks around it instead of a lone "0.000000"."""
+    steps = sorted(int(s) for s in pd.unique(h["step"]))
+    xs = alt.Scale(domain=[steps[0], steps[0] + 1]) if len(steps) == 1 else alt.Undefined
+    return P.fit_x(alt.Chart(h, title=key).mark_line(point=True).encode(
+        x=alt.X("step:Q", axis=P.int_axis("step"), scale=xs),
+        y=alt.Y("value:Q", title=key, scale=P.spread(h["value"]) or alt.Scale(zero=False)), color="label:N",
+        tooltip=["label", "step", alt.Tooltip("value:Q", format=".4g")]))
 
 
 # ---------------------------------------------------------------- Pipeline plots (DVC)
@@ -82,7 +105,7 @@ def pipeline_plots(root: Path) -> None:
         st.info(f"No plots declared in `{root / 'dvc.yaml'}`.")
     temps, suites = plot_dimensions(root, defs)
     c1, c2 = st.columns(2)
-    temp = c1.selectbox("temperature", temps, key="plots_temp") if temps else None
+    temp = c1.selectbox("temperature", temps, key="plots_temp", format_func=F.temp_label) if temps else None
     pick = c2.multiselect("suites", suites, default=suites, key="plots_suites") if suites else None
     st.caption("Every chart shows one temperature and one panel per suite (never a sum over them); colour = arm "
                "(the same colour on every page).")
@@ -94,7 +117,7 @@ def pipeline_plots(root: Path) -> None:
             else:
                 st.caption(f"`{d['path']}`: {ch.message}")
             continue
-        st.altair_chart(ch)
+        st.altair_chart(ch, width="stretch")
     st.subheader("Render `dvc plots show --json` output")
     path = st.text_input("path to the JSON (e.g. from `dvc plots show --json > plots.json`)", "", key="plots_json")
     if path:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+import formats as F
 import plots as P
 from draftlab.bench.oracles import unmeasured_arms
 from oracle_view import NOT_REPORTED
 
 REFERENCE_ROWS = ("hf-generate", "hf-generate-pld", "dflash-ref")  # other people's code
 TRAINING_FREE = ("pld", "hf-generate-pld")
+NO_DRAFTER = ("pld",)  # prompt-lookup decoding alone: a round without an n-gram match proposes nothing
+NO_MATCH = "no match"
 
 
 def kind(arm: str) -> str:
@@ -24,7 +27,8 @@ def kind(arm: str) -> str:
 
 
 def peers_frame(detail: dict, tk: str) -> pd.DataFrame:
-    """One row per arm at temperature key tk (t0 / t1): τ, tokens/s, ratio to AR, tokens-equal-AR flag."""
+    """One row per arm at temperature key tk (t0 / t1): τ, tokens/s, ratio to AR, tokens-equal-AR flag (numbers;
+    `peers_section` formats them)."""
     rows = []
     unmeasured = unmeasured_arms(detail)  # the Hugging Face rows: τ is no measurement
     for arm, e in (detail.get("summary") or {}).items():
@@ -38,25 +42,28 @@ def peers_frame(detail: dict, tk: str) -> pd.DataFrame:
 
 
 def sources_frame(detail: dict, tk: str) -> pd.DataFrame:
-    """(arm, source, rounds, share, accepted per round, accepted tokens) for arms with source records."""
-    rows = [{"arm": arm, "source": src, **vals}
+    """(arm, source, rounds, share, accepted per round, accepted tokens) for arms with source records. The benchmark
+    calls every round the lookup did not propose "drafter"; an arm without a drafter (`pld`, prompt-lookup decoding
+    alone) had no match in those rounds, so they read "no match"."""
+    rows = [{"arm": arm, "source": NO_MATCH if arm in NO_DRAFTER and src == "drafter" else src, **vals}
             for arm, e in (detail.get("summary") or {}).items()
             for src, vals in (e.get(f"sources_{tk}") or {}).items()]
     return pd.DataFrame(rows, columns=["arm", "source", "rounds", "share", "accepted_per_round", "accepted_tokens"])
 
 
 def sources_section(detail: dict, tk: str) -> None:
-    st.subheader("Proposal sources (prompt lookup vs drafter)")
+    st.subheader("Proposal sources (prompt lookup vs drafter, or no match)")
     df = sources_frame(detail, tk)
     if df.empty:
         st.info("No lookup arm with recorded rounds at this temperature: add `pld` / `dflash-pld` to "
                 "`benchmark.arms`, then `dvc repro benchmark`.")
         return
-    st.dataframe(df.style.format({"share": "{:.1%}", "accepted_per_round": "{:.3f}"}, na_rep="–"),
-                 hide_index=True, width="stretch")
+    st.dataframe(F.table(df), hide_index=True, width="stretch")
     st.caption("Per (stream, round): which source proposed the block (`dflash-pld`: the lookup when an n-gram of "
-               "≥ pld.min_match tokens matched), how many proposals were accepted in those rounds, and the accepted "
-               "tokens each source contributed (a spliced block: the lookup's slots first).")
+               "≥ pld.min_match tokens matched, else its drafter), how many proposals were accepted in those rounds, and "
+               "the accepted tokens each source contributed (a spliced block: the lookup's slots first). `pld` is "
+               "prompt-lookup decoding alone — it has no drafter: its rounds without a match (*no match*) propose "
+               "nothing and commit the verifier's one token.")
 
 
 def peers_section(detail: dict, tk: str) -> None:
@@ -65,12 +72,13 @@ def peers_section(detail: dict, tk: str) -> None:
     if df.empty:
         st.info("No summary in the benchmark detail (`results/benchmark.json`): run `dvc repro benchmark`.")
         return
-    df = df.assign(tau=[v if isinstance(v, str) else f"{v:.3f}" for v in df["tau"]])  # "not reported": the HF rows
-    st.dataframe(df.style.format({"tokens_per_s": "{:.2f}", "ratio to AR": "{:.3f}"}, na_rep="–"),
-                 hide_index=True, width="stretch")
-    ratio = df.dropna(subset=["ratio to AR"]).rename(columns={"ratio to AR": "ratio_to_ar"}).assign(suite="mean", temperature=tk)
+    shown = F.table(df.assign(tau=[v if isinstance(v, str) else F.fmt(v, "tau") for v in df["tau"]]))
+    st.dataframe(shown, hide_index=True, width="stretch")
+    ratio = df.dropna(subset=["ratio to AR"]).rename(columns={"ratio to AR": "ratio_to_ar"}).assign(
+        suite="mean", temperature=F.temp_label(tk))
     if not ratio.empty:
-        st.altair_chart(P.bar_chart(ratio, "ratio_to_ar", "Tokens/s ratio to AR (mean over suites)", rule=1.0))
+        st.altair_chart(P.bar_chart(ratio, "ratio_to_ar", f"Tokens/s ratio to AR (mean over suites, {F.temp_label(tk)})",
+                                    rule=1.0, y_title="tokens/s ratio to AR"), width="stretch")
     st.caption("`hf-generate`: Hugging Face `generate`, greedy, batch 1 (`-pld`: with prompt_lookup_num_tokens); "
                "`dflash-ref`: the DFlash authors' `dflash_generate` with the pretrained drafter. Reference rows run "
                "at T=0 only, interleaved with the other arms on the same prompts. τ 'not reported': `generate` reports "

@@ -19,6 +19,7 @@ import altair as alt
 import pandas as pd
 
 from colours import arm_color, arm_legend, arm_order
+from formats import D3, kind, temp_label
 
 alt.data_transformers.disable_max_rows()
 
@@ -42,6 +43,34 @@ def int_axis(title: str | None = None, values: list[int] | None = None) -> alt.A
     return alt.Axis(title=title, format="d", **kw)
 
 
+def tip(field: str, title: str | None = None) -> alt.Tooltip:
+    """A tooltip of a numeric field in its kind's format (formats.py: τ 3 decimals, tokens/s 1, ratios 2, shares %)."""
+    return alt.Tooltip(f"{field}:Q", format=D3[kind(title or field)], **({"title": title} if title else {}))
+
+
+def spread(values, pad: float = 0.5, integer: bool = False) -> alt.Scale | None:
+    """A scale domain for an axis whose values are all one number (a history of one step, one position bin): that
+    number ± `pad` (or [v, v + 1] for whole numbers), so the axis shows at least two ticks instead of one "0.000000".
+    None (Vega's own domain) when the values differ."""
+    v = pd.to_numeric(pd.Series(list(values)), errors="coerce").dropna().unique()
+    if len(v) != 1:
+        return None
+    x = float(v[0])
+    if integer:
+        return alt.Scale(domain=[x, x + 1])
+    d = max(abs(x) * 0.1, pad) if x else pad
+    return alt.Scale(domain=[x - d, x + d], zero=False)
+
+
+def fit_x(chart):
+    """A single-view chart (no facet) fits the page's width while its height stays the plot's own: Streamlit's
+    default for such a chart is `autosize: fit`, which squeezes axis labels and titles into the given height — the
+    13 rotated arm names left a bar chart's plot ~5 px tall with one "0" tick. Facets are left to Streamlit (pad)."""
+    if isinstance(chart, alt.FacetChart):
+        return chart
+    return chart.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+
+
 def fit_columns(columns: int, panel_w: int, reserve: int = 0) -> int:
     """At most `columns` panels of `panel_w` px per row, fewer when they would overflow PAGE_W (less `reserve`, e.g.
     a legend beside them); at least one."""
@@ -52,9 +81,20 @@ def wrap(chart, df: pd.DataFrame, field: str = "suite", columns: int = 3, panel_
     """Small multiples of `chart` per value of `field`, wrapped after `columns` panels, or fewer when panels of
     `panel_w` px would not fit the page (`fit_columns`); one panel: the chart itself."""
     if field not in df.columns or df[field].nunique() <= 1:
-        return chart
-    return chart.facet(facet=alt.Facet(f"{field}:N", title=None, header=alt.Header(labelFontWeight="bold")),
-                       columns=min(fit_columns(columns, panel_w, reserve), int(df[field].nunique())))
+        return fit_x(chart)
+    title = chart.title  # a facet drops its panels' title: it goes on the faceted chart
+    inner = chart.copy()
+    inner.title = alt.Undefined
+    out = inner.facet(facet=alt.Facet(f"{field}:N", title=None, header=alt.Header(labelFontWeight="bold")),
+                      columns=min(fit_columns(columns, panel_w, reserve), int(df[field].nunique())))
+    return out if title is alt.Undefined else out.properties(title=title)
+
+
+def readable(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose `temperature` column reads T=0 / T=1 (tooltips, legends) instead of the keys t0 / t1."""
+    if "temperature" not in df.columns:
+        return df
+    return df.assign(temperature=df["temperature"].map(temp_label))
 
 
 def temperature_dash(df: pd.DataFrame) -> dict:
@@ -72,11 +112,12 @@ def error_bars(y: str, lo: str, hi: str, x: str = "arm", **enc) -> alt.Chart:
 # ---------------------------------------------------------------- benchmark CSVs -> Altair
 def accept_curve_chart(df: pd.DataFrame, columns: int = 3):
     """plots/benchmark_tau_per_slot.csv: share of rounds with acc >= slot, per arm; one panel per suite."""
+    df = readable(df)
     ch = alt.Chart(df, title="Per-slot acceptance (share of rounds with acc ≥ slot)").mark_line(point=True).encode(
         x=alt.X("slot:O", title="slot j", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("accept_rate:Q", title="P(acc ≥ j)", scale=alt.Scale(domain=[0, 1])),
         color=arm_color(df["arm"]), detail="temperature:N", **temperature_dash(df),
-        tooltip=["suite", "temperature", "arm", "slot", alt.Tooltip("accept_rate:Q", format=".3f")],
+        tooltip=["suite", "temperature", "arm", "slot", tip("accept_rate", "P(acc ≥ slot)")],
     ).properties(width=PANEL_W, height=PANEL_H)
     return wrap(ch, df, columns=columns)
 
@@ -84,6 +125,7 @@ def accept_curve_chart(df: pd.DataFrame, columns: int = 3):
 def coverage_chart(df: pd.DataFrame, slots: list[int] | None = None, columns: int = 3):
     """plots/benchmark_coverage.csv: top-k coverage vs k per arm (colour); the chosen slots as line styles, or
     the mean over slots."""
+    df = readable(df)
     if slots:
         d = df[df["slot"].isin(slots)].copy()
         dash = {"strokeDash": alt.StrokeDash("slot:O", title="slot (line style)", legend=DASH_LEGEND)}
@@ -94,24 +136,26 @@ def coverage_chart(df: pd.DataFrame, slots: list[int] | None = None, columns: in
     ch = alt.Chart(d, title=f"Top-k coverage (committed token among the drafter's top-k; {what})").mark_line(point=True).encode(
         x=alt.X("k:O", title="k", axis=alt.Axis(labelAngle=0)), y=alt.Y("coverage:Q", scale=alt.Scale(domain=[0, 1])),
         color=arm_color(d["arm"]), detail=alt.Detail(["temperature:N", *(["slot:O"] if slots else [])]), **dash,
-        tooltip=["suite", "temperature", "arm", *(["slot"] if slots else []), "k",
-                 alt.Tooltip("coverage:Q", format=".3f")],
+        tooltip=["suite", "temperature", "arm", *(["slot"] if slots else []), "k", tip("coverage", "coverage share")],
     ).properties(width=PANEL_W, height=PANEL_H)
     return wrap(ch, d, columns=columns)
 
 
-def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3, rule: float | None = None):
+def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3, rule: float | None = None,
+              y_title: str | None = None):
     """Any suite × arm frame at one temperature: y per arm (fixed arm colours), one panel per suite; whiskers
     from `<y>_lo` to `<y>_hi` (the confidence interval over prompts) when the frame has them; a grey dashed
     line at y = `rule` when given (e.g. 1.0 on a ratio to AR)."""
+    df = readable(df)
     arms = arm_order(df["arm"])
     x = alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS)
-    tip = ["suite", "temperature", "arm", alt.Tooltip(f"{y}:Q", format=".3f")]
+    f = D3[kind(y)]
+    tips = ["suite", "temperature", "arm", alt.Tooltip(f"{y}:Q", format=f)]
     has_ci = {f"{y}_lo", f"{y}_hi"} <= set(df.columns) and df[f"{y}_lo"].notna().any()
     if has_ci:
-        tip += [alt.Tooltip(f"{y}_lo:Q", format=".3f", title="CI low"), alt.Tooltip(f"{y}_hi:Q", format=".3f", title="CI high")]
-    bars = alt.Chart().mark_bar().encode(x=x, y=alt.Y(f"{y}:Q", title=y), color=arm_color(arms, legend=None),
-                                         tooltip=tip)
+        tips += [alt.Tooltip(f"{y}_lo:Q", format=f, title="CI low"), alt.Tooltip(f"{y}_hi:Q", format=f, title="CI high")]
+    bars = alt.Chart().mark_bar().encode(x=x, y=alt.Y(f"{y}:Q", title=y_title or y), color=arm_color(arms, legend=None),
+                                         tooltip=tips)
     layers = [bars] + ([error_bars(y, f"{y}_lo", f"{y}_hi").encode(x=x)] if has_ci else [])
     if rule is not None:
         layers.append(alt.Chart().mark_rule(color="gray", strokeDash=[4, 3]).encode(y=alt.datum(rule)))
@@ -121,21 +165,22 @@ def bar_chart(df: pd.DataFrame, y: str, title: str, columns: int = 3, rule: floa
     return ch.properties(title=title + (" — whiskers: 95% CI over prompts" if has_ci else ""))
 
 
-def ci_chart(df: pd.DataFrame, title: str, column: str | None = None):
+def ci_chart(df: pd.DataFrame, title: str, column: str | None = None, metric: str | None = None):
     """Long frame (arm, value, lo, hi[, column]): the estimate per arm with its confidence interval, fixed arm
     colours; one panel per value of `column` (e.g. the compared result folders)."""
     arms = arm_order(df["arm"])
     x = alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS)
-    tip = ["arm", alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f", title="CI low"),
-           alt.Tooltip("hi:Q", format=".3f", title="CI high"), *([column] if column else [])]
+    f = D3[kind(metric)] if metric else ".3f"
+    tips = ["arm", alt.Tooltip("value:Q", format=f), alt.Tooltip("lo:Q", format=f, title="CI low"),
+            alt.Tooltip("hi:Q", format=f, title="CI high"), *([column] if column else [])]
     pts = alt.Chart().mark_point(filled=True, size=70).encode(x=x, y=alt.Y("value:Q", title=None,
                                                                          scale=alt.Scale(zero=False)),
-                                                               color=arm_color(arms, legend=None), tooltip=tip)
+                                                               color=arm_color(arms, legend=None), tooltip=tips)
     ch = alt.layer(pts, error_bars("value", "lo", "hi").encode(x=x, color=arm_color(arms, legend=None)), data=df)
     ch = ch.properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
     if column:
         ch = ch.facet(column=alt.Column(f"{column}:N", title=None, header=alt.Header(labelFontWeight="bold")))
-    return ch.properties(title=title)
+    return fit_x(ch.properties(title=title))
 
 
 def streams_axis(df: pd.DataFrame, title: str = "concurrent streams") -> alt.X:
@@ -145,9 +190,9 @@ def streams_axis(df: pd.DataFrame, title: str = "concurrent streams") -> alt.X:
 
 def concurrency_chart(df: pd.DataFrame, y: str = "tokens_per_s") -> alt.Chart:
     """plots/benchmark_concurrency.csv at one temperature: throughput vs concurrent streams per arm."""
-    return alt.Chart(df, title=f"{y} vs concurrent streams").mark_line(point=True).encode(
+    return fit_x(alt.Chart(df, title=f"{y} vs concurrent streams").mark_line(point=True).encode(
         x=streams_axis(df), y=alt.Y(f"{y}:Q"), color=arm_color(df["arm"]), detail="temperature:N", **temperature_dash(df),
-        tooltip=["arm", "streams", alt.Tooltip(f"{y}:Q", format=".3f"), alt.Tooltip("tau:Q", format=".3f")])
+        tooltip=["arm", "streams", tip(y), tip("tau", "τ")]))
 
 
 RATIO_STYLE = {"τ ratio": [1, 0], "tokens/s ratio": [5, 4]}  # solid, dashed
@@ -161,46 +206,51 @@ def speculative_rows(df: pd.DataFrame) -> pd.Series:
     return df["arm"] != "ar"
 
 
-def concurrency_ratio_chart(df: pd.DataFrame, base: str = "dflash") -> alt.LayerChart:
+def concurrency_ratio_chart(df: pd.DataFrame, base: str = "dflash", columns: int = 3):
     """The concurrency claim (docs/algorithms.md "What the DCOCO paper reports"; the paper's Fig. 3) at one temperature:
-    per arm (colour), τ and
-    aggregate tokens/s as ratios to the base arm at the same number of streams — τ solid, tokens/s dashed
-    (the legend says so), the gap between them shaded for the speculative arms (τ gained but not turned into speed,
-    or the reverse). AR gets its two lines but no shading: it runs no speculative round, its "τ ratio" is only
-    1 / τ_base, and a band from it up to its tokens/s ratio was a large grey polygon that meant nothing."""
-    d = df[df["arm"] != base].dropna(subset=["tau_ratio", "tokens_per_s_ratio"])
+    one panel per arm (its colour), τ and aggregate tokens/s as ratios to the base arm at the same number of
+    streams — τ solid, tokens/s dashed (the legend says so), the gap between them shaded for the speculative arms
+    (τ gained but not turned into speed, or the reverse). One panel per arm: the arms' shaded gaps, drawn over each
+    other in one panel, piled into one grey block. AR gets its two lines but no shading: it runs no speculative
+    round, its "τ ratio" is only 1 / τ_base."""
+    d = df[df["arm"] != base].dropna(subset=["tau_ratio", "tokens_per_s_ratio"]).copy()
+    d["speculative"] = speculative_rows(d).to_numpy()
+    keep = ["arm", "streams", "tau_ratio", "tokens_per_s_ratio", "speculative",
+            *(["temperature"] if "temperature" in d.columns else []),
+            *(["round_overhead_ms"] if "round_overhead_ms" in d.columns else [])]
+    d = readable(d[keep])
     x = streams_axis(d)
-    legend = arm_legend()
-    legend.symbolOpacity = 1  # the legend's symbols in full colour, not the shading's 12%
-    colour = arm_color(d["arm"], legend=legend)
-    # the same colour encoding as the lines, legend included: a layer's `legend: null` on a shared colour scale hid
-    # the arm legend of the whole chart
-    gap = alt.Chart(d[speculative_rows(d)]).mark_area(opacity=0.12).encode(
+    arms = arm_order(d["arm"])
+    colour = arm_color(arms, legend=None)  # the panel's header names the arm
+    y = alt.Y("ratio:Q", title=f"ratio to {base}", scale=alt.Scale(zero=False))
+    gap = alt.Chart().mark_area(opacity=0.15).encode(
         x=x, y=alt.Y("tau_ratio:Q", title=f"ratio to {base}", scale=alt.Scale(zero=False)), y2="tokens_per_s_ratio:Q",
-        color=colour)
-    long = d.melt(id_vars=["arm", "streams"], value_vars=["tau_ratio", "tokens_per_s_ratio"], var_name="measure",
-                  value_name="ratio")
-    long["measure"] = long["measure"].map({"tau_ratio": "τ ratio", "tokens_per_s_ratio": "tokens/s ratio"})
-    if "round_overhead_ms" in d.columns:
-        long = long.merge(d[["arm", "streams", "round_overhead_ms"]], on=["arm", "streams"], how="left")
-    tip = ["arm", "streams", "measure", alt.Tooltip("ratio:Q", format=".3f")] + \
-        ([alt.Tooltip("round_overhead_ms:Q", format=".2f", title="round overhead (ms)")] if "round_overhead_ms" in long else [])
-    lines = alt.Chart(long).mark_line(point=True).encode(
-        x=x, y=alt.Y("ratio:Q", scale=alt.Scale(zero=False)), color=colour,
+        color=colour).transform_filter("datum.speculative")
+    tips = ["arm:N", "streams:Q", "measure:N", tip("ratio", "ratio")] + \
+        ([tip("round_overhead_ms", f"round overhead beyond {base} (ms)")] if "round_overhead_ms" in d.columns else [])
+    lines = alt.Chart().transform_fold(["tau_ratio", "tokens_per_s_ratio"], as_=["series", "ratio"]).transform_calculate(
+        measure="datum.series == 'tau_ratio' ? 'τ ratio' : 'tokens/s ratio'").mark_line(point=True).encode(
+        x=x, y=y, color=colour, detail="measure:N",
         strokeDash=alt.StrokeDash("measure:N", title="line style", legend=DASH_LEGEND,
                                   scale=alt.Scale(domain=list(RATIO_STYLE), range=list(RATIO_STYLE.values()))),
-        tooltip=tip)
-    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="gray").encode(y="y:Q")
-    return alt.layer(gap, lines, one, title=f"Ratio to {base} at the same concurrency (solid: τ, dashed: tokens/s)")
+        tooltip=tips)
+    one = alt.Chart().mark_rule(color="gray").encode(y=alt.datum(1.0))
+    ch = alt.layer(gap, lines, one, data=d).properties(width=PANEL_W, height=PANEL_H)
+    title = f"Ratio to {base} at the same concurrency, one panel per arm (solid: τ, dashed: tokens/s)"
+    if d["arm"].nunique() <= 1:
+        return fit_x(ch.properties(title=title))
+    return ch.facet(facet=alt.Facet("arm:N", title=None, sort=arms, header=alt.Header(labelFontWeight="bold")),
+                    columns=min(fit_columns(columns, PANEL_W, reserve=120), d["arm"].nunique())).properties(title=title)
 
 
 def round_split_chart(df: pd.DataFrame, columns: int = 3):
     """Long frame (suite, temperature, arm, phase, ms) at one temperature: stacked mean round time per phase."""
+    df = readable(df)
     arms = arm_order(df["arm"])
     ch = alt.Chart(df, title="Mean round time split (ms)").mark_bar().encode(
         x=alt.X("arm:N", title=None, sort=arms, axis=ARM_AXIS),
         y=alt.Y("ms:Q", stack="zero", title="ms per round"), color=alt.Color("phase:N", legend=alt.Legend(labelLimit=0)),
-        tooltip=["suite", "temperature", "arm", "phase", alt.Tooltip("ms:Q", format=".2f"), alt.Tooltip("share:Q", format=".1%")],
+        tooltip=["suite", "temperature", "arm", "phase", tip("ms"), tip("share")],
     ).properties(width=max(PANEL_W, 30 * len(arms)), height=PANEL_H)
     return wrap(ch, df, columns=columns, panel_w=max(PANEL_W, 30 * len(arms)), reserve=80)  # the phase legend
 
@@ -210,10 +260,14 @@ def line_chart(df: pd.DataFrame, x: str, y: str | list[str], title: str = "") ->
     ys = [y] if isinstance(y, str) else list(y)
     d = df.melt(id_vars=[x], value_vars=ys, var_name="series", value_name="value")
     integer = pd.api.types.is_integer_dtype(df[x])
-    return alt.Chart(d, title=title).mark_line(point=True).encode(
-        x=alt.X(f"{x}:Q", axis=int_axis(x) if integer else alt.Axis(title=x)) if pd.api.types.is_numeric_dtype(df[x])
-        else alt.X(f"{x}:N"), y=alt.Y("value:Q", scale=alt.Scale(zero=False)),
-        color=alt.Color("series:N", legend=alt.Legend(labelLimit=0)), tooltip=[x, "series", alt.Tooltip("value:Q", format=".4g")])
+    if pd.api.types.is_numeric_dtype(df[x]):
+        xs = spread(df[x], integer=integer)
+        x_enc = alt.X(f"{x}:Q", axis=int_axis(x) if integer else alt.Axis(title=x), **({"scale": xs} if xs else {}))
+    else:
+        x_enc = alt.X(f"{x}:N")
+    return fit_x(alt.Chart(d, title=title).mark_line(point=True).encode(
+        x=x_enc, y=alt.Y("value:Q", scale=spread(d["value"]) or alt.Scale(zero=False)),
+        color=alt.Color("series:N", legend=alt.Legend(labelLimit=0)), tooltip=[x, "series", alt.Tooltip("value:Q", format=".4g")]))
 
 
 # ---------------------------------------------------------------- the K×K transition scores (DCOCO)
@@ -280,6 +334,7 @@ def dvc_plot_defs(dvc_yaml: str | Path) -> list[dict]:
 
 
 DIMENSIONS = ("suite", "temperature", "arm")  # kept apart in every chart, never summed
+COUNTS = ("rounds", "tokens", "requests", "prompts", "answers")  # whole-number measures, not a dimension to average over
 
 
 def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: list[str] | None = None):
@@ -309,13 +364,14 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
     if "temperature" in df.columns:
         temps = sorted(pd.unique(df["temperature"]).tolist(), key=str)
         t = temperature if temperature in temps else temps[0]
-        df, title = df[df["temperature"] == t], f"{title} ({t})"
+        df, title = df[df["temperature"] == t], f"{title} ({temp_label(t)})"
     if suites is not None and "suite" in df.columns and x != "suite":
         df = df[df["suite"].isin(suites)]
     if df.empty:
         return L.Missing(f"`{d['path']}` has no rows for these suites / temperature.")
     if set(ys) == {"tau_ratio", "tokens_per_s_ratio"} and "arm" in df.columns:  # the concurrency claim
-        return concurrency_ratio_chart(df).properties(title=f"{title}: ratio to dflash (solid τ, dashed tokens/s)")
+        return concurrency_ratio_chart(df).properties(title=f"{title}: ratio to dflash, one panel per arm (solid τ, "
+                                                            f"dashed tokens/s)")
     if len(num) == len(df.columns) and x in num:
         extra = [c for c in num if c not in (x, *ys) and c != "step"]
         return line_chart(df, x, [*ys, *extra], d["path"])
@@ -323,7 +379,7 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
         return line_chart(df, x, ys, d["path"])
     y = ys[0]
     dims = [c for c in df.columns if c in DIMENSIONS and c != x]
-    rest = [c for c in df.columns if c not in (x, y, *DIMENSIONS) and pd.api.types.is_integer_dtype(df[c])]
+    rest = [c for c in df.columns if c not in (x, y, *DIMENSIONS, *COUNTS) and pd.api.types.is_integer_dtype(df[c])]
     if rest:  # e.g. slot in the coverage file: mean over it, said in the title
         df = df.groupby([c for c in (*dims, x) if c in df.columns], as_index=False)[y].mean()
         title += f" (mean over {', '.join(rest)})"
@@ -335,7 +391,8 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
     else:
         x_enc = alt.X(f"{x}:Q") if x in num else alt.X(f"{x}:N", axis=ARM_AXIS)
     line = x in num
-    enc: dict = {"x": x_enc, "y": alt.Y(f"{y}:Q"), "tooltip": [c for c in df.columns]}
+    enc: dict = {"x": x_enc, "y": alt.Y(f"{y}:Q", scale=(spread(df[y]) if line else None) or alt.Undefined),
+                 "tooltip": [tip(c) if pd.api.types.is_float_dtype(df[c]) else c for c in df.columns]}
     if "arm" in df.columns and x != "arm":
         enc["color"] = arm_color(df["arm"])
         if not line:
@@ -346,7 +403,7 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
     ch = alt.Chart(df, title=title)
     ch = (ch.mark_line(point=True) if line else ch.mark_bar()).encode(**enc).properties(width=PANEL_W, height=PANEL_H)
     if x == "suite" or "suite" not in df.columns:
-        return ch.properties(width=max(PANEL_W, 14 * len(df)))
+        return fit_x(ch.properties(width=max(PANEL_W, 14 * len(df))))
     return wrap(ch, df)
 
 

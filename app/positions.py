@@ -11,8 +11,10 @@ import pandas as pd
 import streamlit as st
 
 import cached as C
+import formats as F
 import loaders as L
-from cached import fmt_na, missing
+import plots as P
+from cached import missing
 from colours import arm_color
 
 ABLATION = " (ablation)"
@@ -39,13 +41,20 @@ def positions_rows(df: pd.DataFrame, temp: str, suites: list) -> pd.DataFrame:
     return g
 
 
-def positions_chart(g: pd.DataFrame, y: str, title: str) -> alt.Chart:
-    """One line per arm over the bins' start index."""
-    return alt.Chart(g.dropna(subset=[y])).mark_line(point=True).encode(
-        x=alt.X("start:Q", title="answer position where the round starts (32-token bins)"),
-        y=alt.Y(f"{y}:Q", title=y), color=arm_color(sorted(g["arm"].unique())), detail="label:N",
-        strokeDash=alt.StrokeDash("ablation:N", title="ablation"),
-        tooltip=["label", "start", y, "rounds", "tokens"]).properties(title=title, height=260)
+def positions_chart(g: pd.DataFrame, y: str, title: str, width: int = 32) -> alt.Chart:
+    """One line per arm over the bins' start index. The x axis runs over the bins' edges (0, 32, 64, ...) up to the
+    end of the last bin, with a tick on each edge: a run whose answers fill one bin still shows the bin's two edges
+    (its axis was one "0.000000" tick)."""
+    d = g.dropna(subset=[y])
+    starts = sorted(int(s) for s in pd.unique(d["start"])) or [0]
+    edges = list(range(starts[0], starts[-1] + width + 1, width))
+    step = max(1, len(edges) // 12)  # at most ~12 labelled edges
+    return P.fit_x(alt.Chart(d).mark_line(point=True).encode(
+        x=alt.X("start:Q", title=f"answer position where the round starts ({width}-token bins)",
+                scale=alt.Scale(domain=[edges[0], edges[-1]], nice=False), axis=P.int_axis(values=edges[::step])),
+        y=alt.Y(f"{y}:Q", title=y, scale=P.spread(d[y]) or alt.Undefined), color=arm_color(sorted(g["arm"].unique())),
+        detail="label:N", strokeDash=alt.StrokeDash("ablation:N", title="ablation"),
+        tooltip=["label", "start", P.tip(y), "rounds", "tokens"]).properties(title=title, height=260))
 
 
 def segments_frame(detail: dict, temp: str) -> pd.DataFrame:
@@ -74,13 +83,14 @@ def positions_section(root: Path, detail: dict, temp: str, suites: list) -> None
         return
     g = positions_rows(df, temp, suites)
     if g.empty:
-        st.info(f"No per-position rows at {temp} for the chosen suites.")
+        st.info(f"No per-position rows at {F.temp_label(temp)} for the chosen suites.")
         return
     metric = st.selectbox("per-position metric", ["tau", "tokens_per_s", "speedup"], key="pos_metric")
-    st.altair_chart(positions_chart(g, metric, f"{metric} by where the round starts ({temp})"), width="stretch")
+    st.altair_chart(positions_chart(g, metric, f"{metric} by where the round starts ({F.temp_label(temp)})"),
+                    width="stretch")
     seg = segments_frame(detail, temp)
     if not seg.empty:
-        st.dataframe(fmt_na(seg), hide_index=True, width="stretch")
+        st.dataframe(F.table(seg), hide_index=True, width="stretch")
     st.caption("Rounds binned by the output index they start at, pooled over prompts; tokens/s is decode time only "
                "(the prefill is in no bin), speedup against AR in the same bin. First = rounds starting in the first "
                "32 tokens. copy_share / repeat_share: output tokens inside a 4-token window found in the prompt / "

@@ -33,19 +33,59 @@ def age_text(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+RECORDED_KEYS = ("created", "finished", "written", "started")  # a time the benchmark records (top level or setup)
+
+
+def recorded_time(root: Path, rels) -> tuple[float, str] | None:
+    """When the results were made, as the results themselves record it: a `created` / `finished` / `written` /
+    `started` field (ISO text or seconds since the epoch) at the top of a JSON file among `rels` or in its `setup`.
+    (epoch seconds, "field `setup.created` of results/benchmark.json"), or None when no file records one (the
+    committed `cpu` run does not)."""
+    from datetime import datetime
+
+    for rel in rels:
+        if not str(rel).endswith(".json"):
+            continue
+        try:
+            d = json.loads((Path(root) / rel).read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(d, dict):
+            continue
+        for where, block in (("", d), ("setup.", d.get("setup") if isinstance(d.get("setup"), dict) else {})):
+            for k in RECORDED_KEYS:
+                v = block.get(k)
+                try:
+                    t = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else \
+                        datetime.fromisoformat(str(v).replace("Z", "+00:00")).timestamp() if isinstance(v, str) else None
+                except ValueError:
+                    t = None
+                if t:
+                    return t, f"`{where}{k}` recorded in `{rel}`"
+    return None
+
+
 def provenance(root: Path, rels: tuple[str, ...] | list[str], now: float | None = None) -> dict:
     """Where the shown data comes from: the newest of `rels` under root (its path, modification time, age),
-    the repository's HEAD (short sha, branch), the last commit that touched those files and whether they
-    differ from it (written by a run since, or edited)."""
+    when the results were made (`made`: a time the results record, else — for files git has unchanged — the
+    commit that last touched them, else the file time of a local run), the repository's HEAD (short sha, branch),
+    the last commit that touched those files and whether they differ from it (written by a run since, or edited)."""
     root = Path(root)
+    now = now or time.time()
     present = [(r, (root / r).stat().st_mtime) for r in rels if (root / r).exists()]
     out: dict[str, Any] = {"files": [r for r, _ in present]}
     if present:
         newest, mt = max(present, key=lambda x: x[1])
-        out.update(newest=newest, mtime=mt, age_s=max(0.0, (now or time.time()) - mt))
+        out.update(newest=newest, mtime=mt, age_s=max(0.0, now - mt))
+    rec = recorded_time(root, [r for r, _ in present])
+    if rec:
+        out["made"] = {"time": rec[0], "age_s": max(0.0, now - rec[0]), "source": rec[1]}
     head = git(root, "rev-parse", "--short", "HEAD")
     if head is None:
         out["git"] = None
+        if present and not rec:
+            out["made"] = {"time": out["mtime"], "age_s": out["age_s"], "source": "file time",
+                           "file_time": True}
         return out
     paths = [r for r, _ in present] or list(rels)
     branch = (git(root, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
@@ -53,15 +93,35 @@ def provenance(root: Path, rels: tuple[str, ...] | list[str], now: float | None 
     status = (git(root, "status", "--porcelain", "--", *paths) or "").strip()
     out["git"] = {"head": head.strip(), "branch": branch, "last_commit": last or None,
                   "modified": bool(status), "untracked": status.startswith("??") if status else False}
+    if present and not rec:
+        ct = (git(root, "log", "-1", "--format=%ct %h", "--", *paths) or "").split()
+        if ct and not status:  # the files are as committed: their times are when git wrote them (a checkout)
+            t = float(ct[0])
+            out["made"] = {"time": t, "age_s": max(0.0, now - t), "source": f"commit {ct[1]}", "committed": True}
+        else:  # written (or edited) here since the last commit: the file time is the run's
+            out["made"] = {"time": out["mtime"], "age_s": out["age_s"], "source": "file time", "file_time": True}
     return out
 
 
 def provenance_text(p: dict) -> str:
-    """One line: 'data written 2.1 h ago (results/benchmark.json) · git abc1234 (main) · uncommitted …'."""
+    """One line: 'results made 2.1 h ago (2026-12-04 10:20, `setup.created` recorded in results/benchmark.json) ·
+    git abc1234 (main) · …'. Without a recorded time: the commit that last touched the files (their file times are
+    only when this checkout wrote them), or — for files a run rewrote here — the file time, said to be one."""
     parts = []
-    if p.get("newest"):
+    made = p.get("made")
+    if p.get("newest") and made:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(made["time"]))
+        if made.get("committed"):
+            parts.append(f"results committed {age_text(made['age_s'])} ago ({when}, {made['source']}; no time recorded "
+                         f"in the results, and the file times are when this checkout was written)")
+        elif made.get("file_time"):
+            parts.append(f"data written {age_text(made['age_s'])} ago ({when}, file modification time of "
+                         f"`{p['newest']}`: no time recorded in the results)")
+        else:
+            parts.append(f"results made {age_text(made['age_s'])} ago ({when}, {made['source']})")
+    elif p.get("newest"):
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(p["mtime"]))
-        parts.append(f"data written {age_text(p['age_s'])} ago ({when}, `{p['newest']}`)")
+        parts.append(f"data written {age_text(p['age_s'])} ago ({when}, file time of `{p['newest']}`)")
     else:
         parts.append("no data files yet")
     g = p.get("git")
