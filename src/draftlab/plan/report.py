@@ -67,9 +67,9 @@ def run_device(target_device: str) -> tuple[Device, str]:
     if kind == "cuda":
         index = int(target_device.split(":")[1]) if ":" in target_device else 0
         props = torch.cuda.get_device_properties(index)
-        return Device(kind="cuda", memory_gib=props.total_memory / GiB), f"cuda:{index} ({props.name})"
+        return Device.of("cuda", memory_gib=props.total_memory / GiB), f"cuda:{index} ({props.name})"
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return Device(kind="cpu", memory_gib=ram / GiB), "cpu (the machine's RAM)"
+    return Device.of("cpu", memory_gib=ram / GiB), "cpu (the machine's RAM)"
 
 
 def check_run(params: Params, prepared: str | Path | None = "models/target", root: str | Path = ".",

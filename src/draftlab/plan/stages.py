@@ -8,11 +8,11 @@ Time model, one for every stage (stated in every plan's output, `Device.assumpti
 - bytes: the decode phases read the weights (and the KV cache) once per step at `bandwidth`;
 - dispatch: an eager run's host cost, the aten ops of each step (`draftlab.plan.dispatch`: counted with a
   TorchDispatchMode at the commit named in dispatch_counts.json) × the device's cost per op (`Device.per_op_us`;
-  15 µs on the accelerator, not yet measured on CPU: the term is then left out and the output says so).
+  15 µs on the accelerator; the cpu preset's is fitted, `PRESETS`).
 The terms add up (no overlap of host and device assumed: an upper bound). A training stage under a minute budget
 takes its budget (`BUDGET_TERM`) when its steps would take longer; its validations are their own term (batches ×
-(ops + FLOPs)). Lengths: every prompt at `data.max_prompt_tokens` and every response at its `max_new_tokens`, times
-`fill` (1 = the upper bound). Not counted: loading models, Python start-up, compilation, the stages' reports.
+(ops + FLOPs)). Lengths: every response at its `max_new_tokens` times `fill`, every prompt at `data.max_prompt_tokens`
+times `prompt_fill` (default: `fill`; 1 = the upper bound). Not counted: loading models, Python start-up, compilation, the stages' reports.
 """
 from __future__ import annotations
 
@@ -46,6 +46,11 @@ class Device:
     fill: float = 1.0  # mean sequence length / the configured maximum
     tau: float = 3.0  # committed tokens per round in the benchmark's speculative arms
     per_op_us: float | None = None  # host µs per dispatched aten op of an eager step; None = dispatch.PER_OP_US[kind]
+    prompt_fill: float | None = None  # mean prompt length / data.max_prompt_tokens; None = fill
+
+    @property
+    def pfill(self) -> float:
+        return self.fill if self.prompt_fill is None else self.prompt_fill
 
     @classmethod
     def of(cls, kind: str = "cuda", **given) -> "Device":
@@ -73,6 +78,8 @@ class Device:
                  ("--bandwidth", self.bandwidth, self.bandwidth > 0, "the device's memory bandwidth in GB/s, > 0"),
                  ("--gpu-mem", self.memory_gib, self.memory_gib > 0, "GiB of memory per device, > 0 (e.g. 80)"),
                  ("--fill", self.fill, 0 < self.fill <= 1, "mean length / configured maximum, in (0, 1]"),
+                 ("prompt_fill", self.pfill, 0 < self.pfill <= 1, "mean prompt length / data.max_prompt_tokens, "
+                                                                     "in (0, 1]"),
                  ("--tau", self.tau, self.tau >= 1, "tokens committed per round, >= 1"),
                  ("--per-op-us", self.op_us or 0.0, (self.op_us or 0.0) >= 0, "host µs per dispatched op, >= 0"))
         for flag, value, ok, what in rules:
@@ -91,7 +98,8 @@ class Device:
                 f"reads weights and KV at {self.bandwidth:g} GB/s (benchmark: tau={self.tau:g} tokens per round); + "
                 f"{op}; terms added (no host/device overlap: an upper bound); start-up, loading and compiling not "
                 f"counted; lengths = "
-                f"the configured maxima x fill {self.fill:g}; memory = the largest step on one "
+                f"the configured maxima x fill {self.fill:g}"
+                f"{f' (prompts x {self.pfill:g})' if self.pfill != self.fill else ''}; memory = the largest step on one "
                 f"device, a training step at its batch split over the {self.gpus} GPUs' ranks"
                 f"{' with DDP gradient buckets' if self.gpus > 1 else ''}, the T=1 evaluation at the "
                 f"whole batch ({'bf16 weights, fused attention' if self.kind == 'cuda' else 'fp32, split attention'})")
@@ -99,14 +107,16 @@ class Device:
 
 # The device presets `draftlab plan --device` starts from. cuda: an H100 SXM (peak bf16, 40% of it achieved, HBM3;
 # the per-op cost is dispatch.PER_OP_US's, from the 2026-12-04 H200 run). cpu: the project's 2-core x86 machine, fp32,
-# eager PyTorch, 2 threads. Its three constants were FITTED on the committed cpu-profile run of 2026-12-04 (results/,
-# the stage wall times `draftlab.plan.calibrate.measured` reads): a least-squares in log space of predicted over
-# measured stage time (reference, pretrain_drafter, pretrain_seeded, specopd's training, corrector, benchmark), then
-# checked, unfitted, on the toy world's run (worlds/toy/results): docs/plan.md has the table, and
-# `python -m draftlab.plan.calibrate` reproduces it (and `--fit` the fit).
+# eager PyTorch on 2 threads; its three constants are effective rates, FITTED on the committed cpu-profile run of
+# 2026-12-04 (results/ at the repository root): a least-squares in log space of predicted / measured over its stage
+# wall times (reference, pretrain_drafter, pretrain_seeded, specopd's training, corrector, benchmark) and its
+# benchmark's per-round wall times (AR step, lookup round, drafter round), the run's mean lengths and tau given
+# (`draftlab.plan.calibrate`). Result: 144.7 GFLOP/s, 11.1 GB/s, 12.4 us per op; then checked, unfitted, on the
+# toy world's run of 2026-12-05 (worlds/toy/results): every stage within x1.5 (docs/plan.md has both tables;
+# `python -m draftlab.plan.calibrate` prints them, `--fit` re-runs the fit; tests/plan/test_calibrate.py holds them).
 PRESETS: dict[str, Device] = {
     "cuda": Device(),
-    "cpu": Device(kind="cpu", tflops=0.05, efficiency=1.0, bandwidth=10.0, per_op_us=10.0),
+    "cpu": Device(kind="cpu", tflops=0.145, efficiency=1.0, bandwidth=11.1, per_op_us=12.4),
 }
 
 
@@ -177,6 +187,11 @@ def _steps(epochs: float, max_steps: int, n_seq: int, batch: int) -> int:
     return min(budgets) if budgets else 0
 
 
+def _L(p: Params, dev: Device) -> int:
+    """A reference sequence's length: its prompt and its response at their fills of the configured maxima."""
+    return int(p.data.max_prompt_tokens * dev.pfill + p.reference.max_new_tokens * dev.fill)
+
+
 def _counted_at() -> str:
     try:
         c = D.load()
@@ -210,23 +225,31 @@ def _val_batches(p: Params, batch: int) -> int:
     return sum(math.ceil(n / batch) for n in sets if n)
 
 
-def _val_batch_s(p: Params, t: TargetShape, d: DrafterShape, dev: Device, batch: int, L: int, stride: int) -> float:
-    """One validation batch: the target's pass with its head (greedy labels), the drafter's blocks at every
-    `stride`-th response position (forward only: a third of drafter_flops), top-K; + its dispatched ops."""
+def _val_batch_s(p: Params, t: TargetShape, d: DrafterShape, dev: Device, batch: int, L: int, stride: int,
+                 cached: bool = False) -> float:
+    """One validation batch: the target's pass with its head (greedy labels; none when the stage reads the feature
+    cache, which holds the taps and the greedy tokens), the drafter's blocks at every `stride`-th response position
+    (forward only: a third of drafter_flops), top-K; + its dispatched ops."""
     A = max(1, math.ceil(p.reference.max_new_tokens * dev.fill / stride))
-    flops = target_flops(t, batch * L, L / 2) + drafter_flops(d, batch, L, A, batch * A * (d.block_size - 1), False) / 3
-    return dev.flop_s(flops) + dev.dispatch_s(D.ops("val_batch", t.num_layers, d.num_layers))
+    flops = (0.0 if cached else target_flops(t, batch * L, L / 2)) + drafter_flops(
+        d, batch, L, A, batch * A * (d.block_size - 1), False) / 3
+    return dev.flop_s(flops) + dev.dispatch_s(D.ops("val_batch", 0 if cached else t.num_layers, d.num_layers))
 
 
 def reference(p: Params, t: TargetShape, dev: Device) -> Stage:
     r, tb = p.reference, _bytes(dev)[0]
     evals = [min(r.num_eval_per_suite, suite_size(s, p.data, r)[0] or r.num_eval_per_suite) for s in p.data.eval_suites]
     prompts = r.num_train_prompts + r.num_heldout_prompts + sum(evals)
-    P, N = p.data.max_prompt_tokens * dev.fill, r.max_new_tokens * dev.fill
-    flops = target_flops(t, prompts * P, P / 2, head=False) + target_flops(t, prompts * N, P + N / 2)
+    P, N = p.data.max_prompt_tokens * dev.pfill, r.max_new_tokens * dev.fill
+    # the engine's K/V is a static buffer of the batch's longest prompt + max_new_tokens slots (verifier.streams):
+    # every decode step attends over (and reads) all of it, masked
+    cap = P + r.max_new_tokens
+    flops = target_flops(t, prompts * P, P / 2, head=False) + target_flops(t, prompts * N, cap)
     batches = math.ceil(prompts / r.batch_size)
     steps = batches * N  # decode steps, each reading the weights and the KV cache
-    kv = r.batch_size * (P + N / 2) * t.num_layers * 2 * t.kv_heads * t.head_dim * tb
+    # ... at the K/V heads' width on cuda (fused attention reads them as they are); with the split attention of the
+    # CPU, grouped K/V heads are read at every query head's width (heads / kv_heads times the buffer)
+    kv = r.batch_size * cap * t.num_layers * 2 * (t.kv_heads if _bytes(dev)[2] else t.heads) * t.head_dim * tb
     times = {"FLOPs": dev.flop_s(flops), "bytes": steps * (M.target_weights(t, tb) + kv) / (dev.bandwidth * 1e9),
              "dispatch": dev.dispatch_s(batches * (D.ops("prefill", t.num_layers) + N * D.ops("ar_step", t.num_layers)))}
     mem = M.reference_step(t, r.batch_size, p.data.max_prompt_tokens, r.max_new_tokens, tb, _bytes(dev)[2])
@@ -240,7 +263,7 @@ def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, p
     tb, ab, fused = _bytes(dev)
     d = drafter_shape(t, dc)
     n_seq = p.reference.num_train_prompts
-    L = int((p.data.max_prompt_tokens + p.reference.max_new_tokens) * dev.fill)
+    L = _L(p, dev)
     steps = _steps(pc.epochs, pc.max_steps, n_seq, pc.batch_size)
     greedy = pc.labels == "greedy"
     rows = pc.batch_size * pc.anchors_per_seq * (d.block_size - 1)
@@ -266,7 +289,7 @@ def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, p
     times = {"feature cache": dev.flop_s(cache) + dev.dispatch_s(cache_ops)} if cache else {}
     times[BUDGET_TERM if capped else "steps"] = train_s
     times["validation"] = vals * _val_batches(p, pc.batch_size) * _val_batch_s(p, t, d, dev, pc.batch_size, L,
-                                                                                pc.val_anchor_stride)
+                                                                                pc.val_anchor_stride, pc.cache_features)
     flops = cache + done * flops_step
     disk["checkpoints (weights + resumable state)"] = d.params() * (4 + 12)
     mem = {**M.pretrain_step(t, d, _local(pc.batch_size, dev), L, pc.anchors_per_seq, pc.chunk_rows, tb, ab, fused,
@@ -282,7 +305,7 @@ def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
     dc = p.seeded.resolve(p.drafter, p.pretrain)[0] if p.seeded.enabled and p.seeded.methods else p.drafter
     d = drafter_shape(t, dc)
     W = s.branch_width or d.block_size - 1
-    L = int((p.data.max_prompt_tokens + p.reference.max_new_tokens) * dev.fill)
+    L = _L(p, dev)
     B, A = s.batch_size, s.anchors_per_seq
     rows = B * A * W
     step = (target_flops(t, B * L, L / 2, head=False) + drafter_flops(d, B, L, A, rows, s.chunk_rows > 0)
@@ -291,7 +314,7 @@ def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
     ops_step = D.ops("specopd_step", t.num_layers, d.num_layers, chunks)
     objectives = {"specopd": s.max_steps, **{b: s.baseline_max_steps or s.max_steps for b in s.baselines}}
     flops, times, notes = 0.0, {}, []
-    val_one = _val_batches(p, B) * _val_batch_s(p, t, d, dev, B, L, s.val_anchor_stride)
+    val_one = _val_batches(p, B) * _val_batch_s(p, t, d, dev, B, L, s.val_anchor_stride, s.cache_features)
     for name, n in objectives.items():  # the sequential loop: seq_rounds dependent rounds of the same rows
         f = s.seq_rounds * W / max(A, 1) if name == "sequential" else 1
         step_s = dev.flop_s(step * f, dev.gpus) + dev.dispatch_s(ops_step * f)
@@ -332,7 +355,7 @@ def corrector_params(H: int, c) -> int:
 def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
     c, pc, (tb, ab, fused) = p.corrector, p.pretrain, _bytes(dev)
     d = drafter_shape(t, p.drafter)
-    L = int((p.data.max_prompt_tokens + p.reference.max_new_tokens) * dev.fill)
+    L = _L(p, dev)
     n_seq = p.reference.num_train_prompts
     steps = _steps(c.epochs, c.max_steps, n_seq, c.batch_size)
     rows = c.batch_size * c.anchors_per_seq * (d.block_size - 1)
@@ -341,9 +364,10 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
     step_s = dev.flop_s(step, dev.gpus) + dev.dispatch_s(D.ops("pretrain_step", t.num_layers, d.num_layers))
     runs = list(c.variants) + (["dflash-long"] if c.control else [])
     main = "dcoco" if "dcoco" in c.variants else c.variants[0]
-    val_one = _val_batches(p, c.batch_size) * _val_batch_s(p, t, d, dev, c.batch_size, L, pc.val_anchor_stride)
+    cached = pc.cache_features  # the corrector reads the plain drafter's feature cache
+    val_one = _val_batches(p, c.batch_size) * _val_batch_s(p, t, d, dev, c.batch_size, L, pc.val_anchor_stride, cached)
     heldout = math.ceil(p.reference.num_heldout_prompts / c.batch_size) * _val_batch_s(
-        p, t, d, dev, c.batch_size, L, pc.val_anchor_stride)  # one held-out pass (a path rule's evaluation)
+        p, t, d, dev, c.batch_size, L, pc.val_anchor_stride, cached)  # one held-out pass (a path rule's evaluation)
     times, notes, done_all = {}, [], 0
     for v in runs:
         full = v in (main, "dflash-long", "dspark", "domino", "dflash2") or not c.variant_max_minutes
@@ -412,29 +436,44 @@ def benchmark_runs(p: Params) -> tuple[list[tuple[str, int, int, float]], dict[s
     return runs, avail, notes
 
 
+def round_terms(p: Params, t: TargetShape, dev: Device, arm: str, streams: int = 1) -> tuple[float, float, float]:
+    """(FLOPs, bytes, dispatched ops) of one decode round of benchmark arm `arm` over `streams` streams: every
+    stream's verified positions through the target (and, for a drafter arm, the block through the drafter and its
+    head), the weights read once, the round's counted ops (`draftlab.plan.dispatch`)."""
+    d, tb = drafter_shape(t, p.drafter), _bytes(dev)[0]
+    drafted = D.round_step(arm) not in ("ar_step", "pld_round")
+    flops = streams * (_width(arm, d, p) * 2 * t.params()
+                       + (d.block_size * 2 * (d.params() + d.hidden * d.draft_vocab) if drafted else 0))
+    nbytes = M.target_weights(t, tb) + (d.params() * tb if drafted else 0)
+    return flops, nbytes, D.ops(D.round_step(arm), t.num_layers, d.num_layers)
+
+
+def round_seconds(p: Params, t: TargetShape, dev: Device, arm: str, streams: int = 1) -> float:
+    """The time model's seconds for one round of `arm` (`round_terms`)."""
+    f, b, o = round_terms(p, t, dev, arm, streams)
+    return dev.flop_s(f) + b / (dev.bandwidth * 1e9) + dev.dispatch_s(o)
+
+
 def benchmark(p: Params, t: TargetShape, dev: Device) -> Stage:
     b, tb = p.benchmark, _bytes(dev)[0]
     d = drafter_shape(t, p.drafter)
     runs, avail, notes = benchmark_runs(p)
     fill = dev.fill
-    P = p.data.max_prompt_tokens * fill
+    P = p.data.max_prompt_tokens * dev.pfill
     tokens = sum(g * s * n * fill for _, g, s, n in runs)
-    rounds = sum(g * n * fill / _tau(a, dev) for a, g, _, n in runs)
-    weights = M.target_weights(t, tb) + d.params() * tb
-    # FLOPs: each prompt's prefill, then per round every stream's verified positions through the target (and, for a
-    # drafter arm, the block through the drafter and its head)
-    drafter_pos = lambda a: 0 if D.round_step(a) in ("ar_step", "pld_round") else d.block_size  # noqa: E731
-    per_pos = 2 * t.params()
-    flops = sum(g * s * (P * per_pos + n * fill / _tau(a, dev) * (
-        _width(a, d, p) * per_pos + drafter_pos(a) * 2 * (d.params() + d.hidden * d.draft_vocab))) for a, g, s, n in runs)
-    ops = sum(g * (D.ops("prefill", t.num_layers) + n * fill / _tau(a, dev) * D.ops(D.round_step(a), t.num_layers,
-                                                                                    d.num_layers))
-              for a, g, _, n in runs)
+    rounds = flops = nbytes = ops = 0.0
+    for a, g, s, n in runs:  # each generation: its prompts' prefill, then n x fill / tau rounds of its streams
+        r = g * n * fill / _tau(a, dev)
+        rf, rb, ro = round_terms(p, t, dev, a, s)
+        rounds += r
+        flops += g * s * P * 2 * t.params() + r * rf
+        nbytes += r * rb
+        ops += g * D.ops("prefill", t.num_layers) + r * ro
+    times = {"FLOPs": dev.flop_s(flops), "bytes": nbytes / (dev.bandwidth * 1e9), "dispatch": dev.dispatch_s(ops)}
     spec = [a for a in b.running_arms() if D.round_step(a) not in ("ar_step", "pld_round")]
-    times = {"FLOPs": dev.flop_s(flops), "bytes": rounds * weights / (dev.bandwidth * 1e9), "dispatch": dev.dispatch_s(ops)}
     if b.simulated:  # each drafter arm's teacher-forced τ over its T=0 outputs: about one validation batch a suite
         times["simulated tau"] = len(spec) * len(b.suites) * _val_batch_s(
-            p, t, d, dev, b.batch_size, int(p.data.max_prompt_tokens + b.max_new_tokens * fill),
+            p, t, d, dev, b.batch_size, int(P + b.max_new_tokens * fill),
             b.simulated_anchor_stride)
     kd = t.kv_heads * t.head_dim
     top = max(b.concurrency or [1])
