@@ -240,7 +240,7 @@ def predictions(params, kind: str) -> dict[str, dict]:
         from draftlab.plan.arch import target_shape
         from draftlab.plan.stages import BUDGET_TERM, Device, plan
 
-        stages = plan(params, target_shape(params.target, "models/target"), Device(kind=kind))
+        stages = plan(params, target_shape(params.target, "models/target"), Device.of(kind))
     except Exception as e:  # noqa: BLE001 (the plan is advice here: the run goes on without it)
         print(f"[gpu-run] no plan for the deadline ({type(e).__name__}: {e})", file=sys.stderr)
         return {}
