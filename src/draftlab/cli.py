@@ -110,7 +110,8 @@ def cmd_plan(a: argparse.Namespace) -> int:
     from draftlab.plan.stages import Device
 
     dev = Device.of(a.device, gpus=a.gpus, tflops=a.tflops, efficiency=a.efficiency, bandwidth=a.bandwidth,
-                    memory_gib=a.gpu_mem, fill=a.fill, tau=a.tau, per_op_us=a.per_op_us)  # None: the preset's
+                    memory_gib=a.gpu_mem, fill=a.fill, tau=a.tau, per_op_us=a.per_op_us,
+                    prompt_fill=a.prompt_fill)  # None: the preset's
     dev.check()
     if a.disk is not None and not a.disk > 0:
         raise DraftlabError(f"--disk {a.disk:g} is not possible: give the free disk of the run's machine in GiB, > 0")
@@ -284,8 +285,10 @@ def parser() -> argparse.ArgumentParser:
             ("--bandwidth", float, "GBPS", "GB/s of device memory; each decode step reads the weights and KV cache once"
                                    + preset),
             ("--per-op-us", float, "US", "host microseconds per dispatched aten op of an eager step" + preset),
-            ("--fill", float, "F", "mean sequence length over the configured maximum, in (0, 1] (default 1: every "
-                              "prompt and response at its maximum, an upper bound)"),
+            ("--fill", float, "F", "mean response length over its max_new_tokens, in (0, 1] (default 1: every "
+                              "response at its maximum, an upper bound)"),
+            ("--prompt-fill", float, "F", "mean prompt length over data.max_prompt_tokens, in (0, 1] (default: "
+                                     "--fill)"),
             ("--tau", float, "TAU", "tokens committed per round by the benchmark's speculative arms (default 3)")):
         c.add_argument(flag, type=kind, default=None, metavar=var, help=what)
     c.add_argument("--disk", type=float, default=None, help="free disk GiB of the run's machine (default: free here)")
