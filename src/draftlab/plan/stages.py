@@ -78,7 +78,7 @@ class Device:
                  ("--bandwidth", self.bandwidth, self.bandwidth > 0, "the device's memory bandwidth in GB/s, > 0"),
                  ("--gpu-mem", self.memory_gib, self.memory_gib > 0, "GiB of memory per device, > 0 (e.g. 80)"),
                  ("--fill", self.fill, 0 < self.fill <= 1, "mean length / configured maximum, in (0, 1]"),
-                 ("prompt_fill", self.pfill, 0 < self.pfill <= 1, "mean prompt length / data.max_prompt_tokens, "
+                 ("--prompt-fill", self.pfill, 0 < self.pfill <= 1, "mean prompt length / data.max_prompt_tokens, "
                                                                      "in (0, 1]"),
                  ("--tau", self.tau, self.tau >= 1, "tokens committed per round, >= 1"),
                  ("--per-op-us", self.op_us or 0.0, (self.op_us or 0.0) >= 0, "host µs per dispatched op, >= 0"))
