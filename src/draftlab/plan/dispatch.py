@@ -24,8 +24,8 @@ from pathlib import Path
 
 COUNTS = Path(__file__).with_name("dispatch_counts.json")
 # host cost per dispatched aten op of an eager step, µs, per device kind: the 2026-12-04 H200 run (a target forward
-# of ~2,400 ops took ~36 ms at any size below the bandwidth floor). CPU: not measured yet (issue "A newcomer's second
-# hour"): the plan's CPU times leave the term out and say so.
+# of ~2,400 ops took ~36 ms at any size below the bandwidth floor). CPU: the cpu preset's own fitted value
+# (`draftlab.plan.stages.PRESETS`, docs/plan.md); a bare `Device(kind="cpu")` has none and says so.
 PER_OP_US: dict[str, float] = {"cuda": 15.0}
 # the steps counted, and what one of them is
 STEPS = {

@@ -43,7 +43,7 @@ class Device:
     efficiency: float = 0.4  # achieved / peak FLOP/s
     bandwidth: float = 3350.0  # GB/s of device memory (decode phases)
     memory_gib: float = 80.0
-    fill: float = 1.0  # mean sequence length / the configured maximum
+    fill: float = 1.0  # mean response length / its max_new_tokens (1 = the upper bound)
     tau: float = 3.0  # committed tokens per round in the benchmark's speculative arms
     per_op_us: float | None = None  # host µs per dispatched aten op of an eager step; None = dispatch.PER_OP_US[kind]
     prompt_fill: float | None = None  # mean prompt length / data.max_prompt_tokens; None = fill
