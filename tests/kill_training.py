@@ -8,6 +8,8 @@
   so after a checkpoint that step writes at its batch end, before that step's validation);
   `save:N`: SIGKILL right after last.ckpt of step N is in place (after that step's validation when it validates).
 Nothing is cleaned up, flushed or saved on the way out: it is a kill -9, as a machine that loses a process sees it.
+`sigint:N` / `sigterm:N`: at the end of step N the process sends itself SIGINT (Ctrl-C) / SIGTERM instead, which
+the stage handles (draftlab.interrupts).
 """
 from __future__ import annotations
 
@@ -24,11 +26,11 @@ def install(log_path: str, kill: str) -> None:
 
     kind, _, at = kill.partition(":")
     at = int(at) if at else -1
-    if kill and kind not in ("step", "save"):
-        raise SystemExit(f"DRAFTLAB_TEST_KILL={kill!r}: step:N or save:N")
+    if kill and kind not in ("step", "save", "sigint", "sigterm"):
+        raise SystemExit(f"DRAFTLAB_TEST_KILL={kill!r}: step:N, save:N, sigint:N or sigterm:N")
 
     def die() -> None:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM}.get(kind, signal.SIGKILL))
 
     step = DrafterModule.training_step
 
@@ -46,7 +48,7 @@ def install(log_path: str, kill: str) -> None:
 
     def end_then_kill(self, outputs, batch, batch_idx):
         end(self, outputs, batch, batch_idx)
-        if kind == "step" and int(self.global_step) == at:
+        if kind in ("step", "sigint", "sigterm") and int(self.global_step) == at:
             die()
 
     DrafterModule.on_train_batch_end = end_then_kill

@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "draftlab"
 # module or package of src/draftlab, so a package lives in one layer, every module of it included: no
 # module sits apart from its package (test_a_package_lives_in_one_layer).
 LAYERS = [
-    ["errors"],
+    ["errors", "interrupts"],  # interrupts: Ctrl-C / SIGTERM in one line (signal, logging: nothing of ours)
     ["io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp"],
     ["verifier", "toy"],  # toy: the toy world's generator, tokenizer and target (a source of targets, plain torch)
     ["drafter"],
@@ -30,7 +30,7 @@ LAYERS = [
     ["cli"],  # the console script
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
-PLAIN = ("errors", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data", "toy", "omp")
+PLAIN = ("errors", "interrupts", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data", "toy", "omp")
 NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
 ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
            "lightning": ("training", "tracking", "pipeline")}  # pipeline: a method's recipe room holds its Lightning module
@@ -180,7 +180,7 @@ def test_configuration_imports_no_method():
 # A method's two rooms: its model package and its recipe folder under pipeline/; with the shared layers below
 # them (the plain-torch floors, the configuration, the shared training code) they hold all of its code.
 ROOMS = {"corrector": ("corrector", "pipeline.corrector")}
-SHARED = ("errors", "io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp", "verifier",
+SHARED = ("errors", "interrupts", "io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp", "verifier",
           "drafter", "decoding", "config", "params", "plan", "training", "tracking",
           "pipeline.stage", "pipeline.layout", "pipeline.common", "pipeline.names",
           "toy.freeze", "toy.tasks")  # the toy world's freeze: a gate every stage passes (draftlab.toy.freeze)

@@ -78,6 +78,7 @@ def pipeline(root, tmp_path_factory):
     import shutil
 
     shutil.copytree(wd, base / "killed")
+    shutil.copytree(wd, base / "interrupted")
     return wd, base / "killed"
 
 
@@ -158,3 +159,29 @@ def test_a_killed_and_resumed_pretraining_is_the_uninterrupted_run(root, pipelin
     assert ra["resumed_from_step"] is None and ra["resume_exact"] is None
     assert rb["resumed_from_step"] == 10 and rb["resume_exact"] is True
     assert {k: v for k, v in ra.items() if k not in TIME_FIELDS} == {k: v for k, v in rb.items() if k not in TIME_FIELDS}
+
+
+@pytest.mark.parametrize("kill, code, name", [("sigint:8", 130, "Ctrl-C"), ("sigterm:3", 143, "SIGTERM")])
+def test_an_interrupted_stage_ends_in_one_line_and_resumes(root, pipeline, kill, code, name, tmp_path):
+    """Ctrl-C (SIGTERM) during training: exit 130 (143), one line naming the stage and no traceback, no temp file,
+    no output replaced, the steps done kept (the interrupt saves last.ckpt at the step it stopped); run again, the
+    stage resumes from there and finishes."""
+    import shutil
+
+    wd = shutil.copytree(pipeline[1].parent / "interrupted", tmp_path / "wd")  # the prepared inputs, untouched
+    before = {p: p.stat().st_mtime_ns for p in wd.rglob("*") if p.is_file()}
+    r = pretrain(root, wd, wd / "interrupted.jsonl", kill=kill)
+    assert r.returncode == code, (r.returncode, r.stderr[-3000:])
+    assert "Traceback" not in r.stderr and "Detected KeyboardInterrupt" not in r.stderr, r.stderr[-3000:]
+    last = [line for line in r.stderr.splitlines() if line.strip()][-1]
+    assert last == (f"[pretrain_drafter] interrupted ({name}): its outputs were not replaced and no temp file is "
+                    "left; run it again to resume from its last checkpoint")
+    assert not [p for p in wd.rglob("*") if p.name.endswith(".tmp")]
+    assert not (wd / "models" / "drafter" / "pretrained").exists() and not (wd / "results" / "pretrain_drafter.json").exists()
+    assert all(p.stat().st_mtime_ns == t for p, t in before.items())  # nothing that was there was touched
+    step = int(kill.split(":")[1])
+    assert checkpoint(wd)["global_step"] == step  # saved as it stopped (draftlab.training.fit)
+    if step > 5:  # one resume is enough to show (the SIGTERM case stops there)
+        again = pretrain(root, wd, wd / "resumed.jsonl")
+        assert again.returncode == 0 and f"resuming from" in again.stderr, again.stderr[-3000:]
+        assert checkpoint(wd)["global_step"] == 13 and sorted(batches(wd / "resumed.jsonl")) == list(range(step + 1, 14))

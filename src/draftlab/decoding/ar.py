@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from draftlab.decoding.common import GenerationResult, PhaseTimer, Outputs, RoundLog, live_rows, retire, to_host
+from draftlab.decoding.common import (GenerationResult, PhaseTimer, Outputs, RoundLog, live_rows, partial_on_interrupt,
+                                     retire, to_host)
 from draftlab.decoding.shapes import pad_batch, run_shapes
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.streams import StreamCache, capacity_for
@@ -49,14 +50,15 @@ def generate_ar(
     rows, (last,) = retire(done, rows, (last,), sc, shapes=shapes)  # compiled: declared batch sizes only
     t_prefill = timer.now()
     log = RoundLog(timer, AR_PHASES)
-    while any(i >= 0 for i in rows):
-        timer.start_round()
-        live = live_rows(rows, dev).bool()[:, None] if shapes is not None else None  # a retired row's token is not kept
-        logits = sc.append(last[:, None], live).logits[:, -1]  # [b, V]
-        last = sample_next(logits, sp, generator)  # [b]
-        timer.mark()  # verify | commit
-        done = outputs.emit(rows, to_host(last[:, None]), torch.ones(len(rows), dtype=torch.long), timer.host_time)
-        n = sum(i >= 0 for i in rows)
-        rows, (last,) = retire(done, rows, (last,), sc, shapes=shapes)
-        log.close(n)
+    with partial_on_interrupt(outputs):  # Ctrl-C: the exception carries the tokens so far
+        while any(i >= 0 for i in rows):
+            timer.start_round()
+            live = live_rows(rows, dev).bool()[:, None] if shapes is not None else None  # a retired row's token is not kept
+            logits = sc.append(last[:, None], live).logits[:, -1]  # [b, V]
+            last = sample_next(logits, sp, generator)  # [b]
+            timer.mark()  # verify | commit
+            done = outputs.emit(rows, to_host(last[:, None]), torch.ones(len(rows), dtype=torch.long), timer.host_time)
+            n = sum(i >= 0 for i in rows)
+            rows, (last,) = retire(done, rows, (last,), sc, shapes=shapes)
+            log.close(n)
     return log.result(outputs, t_start, t_prefill)

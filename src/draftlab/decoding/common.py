@@ -5,6 +5,7 @@ per round.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -230,6 +231,17 @@ class Outputs:
                 self.t_done[r] = now - self.start
             done.append(stop)
         return torch.tensor(done, dtype=torch.bool)
+
+
+@contextmanager
+def partial_on_interrupt(outputs: Outputs):
+    """Ctrl-C / SIGTERM (a KeyboardInterrupt) inside a generation loop leaves with the tokens emitted so far:
+    the exception carries them as `partial` (one list per stream), which `draftlab decode` prints."""
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        e.partial = [list(t) for t in outputs.tokens]
+        raise
 
 
 def retire(done: Tensor, rows: list[int], tensors: tuple, *caches, shapes=None) -> tuple[list[int], tuple]:

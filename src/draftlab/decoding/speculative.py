@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 
 from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep, TracksStreams
-from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundLog, RoundRecord, live_rows, retire,
-                                     seed_marks, seed_topk, to_host)
+from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundLog, RoundRecord, live_rows,
+                                     partial_on_interrupt, retire, seed_marks, seed_topk, to_host)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.shapes import pad_batch, run_shapes
 from draftlab.decoding.verify import SamplingParams, sample_next
@@ -70,25 +70,26 @@ class SpeculativeEngine:
         t_prefill = timer.now()
         log, records = RoundLog(timer, PHASES), []
         accepted: list[list[int]] = [[] for _ in range(n)]
-        while any(i >= 0 for i in rows):
-            live = live_rows(rows, dev) if shapes is not None else None
-            r = speculative_round(sc, drafter, state, self.proposer, last, ctx, sp, generator, timer, S, live)
-            res, ctx = r.result, r.context
-            acc_h, new_h = r.host[:, 0], r.host[:, 1:]  # CPU: the round's one copy (accepted, committed tokens)
-            kept_h = (acc_h + 1) * torch.tensor([int(i >= 0) for i in rows])  # a retired row keeps nothing
-            offsets = [len(outputs.tokens[i]) - 1 if i >= 0 else -1 for i in rows]
-            done = outputs.emit(rows, new_h, kept_h, timer.host_time)
-            for t in trackers:
-                t.extend(new_h, kept_h)
-            for i, a in zip(rows, r.accepted):
-                if i >= 0:
-                    accepted[i].append(a)
-            if self.record_topk:
-                records.append(self._record(r, rows, offsets))
-            live_n = sum(i >= 0 for i in rows)
-            last = res.next_token
-            rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, shapes=shapes)
-            log.close(live_n)  # the round's phases: draft, propose, verify, commit
+        with partial_on_interrupt(outputs):  # Ctrl-C: the exception carries the tokens so far
+            while any(i >= 0 for i in rows):
+                live = live_rows(rows, dev) if shapes is not None else None
+                r = speculative_round(sc, drafter, state, self.proposer, last, ctx, sp, generator, timer, S, live)
+                res, ctx = r.result, r.context
+                acc_h, new_h = r.host[:, 0], r.host[:, 1:]  # CPU: the round's one copy (accepted, committed tokens)
+                kept_h = (acc_h + 1) * torch.tensor([int(i >= 0) for i in rows])  # a retired row keeps nothing
+                offsets = [len(outputs.tokens[i]) - 1 if i >= 0 else -1 for i in rows]
+                done = outputs.emit(rows, new_h, kept_h, timer.host_time)
+                for t in trackers:
+                    t.extend(new_h, kept_h)
+                for i, a in zip(rows, r.accepted):
+                    if i >= 0:
+                        accepted[i].append(a)
+                if self.record_topk:
+                    records.append(self._record(r, rows, offsets))
+                live_n = sum(i >= 0 for i in rows)
+                last = res.next_token
+                rows, (last, *ctx) = retire(done, rows, (last, *ctx), *caches, shapes=shapes)
+                log.close(live_n)  # the round's phases: draft, propose, verify, commit
         return log.result(outputs, t_start, t_prefill, accepted=accepted, records=records, block_size=S)
 
     def _record(self, r: RoundResult, rows: list[int], offsets: list[int]) -> RoundRecord:

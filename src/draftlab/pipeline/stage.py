@@ -80,11 +80,13 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
     if any(a in ("-h", "--help") for a in argv):
         print(f"usage: python stages/{name}.py [section.key=value ...]  (reads {paths.PARAMS})")
         return 0
+    from draftlab import interrupts
     from draftlab.pipeline.names import arm_names, method_names
     from draftlab.errors import DraftlabError, InputFileError
     from draftlab.params import load_params
 
     t0 = time.time()
+    interrupts.install()  # Ctrl-C / SIGTERM: one line, exit 130 / 143
     try:
         params = load_params(paths.PARAMS, argv, arms=arm_names(), names=method_names())
         if params.target.source == "toy":  # the method stages run only in the frozen toy world (draftlab.toy.freeze)
@@ -109,12 +111,21 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
     except DraftlabError as e:
         print(f"error [{name}]: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"[{name}] interrupted; outputs were not replaced (re-run to resume)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        return _interrupted(name, interrupts, e)
+    except SystemExit:
+        if interrupts.received() is None:
+            raise
+        return _interrupted(name, interrupts)  # Lightning's fit turns the interrupt into sys.exit(1)
     if os.environ.get("RANK", "0") in ("", "0"):
         print(f"[{name}] done in {time.time() - t0:.1f}s", file=sys.stderr)
     return 0
+
+
+def _interrupted(name: str, interrupts, exc: BaseException | None = None) -> int:
+    print(f"[{name}] interrupted ({interrupts.name(exc)}): its outputs were not replaced and no temp file is left; "
+          "run it again to resume from its last checkpoint", file=sys.stderr)
+    return interrupts.code(exc)
 
 
 def prepare(params) -> None:
