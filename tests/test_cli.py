@@ -62,6 +62,35 @@ def test_check_compose_and_exp_answer_in_one_line(root, tmp_path):
     assert bad.returncode == 2 and "the following arguments are required: --prompt" in bad.stderr
 
 
+def test_overrides_as_users_spell_them(root):
+    """A Hydra user's positional `profile=gpu` is one line pointing to -S; every command says what it applied;
+    `check` verifies the target's source without loading it."""
+    for cmd in (["check", "profile=gpu"], ["plan", "target=qwen3-8b"], ["check", "benchmark/arms=two"]):
+        r = cli(*cmd, cwd=root)
+        key, value = cmd[1].split("=")
+        assert r.returncode == 2 and one_line(r) == (
+            f"error: '{cmd[1]}' picks a preset of conf/{key}/, which recomposes the params: write it as -S {cmd[1]} "
+            "(a positional key=value sets one key of params.yaml, e.g. pretrain.lr=0.003)"), r.stdout + r.stderr
+    ok = cli("check", "pretrain.lr=0.003", "benchmark.max_new_tokens=32", cwd=root)
+    assert ok.returncode == 0 and one_line(ok).startswith(
+        "ok: params.yaml + pretrain.lr=0.003 benchmark.max_new_tokens=32 (target smollm2-135m"), ok.stdout
+    both = cli("check", "-S", "profile=smoke", "pretrain.lr=0.003", cwd=root)
+    assert both.returncode == 0 and one_line(both).startswith("ok: conf/ + -S profile=smoke + pretrain.lr=0.003 ("), both.stdout
+    bad = cli("check", "target.package=nosuchpkg", cwd=root)
+    assert bad.returncode == 2 and one_line(bad).startswith(
+        "error: target.package=nosuchpkg, target.gguf_file=SmolLM2-135M-Instruct.Q4_1.gguf: package 'nosuchpkg' is not "
+        "installed"), bad.stderr
+    bad = cli("check", "target.source=local", "target.path=/nonexistent", cwd=root)
+    assert bad.returncode == 2 and one_line(bad).startswith("error: target.path=/nonexistent holds no config.json"), bad.stderr
+    composed = cli("compose", "profile=smoke", cwd=root)
+    assert composed.stderr.strip() == "composed conf/ -S profile=smoke"
+    assert cli("compose", "-S", "profile=smoke", cwd=root).stdout == composed.stdout  # -S and positional: the same
+    dry = cli("exp", "--dry", "profile=smoke", "-n", "s", cwd=root)  # positional = -S for exp
+    assert dry.returncode == 0 and one_line(dry) == "ok: dvc exp run -S profile=smoke -n s"
+    v = cli("--version", cwd=root)
+    assert v.returncode == 0 and re.fullmatch(r"draftlab \S+\n", v.stdout)
+
+
 # ---- decode: the marks ----------------------------------------------------------------------------------------
 
 
@@ -164,6 +193,28 @@ def test_decode_prints_marked_text_tau_and_speed(outputs, arm):
         assert ("[" in text) == (tau > 1.0)  # accepted draft tokens are bracketed
     r = cli("decode", "--root", str(outputs), "--arm", "nosuch", "--prompt", "x", cwd=outputs)
     assert r.returncode == 2 and one_line(r).startswith("error: unknown arm 'nosuch'; known arms: ar, dflash,")
+
+
+@pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_an_interrupted_decode_prints_the_text_so_far_and_one_line(outputs, sig, code, name):
+    """Ctrl-C (or SIGTERM) while decoding: the text decoded so far, a count, and one line; no traceback."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_WAIT_POLICY="PASSIVE", DRAFTLAB_DECODE_PROGRESS="1")
+    p = subprocess.Popen([str(DRAFTLAB), "decode", "--root", str(outputs), "--arm", "dflash", "--prompt",
+                          "Tell me a story.", "--max-new-tokens", "100000", "--color", "never"], cwd=outputs, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = p.stderr.readline()  # printed just before the generation starts
+    assert first.startswith("decoding up to 100000 tokens with dflash"), first
+    time.sleep(2.0)  # some rounds
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == code, (p.returncode, out[-2000:], err[-3000:])
+    assert "Traceback" not in out + err, err[-3000:]
+    m = re.search(r"\[(\d+) tokens decoded in [\d.]+ s before the interrupt\]", out)
+    assert m and int(m.group(1)) > 0, out[-2000:]
+    assert out.index(m.group(0)) > 0  # the text came first
+    assert [line for line in err.splitlines() if line.strip()] == [
+        f"interrupted ({name}): draftlab decode stopped; nothing was half-written (files are written under a temp "
+        "name and renamed)"], err
 
 
 def test_decode_names_a_corrupt_checkpoint_and_its_stage(outputs, tmp_path):

@@ -69,6 +69,7 @@ def validate(params_path: str, overrides: list[str], dvc_overrides: list[str], c
     from draftlab.bench.arms import check_trained
     from draftlab.pipeline.layout import check_model_folders
 
+    pick_groups(overrides, params_path, conf_dir)
     if dvc_overrides:
         raw = compose_params(dvc_overrides, conf_dir, arms=_arm_names(), strict=True, names=_names())
         p = build_params(raw, overrides, arms=_arm_names(), names=_names())
@@ -76,12 +77,36 @@ def validate(params_path: str, overrides: list[str], dvc_overrides: list[str], c
         p = load_params(params_path, overrides, arms=_arm_names(), names=_names())
     check_model_folders(p)
     check_trained(p)
+    if p.target.source in ("packaged-gguf", "local"):
+        from draftlab.verifier.load import check_source
+
+        check_source(p.target)
     return p
+
+
+def pick_groups(overrides: list[str], params_path: str, conf_dir: str) -> None:
+    """One line for a positional `group=preset` (`profile=gpu`, `target=qwen3-8b`, `benchmark/arms=two`): a
+    positional key=value sets one value of the params file, while picking a preset recomposes conf/, which is
+    what -S does (as `dvc exp run -S`)."""
+    conf = Path(conf_dir)
+    for o in overrides:
+        key, eq, value = o.partition("=")
+        key = key.lstrip("+~")
+        if eq and (conf / key).is_dir() and not value.strip().startswith(("{", "[")):
+            raise DraftlabError(f"'{o}' picks a preset of {conf / key}/, which recomposes the params: write it as "
+                                f"-S {key}={value} (a positional key=value sets one key of {params_path}, e.g. "
+                                "pretrain.lr=0.003)")
+
+
+def applied(params_path: str, overrides: list[str], dvc_overrides: list[str]) -> str:
+    """What a command ran on, echoed: `params.yaml + a=1 b=2` or `conf/ + -S profile=gpu + c=3`."""
+    base = f"conf/ + -S {' -S '.join(dvc_overrides)}" if dvc_overrides else params_path
+    return base + (f" + {' '.join(overrides)}" if overrides else "")
 
 
 def cmd_check(a: argparse.Namespace) -> int:
     p = validate(a.params, a.overrides, a.set, a.conf)
-    source = "conf/ + " + " ".join(a.set) if a.set else a.params
+    source = applied(a.params, a.overrides, a.set)
     local = f"; local suites: {', '.join(p.data.local_suites)}" if p.data.local_suites else ""
     print(f"ok: {source} (target {p.target.name}, profile {p.profile.name}; {len(p.benchmark.arms)} arms; "
           f"suites: {', '.join(p.benchmark.suites)}{local})")
@@ -91,16 +116,21 @@ def cmd_check(a: argparse.Namespace) -> int:
 def cmd_compose(a: argparse.Namespace) -> int:
     from draftlab.params import compose_text
 
-    print(compose_text(a.overrides, a.conf, arms=_arm_names(), names=_names()), end="")
+    text = compose_text([*a.overrides, *a.set], a.conf, arms=_arm_names(), names=_names())
+    print(f"composed {a.conf}/" + "".join(f" -S {o}" for o in [*a.overrides, *a.set]), file=sys.stderr)
+    print(text, end="")
     return 0
 
 
 def cmd_exp(a: argparse.Namespace, rest: list[str]) -> int:
-    validate(a.params, [], a.set, a.conf)  # without -S, DVC runs params.yaml as it is
-    argv = ["dvc", "exp", "run", *[x for s in (a.set or []) for x in ("-S", s)], *rest]
+    sets = [*(a.set or []), *[r for r in rest if "=" in r and not r.startswith("-")]]  # positional = -S here
+    rest = [r for r in rest if r not in sets]
+    validate(a.params, [], sets, a.conf)  # without -S, DVC runs params.yaml as it is
+    argv = ["dvc", "exp", "run", *[x for s in sets for x in ("-S", s)], *rest]
     if a.dry:
         print("ok: " + " ".join(argv))
         return 0
+    print("running: " + " ".join(argv), file=sys.stderr, flush=True)
     os.execvp("dvc", argv)
     return 0  # not reached
 
@@ -116,6 +146,8 @@ def cmd_plan(a: argparse.Namespace) -> int:
     if a.disk is not None and not a.disk > 0:
         raise DraftlabError(f"--disk {a.disk:g} is not possible: give the free disk of the run's machine in GiB, > 0")
     text, err = render(validate(a.params, a.overrides, a.set, a.conf), dev, a.json, disk_gib=a.disk)
+    if not err:  # an error is the one line
+        print(f"plan of {applied(a.params, a.overrides, a.set)} on --device {a.device}", file=sys.stderr)
     try:
         print(text, flush=True)
     except BrokenPipeError:  # `draftlab plan | head -1`: the reader closed the pipe; stop quietly
@@ -179,6 +211,11 @@ def cmd_decode(a: argparse.Namespace) -> int:
     sp = SamplingParams(a.temperature, p.benchmark.top_p, p.benchmark.top_k)
     gen = torch.Generator(device=target.device).manual_seed(a.seed)
     t0 = time.perf_counter()
+    if a.overrides:  # echoed once everything loaded (an error stays one line)
+        print(f"params: {applied(a.params, a.overrides, [])}", file=sys.stderr)
+    if sys.stderr.isatty() or os.environ.get("DRAFTLAB_DECODE_PROGRESS"):
+        print(f"decoding up to {a.max_new_tokens} tokens with {a.arm} (Ctrl-C stops and prints the text so far)",
+              file=sys.stderr, flush=True)
     try:
         with torch.no_grad():
             res = arm.generate([ids], a.max_new_tokens, sp, target.eos_token_ids, gen, record_topk=1)
@@ -254,9 +291,19 @@ def cmd_convert(a: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("draftlab")
+    except PackageNotFoundError:  # run from a source tree without `pip install -e .`
+        return "(not installed)"
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="draftlab", description="draftlab: check params, run experiments, decode, explore, "
                                  "export / import drafters.")
+    ap.add_argument("--version", action="version", version=f"draftlab {_version()}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def params_args(p: argparse.ArgumentParser, overrides: bool = True) -> None:
@@ -299,14 +346,20 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_plan)
 
     c = sub.add_parser("compose", help="print params.yaml composed from conf/ (target=, profile=, key=value)")
-    c.add_argument("--conf", default="conf")
-    c.add_argument("overrides", nargs="*", metavar="OVERRIDE")
+    c.add_argument("--conf", default="conf", help="Hydra presets folder (default: conf)")
+    c.add_argument("overrides", nargs="*", metavar="OVERRIDE",
+                   help="Hydra overrides: a preset (profile=smoke, target=qwen3-8b, benchmark/arms=two) or a key "
+                        "(pretrain.lr=0.003); the same as -S")
+    c.add_argument("-S", "--set", action="append", default=[], metavar="OVERRIDE",
+                   help="the same as a positional OVERRIDE (the spelling of check, exp and `dvc exp run`)")
     c.set_defaults(func=cmd_compose)
 
     c = sub.add_parser("exp", help="check the -S overrides, then `dvc exp run` with the same arguments",
                        allow_abbrev=False)  # every other option goes to dvc as written
     params_args(c, overrides=False)
-    c.add_argument("-S", "--set", action="append", default=[], metavar="OVERRIDE")
+    c.add_argument("-S", "--set", action="append", default=[], metavar="OVERRIDE",
+                   help="compose conf/ with this override, as `dvc exp run -S` does (repeatable; a positional "
+                        "key=value is taken as -S)")
     c.add_argument("--dry", action="store_true", help="check and print the dvc command without running it")
     c.set_defaults(func=None)
 

@@ -15,7 +15,7 @@ import torch
 
 from draftlab.data.suites import package_file
 from draftlab.errors import DraftlabError, InputFileError
-from draftlab.io import check_safetensors, read_json, sha256_file, temp_dir
+from draftlab.io import check_safetensors, make_readable, read_json, sha256_file, temp_dir
 from draftlab.verifier.model import SUPPORTED_MODEL_TYPES, TargetModel
 
 
@@ -53,6 +53,19 @@ def packaged_gguf(cfg: TargetSource | None = None) -> Path:
     return package_file(package, PACKAGE_REQUIREMENTS.get(package, package), name)
 
 
+def check_source(cfg) -> None:
+    """What can be checked of a target's source without loading it (`draftlab check`, `plan`): the package and
+    file of a packaged GGUF, the folder of a local one. A hub id needs the network: not checked."""
+    if cfg.source == "packaged-gguf":
+        try:
+            packaged_gguf(cfg)
+        except DraftlabError as e:
+            raise DraftlabError(f"target.package={cfg.package}, target.gguf_file={cfg.gguf_file}: {e}") from None
+    elif cfg.source == "local" and not (Path(cfg.path) / "config.json").is_file():
+        raise DraftlabError(f"target.path={cfg.path} holds no config.json: give a Hugging Face model folder "
+                            "(config.json + weights + tokenizer) or pick a target preset (-S target=...)")
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -74,6 +87,7 @@ def _atomic_dir(out_dir: Path):
 
 
 def _publish(tmp: Path, out_dir: Path) -> None:
+    make_readable(tmp)  # save_pretrained writes model.safetensors 0600
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
