@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,12 +122,19 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", DVC_NO_ANALYTICS="1",
                DRAFTLAB_GIT_COMMIT=git("rev-parse", "--verify", "-q", "HEAD") or "unknown",
                DRAFTLAB_GIT_DIRTY=str(bool(git("status", "--porcelain", "--untracked-files=no"))).lower())
+    os.umask(0o022)  # a user's usual umask: every file the run writes must be readable by others (0644)
     if toy_only:
         return toy_world(env)
+    started = time.time()
     rc = subprocess.run(["dvc", "repro"], cwd=SCRATCH, env=env).returncode
     if rc:
         print(f"smoke pipeline failed (dvc repro exit {rc}); outputs in {SCRATCH}", file=sys.stderr)
         return rc
+    private = unreadable(SCRATCH, started)
+    if private:
+        print(f"the smoke run wrote {len(private)} files others cannot read under umask 022: {private[:8]}",
+              file=sys.stderr)
+        return 1
     bad = []
     written = sorted([*(SCRATCH / "results").glob("*.json"), *(SCRATCH / "metrics").rglob("*.json")])
     for m in written:
@@ -150,6 +159,19 @@ def main(argv: list[str]) -> int:
     return 0 if no_toy else toy_world(env)
 
 
+def unreadable(root: Path, since: float) -> list[str]:
+    """Files under `root` written since `since` (git's and DVC's own folders aside) whose mode denies others read."""
+    out = []
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in (".git", ".dvc")]
+        for f in files:
+            p = Path(dirpath) / f
+            st = p.lstat()
+            if st.st_mtime >= since and stat.S_ISREG(st.st_mode) and st.st_mode & 0o044 != 0o044:
+                out.append(f"{p.relative_to(root)} ({stat.filemode(st.st_mode)})")
+    return sorted(out)
+
+
 def toy_world(env: dict) -> int:
     """The toy world at tiny size (module doc): compose its params, freeze it at its own hash, run its dvc.yaml."""
     world = SCRATCH / WORLD
@@ -160,10 +182,15 @@ def toy_world(env: dict) -> int:
         print(params.stderr.strip(), file=sys.stderr)
         return 2
     (world / "params.yaml").write_text(params.stdout)
+    started = time.time()
     rc = subprocess.run(["dvc", "repro", "dvc.yaml"], cwd=world, env=env).returncode
     if rc:
         print(f"toy world smoke failed (dvc repro exit {rc}); outputs in {world}", file=sys.stderr)
         return rc
+    private = unreadable(world, started)
+    if private:
+        print(f"the toy world smoke wrote files others cannot read under umask 022: {private[:8]}", file=sys.stderr)
+        return 1
     import yaml
 
     bench = json.loads((world / "results" / "benchmark.json").read_text())

@@ -52,6 +52,14 @@ def dir_mode() -> int:
     return 0o777 & ~umask()
 
 
+def make_readable(folder: Path) -> None:
+    """Give every file and folder under `folder` the mode the umask asks for: what a library wrote 0600 (transformers'
+    `save_pretrained` writes model.safetensors so) becomes 0644 under umask 022, like every other output."""
+    folder.chmod(dir_mode())
+    for p in folder.rglob("*"):
+        p.chmod(dir_mode() if p.is_dir() else file_mode())
+
+
 def temp_dir(parent: Path, name: str) -> Path:
     """A temporary sibling folder `.name.XXXX` of `parent`, with the mode a plain `mkdir` would give it
     (mkdtemp's own is 0700: renamed into place, other users could not read the folder)."""

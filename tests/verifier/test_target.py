@@ -208,3 +208,25 @@ def test_qwen3_with_real_tokenizer_and_thinking_switch():
     a = sc.prefill([off[:-3]], pad_id=0)
     b = sc.append(ids[:, -3:])
     assert (b.logits - full[:, -3:]).abs().max() < TOL
+
+
+def test_a_prepared_target_is_readable_by_others(tmp_path):
+    """transformers' save_pretrained writes model.safetensors 0600; the prepared folder gets the umask's modes like
+    every other output (0644 files, 0755 folders under umask 022)."""
+    import os
+    import stat
+
+    from draftlab.config.sections import RandomModelConfig
+    from draftlab.verifier.load import save_random
+
+    old = os.umask(0o022)  # a user's usual umask (what the smoke run checks on every file it writes)
+    try:
+        out = tmp_path / "target"
+        save_random(RandomModelConfig(hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=32,
+                                      max_position_embeddings=64), out)
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [out, *out.rglob("*")]}
+    assert "model.safetensors" in modes and modes["model.safetensors"] == 0o644, modes
+    assert all(m == (0o755 if p.is_dir() else 0o644) for p in [out, *out.rglob("*")]
+               for m in [stat.S_IMODE(p.stat().st_mode)]), modes

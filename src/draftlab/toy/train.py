@@ -31,6 +31,7 @@ from safetensors.torch import load_file, save_file
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 from draftlab.errors import ConfigError
+from draftlab.io import make_readable
 from draftlab.toy import evaluate as E
 from draftlab.toy.tasks import FAMILIES, WorldConfig, examples
 from draftlab.toy.tokenizer import EOS, MASK, PAD, build_tokenizer, chat_ids, encode_words
@@ -290,6 +291,7 @@ def save(out_dir: str | os.PathLike, model, tok, world: WorldConfig, cfg: TrainC
     tmp = out / (WORLD_FILE + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1))
     os.replace(tmp, out / WORLD_FILE)
+    make_readable(out)  # save_pretrained writes model.safetensors 0600
     return out
 
 
