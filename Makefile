@@ -14,14 +14,27 @@ export PYTHONWARNINGS := ignore
 
 install: $(STAMP)
 
-# CPU torch first (a plain `pip install torch` or lightning would pull a multi-GB CUDA build).
+# torch first, so that lightning and the rest find it installed. TORCH picks PyTorch's wheel index for the build:
+# empty (default) = plain `pip install torch==2.13.0` from the configured index (pip's own settings decide: a CPU
+# index where one is configured, else PyPI's default build); TORCH=cpu or TORCH=cu130 (cu126, cu128, ...) = PyTorch's
+# own index https://download.pytorch.org/whl/$(TORCH) for the CPU or that CUDA version (docs/install.md).
+# An existing venv keeps the torch it has (its stamp is up to date): to switch builds, `rm -rf .venv` first.
+# Every step stops `make` with one line when it fails (pipefail: pip's exit code, not the filter's).
+TORCH ?=
+TORCH_INDEX := $(if $(TORCH),--index-url https://download.pytorch.org/whl/$(TORCH),)
+QUIET := { grep -v "is ignored" || true; }
+STEP = set -o pipefail; $(1) 2>&1 | $(QUIET) || { echo "error: make install: '$(strip $(1))' failed (its output is above); fix that and run make install again" >&2; exit 1; }
+TORCH_BUILD := import torch; print(f"installed torch {torch.__version__}: " + (f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU build" if not torch.version.hip else f"ROCm {torch.version.hip} build"))
+
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
+	@case "$(TORCH)" in ""|cpu|cu[0-9]*|rocm[0-9]*) ;; *) echo "error: TORCH=$(TORCH) is not a PyTorch wheel index: use cpu, cu126, cu128, cu130 (CUDA) or rocm6.4, or leave it empty" >&2; exit 2;; esac
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install torch==2.13.0 2>&1 | grep -v "is ignored" || true
-	$(PIP) install -r requirements.txt 2>&1 | grep -v "is ignored" || true
-	$(PIP) install --no-deps -r requirements-nodeps.txt 2>&1 | grep -v "is ignored" || true
-	$(PIP) install --no-deps -e . 2>&1 | grep -v "is ignored" || true
-	$(PY) -c "import torch, lightning, transformers, mlflow, dvc, draftlab" 
+	@$(call STEP,$(PIP) install $(TORCH_INDEX) torch==2.13.0)
+	@$(call STEP,$(PIP) install -r requirements.txt)
+	@$(call STEP,$(PIP) install --no-deps -r requirements-nodeps.txt)
+	@$(call STEP,$(PIP) install --no-deps -e .)
+	$(PY) -c "import torch, lightning, transformers, mlflow, dvc, draftlab"
+	@$(PY) -c '$(TORCH_BUILD)'
 	touch $(STAMP)
 
 .dvc:
@@ -126,9 +139,9 @@ SPEC_VENV ?= .specenv
 SPEC_PIP := $(SPEC_VENV)/bin/python -m pip --disable-pip-version-check -q
 speculators-env:
 	test -x $(SPEC_VENV)/bin/python || python3 -m venv $(SPEC_VENV)
-	$(SPEC_PIP) install torch==2.13.0 2>&1 | grep -v "is ignored" || true
-	$(SPEC_PIP) install --no-deps speculators==0.9.0 hs-connectors==0.9.0 2>&1 | grep -v "is ignored" || true
-	$(SPEC_PIP) install -r requirements-speculators.txt 2>&1 | grep -v "is ignored" || true
+	@$(call STEP,$(SPEC_PIP) install $(TORCH_INDEX) torch==2.13.0)
+	@$(call STEP,$(SPEC_PIP) install --no-deps speculators==0.9.0 hs-connectors==0.9.0)
+	@$(call STEP,$(SPEC_PIP) install -r requirements-speculators.txt)
 	$(SPEC_VENV)/bin/python -c "import speculators.convert.entrypoints"
 
 clean-smoke:
