@@ -57,6 +57,7 @@ def test_names_round_trip():
     assert from_reference_names(ref) == ours
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")  # dflash's past_key_values: renamed `cache`
 def test_tokens_and_per_round_acceptance_equal_the_reference(target, tmp_path):
     """The cross-implementation check: the exported folder, loaded by the reference's own
     `DFlashDraftModel.from_pretrained`, decoded by `dflash_generate`, against our engine."""
@@ -110,8 +111,17 @@ def test_export_import_round_trip_and_refusals(target, tmp_path):
     (tmp_path / "ref" / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(DraftlabError, match="DFlash-2"):
         import_reference(tmp_path / "ref", tmp_path / "nope")
-    with pytest.raises(DraftlabError, match="no config.json"):
+    with pytest.raises(DraftlabError, match="cannot import .*missing: no such folder"):
         import_reference(tmp_path / "missing", tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DraftlabError, match="no config.json"):
+        import_reference(tmp_path / "empty", tmp_path / "nope")
+    # our own drafter folder (even with a reduced draft vocabulary) is no export: said so, not "a reduced vocabulary"
+    save_drafter(small, tmp_path / "small")
+    for folder in ("ours", "small"):
+        with pytest.raises(DraftlabError, match="it is not an export but a draftlab 'draftlab-dflash-v1' folder"):
+            import_reference(tmp_path / folder, tmp_path / "nope")
+    assert not (tmp_path / "nope").exists()
 
 
 def test_cli_export_import(target, tmp_path, capsys):
@@ -133,6 +143,7 @@ def test_cli_export_import(target, tmp_path, capsys):
     assert len(err) == 1 and "draft vocabulary" in err[0]
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")  # dflash's past_key_values: renamed `cache`
 def test_reference_arms(target):
     """dflash-ref with a draft-vocabulary drafter (masked full head) and hf-generate: same greedy tokens as
     AR; dflash-ref's τ comes from the reference's own acceptance lengths."""

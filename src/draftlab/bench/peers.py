@@ -20,6 +20,7 @@ Both report a `GenerationResult` like the engines (tokens, wall time, per-stream
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import torch
 from torch import nn
@@ -93,8 +94,12 @@ class _RefTarget:
 
     def __init__(self, model: nn.Module, head):
         self.model, self.lm_head, self.config, self.device = model, head, model.config, model.device
+        # dflash passes `past_key_values`, which transformers >= 5.2x renames `cache` (a FutureWarning per call)
+        self.rename = "cache" in inspect.signature(model.forward).parameters
 
     def __call__(self, *args, **kwargs):
+        if self.rename and "past_key_values" in kwargs:
+            kwargs["cache"] = kwargs.pop("past_key_values")
         return self.model(*args, **kwargs)
 
     def get_input_embeddings(self):

@@ -160,6 +160,9 @@ def import_reference(src: str | Path, folder: str | Path, info: dict | None = No
     """Read a reference folder and write it as our drafter folder (full vocabulary) into `folder`, which must be
     new, empty, or a previous import (then only with `force`; `draftlab.destination`)."""
     src = Path(src)
+    if not src.is_dir():
+        raise DraftlabError(f"cannot import {src}: no such folder (give a reference DFlash folder: config.json + "
+                            "model.safetensors, e.g. one written by `draftlab export`)")
     dst = check_destination(folder, src, "import", force)
     cfg_file = src / CONFIG
     if not cfg_file.exists():
@@ -169,6 +172,10 @@ def import_reference(src: str | Path, folder: str | Path, info: dict | None = No
         cfg = json.loads(cfg_file.read_text())
     except json.JSONDecodeError:
         raise DraftlabError(f"{cfg_file} is not valid JSON") from None
+    if isinstance(cfg, dict) and cfg.get("format"):  # our own folders say their format; an export does not
+        raise DraftlabError(f"cannot import {src}: it is not an export but a draftlab {cfg['format']!r} folder, which "
+                            "the pipeline reads as it is (benchmark.drafter=..., or `draftlab export` it for "
+                            "dflash / vLLM / SGLang)")
     arch = arch_from_reference(cfg, src)
     if not (src / WEIGHTS).exists():
         raise DraftlabError(f"cannot import {src}: no {WEIGHTS} there (sharded checkpoints: merge them first)")
