@@ -41,6 +41,25 @@ SETTLED = ("(() => { const charts = document.querySelectorAll('.vega-embed').len
            f" return {APP_IDLE} && document.querySelector('h2') !== null && drawn >= charts"
            " && !document.querySelector('[data-testid=\"stSkeleton\"]') ? `${elements}/${charts}` : ''; })()")
 
+# what a user reads in each vega chart: its titles (chart and facet headers), and per axis its description
+# (Vega's aria-label: "X-axis titled 'k' for a linear scale ..."), its title, its tick labels and how far apart its
+# first and last tick labels are along the axis, in px (`span`: a Y axis whose labels sit within a few px is a plot
+# squeezed flat; the explorer's theme draws no axis domain line to measure instead)
+CHARTS = ("(() => [...document.querySelectorAll('.vega-embed')].map(e => ({"
+          " titles: [...e.querySelectorAll('.role-title text')].map(t => t.textContent),"
+          " axes: [...e.querySelectorAll('g.role-axis[aria-label]')].map(a => {"
+          " const y = (a.getAttribute('aria-label') || '').startsWith('Y');"
+          " const at = [...a.querySelectorAll('.role-axis-label text')].map(t => { const r = t.getBoundingClientRect();"
+          " return y ? r.top + r.height / 2 : r.left + r.width / 2; });"
+          " return {aria: a.getAttribute('aria-label'),"
+          " title: [...a.querySelectorAll('.role-axis-title text')].map(t => t.textContent).join(' '),"
+          " ticks: [...a.querySelectorAll('.role-axis-label text')].map(t => t.textContent),"
+          " span: at.length ? Math.round(Math.max(...at) - Math.min(...at)) : 0}; })})))()")
+# the cells of every st.dataframe as text rows (the grid's accessible table holds what its canvas draws; columns
+# and rows beyond the visible part are not in it)
+TABLES = ("(() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"]')].map(x => [...x.querySelectorAll("
+          "'table tr')].map(r => [...r.querySelectorAll('th, td')].map(c => c.textContent))))()")
+
 
 def free_port() -> int:
     with socket.socket() as s:

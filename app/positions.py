@@ -50,8 +50,8 @@ def positions_chart(g: pd.DataFrame, y: str, title: str, width: int = 32) -> alt
     edges = list(range(starts[0], starts[-1] + width + 1, width))
     step = max(1, len(edges) // 12)  # at most ~12 labelled edges
     return P.fit_x(alt.Chart(d).mark_line(point=True).encode(
-        x=alt.X("start:Q", title=f"answer position where the round starts ({width}-token bins)",
-                scale=alt.Scale(domain=[edges[0], edges[-1]], nice=False), axis=P.int_axis(values=edges[::step])),
+        x=alt.X("start:Q", scale=alt.Scale(domain=[edges[0], edges[-1]], nice=False),
+                axis=P.int_axis(f"answer position where the round starts ({width}-token bins)", edges[::step])),
         y=alt.Y(f"{y}:Q", title=y, scale=P.spread(d[y]) or alt.Undefined), color=arm_color(sorted(g["arm"].unique())),
         detail="label:N", strokeDash=alt.StrokeDash("ablation:N", title="ablation"),
         tooltip=["label", "start", P.tip(y), "rounds", "tokens"]).properties(title=title, height=260))
