@@ -1,7 +1,9 @@
 """The one statistics module: the Pearson chi-square goodness-of-fit p-value (the sampling rules' exactness
 tests and the accelerator check), order-statistic quantiles (the timings' median and p20), the geometric mean,
-and the percentile-bootstrap intervals used by the benchmark (`bench/uncertainty`), the seeded comparison
-(`pipeline/pretrain/seeded`), the probes and the tests. Plain torch, numpy and the standard library."""
+the percentile-bootstrap intervals used by the benchmark (`bench/uncertainty`), the seeded comparison
+(`pipeline/pretrain/seeded`), the probes and the tests, and the one rule for a share of headroom closed
+(`share_closed`: none when the headroom is below twice its own standard error). Plain torch, numpy and the
+standard library."""
 from __future__ import annotations
 
 import math
@@ -63,3 +65,27 @@ def percentile_interval(replicates, level: float = 0.95, digits: int | None = No
         return None
     lo, hi = (float(v) for v in np.percentile(rep, [50 * (1 - level), 50 * (1 + level)]))
     return [round(lo, digits), round(hi, digits)] if digits is not None else [lo, hi]
+
+
+NOISE_SE = 2.0  # a headroom below this many of its own standard errors is noise: no share of it is given
+
+
+def share_closed(value: float | None, base: float | None, ceiling: float | None, se: float | None = 0.0) -> float | None:
+    """(value − base) / (ceiling − base): the share of a headroom closed (the benchmark's and the corrector's
+    "headroom closed"). None when undefined — a missing figure, no headroom (ceiling ≤ base) — or when the
+    headroom is below noise: ceiling − base < NOISE_SE × `se`, its standard error (paired over the sequences that
+    give both figures); `se` None = unknown, which is not "no noise"; 0 = a figure without sampling error."""
+    if value is None or base is None or ceiling is None or ceiling - base <= 1e-9:
+        return None
+    if se is None or not math.isfinite(se) or ceiling - base < NOISE_SE * se:
+        return None
+    return (value - base) / (ceiling - base)
+
+
+def mean_and_se(total: float, squares: float, n: int) -> tuple[float, float] | None:
+    """(mean, standard error of the mean) from Σx, Σx² and n (None below two values)."""
+    if n < 2:
+        return None
+    mean = total / n
+    var = max(squares / n - mean * mean, 0.0) * n / (n - 1)
+    return mean, (var / n) ** 0.5

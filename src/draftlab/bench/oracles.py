@@ -42,6 +42,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from draftlab.config.seeded import PLAIN_ARM, SEEDED_ARM, SEEDED_ARMS, SEEDED_SUFFIX
+from draftlab.stats import NOISE_SE, mean_and_se, share_closed
 
 ORACLE_KEYS = ("oracle_tau", "oracle_tau_reachable")  # the benchmark's oracle metrics
 SOURCES_KEY = "sources"  # per-suite metric of arms whose proposal step records where a block came from (lookup)
@@ -67,20 +68,13 @@ def is_lookup(metrics: Mapping) -> bool:
                for k, v in metrics.items())
 
 
-NOISE_SE = 2.0  # a headroom Δ below this many of its own paired standard errors is noise
-
-
 def headroom_closed(tau: float | None, tau_base: float | None, tau_oracle: float | None,
                     se: float | None = 0.0) -> float | None:
     """(τ_arm − τ_base) / (τ_oracle − τ_base), τ_oracle the base's oracle τ; None when undefined (no base arm,
     no oracle, no headroom: τ_oracle ≤ τ_base) or when the headroom is below noise (`se`: Δ's paired standard
     error over prompts, `headroom_noise`; None = unknown, which is not "no noise"; 0: a simulation or test
-    without sampling error)."""
-    if tau is None or tau_base is None or tau_oracle is None or tau_oracle - tau_base <= 1e-9:
-        return None
-    if se is None or tau_oracle - tau_base < NOISE_SE * se:
-        return None
-    return (tau - tau_base) / (tau_oracle - tau_base)
+    without sampling error). The one rule: `draftlab.stats.share_closed`."""
+    return share_closed(tau, tau_base, tau_oracle, se)
 
 
 def headroom_noise(per_prompt: Mapping | None, oracle: str = "oracle_tau") -> tuple[float, float] | None:
@@ -92,11 +86,7 @@ def headroom_noise(per_prompt: Mapping | None, oracle: str = "oracle_tau") -> tu
     taus, orcs, extra = pp.get("tau") or [], pp.get(oracle) or [], pp.get("extra") or []
     gaps = [o - t for i, (t, o) in enumerate(zip(taus, orcs))
             if _num(t) is not None and _num(o) is not None and not (i < len(extra) and extra[i])]
-    if len(gaps) < 2:
-        return None
-    mean = sum(gaps) / len(gaps)
-    sd = (sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1)) ** 0.5
-    return mean, sd / len(gaps) ** 0.5
+    return mean_and_se(sum(gaps), sum(g * g for g in gaps), len(gaps))
 
 
 def mean_noise(parts: Iterable[tuple[float, float] | None]) -> tuple[float, float] | None:

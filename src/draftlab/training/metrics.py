@@ -48,11 +48,12 @@ class BlockStats:
 
     @torch.no_grad()
     def update(self, top_ids: Tensor, target_tokens: Tensor, valid: Tensor | None = None, seeds: Tensor | None = None,
-               mask_id: int = -1) -> None:
+               mask_id: int = -1) -> Tensor | None:
         """top_ids [N, n, K] target ids (best first); target_tokens [N, n]; valid [N, n] bool; seeds [N, n] the
-        blocks' seeds (target ids, `mask_id` where a slot has none) of a seeded drafter, else None."""
+        blocks' seeds (target ids, `mask_id` where a slot has none) of a seeded drafter, else None. Returns the
+        counted blocks' accepted lengths [N'] (a paired comparison of two rules on the same blocks), or None."""
         if top_ids.shape[0] == 0:
-            return
+            return None
         if valid is None:
             valid = torch.ones_like(target_tokens, dtype=torch.bool)
         top_ids, target_tokens, valid = top_ids.cpu(), target_tokens.cpu(), valid.cpu()
@@ -69,6 +70,7 @@ class BlockStats:
         self.count += valid.long().sum(0)
         if seeds is not None:
             self.update_seeds(top_ids[..., 0], target_tokens, valid, seeds.cpu(), mask_id)
+        return acc[blocks]
 
     def update_seeds(self, top1: Tensor, target_tokens: Tensor, valid: Tensor, seeds: Tensor, mask_id: int) -> None:
         """top1, target_tokens, seeds [N, n]; valid [N, n] bool: the seeded-slot counts."""

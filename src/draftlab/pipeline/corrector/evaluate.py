@@ -24,6 +24,7 @@ from draftlab.drafter.model import DFlashDrafter
 from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.metrics import BlockStats
+from draftlab.stats import mean_and_se, share_closed
 from draftlab.training.module import DrafterModule, block_targets
 
 ROW_CHUNK = 4096  # drafter rows per top-K call in validation
@@ -93,12 +94,17 @@ class SetStats:
         self.unc = BlockStats(n, k)
         self.oracles = {name: BlockStats(n, 1) for name in ORACLES}
         self.corr = {r: BlockStats(n, 1) for r in rules}
+        self.gaps = {name: [0.0, 0.0, 0] for name in ORACLES}  # Σ, Σ², n of (oracle − uncorrected) per block
 
     def update(self, cand_ids: Tensor, targets: Tensor, valid: Tensor, paths: dict[str, Tensor]) -> None:
         """cand_ids [N, n, K], targets / valid [N, n], paths {rule: [N, n]}."""
-        self.unc.update(cand_ids, targets, valid)
+        unc = self.unc.update(cand_ids, targets, valid)
         for name, reachable in ORACLES.items():
-            self.oracles[name].update(oracle_path(cand_ids, targets, reachable)[..., None], targets, valid)
+            orc = self.oracles[name].update(oracle_path(cand_ids, targets, reachable)[..., None], targets, valid)
+            if unc is not None:  # the headroom per block, paired (the same blocks): its standard error
+                d = (orc - unc).double()
+                g = self.gaps[name]
+                g[0], g[1], g[2] = g[0] + float(d.sum()), g[1] + float((d * d).sum()), g[2] + d.numel()
         for r, toks in paths.items():
             self.corr[r].update(toks[..., None], targets, valid)
 
@@ -108,7 +114,9 @@ class SetStats:
 
     def summary(self, main_rule: str) -> dict:
         """The uncorrected BlockStats summary (coverage, slot accuracy) with `sim_tau` = corrected τ,
-        `sim_tau_<oracle>` and `headroom_closed` / `headroom_closed_reachable` against each oracle."""
+        `sim_tau_<oracle>` and `headroom_closed` / `headroom_closed_reachable` against each oracle (None when the
+        oracle's headroom is below twice its paired standard error over blocks, `headroom_se_<oracle>`:
+        `draftlab.stats.share_closed`)."""
         u = self.unc.summary()
         res = {**u, "sim_tau_uncorrected": u["sim_tau"], "sim_tau_per_slot_uncorrected": u["sim_tau_per_slot"],
                "sim_tau_se_uncorrected": u["sim_tau_se"]}
@@ -123,14 +131,11 @@ class SetStats:
         for name, st in self.oracles.items():
             o = st.summary()
             res[f"sim_tau_{name}"], res[f"sim_tau_per_slot_{name}"] = o["sim_tau"], o["sim_tau_per_slot"]
-            res["headroom_closed" + name[len("oracle"):]] = closed(main["sim_tau"], u["sim_tau"], o["sim_tau"])
+            gap = mean_and_se(*self.gaps[name])
+            res["headroom_se" + name[len("oracle"):]] = gap[1] if gap else None
+            res["headroom_closed" + name[len("oracle"):]] = share_closed(main["sim_tau"], u["sim_tau"], o["sim_tau"],
+                                                                          gap[1] if gap else None)
         return res
-
-
-def closed(tau: float, base: float, oracle: float) -> float | None:
-    """(τ − τ_base) / (τ_oracle − τ_base): the share of an oracle's headroom closed (None without headroom)."""
-    gap = oracle - base
-    return (tau - base) / gap if gap > 1e-9 else None
 
 
 def eval_batch(drafter: DFlashDrafter, corrector: Corrector, batch: dict, features: tuple[Tensor, Tensor | None],
