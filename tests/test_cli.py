@@ -195,9 +195,10 @@ def test_decode_prints_marked_text_tau_and_speed(outputs, arm):
     assert r.returncode == 2 and one_line(r).startswith("error: unknown arm 'nosuch'; known arms: ar, dflash,")
 
 
-@pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
+@pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "Ctrl-C")])  # SIGTERM: the stage's test
 def test_an_interrupted_decode_prints_the_text_so_far_and_one_line(outputs, sig, code, name):
-    """Ctrl-C (or SIGTERM) while decoding: the text decoded so far, a count, and one line; no traceback."""
+    """Ctrl-C while decoding: the text decoded so far, a count, and one line; no traceback. (SIGTERM takes the same
+    path with exit 143: tests/training/test_resume_training.py sends it to a running stage.)"""
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_WAIT_POLICY="PASSIVE", DRAFTLAB_DECODE_PROGRESS="1")
     p = subprocess.Popen([str(DRAFTLAB), "decode", "--root", str(outputs), "--arm", "dflash", "--prompt",
                           "Tell me a story.", "--max-new-tokens", "100000", "--color", "never"], cwd=outputs, env=env,
