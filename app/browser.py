@@ -166,6 +166,57 @@ class CDP:
         Path(path).write_bytes(base64.b64decode(r["data"]))
         return Path(path)
 
+    def region(self, start: str = "", end: str | None = None, chart: str | None = None, text: str | None = None,
+               pad: int = 8) -> dict | None:
+        """The part of the page (window coordinates, the main column's width) from the heading that starts with
+        `start` to the next heading that starts with `end` (else the end of the page), or — with `chart` — the one
+        vega chart with a title containing `chart`, or the one paragraph that starts with `text`, scrolled to the top of Streamlit's own scrolling container
+        first (the window itself does not scroll); None when not found."""
+        find = ("(() => { const start = %s, chart = %s, text = %s;"
+                " return chart ? [...document.querySelectorAll('.vega-embed')].find(v => [...v.querySelectorAll("
+                "'.role-title text')].some(t => t.textContent.includes(chart)))"
+                " : text ? [...document.querySelectorAll('[data-testid=\"stMarkdownContainer\"] p')].find(e =>"
+                " e.innerText.trim().startsWith(text))"
+                " : [...document.querySelectorAll('h1, h2, h3')].find(e => e.innerText.trim().startsWith(start)); })()"
+                ) % (json.dumps(start), json.dumps(chart), json.dumps(text))
+        if not self.js(f"(() => {{ const e = {find}; if (!e) return false; e.scrollIntoView({{block: 'start'}});"
+                       " return true; })()"):
+            return None
+        time.sleep(0.5)
+        r = self.js(f"(() => {{ const e = {find}; const end = {json.dumps(end)};"
+                    " const main = document.querySelector('[data-testid=\"stMainBlockContainer\"]').getBoundingClientRect();"
+                    " const top = e.getBoundingClientRect().top; let bottom = e.getBoundingClientRect().bottom;"
+                    f" if (!{json.dumps(bool(chart or text))}) {{"
+                    " const n = end ? [...document.querySelectorAll('h1, h2, h3')].find(h => h.innerText.trim()"
+                    ".startsWith(end) && h.getBoundingClientRect().top > top) : null;"
+                    " bottom = n ? n.getBoundingClientRect().top : Math.max(...[...document.querySelectorAll("
+                    "'[data-testid=\"stElementContainer\"]')].filter(c => !c.closest('details:not([open])') && "
+                    "((c.innerText || '').trim() || c.querySelector('svg, canvas, img, table')))"
+                    ".map(c => c.getBoundingClientRect().bottom)); }"
+                    " return {x: Math.max(0, main.left), y: Math.max(0, top), width: main.width,"
+                    " height: Math.min(bottom, window.innerHeight) - Math.max(0, top)}; })()")
+        if not r:
+            return None
+        return {"x": r["x"], "y": max(0, r["y"] - pad), "width": r["width"], "height": r["height"] + 2 * pad}
+
+    def shoot(self, clip: dict, path: Path, colours: int = 128) -> Path:
+        """A PNG of `clip` (page coordinates), reduced to `colours` colours (Pillow) so a docs image stays small."""
+        r = self.call("Page.captureScreenshot", format="png", clip={**clip, "scale": 1}, captureBeyondViewport=True)
+        data = base64.b64decode(r["data"])
+        try:
+            import io
+
+            from PIL import Image
+
+            img = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=colours, dither=Image.Dither.NONE)
+            buf = io.BytesIO()
+            img.save(buf, format="PNG", optimize=True)
+            data = buf.getvalue()
+        except ImportError:
+            pass
+        Path(path).write_bytes(data)
+        return Path(path)
+
     def close(self) -> None:
         self.ws.close()
 
@@ -177,6 +228,44 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.wait(10)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+# views of the explorer that issue 51 fixed, shot for docs/explorer.md: (file, page, region arguments)
+FIXED_VIEWS = [
+    ("fixed_leaders.png", "Acceptance", {"text": "Highest mean τ"}),
+    ("fixed_slot_curves.png", "Acceptance", {"chart": "Per-slot acceptance"}),
+    ("fixed_headroom.png", "Acceptance", {"start": "Headroom closed", "end": "Proposal sources"}),
+    ("fixed_sources.png", "Acceptance", {"start": "Proposal sources"}),
+    ("fixed_ratio_to_ar.png", "Speed", {"chart": "Tokens/s ratio to AR"}),
+    ("fixed_positions.png", "Speed", {"chart": "by where the round starts"}),
+    ("fixed_concurrency.png", "Speed", {"start": "Concurrency"}),
+    ("fixed_peers_plot.png", "Pipeline plots", {"chart": "benchmark_peers.csv"}),
+]
+
+
+def shoot_fixed(root: Path, out: Path, chromium: str = CHROMIUM) -> dict:
+    """Serve the explorer on `root`, open each page of FIXED_VIEWS once and shoot its regions into `out`;
+    -> {file: {page, bytes}} (a region not found is left out)."""
+    import tempfile
+    import urllib.parse
+
+    out.mkdir(parents=True, exist_ok=True)
+    done: dict = {}
+    with tempfile.TemporaryDirectory(prefix="draftlab-fixed-") as work, \
+            explorer(root, Path(work), chromium, width=1500, height=6000) as ex:
+        cdp = ex["cdp"]
+        for page in dict.fromkeys(p for _, p, _ in FIXED_VIEWS):
+            cdp.goto(ex["url"] + "?" + urllib.parse.urlencode({"page": page}))
+            time.sleep(0.5)
+            cdp.settle(timeout=120)
+            for name, p, where in FIXED_VIEWS:
+                if p != page:
+                    continue
+                clip = cdp.region(**where)
+                if clip:
+                    f = cdp.shoot(clip, out / name)
+                    done[name] = {"page": page, "bytes": f.stat().st_size}
+    return done
 
 
 @contextlib.contextmanager
@@ -224,3 +313,8 @@ def explorer(root: Path, workdir: Path, chromium: str = CHROMIUM, width: int = 1
         import shutil
 
         shutil.rmtree(Path(workdir) / "chromium-profile", ignore_errors=True)
+
+
+if __name__ == "__main__":  # python app/browser.py ROOT OUT: the FIXED_VIEWS shots (docs/explorer.md)
+    for k, v in shoot_fixed(Path(sys.argv[1]).resolve(), Path(sys.argv[2])).items():
+        print(f"{k}: {v['page']}, {v['bytes'] / 1024:.0f} KB")
