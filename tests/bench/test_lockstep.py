@@ -72,6 +72,32 @@ def test_an_error_in_one_arm_stops_the_others_and_is_raised():
     assert max(r for _, r in log) <= 3  # the others stopped at their next turn, not after 50 rounds
 
 
+def test_an_interrupt_stops_every_arm_at_its_next_round():
+    """Ctrl-C reaches the main thread, which waits on the arms: every arm stops at its next round boundary and has
+    ended when the interrupt leaves `run` (none is cut off inside a write; the stage then prints its one line)."""
+    import signal
+
+    log: list = []
+    main = threading.main_thread().ident
+
+    def interrupting():
+        for r in range(50):
+            if r == 3:
+                signal.pthread_kill(main, signal.SIGINT)
+            log.append((1, r))
+            clock.turn()
+
+    assert threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Lockstep().run([_rounds(0, 50, log), interrupting, _rounds(2, 50, log)])
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert max(r for _, r in log) <= 5  # stopped within a round or two, not after 50
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("lockstep-")]  # every arm has ended
+
+
 def test_grad_mode_is_the_callers():
     seen: list = []
 

@@ -84,10 +84,19 @@ class Lockstep:
                     self._cv.notify_all()
 
         threads = [threading.Thread(target=worker, args=(i,), name=f"lockstep-{i}", daemon=True) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        except KeyboardInterrupt:  # Ctrl-C / SIGTERM reach the main thread: every arm stops at its next round boundary
+            with self._cv:
+                self._failed = True
+                self._cv.notify_all()
+            for t in threads:
+                if t.ident is not None:  # started
+                    t.join()  # so no arm is cut off inside a write (its temp file left behind)
+            raise
         for e in errors:
             if e is not None:
                 raise e
