@@ -230,7 +230,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.kill()
 
 
-# views of the explorer that issue 51 fixed, shot for docs/explorer.md: (file, page, region arguments)
+# views whose readability the explorer fixed on 2026-12-05 (docs/explorer.md shows them): (file, page, region arguments)
 FIXED_VIEWS = [
     ("fixed_leaders.png", "Acceptance", {"text": "Highest mean τ"}),
     ("fixed_slot_curves.png", "Acceptance", {"chart": "Per-slot acceptance"}),
