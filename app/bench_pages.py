@@ -103,7 +103,7 @@ def best_line(detail: dict, temp: str) -> str:
     sf = sf.sort_values(["value", "order"], ascending=[False, True], kind="stable")
     top = sf.iloc[0]
     shown = F.fmt(top["value"], "tau")
-    lead = sf[[F.fmt(v, "tau") == shown for v in sf["value"]]]
+    lead = sf[[F.fmt(v, "tau") == shown for v in sf["value"]]].sort_values("order")  # in the arms' order
     names = [f"**{a}**" for a in lead["arm"]]
     who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     cis = {(F.fmt(r["lo"], "tau"), F.fmt(r["hi"], "tau")) for _, r in lead.iterrows() if pd.notna(r["lo"])}
@@ -167,7 +167,8 @@ def acceptance(root: Path) -> None:
                   for a, by in sim.items() for s, m in by.items() if s in suites]
         if s_rows:
             st.caption("Teacher-forced (simulated) τ beside engine τ at T=0")
-            st.dataframe(F.table(pd.DataFrame(s_rows)), hide_index=True, width="stretch")
+            sim_t = F.table(pd.DataFrame(s_rows))
+            st.dataframe(sim_t.rename(columns=F.temp_suffix), hide_index=True, width="stretch")
 
     st.subheader("Per-slot acceptance curves")
     curve = plot_rows(root, "tau_per_slot", temp, suites)

@@ -105,3 +105,9 @@ def temp_label(t) -> str:
 def temps_in(text: str) -> str:
     """Every temperature key (t0, t1, t0.7) inside a text as T=0, T=1, T=0.7."""
     return re.sub(r"\bt(\d+(?:\.\d+)?)\b", lambda m: f"T={float(m.group(1)):g}", text)
+
+
+def temp_suffix(name: str) -> str:
+    """A column or metric name ending in a temperature key as the user reads it: `engine_tau_t0` -> `engine_tau (T=0)`."""
+    m = re.match(r"^(.*)_t(\d+(?:\.\d+)?)$", str(name))
+    return f"{m.group(1)} ({temp_label('t' + m.group(2))})" if m else str(name)

@@ -863,3 +863,115 @@ def test_faceted_bars_fit_the_page():
     assert few["columns"] == 3  # small panels keep three to a row
     split = P.round_split_chart(df.assign(phase="verify", ms=1.0, share=1.0)).to_dict()
     assert split["columns"] * (split["spec"]["width"] + P.PANEL_PAD) <= P.PAGE_W
+
+
+# ---------------------------------------------------------------- what a user reads (frames; the browser test reads
+# the same on the drawn page)
+def test_one_format_per_kind_of_figure():
+    import formats as F
+
+    assert [F.kind(c) for c in ("tau", "Δτ lo", "break_even_tau", "oracle_tau", "tokens_per_s", "tokens_per_s (first)",
+                                "tokens_per_s_ratio", "speedup CI low", "ratio to AR", "tau_ratio", "share",
+                                "loop_share", "headroom closed (x)", "round_overhead_ms", "rounds", "sequences")] == [
+        "tau", "tau", "tau", "tau", "tokens_per_s", "tokens_per_s", "ratio", "ratio", "ratio", "ratio", "share", "share",
+        "share", "ms", "count", "count"]
+    t = F.table(pd.DataFrame({"tau": [1, 3.5212], "tokens_per_s": [17.8065, None], "speedup": [1.0, 1.234],
+                              "share": [0.5771, 0.0], "ok": [True, None], "rounds": [442, 3]}))
+    assert t.to_dict("list") == {"tau": ["1.000", "3.521"], "tokens_per_s": ["17.8", "n/a"], "speedup": ["1.00", "1.23"],
+                                 "share": ["57.7%", "0.0%"], "ok": ["yes", "n/a"], "rounds": ["442", "3"]}
+    assert [F.temp_label(t) for t in ("t0", "t1", 0.0, "t0.7", "T=0")] == ["T=0", "T=1", "T=0", "T=0.7", "T=0"]
+    assert F.temp_suffix("engine_tau_t0") == "engine_tau (T=0)"
+
+
+def test_tied_leaders_named_together():
+    import bench_pages as B
+
+    d = _detail()
+    for arm in ("dflash-seeded", "dcoco-seeded"):  # equal to dcoco at 3 decimals (2.2 vs 2.2004)
+        d["suites"]["mt-bench"]["t0"][arm] = d["suites"]["mt-bench"]["t0"]["dcoco"]
+        d["summary"][arm] = {**d["summary"]["dcoco"], "tau_t0": 2.2004 if arm == "dcoco-seeded" else 2.2}
+    d["summary"]["dflash"]["tau_t0_ci"] = [1.75, 2.25]  # dflash 1.8: its interval reaches 2.2, and 1.8 is not in dcoco's
+    line = B.best_line(d, "t0")
+    assert line.startswith("Highest mean τ over all suites at T=0: **dflash-seeded**, **dcoco** and **dcoco-seeded** "
+                           "2.200 (3 arms tied"), line
+    assert "Not distinguishable" not in line
+    for arm in ("dflash-seeded", "dcoco", "dcoco-seeded"):  # wider intervals: dflash within the highest's, and back
+        d["summary"][arm]["tau_t0_ci"] = [1.7, 2.3]
+    assert "Not distinguishable from it (each mean inside the other's 95% interval): dflash 1.800" in B.best_line(d, "t0")
+
+
+def test_headroom_table_no_share_of_noise():
+    import oracle_view as OV
+
+    rows = []
+    for arm, tau, orc in (("dflash-seeded", 3.583, 3.610), ("dcoco-seeded", 3.509, 3.743), ("dflash", 1.2, 2.0),
+                          ("dcoco", 1.6, 2.2), ("dflash-pld", 3.59, 1.5)):
+        r = {"suite": "mt-bench", "temperature": "t0", "arm": arm, "tau": tau, "oracle_tau": orc}
+        if arm == "dflash-seeded":  # Δ = 0.027 ± 0.027: under 2 standard errors
+            r["per_prompt"] = {"tau": [3.5, 3.666], "oracle_tau": [3.5, 3.72]}
+        if arm == "dflash":  # Δ = 0.8 ± 0.1
+            r["per_prompt"] = {"tau": [1.1, 1.3], "oracle_tau": [1.8, 2.2]}
+        if arm == "dflash-pld":
+            r["sources"] = {"lookup": {"rounds": 1}}
+        rows.append(r)
+    hc = OV.headroom_frame(pd.DataFrame(rows), ["oracle_tau"], 8)
+    t = OV.headroom_table(hc).set_index("arm")
+    col, delta = "headroom closed (drafter's top-8 oracle τ)", "base headroom Δ ± SE (drafter's top-8 oracle τ − τ)"
+    assert list(t.columns[:5]) == ["suite", "base", "Δτ over base", col, delta]  # the share beside its figures
+    assert t.loc["dcoco-seeded", col] == "n/a: headroom below noise" and "%" not in "".join(t.loc["dcoco-seeded"])
+    assert t.loc["dcoco-seeded", "Δτ over base"] == "-0.074" and t.loc["dcoco-seeded", delta] == "0.027 ± 0.027"
+    assert t.loc["dcoco", col] == "50.0%" and t.loc["dcoco", delta] == "0.800 ± 0.100"
+    assert t.loc["dflash-pld", col].startswith("n/a: lookup") and "lookup" in t.loc["dflash-pld", "why n/a"]
+    assert not [v for v in t.to_numpy().ravel() if v == "n/a"]  # every n/a says why
+
+
+def test_pld_no_match_and_overhead_note():
+    import bench_pages as B
+    import peers as R
+
+    d = _detail()
+    d["summary"]["pld"]["sources_t0"]["drafter"] = {"rounds": 4, "share": 0.4, "accepted_per_round": 0.0,
+                                                    "accepted_tokens": 0}
+    src = R.sources_frame(d, "t0")
+    assert set(zip(src["arm"], src["source"])) == {("pld", "lookup"), ("pld", "no match"), ("dflash-pld", "lookup"),
+                                                   ("dflash-pld", "drafter")}
+    assert "difference of two measured round times" in B.OVERHEAD_NOTE and "Negative" in B.OVERHEAD_NOTE
+
+
+def test_single_value_axes_get_two_ticks_and_charts_keep_titles(fixture_root):
+    import pages
+    import positions as Q
+
+    g = Q.positions_rows(pd.read_csv(fixture_root / L.PLOTS["positions"]).query("start == 0"), "t0", ["mt-bench"])
+    x = Q.positions_chart(g, "tau", "τ by where the round starts (T=0)").to_dict()["encoding"]["x"]
+    assert x["scale"]["domain"] == [0, 32] and x["axis"]["values"] == [0, 32]  # one bin: its two edges
+    h = pd.DataFrame({"run_id": ["a"], "label": ["run a"], "step": [0], "value": [2.5]})
+    spec = pages.curve_chart(h, "eval/loss").to_dict()
+    assert spec["encoding"]["x"]["scale"]["domain"] == [0, 1] and spec["encoding"]["y"]["scale"]["domain"] == [2.0, 3.0]
+    assert spec["autosize"] == {"type": "fit-x", "contains": "padding"}  # its own height, not squeezed into it
+    slot = pd.read_csv(fixture_root / L.PLOTS["tau_per_slot"]).query("temperature == 't0'")
+    for ch in (P.accept_curve_chart(slot), P.coverage_chart(pd.read_csv(fixture_root / L.PLOTS["coverage"]))):
+        spec = ch.to_dict()
+        assert "facet" in spec and spec["title"] and "title" not in spec["spec"]  # on the faceted chart
+
+
+def test_when_the_results_were_made(tmp_path):
+    root = write_fixture(tmp_path / "r", mlflow_runs=False)
+    p = V.provenance(root, (L.BENCH_JSON,))
+    assert p["made"]["file_time"] and "file modification time" in V.provenance_text(p)  # not a git repository
+    f = root / L.BENCH_JSON
+    d = json.loads(f.read_text())
+    d["setup"]["created"] = "2026-12-01T10:00:00+00:00"
+    f.write_text(json.dumps(d))
+    from datetime import datetime, timezone
+
+    noon = datetime(2026, 12, 1, 12, tzinfo=timezone.utc).timestamp()
+    p = V.provenance(root, (L.BENCH_JSON,), now=noon)
+    assert p["made"]["age_s"] == pytest.approx(7200) and "results made 2.0 h ago" in V.provenance_text(p)
+    assert "`setup.created` recorded in `results/benchmark.json`" in V.provenance_text(p)
+    d["setup"].pop("created")
+    f.write_text(json.dumps(d))
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    _git_commit(root, "the run")
+    text = V.provenance_text(V.provenance(root, (L.BENCH_JSON,)))
+    assert text.startswith("results committed") and "when this checkout was written" in text
