@@ -237,6 +237,9 @@ def test_runner_and_report_end_to_end(llama_target, tmp_path):
     for name in ("oracle_tau", "oracle_tau_reachable"):  # per prompt (the headroom's noise), the same estimator
         assert abs(sum(pp[name]) / 3 - js["suites"]["mt-bench"]["t0"]["dflash"][name]) < 1e-5
         assert all(o >= t - 1e-9 for o, t in zip(pp[name], pp["tau"]))
+        gaps = [g for unit in pp[name + "_gaps"] for g in unit]  # per sequence: the headroom's noise
+        want = js["suites"]["mt-bench"]["t0"]["dflash"][name] - js["suites"]["mt-bench"]["t0"]["dflash"]["tau"]
+        assert len(gaps) == 3 and min(gaps) >= -1e-9 and abs(sum(gaps) / 3 - want) < 1e-5
     assert "oracle_tau" not in js["suites"]["mt-bench"]["t0"]["ar"]["per_prompt"]  # AR has no candidates
     assert sorted(p["pair"] for p in js["pairs"]) == ["best vs ar"] * 2 + ["dflash-b vs dflash"] * 2  # unknown: skipped
     assert set(head["hf-generate"]) == {"ablation", "tau_t0", "tau_t0_pm", "speedup_t0", "speedup_t0_pm"}  # greedy-only

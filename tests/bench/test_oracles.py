@@ -90,6 +90,11 @@ def test_headroom_noise_is_the_paired_error_over_prompts():
     assert O.headroom_noise({"tau": [1.0], "oracle_tau": [1.5]}) is None  # one prompt: no spread
     extra = {"tau": [1.0, 1.0, 1.0], "oracle_tau": [1.5, 1.7, 9.0], "extra": [False, False, True]}
     assert O.headroom_noise(extra)[0] == pytest.approx(0.6)  # a pair's extra prompts are not the row's
+    # a unit is one batch: with per-sequence gaps the error is over sequences (8 here), not over the 2 batches
+    batches = {"tau": [2.0, 2.0], "oracle_tau": [2.5, 2.5], "oracle_tau_gaps": [[0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 1.0, 0.0]]}
+    d, se = O.headroom_noise(batches)
+    assert d == pytest.approx(0.5) and se == pytest.approx((2 / 7) ** 0.5 / 8 ** 0.5)  # sd √(2/7) over 8 sequences
+    assert O.headroom_noise({**batches, "oracle_tau_gaps": [[0.5], []]}) is None  # one sequence: no spread
     assert O.mean_noise([(0.2, 0.03), (0.4, 0.04)]) == pytest.approx((0.3, 0.025))
     assert O.mean_noise([(0.2, 0.03), None]) is None
     # without per-prompt oracle τ (a run before they were recorded) the ratio is withheld, with the reason

@@ -25,8 +25,8 @@ Compare pages (app/). Plain Python: no torch, no pandas.
   Undefined (None) for a lookup arm (its proposals are not re-selections among the drafter's candidates), an arm
   without an oracle (AR, `pld`, the Hugging Face rows), a missing base, or a base without headroom.
 - **headroom below noise**: the denominator Δ = τ_oracle(base) − τ_base is itself a measurement over prompts. Per
-  prompt, the base's oracle τ and τ come from the same rounds, so Δ's standard error is the paired one over prompts
-  (`headroom_noise`: sd of the per-prompt gaps / √n; a mean over suites combines the suites' errors). A ratio
+  sequence, the base's oracle τ and τ come from the same rounds, so Δ's standard error is the paired one over
+  sequences (`headroom_noise`: sd of the per-sequence gaps / √n; a mean over suites combines the suites' errors). A ratio
   whose Δ is less than `NOISE_SE` (2) of those standard errors is noise divided by noise (the committed `cpu` run:
   Δ = 0.027 τ for `dflash-seeded` on mt-bench, which made a corrector's "headroom closed" −1430%): it is not given
   (None) and `why` says "headroom below noise (Δ = … ± … τ)". A run whose per-prompt rows carry no oracle τ (one
@@ -79,13 +79,19 @@ def headroom_closed(tau: float | None, tau_base: float | None, tau_oracle: float
 
 def headroom_noise(per_prompt: Mapping | None, oracle: str = "oracle_tau") -> tuple[float, float] | None:
     """(Δ, its standard error) of one (suite, temperature) base row from its per-prompt figures
-    (`draftlab.bench.uncertainty.per_prompt`): Δ = mean over prompts of (oracle τ − τ), paired (both from the same
-    rounds), SE = sd / √n over the headline prompts (a pair's `extra` prompts left out). None without per-prompt
-    oracle τ or with fewer than two prompts."""
+    (`draftlab.bench.uncertainty.per_prompt`): the gaps oracle τ − τ of every sequence (paired: both from the same
+    rounds; `<oracle>_gaps`, per unit, a unit being one batch), Δ their mean, SE = sd / √n over the sequences of the
+    headline units (a pair's `extra` units left out). A detail without per-sequence gaps falls back to the units'
+    oracle τ − τ. None without per-prompt oracle τ or with fewer than two sequences."""
     pp = per_prompt or {}
-    taus, orcs, extra = pp.get("tau") or [], pp.get(oracle) or [], pp.get("extra") or []
-    gaps = [o - t for i, (t, o) in enumerate(zip(taus, orcs))
-            if _num(t) is not None and _num(o) is not None and not (i < len(extra) and extra[i])]
+    extra = pp.get("extra") or []
+    headline = lambda i: not (i < len(extra) and extra[i])  # noqa: E731
+    if pp.get(f"{oracle}_gaps"):
+        gaps = [g for i, gs in enumerate(pp[f"{oracle}_gaps"]) if headline(i) for g in gs if _num(g) is not None]
+    else:
+        taus, orcs = pp.get("tau") or [], pp.get(oracle) or []
+        gaps = [o - t for i, (t, o) in enumerate(zip(taus, orcs))
+                if _num(t) is not None and _num(o) is not None and headline(i)]
     return mean_and_se(sum(gaps), sum(g * g for g in gaps), len(gaps))
 
 

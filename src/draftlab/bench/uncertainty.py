@@ -53,6 +53,7 @@ class Units:
     repeat_share: list = field(default_factory=list)
     loop: list[bool] = field(default_factory=list)
     oracle: dict[str, list] = field(default_factory=dict)  # oracle metric -> per unit oracle τ (None: no records)
+    gaps: dict[str, list] = field(default_factory=dict)  # oracle metric -> per unit, per sequence: oracle τ − τ
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {k: np.asarray(getattr(self, k), dtype=float) for k in ("tokens", "wall_s", "tau_sum", "tau_n")}
@@ -79,8 +80,10 @@ def collect_units(runs: list[BatchRun]) -> dict[tuple[str, str, str], Units]:
         u.copy_share.append(rd["copy_share"])
         u.repeat_share.append(rd["repeat_share"])
         u.loop.append(rd["loop"])
+        seq_tau = {i: sum(a) / len(a) + 1 for i, a in enumerate(r.result.accepted) if a}
         for name, by_stream in oracle_taus(r).items():
             u.oracle.setdefault(name, []).append(sum(by_stream.values()) / len(by_stream) if by_stream else None)
+            u.gaps.setdefault(name, []).append([o - seq_tau[i] for i, o in sorted(by_stream.items()) if i in seq_tau])
     return dict(out)
 
 
@@ -97,6 +100,10 @@ def per_prompt(units: Units, headline: int | None = None) -> dict:
             "repeat_share": [None if x is None else round(x, 4) for x in units.repeat_share], "loop": list(units.loop),
             **{name: [None if x is None else round(x, 6) for x in v] for name, v in units.oracle.items()
                if any(x is not None for x in v)},
+            # per unit, per sequence (a unit is one batch): the base's headroom gaps, whose spread over sequences is
+            # the headroom's noise (draftlab.bench.oracles.headroom_noise)
+            **{f"{name}_gaps": [[round(g, 6) for g in gs] for gs in v] for name, v in units.gaps.items()
+               if any(v)},
             **({"extra": [i >= headline for i in range(len(units.tokens))]}
                if headline is not None and headline < len(units.tokens) else {})}
 
