@@ -90,12 +90,12 @@ class Lockstep:
             for t in threads:
                 t.join()
         except KeyboardInterrupt:  # Ctrl-C / SIGTERM reach the main thread: every arm stops at its next round boundary
-            with self._cv:
+            started = [t.ident is not None for t in threads]
+            with self._cv:  # wait until each started arm has left its job, so none is cut off inside a write
                 self._failed = True
                 self._cv.notify_all()
-            for t in threads:
-                if t.ident is not None:  # started
-                    t.join()  # so no arm is cut off inside a write (its temp file left behind)
+                # (not Thread.join: a join the interrupt cut short can mark a running thread stopped, bpo-45274)
+                self._cv.wait_for(lambda: not any(a and s for a, s in zip(self._alive, started)))
             raise
         for e in errors:
             if e is not None:
