@@ -189,16 +189,18 @@ def oracle_taus(run: BatchRun) -> dict[str, dict[int, float]]:
     """Per oracle, per stream of one batch run that has top-K records: the request's oracle τ (the mean over its
     rounds of the oracle's accepted slots + 1). The benchmark's oracle τ is the mean of these over requests;
     the per-prompt figures (`draftlab.bench.uncertainty.per_prompt`) give the headroom its noise."""
-    acc: dict = {name: defaultdict(list) for name in ORACLES}
-    for rec in run.result.records:
-        if rec.topk_ids is None:
-            continue
-        committed, defined, _ = round_hits(run, rec)
-        for name, reachable in ORACLES.items():
-            o_acc = greedy_accept_length(oracle_path(rec.topk_ids, committed, reachable), committed, defined)  # [b]
-            for s, a in zip(rec.stream.tolist(), o_acc.tolist()):
-                acc[name][s].append(a + 1)
-    return {name: {s: sum(v) / len(v) for s, v in o.items()} for name, o in acc.items()}
+    if run.oracles is None:  # computed once per run: the metrics and the per-prompt figures both read it
+        acc: dict = {name: defaultdict(list) for name in ORACLES}
+        for rec in run.result.records:
+            if rec.topk_ids is None:
+                continue
+            committed, defined, _ = round_hits(run, rec)
+            for name, reachable in ORACLES.items():
+                o_acc = greedy_accept_length(oracle_path(rec.topk_ids, committed, reachable), committed, defined)  # [b]
+                for s, a in zip(rec.stream.tolist(), o_acc.tolist()):
+                    acc[name][s].append(a + 1)
+        run.oracles = {name: {s: sum(v) / len(v) for s, v in o.items()} for name, o in acc.items()}
+    return run.oracles
 
 
 def _groups(runs: list[BatchRun], sweep: bool) -> dict:

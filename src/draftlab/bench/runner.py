@@ -46,6 +46,7 @@ class BatchRun:
     prompts: list[list[int]]
     result: GenerationResult
     extra: bool = False  # beyond the headline sample: decoded for a pair's power only (pair_prompts_per_suite)
+    oracles: dict | None = field(default=None, repr=False, compare=False)  # bench.metrics.oracle_taus, once per run
 
 
 @dataclass

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from draftlab.decoding.verify import greedy_accept_length
+from draftlab.stats import mean_and_se
 
 
 class BlockStats:
@@ -87,11 +88,8 @@ class BlockStats:
 
     def standard_error(self) -> float:
         """Standard error of the simulated τ over blocks (NaN below two blocks)."""
-        if self.blocks < 2:
-            return float("nan")
-        mean = self.accept_sum / self.blocks
-        var = max(self.accept_sq / self.blocks - mean * mean, 0.0) * self.blocks / (self.blocks - 1)
-        return (var / self.blocks) ** 0.5
+        m = mean_and_se(self.accept_sum, self.accept_sq, self.blocks)
+        return float("nan") if m is None else m[1]
 
     def seed_summary(self) -> dict:
         """The seeded-slot report (module docstring); {} for a plain drafter."""
