@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import replace
 
 import pytest
@@ -89,6 +90,10 @@ def test_the_benchmark_reports_the_chat_suite_per_suite(cpu, monkeypatch):
                   pairs=[], ablation_arms=[])
     detail, runs = run(target, replace(params, benchmark=cfg), BenchPaths(Checkpoints("", "", "", "")))
     assert set(detail["suites"]) == {"mt-bench", CHAT_SUITE} and detail["setup"]["prompts"][CHAT_SUITE] == 2
+    from datetime import datetime
+
+    made = datetime.strptime(detail["setup"]["finished"], "%Y-%m-%dT%H:%M:%S%z")  # what the explorer reads first
+    assert abs(made.timestamp() - time.time()) < 3600
     drawn = {i for r in runs.runs if r.suite == CHAT_SUITE for i in r.prompt_ids}
     assert len(drawn) == 2 and drawn <= {p.id for p in chat}
 

@@ -159,6 +159,8 @@ def run(target, params, where: BenchPaths, progress: Callable[[int], Callable[[s
                        "engine": engine_label(target.device, engine, getattr(target, "compiled", "off"), compiled),
                        "linear": describe(target.model), "threads": torch.get_num_threads(),
                        "interleave": cfg.interleave,  # arms one after the other, or in lockstep (bench/lockstep.py)
+                       # when the results were made (the explorer's "results made … ago"; file times are a checkout's)
+                       "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                        "prompts": {s: _headline(cfg, len(v)) for s, v in suites.items()},
                        "sweep_pool": len(pool), "size": size(cfg, suites),
                        # batch groups read back from an earlier, interrupted process (bench/resume.py)
