@@ -38,7 +38,9 @@ def install() -> None:
         return
     for s in SIGNAL_CODES:
         signal.signal(s, _raise)
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropLightningInterrupt())
+    log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _DropLightningInterrupt) for f in log.filters):  # once, however often a process installs
+        log.addFilter(_DropLightningInterrupt())
 
 
 def received() -> int | None:
