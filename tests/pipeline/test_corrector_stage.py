@@ -401,6 +401,12 @@ def test_stage_end_to_end(root, workdir):
         assert rep["sim_tau_uncorrected"] <= rep["sim_tau_oracle_reachable"] <= rep["sim_tau_oracle"]
         assert rep["drafter_tau_before"] == m["base_drafters"]["pretrained"]["sim_tau"]
         assert rep["drafter_tau_after"] == rep["sim_tau_uncorrected"]
+        for o in ("", "_reachable"):  # a share of headroom only above twice its error over blocks, the error reported
+            se, gap = rep["headroom_se" + o], rep["sim_tau_oracle" + o] - rep["sim_tau_uncorrected"]
+            if rep["headroom_closed" + o] is not None:
+                assert se is not None and gap >= 2 * se
+            else:
+                assert gap <= 1e-9 or se is None or gap < 2 * se
     frozen_drafters = [v for v, r in m["variants"].items() if r["frozen_backbone"]]
     assert all(m["variants"][v]["drafter_tau_change"] == 0.0 for v in frozen_drafters)  # an untouched drafter
     assert (m["variants"]["dcoco-sg"]["grad_hidden"], m["variants"]["dcoco-sg"]["grad_logits"]) == (0.0, 1.0)

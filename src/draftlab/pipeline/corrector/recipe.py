@@ -188,6 +188,8 @@ def variant_report(row: Variant, base_folder: str, b0: dict, drafter, corrector,
         "sim_tau_oracle_reachable": p["sim_tau_oracle_reachable"],
         "sim_tau_gain": p["sim_tau"] - p["sim_tau_uncorrected"], "headroom_closed": p["headroom_closed"],
         "headroom_closed_reachable": p["headroom_closed_reachable"],
+        # the headrooms' standard errors over blocks: a share is given only above twice its error (stats.share_closed)
+        "headroom_se": p.get("headroom_se"), "headroom_se_reachable": p.get("headroom_se_reachable"),
         "sim_tau_split": primary, "sim_tau_per_slot": p["sim_tau_per_slot"],
         "sim_tau_per_slot_uncorrected": p["sim_tau_per_slot_uncorrected"],
         "sim_tau_per_slot_oracle": p["sim_tau_per_slot_oracle"],
