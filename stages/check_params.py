@@ -43,7 +43,7 @@ def run(params) -> None:
 
     from draftlab.io import atomic_write
     from draftlab.paths import CHECKS, TARGET
-    from draftlab.bench.arms import check_trained
+    from draftlab.arms.grammar import check_trained
     from draftlab.pipeline.layout import check_model_folders
     from draftlab.plan.report import check_run
 

@@ -22,8 +22,10 @@ LAYERS = [
     ["decoding"],
     ["corrector", "specopd"],
     ["config", "params", "plan"],
+    ["arms"],  # the arm grammar: names -> drafters and proposal steps (composes the methods; read by check_params)
     ["checks"],  # the accelerator check: plain torch over the methods and the plan's memory model (no configuration)
     ["training", "tracking"],
+    ["measure"],  # the instruments: verify cost, serving engines, benchmark sizing, dispatch counts, probes
     ["bench"],
     ["pipeline"],
     ["offline"],  # the offline regime runner: the stages in order without DVC / MLflow (tools/gpu_run.py)

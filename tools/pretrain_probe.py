@@ -22,7 +22,7 @@ all / looping / non-looping held-out references, paired bootstrap intervals over
 `--dry` only resolves the settings (params.yaml + the overrides, checked) and prints the drafter's seed
 settings and the pretraining budget, without loading the target or training.
 
-The probes' settings, records and table are draftlab.training.probes; this script is their command line (it
+The probes' settings, records and table are draftlab.measure.probes; this script is their command line (it
 knows the files and calls the pipeline's pretraining and comparison).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from draftlab.errors import DraftlabError
-from draftlab.training.probes import ablation_table, describe, plain_drafter, probe_params, probe_record, table_lines
+from draftlab.measure.probes import ablation_table, describe, plain_drafter, probe_params, probe_record, table_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "pretrain_ablation"

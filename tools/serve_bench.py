@@ -17,7 +17,7 @@ server, and writes `--out`/serve_bench.json: rows like the benchmark's concurren
 `tokens`, `wall_s`, `tokens_per_s`, `tokens_per_s_stream`) marked `engine: vllm|sglang`, `arm: ar|dflash`,
 `concurrency`. The engine's own acceptance statistics are not read (their metrics endpoints differ).
 
-What it runs is draftlab.bench.serving_engines (export, commands, the timed run); this script is its command line.
+What it runs is draftlab.measure.serving_engines (export, commands, the timed run); this script is its command line.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from draftlab.bench.serving_engines import ENGINES, engine_commands, export_and_check, prompt_ids, run_arm
+from draftlab.measure.serving_engines import ENGINES, engine_commands, export_and_check, prompt_ids, run_arm
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ Per arm (the default): how many prompts per suite give every speculative arm a 9
     .venv/bin/python tools/size_benchmark.py .smoke/results/benchmark.json --halfwidth 0.05
     .venv/bin/python tools/size_benchmark.py --sd 0.25               # assume a per-prompt τ spread (new drafter)
 
-The rule (draftlab.bench.sizing.sizing_plan): n = ⌈z² Σ_s sd_s² / (S² h²)⌉ prompts per suite, with sd_s the
+The rule (draftlab.measure.sizing.sizing_plan): n = ⌈z² Σ_s sd_s² / (S² h²)⌉ prompts per suite, with sd_s the
 pilot's per-prompt τ standard deviation in suite s (× --safety), S suites and h the half-width; the largest n
 over speculative arms and temperatures is the recommendation. The cost is each arm's measured seconds per
 prompt (both temperatures, prefill included) plus the teacher-forced τ pass, times n × S; the concurrency
@@ -19,7 +19,7 @@ Paired (--paired): the verdicts the report states. For the `benchmark` section o
 -S key=value overrides: the arms, pairs, ablation and T>0 subsets, the sweep, max_new_tokens), the prompts per
 suite each pair's paired Δτ (±benchmark.target_tau_diff_halfwidth) and tokens/s ratio
 (±benchmark.target_ratio_halfwidth) need, scaled from the pilot's answer length to max_new_tokens (the
-assumptions: draftlab.bench.sizing), and the predicted minutes of the whole benchmark.
+assumptions: draftlab.measure.sizing), and the predicted minutes of the whole benchmark.
 
     .venv/bin/python tools/size_benchmark.py --paired --safety 1.5
     .venv/bin/python tools/size_benchmark.py --paired -S benchmark.max_new_tokens=192 -S benchmark.prompts_per_suite=8
@@ -29,7 +29,7 @@ arm table's naming rule: `dcoco-seeded` by `dcoco`), for a pilot from before the
 an assumption (on the seeded drafter spreads and costs differ), listed in the output. The seeded drafter's own arm
 (`dflash-seeded`) is another drafter, not a method: it gets no proxy.
 
-The numbers are draftlab.bench.sizing's, the text draftlab.bench.sizing_report's; this script is their command line.
+The numbers are draftlab.measure.sizing's, the text draftlab.measure.sizing_report's; this script is their command line.
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ import json
 import sys
 from pathlib import Path
 
-from draftlab.bench.sizing import paired_plan, sizing_plan
-from draftlab.bench.sizing_report import bench_plan, paired_lines, per_arm_lines, twin_proxies
+from draftlab.measure.sizing import paired_plan, sizing_plan
+from draftlab.measure.sizing_report import bench_plan, paired_lines, per_arm_lines, twin_proxies
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def paired(detail: dict, f: Path, a: argparse.Namespace) -> int:
-    from draftlab.bench.sizing import with_proxies
+    from draftlab.measure.sizing import with_proxies
     from draftlab.errors import ConfigError
     from draftlab.params import load_params
 

@@ -6,7 +6,7 @@
     .venv/bin/python tools/verify_cost.py --quick --linear auto,torch   # the few-row linears vs F.linear, side by side
 
 What it times, and how (interleaved repetitions, medians with a distribution-free 95% interval): the module
-docstring of draftlab.bench.verify_cost, which computes it.
+docstring of draftlab.measure.verify_cost, which computes it.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from draftlab.bench.verify_cost import FULL, QUICK, run, table
+from draftlab.measure.verify_cost import FULL, QUICK, run, table
 
 ROOT = Path(__file__).resolve().parents[1]
 

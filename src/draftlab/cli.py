@@ -66,7 +66,7 @@ def validate(params_path: str, overrides: list[str], dvc_overrides: list[str], c
     composition of conf/ that `dvc exp run -S ...` would write (Hydra's rules for keys included)."""
     from draftlab.params import build_params, compose_params, load_params
 
-    from draftlab.bench.arms import check_trained
+    from draftlab.arms.grammar import check_trained
     from draftlab.pipeline.layout import check_model_folders
 
     pick_groups(overrides, params_path, conf_dir)
@@ -174,7 +174,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     p = validate(a.params, a.overrides, [])
     if a.arm not in _arm_names():
         raise DraftlabError(f"unknown arm '{a.arm}'; known arms: {', '.join(_arm_names())} (the arm table, "
-                            "draftlab/bench/arms.py)")
+                            "draftlab/arms/grammar.py)")
     if p.target.source == "toy":  # a toy target knows its world's families only: one line before loading anything
         from draftlab.toy.tasks import family_of
         from draftlab.toy.world import world_config

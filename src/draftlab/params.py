@@ -4,7 +4,7 @@
 schema of `draftlab.config`, so an unknown key, a wrong type or an impossible value fails with one
 line (`ConfigError`) naming the key and what is allowed; rules across sections follow
 (`Params.check_across`), and arm names are checked against the arm table when the caller passes its
-names (`arms=draftlab.bench.arms.arm_names()`: the benchmark layer sits above this one), and the
+names (`arms=draftlab.arms.grammar.arm_names()`: the benchmark layer sits above this one), and the
 method sections' names against the methods' tables when it passes them (`names=draftlab.pipeline.names
 .method_names()`: the configuration imports no method).
 `compose_params()` composes the presets in conf/ with Hydra (one group per concern: target/, profile/,

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from draftlab.bench import ArmContext, Checkpoints, PromptItem, SpeculativeArm, build_arm, compute, run_benchmark, write_outputs
-from draftlab.bench.arms import ARM_TABLE
+from draftlab.arms.grammar import ARM_TABLE
 from draftlab.bench.report import mark_ablation
 from draftlab.bench.simulate import _train_path, simulated_tau
 from draftlab.bench.uncertainty import add_intervals

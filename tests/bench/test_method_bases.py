@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from draftlab.bench.arms import ARM_TABLE, METHOD_ARMS, ArmContext, Checkpoints, build_arm, trained_base
+from draftlab.arms.grammar import ARM_TABLE, METHOD_ARMS, ArmContext, Checkpoints, build_arm, trained_base
 from draftlab.config import BenchmarkConfig
 from draftlab.config.seeded import SEEDED_ARM, SEEDED_SUFFIX, method_arm_base, plain_name
 from draftlab.drafter import load_drafter, save_drafter
@@ -117,7 +117,7 @@ def test_sizing_proxies_a_seeded_method_by_its_plain_twin(root, tmp_path, capsys
     import json
     import sys
 
-    from draftlab.bench.sizing import pair_sizes, with_proxies
+    from draftlab.measure.sizing import pair_sizes, with_proxies
     from draftlab.params import load_params
 
     pilot = json.loads((root / "results" / "benchmark.json").read_text())

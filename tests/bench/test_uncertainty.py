@@ -197,7 +197,7 @@ def test_pairs_on_shared_prompts_and_without_loops():
 
 
 def test_paired_sizing_scales_with_length_and_meets_its_targets():
-    from draftlab.bench.sizing import BenchPlan, achieved, pair_sizes, paired_plan, plan_minutes
+    from draftlab.measure.sizing import BenchPlan, achieved, pair_sizes, paired_plan, plan_minutes
 
     runs = _runs(10, seed=11, suites=("a", "b", "c"), temps=(0.0, 1.0))
     _unloop(runs, set())
@@ -332,7 +332,7 @@ def test_a_pairs_extra_prompts_feed_its_interval_not_the_per_arm_rows():
 def test_paired_sizing_with_a_pairs_extra_prompts():
     """BenchPlan.pair_prompts_per_suite: a short pair is suggested its own size; given it, that pair meets its
     targets at the plan, its two arms' T=0 cost grows by exactly the extra prompts, AR's does not."""
-    from draftlab.bench.sizing import BenchPlan, paired_plan, plan_minutes
+    from draftlab.measure.sizing import BenchPlan, paired_plan, plan_minutes
 
     runs = _runs(10, seed=11, suites=("a", "b", "c"))
     detail = compute(runs, ["ar", "base", "good"])

@@ -20,7 +20,7 @@ def test_committed_params_is_default_composition(root):
 @pytest.mark.parametrize("target", ["smollm2-135m", "qwen3-4b", "qwen3-8b", "llama-3.1-8b", "tiny-random"])
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "cpu-long", "gpu"])
 def test_every_preset_composes_and_validates(root, target, profile):
-    from draftlab.bench.arms import arm_names
+    from draftlab.arms.grammar import arm_names
 
     raw = compose_params([f"target={target}", f"profile={profile}"], root / "conf")
     params = build_params(raw, arms=arm_names())  # arm names too: the method arms match seeded.methods
@@ -88,7 +88,7 @@ def test_method_names_are_checked_against_the_methods_tables(root):
 
 
 def test_arm_names_are_checked_against_the_arm_table(root):
-    from draftlab.bench.arms import ARM_TABLE, arm_names
+    from draftlab.arms.grammar import ARM_TABLE, arm_names
 
     known = arm_names()
     assert known == tuple(ARM_TABLE) and "dflash-specopd" in known
@@ -119,7 +119,7 @@ def test_arm_names_are_checked_against_the_arm_table(root):
 def test_headline_ablation_and_pairs_fail_in_one_line(root):
     """Issue 23's bad input: an arm in both lists, an ablation arm not in the table, a pair (or a T>0 arm) naming
     an arm that does not run, a subsample larger than the sample."""
-    from draftlab.bench.arms import arm_names
+    from draftlab.arms.grammar import arm_names
 
     known = arm_names()
     cases = [
@@ -248,7 +248,7 @@ def test_seeded_methods_name_their_arms_and_fail_in_one_line(root):
     """Issue 20 item 5: seeded.methods (cpu, cpu-long, smoke: true; gpu: false) needs seeded.enabled and another
     configured base; a method arm whose name does not match the base it picks (`-seeded` or not) is one line in any
     list of the benchmark section."""
-    from draftlab.bench.arms import arm_names
+    from draftlab.arms.grammar import arm_names
 
     known = arm_names()
     cpu = load_params(root / "params.yaml", arms=known)

@@ -127,7 +127,7 @@ def prompt_sets(cfg, max_tokens: int, seed: int):
 
 
 def build_profile_arms(target, params, ck, sigma):
-    from draftlab.bench.arms import ArmContext, build_arm
+    from draftlab.arms.grammar import ArmContext, build_arm
     from draftlab.drafter import load_drafter
 
     cache: dict = {}
@@ -214,7 +214,7 @@ def test_requests_outside_the_declaration_are_one_line(world):
     over engine.max_graphs: each one line, before anything compiles."""
     from torch._dynamo.testing import CompileCounter
 
-    from draftlab.bench.arms import ARArm
+    from draftlab.arms.grammar import ARArm
     from draftlab.decoding import generate_ar
     from draftlab.decoding.shapes import Shapes, declare, prepare_run
 

@@ -188,7 +188,7 @@ def _seeded_drafter(t, vocab, seed_logit=False):
 
 
 def test_pld_arm_runs_no_drafter_and_requests_no_taps(llama_target, monkeypatch):
-    from draftlab.bench.arms import ARM_TABLE, ArmContext, Checkpoints
+    from draftlab.arms.grammar import ARM_TABLE, ArmContext, Checkpoints
     from draftlab.config import BenchmarkConfig, PLDConfig
 
     t = llama_target

@@ -187,7 +187,7 @@ def test_seeds_only_rounds_lossless_at_t1():
 
 
 def test_cut_arm(llama_target, tmp_path):
-    from draftlab.bench.arms import ARM_TABLE, ArmContext, Checkpoints, build_arm
+    from draftlab.arms.grammar import ARM_TABLE, ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
     from draftlab.config.seeded import VerifyConfig
     from draftlab.drafter import load_drafter, save_drafter

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import tiny_target
-from draftlab.bench.arms import Checkpoints
+from draftlab.arms.grammar import Checkpoints
 from draftlab.config import BenchmarkConfig
 from draftlab.drafter.checkpoint import save_drafter
 from draftlab.drafter.model import DFlashDrafter, arch_from_target

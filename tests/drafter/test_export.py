@@ -70,7 +70,7 @@ def test_round_trip_through_the_authors_loader(target, target_folder, tmp_path, 
             assert torch.allclose(got, v, rtol=2 ** -8, atol=0), k
             assert torch.equal(got, v.to(torch.bfloat16).float()), k
     if dtype == "float32":  # the authors' decoding loop on the exported folder: our engine's greedy tokens
-        from draftlab.bench.peers import dflash_reference_generate
+        from draftlab.arms.peers import dflash_reference_generate
         from draftlab.decoding import SpeculativeEngine, generate_ar
 
         prompt = [3, 14, 15, 92, 65, 35]
@@ -176,7 +176,7 @@ def test_cli_export(target, target_folder, tmp_path, capsys):
 
 
 def test_serve_bench_dry_exports_validates_and_prints_the_commands(target, target_folder, tmp_path, capsys):
-    """tools/serve_bench.py --dry (the command line of draftlab.bench.serving_engines, imported from its path)."""
+    """tools/serve_bench.py --dry (the command line of draftlab.measure.serving_engines, imported from its path)."""
     import importlib.util
     from pathlib import Path
 

@@ -63,7 +63,7 @@ def test_tokens_and_per_round_acceptance_equal_the_reference(target, tmp_path):
     `DFlashDraftModel.from_pretrained`, decoded by `dflash_generate`, against our engine."""
     from dflash.model import DFlashDraftModel
 
-    from draftlab.bench.peers import dflash_reference_generate
+    from draftlab.arms.peers import dflash_reference_generate
 
     t, max_new = target, 30
     lengths_seen: set[int] = set()
@@ -147,7 +147,7 @@ def test_cli_export_import(target, tmp_path, capsys):
 def test_reference_arms(target):
     """dflash-ref with a draft-vocabulary drafter (masked full head) and hf-generate: same greedy tokens as
     AR; dflash-ref's τ comes from the reference's own acceptance lengths."""
-    from draftlab.bench.peers import DFlashRefArm, HFGenerateArm
+    from draftlab.arms.peers import DFlashRefArm, HFGenerateArm
 
     t = target
     prompts = _prompts(t)[:2]

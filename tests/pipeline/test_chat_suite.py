@@ -72,7 +72,7 @@ def test_the_benchmark_reports_the_chat_suite_per_suite(cpu, monkeypatch):
     """The benchmark recipe draws the suite from the carving and reports it in its own per-suite rows."""
     from conftest import tiny_target
 
-    from draftlab.bench.arms import Checkpoints
+    from draftlab.arms.grammar import Checkpoints
     from draftlab.pipeline.benchmark import BenchPaths, run
 
     class VocabTok(Tok):  # word ids folded into the tiny target's vocabulary

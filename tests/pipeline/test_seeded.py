@@ -226,7 +226,7 @@ def test_architecture_record_and_paths_that_cannot_seed(target, tmp_path):
 
 
 def test_seeded_arm(llama_target, tmp_path):
-    from draftlab.bench.arms import ARM_TABLE, ArmContext, Checkpoints, build_arm
+    from draftlab.arms.grammar import ARM_TABLE, ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
     from draftlab.pipeline.layout import SEEDED_DRAFTER, checkpoints
 

@@ -132,7 +132,7 @@ def test_stage_trains_when_enabled_and_leaves_a_marker_when_disabled(root, tmp_p
     with its comparison and the headline; disabled, a folder with disabled.json only, which the arm refuses."""
     import json
 
-    from draftlab.bench.arms import ArmContext, Checkpoints, seeded_arm
+    from draftlab.arms.grammar import ArmContext, Checkpoints, seeded_arm
     from draftlab.config import BenchmarkConfig
     from draftlab.drafter import DFlashDrafter, arch_from_target, load_drafter, save_drafter
     from draftlab.params import build_params, compose_params

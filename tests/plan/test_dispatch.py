@@ -10,7 +10,7 @@ import math
 import pytest
 
 from draftlab.cli import main
-from draftlab.bench import dispatch_count as C
+from draftlab.measure import dispatch_count as C
 from draftlab.plan import dispatch as D
 from draftlab.plan.arch import TargetShape, target_shape
 from draftlab.plan.stages import BUDGET_TERM, Device, plan
@@ -82,7 +82,7 @@ def test_gpu_small_eager_fits_its_call(capsys):
 
 def test_the_counts_are_those_of_the_code():
     """Recount the steps at the smallest layer counts and compare with dispatch_counts.json (±10%: small edits of the
-    engine move a few ops; past that, recount: `python -m draftlab.bench.dispatch_count --write`)."""
+    engine move a few ops; past that, recount: `python -m draftlab.measure.dispatch_count --write`)."""
     import torch
 
     doc = D.load()
@@ -96,7 +96,7 @@ def test_the_counts_are_those_of_the_code():
         torch.set_num_threads(threads)
     off = {k: (v, doc["steps"][k]["counted"][f"{Lt},{Ld},1"]) for k, v in got.items()
            if abs(v / doc["steps"][k]["counted"][f"{Lt},{Ld},1"] - 1) > 0.10}
-    assert not off, f"the dispatch counts moved (now, stored): {off}; run python -m draftlab.bench.dispatch_count --write"
+    assert not off, f"the dispatch counts moved (now, stored): {off}; run python -m draftlab.measure.dispatch_count --write"
     for k, s in doc["steps"].items():  # the fit reproduces what was counted
         for where, n in s["counted"].items():
             lt, ld, ch = map(int, where.split(","))

@@ -371,7 +371,7 @@ def test_comparison_driver_reports_every_arm_and_resumes(target, tmp_path):
 
 
 def test_benchmark_arm_decodes_each_temperature_with_its_state(target, tmp_path):
-    from draftlab.bench.arms import ArmContext, Checkpoints, build_arm
+    from draftlab.arms.grammar import ArmContext, Checkpoints, build_arm
     from draftlab.config import BenchmarkConfig
     from draftlab.decoding import SamplingParams
 

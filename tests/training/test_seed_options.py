@@ -288,12 +288,12 @@ def test_bad_input_lines(target, root):
 
 
 def test_pretrain_probe_passes_the_options_through(root, tmp_path, capsys):
-    """draftlab.training.probes and its command line tools/pretrain_probe.py: `run NAME --dry` resolves the seeded
+    """draftlab.measure.probes and its command line tools/pretrain_probe.py: `run NAME --dry` resolves the seeded
     options (one-line error when bad), and the ablation table carries a seeded probe's seed report."""
     import importlib.util
     import json
 
-    from draftlab.training import probes
+    from draftlab.measure import probes
 
     spec = importlib.util.spec_from_file_location("pretrain_probe", root / "tools" / "pretrain_probe.py")
     tool = importlib.util.module_from_spec(spec)

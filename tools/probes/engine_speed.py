@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from draftlab.bench.arms import ARArm, SpeculativeArm
+    from draftlab.arms.grammar import ARArm, SpeculativeArm
     from draftlab.bench.lockstep import Lockstep
     from draftlab.decoding import SamplingParams
     from draftlab.decoding.width import SpanProposal

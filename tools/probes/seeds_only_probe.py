@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from draftlab import paths
-    from draftlab.bench.arms import SpeculativeArm
+    from draftlab.arms.grammar import SpeculativeArm
     from draftlab.bench.lockstep import Lockstep
     from draftlab.decoding import SamplingParams
     from draftlab.decoding.width import SpanProposal

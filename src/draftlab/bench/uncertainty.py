@@ -1,5 +1,5 @@
 """Uncertainty of the benchmark's numbers: bootstrap confidence intervals over prompts, paired across
-arms (the sample-size rules that read them: draftlab.bench.sizing).
+arms (the sample-size rules that read them: draftlab.measure.sizing).
 
 - Unit of resampling: one batch of the per-suite runs, which is one prompt at the default
   `benchmark.batch_size: 1`. Every arm decodes the same batches (draftlab.bench.runner), so one
@@ -354,7 +354,7 @@ def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float 
     return detail
 
 
-# the sizing rule reads these intervals' pilots: draftlab.bench.sizing
-from draftlab.bench.sizing import (  # noqa: E402,F401  (kept importable from here)
+# the sizing rule reads these intervals' pilots: draftlab.measure.sizing
+from draftlab.measure.sizing import (  # noqa: E402,F401  (kept importable from here)
     halfwidth_for, prompts_for_halfwidth, sizing_plan, z_value,
 )

@@ -33,7 +33,7 @@ class BenchmarkConfig:
     concurrency_arms: list[str] = field(default_factory=list)  # the sweep's arms (those that run do); [] = every arm
     concurrency_base: str = "dflash"  # the sweep's ratios (τ, tokens/s, round overhead) are relative to this arm
     topk: int = 8  # K of the top-K coverage curves and the oracle τ
-    arms: list[str] = field(default_factory=lambda: ["ar", "dflash"])  # the headline arms (draftlab.bench.arms names)
+    arms: list[str] = field(default_factory=lambda: ["ar", "dflash"])  # the headline arms (draftlab.arms.grammar names)
     # ablation arms: decoded on the first `ablation_prompts_per_suite` prompts of each suite only (0 = as many as
     # the headline arms), and marked `ablation` in every table of the report; not candidates for `best`
     ablation_arms: list[str] = field(default_factory=list)
@@ -170,7 +170,7 @@ class BenchmarkConfig:
                     near = difflib.get_close_matches(a, list(known), n=1)
                     hint = f" (did you mean '{near[0]}'?)" if near else ""
                     raise ConfigError(f"{p}.{key} names unknown arm '{a}'{hint}; known arms: {', '.join(known)} "
-                                      "(the arm table, draftlab/bench/arms.py)")
+                                      "(the arm table, draftlab/arms/grammar.py)")
         running = self.running_arms()
         for key, names in (("sampled_arms", self.sampled_arms),
                            ("pairs", [a for pair in self.pairs for a in pair if a != "best"])):

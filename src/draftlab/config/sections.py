@@ -359,7 +359,7 @@ class Params:
         self.corrector.check_names("corrector", names)
 
     def check_arms(self, known: Collection[str]) -> None:
-        """Arm names against the arm table (`draftlab.bench.arms.arm_names()`, passed in by the caller:
+        """Arm names against the arm table (`draftlab.arms.grammar.arm_names()`, passed in by the caller:
         the schema sits below the benchmark layer); first the method arms' names against the base `seeded.methods`
         picks (`dcoco` where `dcoco-seeded` is meant says so, rather than that `dcoco` does not run)."""
         self.seeded.check_arm_bases(self.benchmark, known)

@@ -12,7 +12,7 @@ arm is refused by the config check (`check_across`).
 `methods`: the method stages (specopd, corrector: DCOCO and its ablations, DSpark, Domino,
 DFlash-2, the dflash-long control) train on the seeded drafter instead of the plain one. Their benchmark arms
 then carry the suffix `-seeded` (`dcoco-seeded`, ...): the arm table holds every method arm under both names
-(draftlab.bench.arms), and `check_arm_bases` refuses, in one line, a name that does not match the base the
+(draftlab.arms.grammar), and `check_arm_bases` refuses, in one line, a name that does not match the base the
 flag picks.
 
 `seeded.verify` is the verify-width rule of the `dflash-seeded-cut` arm
@@ -30,7 +30,7 @@ from typing import Any
 from draftlab.config.checks import _choice, _unit
 from draftlab.errors import ConfigError
 
-SEEDED_ARM = "dflash-seeded"  # the benchmark arm that reads the seeded drafter (draftlab.bench.arms)
+SEEDED_ARM = "dflash-seeded"  # the benchmark arm that reads the seeded drafter (draftlab.arms.grammar)
 PLAIN_ARM = "dflash"  # the plain drafter's arm (no method: its -seeded twin is SEEDED_ARM, the seeded drafter alone)
 # the naming rule of the method arms: the arm of a method trained on the seeded drafter is its plain name + this
 SEEDED_SUFFIX = "-seeded"

@@ -11,13 +11,13 @@ from typing import Callable
 
 import torch
 
-from draftlab.bench.arms import ArmContext, Checkpoints, DrafterSpec, build_arm
+from draftlab.arms.grammar import ArmContext, Checkpoints, DrafterSpec, build_arm
 from draftlab.bench.metrics import compute
 from draftlab.bench.runner import BenchRuns, PromptItem, plan_size, requests, run_benchmark
 from draftlab.bench.simulate import simulated_tau
 from draftlab.bench.report import engine_label, mark_ablation
 from draftlab.bench.resume import RunStore
-from draftlab.bench.sizing import achieved
+from draftlab.measure.sizing import achieved
 from draftlab.bench.uncertainty import add_intervals
 from draftlab.config import BenchmarkConfig, DataConfig, ReferenceConfig
 from draftlab.data.references import suite_prompts

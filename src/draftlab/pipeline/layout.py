@@ -65,7 +65,7 @@ def model_folder_keys(params) -> dict[str, str]:
 def check_model_folders(params) -> None:
     """One line for a model folder key that names a path no stage writes and that holds no model (a typo, or a
     folder not copied yet). A stage-written path is left alone: it does not exist before its stage runs. (An arm
-    decoding a corrector variant no stage trains: `draftlab.bench.arms.check_variants`, called where the arm table
+    decoding a corrector variant no stage trains: `draftlab.arms.grammar.check_variants`, called where the arm table
     is known: check_params and `draftlab check`.)"""
     from pathlib import Path
 

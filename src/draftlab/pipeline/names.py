@@ -1,5 +1,5 @@
 """The names the configuration checks but does not own, gathered from their packages for the callers that
-validate params (the stages, the console script): the arm table's names (draftlab.bench.arms) and the methods'
+validate params (the stages, the console script): the arm table's names (draftlab.arms.grammar) and the methods'
 tables (the corrector's variants and path rules, SpecOPD's baselines). The configuration sits below the methods'
 recipes and imports none of them; this is where the tables meet it."""
 from __future__ import annotations
@@ -15,6 +15,6 @@ def method_names() -> MethodNames:
 
 
 def arm_names() -> tuple[str, ...]:
-    from draftlab.bench.arms import arm_names as table
+    from draftlab.arms.grammar import arm_names as table
 
     return table()

@@ -5,14 +5,14 @@ dispatches costs ~15 µs of CPU time on the 2026-12-04 H200 machine, whatever it
 accelerator run"). The plan's time model is therefore FLOPs term + bytes term + ops x per-op cost (`PER_OP_US`,
 per device kind).
 
-The ops are counted, not taken from the docs: `draftlab.bench.dispatch_count.count()` runs each step of the project's own code — the target's
+The ops are counted, not taken from the docs: `draftlab.measure.dispatch_count.count()` runs each step of the project's own code — the target's
 prefill and AR step, one speculative round of every arm kind, a validation batch and the training steps — under a
 `TorchDispatchMode` that counts every op it sees, on random models of the SmolLM2 widths (hidden 576, 9 / 3 heads,
 intermediate 1536; bf16 as on the accelerator, training under bf16 autocast), at three layer counts, and fits
     ops = base + per_target_layer x target layers + per_drafter_layer x drafter layers (+ per_chunk x chunks)
 (exact: an eager forward dispatches the same ops per layer). The counts depend on the code, not on the widths or the
 weights, so they are counted once per commit that changes them and kept in `dispatch_counts.json` beside this module
-with the commit and library versions they were counted at; `python -m draftlab.bench.dispatch_count --write` recounts
+with the commit and library versions they were counted at; `python -m draftlab.measure.dispatch_count --write` recounts
 (~1 minute on 2 cores; the counting runs the methods' own code, so it lives in the benchmark's layer, above the
 configuration this module belongs to) and `tests/plan/test_dispatch.py` recounts and compares (docs/decisions.md "A run that fits its
 call"). Counted on CPU: the CUDA build dispatches the same ops but for the fused attention kernels' names.

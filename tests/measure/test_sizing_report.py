@@ -1,11 +1,11 @@
-"""draftlab.bench.sizing_report: the sizing plans as text (what tools/size_benchmark.py prints), the configured
+"""draftlab.measure.sizing_report: the sizing plans as text (what tools/size_benchmark.py prints), the configured
 benchmark section as a BenchPlan, and the plain twins that stand in for seeded method arms a pilot lacks."""
 from __future__ import annotations
 
 import json
 
-from draftlab.bench.sizing import paired_plan, sizing_plan
-from draftlab.bench.sizing_report import bench_plan, paired_lines, per_arm_lines, twin_proxies
+from draftlab.measure.sizing import paired_plan, sizing_plan
+from draftlab.measure.sizing_report import bench_plan, paired_lines, per_arm_lines, twin_proxies
 from draftlab.params import load_params
 
 

@@ -306,7 +306,7 @@ def hybrid_arm(mode: str | None = None) -> ArmFactory:
 def reference_arm(kind: str) -> ArmFactory:
     """The peers run by other code: the authors' `dflash_generate` and Hugging Face `generate`."""
     def build(name: str, ctx: ArmContext) -> Arm:
-        from draftlab.bench.peers import DFlashRefArm, HFGenerateArm
+        from draftlab.arms.peers import DFlashRefArm, HFGenerateArm
 
         if kind == "dflash-ref":
             return DFlashRefArm(name, ctx.target, ctx.drafter(ctx.checkpoints.drafter))
@@ -392,7 +392,7 @@ def resolve(name: str) -> ArmFactory:
         factory = m.seeded.get("cut")
     if factory is None:
         raise DraftlabError(f"unknown benchmark arm '{name}'; an arm is method[-option][-seeded][-cut]: {grammar_line()} "
-                            f"(a new arm is an entry in GRAMMAR, draftlab/bench/arms.py)")
+                            f"(a new arm is an entry in GRAMMAR, draftlab/arms/grammar.py)")
     return factory
 
 

@@ -3,7 +3,7 @@ the project's own code — the target's prefill and AR step, one speculative rou
 batch and the training steps — run under a `TorchDispatchMode` that counts every op, on random models of the SmolLM2
 widths at three layer counts, and fitted per layer (see `draftlab.plan.dispatch`). It runs the methods' code (the
 engine, the correctors, SpecOPD's terms, the trainer), so it sits in the benchmark's layer; the plan reads only the
-fit it writes. `python -m draftlab.bench.dispatch_count [--write]`."""
+fit it writes. `python -m draftlab.measure.dispatch_count [--write]`."""
 from __future__ import annotations
 
 import json
@@ -194,7 +194,7 @@ def count() -> dict:
             fit["per_chunk"] = (r[f"{t0},{d0},{c1}"] - a) / (c1 - c0)
         steps[name] = {"what": STEPS[name], "fit": {k: round(v, 2) for k, v in fit.items()},
                        "counted": {k: round(v, 2) for k, v in r.items()}}
-    root = Path(__file__).resolve().parents[3]  # src/draftlab/bench/dispatch_count.py -> the repository
+    root = Path(__file__).resolve().parents[3]  # src/draftlab/measure/dispatch_count.py -> the repository
     return {"schema": "draftlab-dispatch-counts-v1", "commit": git_sha(root) or "unknown",
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "python": platform.python_version()},
@@ -205,7 +205,7 @@ def count() -> dict:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m draftlab.bench.dispatch_count",
+    ap = argparse.ArgumentParser(prog="python -m draftlab.measure.dispatch_count",
                                  description="count the aten ops of each eager step (the plan's dispatch term)")
     ap.add_argument("--write", action="store_true", help=f"write the counts to {COUNTS.name}")
     a = ap.parse_args(argv)

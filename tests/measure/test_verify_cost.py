@@ -1,4 +1,4 @@
-"""draftlab.bench.verify_cost and its command line tools/verify_cost.py (issue 20 item 4) on a tiny random target:
+"""draftlab.measure.verify_cost and its command line tools/verify_cost.py (issue 20 item 4) on a tiny random target:
 a --tiny --quick run writes a valid metrics file (every width, batch and context; plain / seeded drafters with the
 draft and the full vocabulary head; medians inside their intervals), the interval and slope helpers, one-line bad
 input."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from draftlab.bench import verify_cost
+from draftlab.measure import verify_cost
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "verify_cost.py"
 

@@ -1,4 +1,4 @@
-"""The arm grammar (`method[-option][-seeded][-cut]`, draftlab.bench.arms): one resolver over about a dozen entries
+"""The arm grammar (`method[-option][-seeded][-cut]`, draftlab.arms.grammar): one resolver over about a dozen entries
 parses every arm name the presets, the README (and the docs pages that took over its text) and the committed results use, and an unknown name is one line."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from conftest import arms_preset
-from draftlab.bench.arms import ARM_TABLE, GRAMMAR, arm_name, arm_names, parse, resolve
+from draftlab.arms.grammar import ARM_TABLE, GRAMMAR, arm_name, arm_names, parse, resolve
 from draftlab.corrector.variants import VARIANTS
 from draftlab.errors import DraftlabError
 
@@ -52,7 +52,7 @@ def test_an_arm_needs_the_corrector_variants_it_decodes_trained(root, monkeypatc
     """An arm that decodes a corrector variant the corrector stage does not train is one line at check time, not a
     failed benchmark after every stage before it (the toy profile once listed dspark, domino and dflash2 without
     training them); every preset combination passes."""
-    from draftlab.bench.arms import check_variants, variants_of
+    from draftlab.arms.grammar import check_variants, variants_of
     from draftlab.params import build_params, compose_params
 
     assert variants_of(resolve("dcoco-nopair")) == ("nopair",)

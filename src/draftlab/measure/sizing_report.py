@@ -1,5 +1,5 @@
 """The benchmark's sizing plans as the text tools/size_benchmark.py prints, and the plan of a configured
-benchmark section (draftlab.bench.sizing computes the numbers).
+benchmark section (draftlab.measure.sizing computes the numbers).
 
 - `per_arm_lines`: `sizing_plan`'s per-arm prompts for a τ half-width, the costs and the recommendation;
 - `bench_plan`: the `benchmark` section of the parameters as a `BenchPlan` (arms, pairs, subsets, sweep, length);
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from draftlab.bench.sizing import BenchPlan
+from draftlab.measure.sizing import BenchPlan
 
 
 def per_arm_lines(plan: dict, detail: dict, pilot, halfwidth: float) -> list[str]:
@@ -53,7 +53,7 @@ def bench_plan(b) -> BenchPlan:
 
 def twin_proxies(detail: dict, b) -> dict[str, str]:
     """arm -> its plain twin, for every seeded method arm of `b` the pilot lacks whose twin the pilot has."""
-    from draftlab.bench.arms import arm_names
+    from draftlab.arms.grammar import arm_names
     from draftlab.config.seeded import method_arm_base, plain_name
 
     pilot_arms, known = set(detail.get("summary") or {}), arm_names()
