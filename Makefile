@@ -60,7 +60,7 @@ smoke: install
 	$(PY) tools/smoke.py
 
 params:
-	$(PY) -m draftlab.config compose > params.yaml
+	$(VENV)/bin/draftlab compose > params.yaml
 
 # Validate params.yaml (ARGS: key=value overrides, or -S overrides composed as `dvc exp run -S` does), in one line.
 check: install

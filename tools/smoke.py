@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
         if not dst.exists() or dst.read_bytes() != src.read_bytes():
             shutil.copy2(src, dst)
     py = sys.executable
-    params = subprocess.run([py, "-m", "draftlab.config", "compose", "profile=smoke", *LOCAL_SUITE, *argv], cwd=ROOT,
+    params = subprocess.run([py, "-m", "draftlab.cli", "compose", "profile=smoke", *LOCAL_SUITE, *argv], cwd=ROOT,
                             capture_output=True, text=True)
     if params.returncode:
         print(params.stderr.strip(), file=sys.stderr)
@@ -176,7 +176,7 @@ def toy_world(env: dict) -> int:
     """The toy world at tiny size (module doc): compose its params, freeze it at its own hash, run its dvc.yaml."""
     world = SCRATCH / WORLD
     frozen = json.loads((world / "prompts" / "world.json").read_text())["world_hash"]
-    params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "--conf", "../../conf", "profile=toy",
+    params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "--conf", "../../conf", "profile=toy",
                              *TOY_TINY, f"target.toy.frozen_hash={frozen}"], cwd=world, capture_output=True, text=True)
     if params.returncode:
         print(params.stderr.strip(), file=sys.stderr)

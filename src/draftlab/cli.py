@@ -5,9 +5,8 @@
   `-S` overrides are composed from conf/ the way `dvc exp run -S` composes them.
 - `draftlab exp [-S override ...] [dvc exp run options]`: the same check first, then `dvc exp run`
   (so a typo is one line, not a Hydra traceback, and nothing runs).
-- `draftlab compose [target=NAME profile=NAME key=value ...]`: print the composed params.yaml
-  (`python -m draftlab.config compose` prints the same text; it does not know the arm table, so
-  only `draftlab compose` / `draftlab check` check arm names).
+- `draftlab compose [--conf DIR] [target=NAME profile=NAME key=value ...]`: print the composed params.yaml, arm
+  names checked against the arm table (`make params`; the one compose entry point).
 - `draftlab decode --arm NAME --prompt TEXT`: decode one prompt with any arm of the arm table from the
   pipeline's outputs; prints the text with each token's fate marked, then τ and tokens/s.
 - `draftlab plan [key=value ...] [-S override ...] [--gpus N --gpu-mem GiB --tflops T --json]`: the cost plan

@@ -353,7 +353,7 @@ def workdir(root, target, tmp_path_factory):
 
     wd = tmp_path_factory.mktemp("stage")
     # the plain drafter as the methods' base (smoke trains them on the seeded one: seeded.methods, issue 20)
-    params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
+    params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "target=tiny-random", "profile=smoke",
                              "seeded.methods=false", "benchmark/arms=all", "tracking.uri=sqlite:///" + str(wd / "mlruns.db")],
                             cwd=root, capture_output=True, text=True, check=True).stdout
     (wd / "params.yaml").write_text(params)

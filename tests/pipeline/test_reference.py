@@ -17,7 +17,7 @@ from draftlab.verifier.load import load_target
 def workdir(root, tmp_path_factory):
     """A scratch pipeline folder with params for tiny-random + smoke, prepared by the real stage."""
     wd = tmp_path_factory.mktemp("ref")
-    params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
+    params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "target=tiny-random", "profile=smoke",
                              "reference.num_train_prompts=6", "reference.num_heldout_prompts=2",
                              "reference.num_eval_per_suite=1", "reference.max_new_tokens=8", "reference.batch_size=4",
                              "tracking.uri=sqlite:///" + str(wd / "mlruns.db")],

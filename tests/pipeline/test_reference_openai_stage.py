@@ -20,7 +20,7 @@ def served(root, tmp_path_factory):
     """(workdir, url): params composed for the openai engine, the target prepared, its server up (killed at the end)."""
     wd, port = tmp_path_factory.mktemp("ref-openai"), free_port()
     url = f"http://127.0.0.1:{port}"
-    params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
+    params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "target=tiny-random", "profile=smoke",
                              "reference.num_train_prompts=6", "reference.num_heldout_prompts=2",
                              "reference.num_eval_per_suite=1", "reference.max_new_tokens=8", "reference.batch_size=4",
                              "reference.engine=openai", f"reference.servers=['{url}']",

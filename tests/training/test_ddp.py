@@ -80,7 +80,7 @@ def pipeline(root, tmp_path_factory):
 
     wd = tmp_path_factory.mktemp("ddp") / "one"
     wd.mkdir()
-    params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke",
+    params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "target=tiny-random", "profile=smoke",
                              "seeded.methods=false", "benchmark/arms=all"], cwd=root, env=env(root), capture_output=True, text=True,
                             check=True).stdout
     (wd / "params.yaml").write_text(params)

@@ -59,7 +59,7 @@ def pipeline(root, tmp_path_factory):
     wd = base / "whole"
     wd.mkdir()
     e = env(root, base / "unused.jsonl")
-    params = subprocess.run([sys.executable, "-m", "draftlab.config", "compose", "target=tiny-random", "profile=smoke"],
+    params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "target=tiny-random", "profile=smoke"],
                             cwd=root, env=e, capture_output=True, text=True, check=True).stdout
     (wd / "params.yaml").write_text(params)
     r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, env=e, capture_output=True,

@@ -1,7 +1,7 @@
 """Typed configuration: one dataclass schema per section of params.yaml, each with its own `check`.
 
 Plain dataclasses, no OmegaConf: loading, validating and composing params.yaml live in
-`draftlab.params` (`python -m draftlab.config compose ...` prints the composition: config/__main__.py).
+`draftlab.params` (`draftlab compose ...` prints the composition: draftlab.cli).
 - `draftlab.config.sections`: target, profile, data, tracking, reference, drafter, `Params`;
 - `draftlab.config.benchmark`: the benchmark and pld sections;
 - `draftlab.config.training`: pretrain, specopd, corrector and the parts they share (`Budget`,
