@@ -45,7 +45,8 @@ repro: install .dvc
 	dvc repro
 
 # Unit tests (TEST_WORKERS pytest-xdist processes, one test file each at a time; every test is single-threaded),
-# then Triton kernels under the interpreter (own process), then the smoke pipeline.
+# then Triton kernels under the interpreter (own process), then the smoke pipeline. OMP_WAIT_POLICY is set here, not
+# by draftlab.omp.configure (the stages' one place): pytest's workers import torch before any test could set it.
 TEST_WORKERS ?= 2
 test: install
 	OMP_WAIT_POLICY=PASSIVE DRAFTLAB_INSTALL_CHROMIUM=1 $(PY) -m pytest tests --ignore=tests/kernels -n $(TEST_WORKERS) --dist loadfile

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from draftlab.omp import set_wait_policy, wanted
+from draftlab.omp import configure, wanted
 
 
 def test_the_profile_picks_the_policy_and_the_environment_wins(tmp_path, monkeypatch):
@@ -19,9 +19,37 @@ def test_the_profile_picks_the_policy_and_the_environment_wins(tmp_path, monkeyp
     assert wanted(str(f)) == "passive"
     f.write_text("profile:\n  omp_wait_policy: active\n")
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    assert set_wait_policy(str(f)) == "ACTIVE" == os.environ["OMP_WAIT_POLICY"]
+    assert configure(f) == "ACTIVE" == os.environ["OMP_WAIT_POLICY"]
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
-    assert set_wait_policy(str(f)) == "PASSIVE"
+    assert configure(str(f)) == "PASSIVE"
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    assert configure(None) is None and "OMP_WAIT_POLICY" not in os.environ  # None: the policy is left alone
+
+
+def test_configure_sets_the_thread_count(monkeypatch):
+    import torch
+
+    n = torch.get_num_threads()
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    try:
+        configure(None, 1)
+        assert torch.get_num_threads() == 1 and "OMP_WAIT_POLICY" not in os.environ
+        configure(None, 0)  # 0: the count is left as it is
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(n)
+
+
+def test_one_place_sets_threads_and_the_wait_policy(root):
+    """Library code, stages and tools set OMP_WAIT_POLICY and torch's thread count only through draftlab.omp.configure
+    (tests may pin their own process's threads)."""
+    import re
+
+    bad = re.compile(r"set_num_threads\(|setdefault\(\"OMP_WAIT_POLICY|\[\"OMP_WAIT_POLICY\"\]\s*=|\"OMP_WAIT_POLICY\":")
+    files = [f for d in ("src", "stages", "tools", "app") for f in (root / d).rglob("*.py")]
+    hits = [f"{f.relative_to(root)}:{i}" for f in files if f.name != "omp.py"
+            for i, line in enumerate(f.read_text().splitlines(), 1) if bad.search(line)]
+    assert not hits, hits
 
 
 def test_a_stage_sets_it_before_torch_loads(tmp_path):

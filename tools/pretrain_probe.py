@@ -28,12 +28,12 @@ knows the files and calls the pipeline's pretraining and comparison).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 from draftlab.errors import DraftlabError
+from draftlab.omp import configure
 from draftlab.measure.probes import ablation_table, describe, plain_drafter, probe_params, probe_record, table_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ BASE_PROBE = ROOT / "checkpoints" / "probes" / "base" / "drafter"
 
 
 def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    configure(ROOT / "params.yaml")  # before torch loads (draftlab.omp)
     import pandas as pd
 
     from draftlab.io import write_json

@@ -179,9 +179,9 @@ def cmd_decode(a: argparse.Namespace) -> int:
         from draftlab.toy.world import world_config
 
         world_config(p.target.toy).family(family_of(a.prompt))
-    from draftlab.omp import set_wait_policy
+    from draftlab.omp import configure
 
-    set_wait_policy(a.params)
+    configure(a.params)
     import time
 
     import torch
@@ -195,8 +195,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     from draftlab.kernels.linear import install
     from draftlab.verifier.load import load_target
 
-    if p.profile.threads:
-        torch.set_num_threads(p.profile.threads)
+    configure(a.params, p.profile.threads)
     hf_logging.disable_progress_bar()  # the output is the decoded text, not loading bars
     t = p.target
     target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)

@@ -6,6 +6,10 @@ threads spin — for a run that has the machine to itself and many small ops: th
 vs 246 steps in its first 60 s on 2 cores, measured 2026-12-05). An OMP_WAIT_POLICY already in the environment
 wins (`make test` sets passive: its workers share the cores). This reads params.yaml with a plain YAML parse and
 no validation — `check_params` validates the key; a file that cannot be read means the default.
+
+`configure` is the one place a process of ours (a stage, the offline runner, `draftlab decode`, a tool, the
+accelerator check, the toy trainer) sets OpenMP: the wait policy, and torch's thread count. Call it once before
+anything imports torch (the policy), and again with the profile's `threads` once the params are loaded.
 """
 from __future__ import annotations
 
@@ -26,7 +30,14 @@ def wanted(params_file: str = "params.yaml") -> str:
     return value if value in POLICIES else POLICIES[0]
 
 
-def set_wait_policy(params_file: str = "params.yaml") -> str:
-    """Set OMP_WAIT_POLICY from params.yaml unless the environment has it; -> the policy in force."""
-    os.environ.setdefault("OMP_WAIT_POLICY", wanted(params_file).upper())
-    return os.environ["OMP_WAIT_POLICY"]
+def configure(params_file: str | os.PathLike | None = "params.yaml", threads: int = 0) -> str | None:
+    """Set OMP_WAIT_POLICY from params_file unless the environment has it (None: leave it as it is), then, when
+    threads > 0, torch's intra-op thread count (this imports torch: the policy must be set before, by an earlier
+    call); -> the policy in force (None when none is set)."""
+    if params_file is not None:
+        os.environ.setdefault("OMP_WAIT_POLICY", wanted(str(params_file)).upper())
+    if threads > 0:
+        import torch
+
+        torch.set_num_threads(threads)
+    return os.environ.get("OMP_WAIT_POLICY")

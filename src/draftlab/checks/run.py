@@ -25,6 +25,7 @@ from pathlib import Path
 
 from draftlab.checks.common import MODULES, ROOT, SCHEMA, SECTIONS, Budget, Ctx, UsageError, environment, one_line
 from draftlab.checks.models import DRY_TARGET, PAPER_TARGET
+from draftlab.omp import configure
 PAPER = dict(
     target=PAPER_TARGET, drafter=dict(block_size=16, num_layers=5), dcoco=dict(k=16, dim=128, mlp_hidden=256),
     seq_rank=64, prompt_tokens=256, new_tokens=24, verify_tokens=(1, 8, 16), verify_reps=6, reps=2,
@@ -52,7 +53,7 @@ def run(args) -> int:
     import torch
 
     if args.dry:
-        torch.set_num_threads(1)
+        configure(None, 1)  # the policy stays the environment's: the check reads no params.yaml
         dev = torch.device("cpu")
     else:
         if not torch.cuda.is_available():

@@ -168,11 +168,12 @@ def count() -> dict:
     import transformers
 
     from draftlab.checks.common import git_sha
+    from draftlab.omp import configure
 
     torch.manual_seed(0)
     raw: dict[str, dict[str, float]] = {}
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny ops: one thread is fastest, and the counts do not depend on it
+    configure(None, 1)  # tiny ops: one thread is fastest, and the counts do not depend on it
     try:
         for Lt, Ld in LAYERS:
             for k, v in _inference(Lt, Ld).items():
@@ -181,7 +182,7 @@ def count() -> dict:
                 for k, v in _training(Lt, Ld, ch).items():
                     raw.setdefault(k, {})[f"{Lt},{Ld},{ch}"] = v
     finally:
-        torch.set_num_threads(threads)
+        configure(None, threads)
     steps = {}
     (t0, d0), (t1, _), (_, d2) = LAYERS
     c0, c1 = CHUNKS

@@ -252,9 +252,9 @@ def run(params_file, target_dir, out_file, *, tiny: bool = False, quick: bool = 
     """Measure and write `out_file` (atomically); returns its content. The text arguments are the command line's
     (`batches`, `contexts`, `linear`: comma lists, empty for the defaults; `reps` 0 for the default); bad ones
     raise UsageError naming the flag."""
-    from draftlab.omp import set_wait_policy
+    from draftlab.omp import configure
 
-    set_wait_policy(str(params_file))
+    configure(params_file)
     import torch
 
     from draftlab.io import write_json
@@ -268,8 +268,7 @@ def run(params_file, target_dir, out_file, *, tiny: bool = False, quick: bool = 
         raise UsageError(f"--reps {given_reps} must be >= 1 and --warmup {warmup} >= 0")
     warmup = size["warmup"] if warmup is None else warmup
     target, params, mask, taps, vd = load_setup(params_file, target_dir, tiny)
-    if params.profile.threads and not tiny:
-        torch.set_num_threads(params.profile.threads)
+    configure(params_file, 0 if tiny else params.profile.threads)
     drafters = build_drafters(target, params, mask, taps, vd)
     S = params.drafter.block_size
     t0 = time.perf_counter()

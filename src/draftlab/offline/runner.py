@@ -499,9 +499,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(a: argparse.Namespace) -> int:
-    from draftlab.omp import set_wait_policy
+    from draftlab.omp import configure
 
-    set_wait_policy()
+    configure()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     for k, v in QUIET_ENV.items():
         os.environ.setdefault(k, v)

@@ -20,9 +20,9 @@ from draftlab import paths
 
 # OpenMP's wait policy (draftlab.omp: passive unless the profile says active) must be set before torch is
 # imported, which every stage does after importing this module.
-from draftlab.omp import set_wait_policy  # noqa: E402
+from draftlab import omp  # noqa: E402
 
-set_wait_policy(paths.PARAMS)
+omp.configure(paths.PARAMS)
 
 
 # headline key -> dotted key of the stage's report; the benchmark (one row per arm) and the corrector (one row
@@ -133,8 +133,7 @@ def prepare(params) -> None:
     under DVC and the offline runner alike)."""
     import torch
 
-    if params.profile.threads:
-        torch.set_num_threads(params.profile.threads)
+    omp.configure(paths.PARAMS, params.profile.threads)
     torch.manual_seed(params.profile.seed)
 
 

@@ -32,6 +32,7 @@ from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 from draftlab.errors import ConfigError
 from draftlab.io import make_readable
+from draftlab.omp import configure
 from draftlab.toy import evaluate as E
 from draftlab.toy.tasks import FAMILIES, WorldConfig, examples
 from draftlab.toy.tokenizer import EOS, MASK, PAD, build_tokenizer, chat_ids, encode_words
@@ -209,8 +210,7 @@ def load_checkpoint(work: Path, model, opt, key: str) -> dict | None:
 def train(world: WorldConfig, cfg: TrainConfig, work_dir: str | os.PathLike | None = None,
           log: Callable[[str], None] = print):
     """Train to the step cap or the budget; returns (model, tokenizer, report)."""
-    if cfg.threads > 0:
-        torch.set_num_threads(cfg.threads)
+    configure(None, cfg.threads)  # the stage set the policy (draftlab.omp); 0 = leave the count
     tok = build_tokenizer(world)
     model = build_model(tok, cfg)
     opt = _optimizer(model, cfg)
