@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "draftlab"
 # module sits apart from its package (test_a_package_lives_in_one_layer).
 LAYERS = [
     ["errors", "interrupts"],  # interrupts: Ctrl-C / SIGTERM in one line (signal, logging: nothing of ours)
-    ["io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp"],
+    ["io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp", "markdown"],
     ["verifier", "toy"],  # toy: the toy world's generator, tokenizer and target (a source of targets, plain torch)
     ["drafter"],
     ["decoding"],
@@ -32,7 +32,7 @@ LAYERS = [
     ["cli"],  # the console script
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
-PLAIN = ("errors", "interrupts", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data", "toy", "omp")
+PLAIN = ("errors", "interrupts", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data", "toy", "omp", "markdown")
 NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
 ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
            "lightning": ("training", "tracking", "pipeline")}  # pipeline: a method's recipe room holds its Lightning module

@@ -26,6 +26,7 @@ from draftlab.checks.engine import compare_streams
 from draftlab.checks.gates import floor_report, kv_bytes, measure_copy_gbps
 from draftlab.checks.models import build_drafter, paper_target, random_prompts
 from draftlab.checks.timing import summarize, rounds_of
+from draftlab.markdown import markdown_table
 
 MAX_GRAPHS = 8
 # predicted compile seconds per graph at the paper's shape (a 36-layer 8B target's step): conservative figures for
@@ -163,10 +164,10 @@ def render_compiled(c: dict) -> list[str]:
             for a, v in ident.items()) + ".")
     e, k = c.get("eager") or {}, c.get("compiled") or {}
     if e and k:
-        lines += ["", "| arm | eager round ms (median / p20) | compiled round ms (median / p20) |", "|---|---|---|"]
-        for arm in ("ar", "dflash"):
-            lines.append(f"| {arm} | {e[arm]['round_median_ms']} / {e[arm]['round_p20_ms']} | "
-                         f"{k[arm]['round_median_ms']} / {k[arm]['round_p20_ms']} |")
+        lines += [""] + markdown_table(
+            ["arm", "eager round ms (median / p20)", "compiled round ms (median / p20)"],
+            [[arm, f"{e[arm]['round_median_ms']} / {e[arm]['round_p20_ms']}",
+              f"{k[arm]['round_median_ms']} / {k[arm]['round_p20_ms']}"] for arm in ("ar", "dflash")])
     fl = c.get("ar_step_over_floor")
     if fl:
         lines.append(f"\nCompiled AR step ÷ bandwidth floor: **{fl.get('value')}**"

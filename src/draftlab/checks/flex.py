@@ -24,6 +24,7 @@ import warnings
 
 from draftlab.checks.common import Ctx, one_line, round_tree, tail
 from draftlab.checks.events import clock_name, is_cuda, reset_memory, timed
+from draftlab.markdown import markdown_table
 
 EXACT = dict(B=2, A=24, S=16, L=300, h=8, hk=2, d=64)  # ragged tiles (L=300), 24 blocks
 PROFILE = dict(B=2, A=512, S=16, L=2048, h=32, hk=8, d=128)  # conf/profile/gpu.yaml pretraining, Qwen3-8B's heads
@@ -253,13 +254,15 @@ def render_flex(sec: dict | None) -> list[str]:
     lines = ["", "### Flex attention for the drafter's training (block-sparse) vs dense SDPA vs split", "",
              f"Exactness ({sec['tolerance']}; "
              f"{'outputs and the gradients of q, K/V' if sec['grad'] else 'outputs only'}):",
-             "", "| shape | skipped tiles | worst err / tol | checks | exact |", "|---|---|---|---|---|"]
+             ""]
+    rows = []
     for e in sec.get("exact", []):
         sh = e["shape"]
         worst = max(e["checks"].values(), key=lambda r: r["max_err"] / r["tol"] if r["tol"] else float("inf"))
-        lines.append(f"| B={sh['B']} A={sh['A']} S={sh['S']} L={sh['L']} h={sh['h']}/{sh['hk']} d={sh['d']} | "
-                     f"{_f(e['skipped_tile_pct'], '{:.0f}%')} | {_f(worst['max_err'])} / {_f(worst['tol'])} | "
-                     f"{', '.join(e['checks'])} | {'yes' if e['ok'] else '**NO**'} |")
+        rows.append([f"B={sh['B']} A={sh['A']} S={sh['S']} L={sh['L']} h={sh['h']}/{sh['hk']} d={sh['d']}",
+                     _f(e['skipped_tile_pct'], '{:.0f}%'), f"{_f(worst['max_err'])} / {_f(worst['tol'])}",
+                     ', '.join(e['checks']), 'yes' if e['ok'] else '**NO**'])
+    lines += markdown_table(["shape", "skipped tiles", "worst err / tol", "checks", "exact"], rows)
     c = sec.get("cost")
     if c:
         sh = c["shape"]
@@ -269,18 +272,18 @@ def render_flex(sec: dict | None) -> list[str]:
                       "first call; "
                       f"inputs drawn on the device; the BlockMask ({_f(c['skipped_tile_pct'], '{:.0f}')}% of tiles "
                       f"skipped) built once beforehand in {_f(c['block_mask_ms'], '{:.2f}')} ms (what each training "
-                      f"forward pays once, for every layer):", "",
-                  "| path | ms | attention TFLOP | TFLOP/s | ms ÷ flex | peak allocated GiB | peak reserved GiB | "
-                  "first call s |",
-                  "|---|---|---|---|---|---|---|---|"]
+                      f"forward pays once, for every layer):", ""]
+        rows = []
         for p, r in c["paths"].items():
             if "error" in r:
-                lines.append(f"| {p} | {r['error']} | | | | | | |")
+                rows.append([p, r['error'], "", "", "", "", "", ""])
                 continue
             ratio = 1.0 if p == "flex" else c.get("flex_speedup", {}).get(p)
-            lines.append(f"| {p} | {_f(r['ms'], '{:.2f}')} | {_f(r['tflop'])} | {_f(r['tflop_per_s'])} | "
-                         f"{_f(ratio, '{:.2f}×')} | {_f(r['peak_allocated_gib'], '{:.2f}')} | "
-                         f"{_f(r['peak_reserved_gib'], '{:.2f}')} | {_f(r['first_s'], '{:.1f}')} |")
+            rows.append([p, _f(r['ms'], '{:.2f}'), _f(r['tflop']), _f(r['tflop_per_s']), _f(ratio, '{:.2f}×'),
+                         _f(r['peak_allocated_gib'], '{:.2f}'), _f(r['peak_reserved_gib'], '{:.2f}'),
+                         _f(r['first_s'], '{:.1f}')])
+        lines += markdown_table(["path", "ms", "attention TFLOP", "TFLOP/s", "ms ÷ flex", "peak allocated GiB",
+                                 "peak reserved GiB", "first call s"], rows)
     if sec.get("note"):
         lines.append(f"\nNote: {sec['note']}.")
     return lines + tail(sec, lambda err: err["step"])

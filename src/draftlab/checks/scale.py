@@ -21,6 +21,7 @@ from __future__ import annotations
 from draftlab.checks.common import Ctx, one_line, round_tree, tail
 from draftlab.checks.events import GIB, clock_name, is_cuda, reset_memory, timed
 from draftlab.checks.models import build_drafter, paper_target
+from draftlab.markdown import markdown_table
 
 # the gpu profile's composition (conf/profile/gpu.yaml + conf/recipe/gpu.yaml; copied: the accelerator machine has no OmegaConf; keep in step with that file):
 # specopd.batch_size 8 on trainer.devices 8 -> B=1 per rank; data.max_prompt_tokens 2048 + reference.max_new_tokens
@@ -164,15 +165,15 @@ def render_specopd_scale(sec: dict | None) -> list[str]:
         return []
     lines = ["", f"### SpecOPD memory at the gpu profile's shapes (V={sec['vocab']:,}; {sec['precision']}; "
                  f"{sec['clock']})",
-             "", "| case | B | L | A | W | chunk_rows / vocab_chunk | supervised positions | s | peak allocated GiB | "
-             "peak reserved GiB | predicted GiB (draftlab plan) | predicted with DDP buckets |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name, c in sec["cases"].items():
-        sh = c["shape"]
-        lines.append(f"| {name} | {sh['B']} | {sh['L']} | {sh['A']} | {sh['W']} | {sh['chunk_rows']} / "
-                     f"{sh['vocab_chunk']} | {c.get('positions')} | {_f(c.get('s'), '{:.3f}')} | "
-                     f"{_f(c.get('peak_allocated_gib'), '{:.1f}')} | {_f(c.get('peak_reserved_gib'), '{:.1f}')} | "
-                     f"{_f(c.get('predicted_gib'), '{:.1f}')} | {_f(c.get('predicted_ddp_gib'), '{:.1f}')} |")
+             ""]
+    lines += markdown_table(
+        ["case", "B", "L", "A", "W", "chunk_rows / vocab_chunk", "supervised positions", "s", "peak allocated GiB",
+         "peak reserved GiB", "predicted GiB (draftlab plan)", "predicted with DDP buckets"],
+        [[name, c["shape"]['B'], c["shape"]['L'], c["shape"]['A'], c["shape"]['W'],
+          f"{c['shape']['chunk_rows']} / {c['shape']['vocab_chunk']}", c.get('positions'), _f(c.get('s'), '{:.3f}'),
+          _f(c.get('peak_allocated_gib'), '{:.1f}'), _f(c.get('peak_reserved_gib'), '{:.1f}'),
+          _f(c.get('predicted_gib'), '{:.1f}'), _f(c.get('predicted_ddp_gib'), '{:.1f}')]
+         for name, c in sec["cases"].items()])
     lines.append("\n`update_per_device` is the `gpu` plan's per-rank step on 8 GPUs (specopd.batch_size 8 / 8 ranks, "
                  "L = 2048 + 2048), measured in one process: without DDP's gradient buckets, which the last column "
                  "adds.")

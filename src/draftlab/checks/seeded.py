@@ -21,6 +21,7 @@ import time
 from draftlab.checks.common import Ctx, one_line, round_tree, tail
 from draftlab.checks.models import build_drafter, paper_target
 from draftlab.checks.timing import rounds_of, time_arms
+from draftlab.markdown import markdown_table
 
 PAPER_SEEDED = dict(streams=(1, 8), new_tokens=48, seed_bias=8.0, extra=3, min_prob=0.15, span=12, reps=2)
 DRY_SEEDED = dict(streams=(1, 2), new_tokens=16, seed_bias=8.0, extra=3, min_prob=0.15, span=6, reps=1)
@@ -169,16 +170,14 @@ def render_seeded(sec: dict | None) -> list[str]:
     r = sec["rule"]
     lines = ["", f"### Seeded drafter rounds (a cycling target: {sec['target']}; block {sec['block_size']}, "
                  f"{sec['drafter_layers']} layers, seed bias {sec['seed_bias']}; cut rule {r['rule']}, extra "
-                 f"{r['extra']}, min_prob {r['min_prob']}). Median ms per round (p20 in brackets):", "",
-             "| streams | arm | draft | propose | verify | commit | round | DFlash round ÷ this | τ | verified width | "
-             "seeded slots |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for n, lvl in sec["levels"].items():
-        for arm, a in lvl["arms"].items():
-            m = a["round_ms"]
-            lines.append(f"| {n} | {arm} | {f(m.get('draft'))} | {f(m.get('propose'))} | {f(m.get('verify'))} | "
-                         f"{f(m.get('commit'))} | {f(a['round_total_ms'])} ({f(a.get('round_total_p20_ms'))}) | "
-                         f"{f(a.get('round_time_ratio'), '{:.3f}')} | {f(a['tau'])} | {f(a['mean_verified_width'])} | "
-                         f"{f(a['seeded_slot_share'], '{:.0%}')} |")
+                 f"{r['extra']}, min_prob {r['min_prob']}). Median ms per round (p20 in brackets):", ""]
+    lines += markdown_table(
+        ["streams", "arm", "draft", "propose", "verify", "commit", "round", "DFlash round ÷ this", "τ", "verified width",
+         "seeded slots"],
+        [[n, arm, f(a["round_ms"].get('draft')), f(a["round_ms"].get('propose')), f(a["round_ms"].get('verify')),
+          f(a["round_ms"].get('commit')), f"{f(a['round_total_ms'])} ({f(a.get('round_total_p20_ms'))})",
+          f(a.get('round_time_ratio'), '{:.3f}'), f(a['tau']), f(a['mean_verified_width']),
+          f(a['seeded_slot_share'], '{:.0%}')] for n, lvl in sec["levels"].items() for arm, a in lvl["arms"].items()])
     lines.append("\nτ of the seeded arms is the cycler's: the seeds were found and accepted; it is not a trained "
                  "drafter's τ on real text.")
     return lines + tail(sec, lambda err: f"{err['arm']}, {err['streams']} streams")

@@ -27,6 +27,7 @@ import statistics
 from draftlab.checks.common import Ctx, dry_triton, one_line, round_tree, sync
 from draftlab.checks.events import call_ms, clock_name, device_busy_ms, is_cuda, peak_memory, reset_memory
 from draftlab.checks.models import build_drafter, paper_target
+from draftlab.markdown import markdown_table
 
 # the first accelerator run's shape (L=2048, A=512, W=7 = block 8), 16 rounds as the gpu profile's specopd.seq_rounds
 PAPER_SPECOPD = dict(L=2048, A=512, W=7, prompt=256, rounds=16, seq_batches=(8, 1), steps=3, busy=True)
@@ -219,16 +220,14 @@ def render_specopd(sec: dict | None) -> list[str]:
     if not sec or not sec.get("arms"):
         return []
     lines = ["", f"### SpecOPD training throughput: branch-parallel vs the sequential Draft-OPD loop (L={sec['L']}, "
-                 f"A={sec['A']}, W={sec['W']}, {sec['rounds']} rounds; {sec['precision']}; {sec['clock']})", "",
-             "| update | sequences | anchors / rounds | supervised positions | s per update | positions/s | "
-             "branch-parallel ÷ this | GPU-busy share | peak allocated GiB | peak reserved GiB |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, a in sec["arms"].items():
-        ar = a.get("anchors", a.get("rounds"))
-        lines.append(f"| {name} | {a['batch']} | {ar} | {a['positions']} | {_f(a['step_s'], '{:.3f}')} | "
-                     f"{_f(a['positions_per_s'], '{:,.0f}')} | {_f(a.get('branch_parallel_ratio'), '{:.2f}×')} | "
-                     f"{_f(a.get('gpu_busy_share'), '{:.0%}')} | {_f(a.get('peak_allocated_gib'), '{:.1f}')} | "
-                     f"{_f(a.get('peak_reserved_gib'), '{:.1f}')} |")
+                 f"A={sec['A']}, W={sec['W']}, {sec['rounds']} rounds; {sec['precision']}; {sec['clock']})", ""]
+    lines += markdown_table(
+        ["update", "sequences", "anchors / rounds", "supervised positions", "s per update", "positions/s",
+         "branch-parallel ÷ this", "GPU-busy share", "peak allocated GiB", "peak reserved GiB"],
+        [[name, a['batch'], a.get("anchors", a.get("rounds")), a['positions'], _f(a['step_s'], '{:.3f}'),
+          _f(a['positions_per_s'], '{:,.0f}'), _f(a.get('branch_parallel_ratio'), '{:.2f}×'),
+          _f(a.get('gpu_busy_share'), '{:.0%}'), _f(a.get('peak_allocated_gib'), '{:.1f}'),
+          _f(a.get('peak_reserved_gib'), '{:.1f}')] for name, a in sec["arms"].items()])
     eq = sec.get("equal_positions")
     if eq:
         lines.append(f"\nEqual supervised positions ({eq['positions'][0]} vs {eq['positions'][1]}, the same number of "

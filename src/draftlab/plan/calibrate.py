@@ -26,6 +26,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from draftlab.markdown import markdown_table
 from draftlab.plan.arch import target_shape
 from draftlab.plan import dispatch as D
 from draftlab.plan.stages import BUDGET_TERM, PRESETS, Device, plan, round_seconds
@@ -205,12 +206,10 @@ def table(rows: list[tuple[str, float, float, float]], defaults: list[tuple[str,
     """Markdown: predicted (the run's inputs), measured, ratio; and, given `defaults`, the plan at its default inputs
     (fill 1, tau 3: the upper bound a user gets without them) and its ratio."""
     extra = dict((s, p) for s, p, _, _ in defaults or [])
-    head = f"| {what} | predicted | measured | predicted / measured |"
-    lines = [head + (" default inputs | ratio |" if defaults else ""), "|---|---:|---:|---:|" + ("---:|---:|" if defaults else "")]
-    for s, p, m, r in rows:
-        lines.append(f"| {s} | {_s(p, ms)} | {_s(m, ms)} | {r:.2f} |"
-                     + (f" {_s(extra[s])} | {extra[s] / m:.2f} |" if defaults else ""))
-    return "\n".join(lines)
+    head = [what, "predicted", "measured", "predicted / measured"] + (["default inputs", "ratio"] if defaults else [])
+    return "\n".join(markdown_table(head, [[s, _s(p, ms), _s(m, ms), f"{r:.2f}"]
+                                           + ([_s(extra[s]), f"{extra[s] / m:.2f}"] if defaults else [])
+                                           for s, p, m, r in rows], "lrrr" + ("rr" if defaults else "")))
 
 
 def main(argv: list[str] | None = None) -> int:
