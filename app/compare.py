@@ -22,6 +22,7 @@ import provenance as V
 import formats as F
 from cached import missing
 from colours import arm_order
+from draftlab import paths
 
 KINDS = ("folder", "git revision / DVC experiment")
 PICK = "(type a revision below)"
@@ -34,7 +35,7 @@ def pick_source(col, label: str, root: Path) -> tuple[str, dict | L.Missing]:
         text = col.text_input(f"{label}: result folder", str(root), key=f"cmp_{label}_folder")
         folder = Path(text).expanduser()
         if not folder.is_dir():
-            return label, L.Missing(f"`{folder}` is not a folder: give a folder that holds results/benchmark.json.")
+            return label, L.Missing(f"`{folder}` is not a folder: give a folder that holds {paths.BENCH_DETAIL}.")
         folder = folder.resolve()
         col.caption(V.provenance_text(C.provenance(folder, (L.benchmark_file(folder),))))
         return f"{label}: {folder.name or folder}", C.benchmark(folder)

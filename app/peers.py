@@ -9,6 +9,7 @@ import streamlit as st
 
 import formats as F
 import plots as P
+from draftlab import paths
 from draftlab.bench.oracles import unmeasured_arms
 from oracle_view import NOT_REPORTED
 
@@ -70,7 +71,7 @@ def peers_section(detail: dict, tk: str) -> None:
     st.subheader("Training-free peers and reference rows")
     df = peers_frame(detail, tk)
     if df.empty:
-        st.info("No summary in the benchmark detail (`results/benchmark.json`): run `dvc repro benchmark`.")
+        st.info(f"No summary in the benchmark detail (`{paths.BENCH_DETAIL}`): run `dvc repro benchmark`.")
         return
     shown = F.table(df.assign(tau=[v if isinstance(v, str) else F.fmt(v, "tau") for v in df["tau"]]))
     st.dataframe(shown, hide_index=True, width="stretch")

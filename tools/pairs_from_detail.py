@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from draftlab import paths
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,7 +63,7 @@ def recompute(detail: dict, resamples: int) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("detail", nargs="?", default=str(ROOT / "results" / "benchmark.json"))
+    ap.add_argument("detail", nargs="?", default=str(ROOT / paths.BENCH_DETAIL))
     ap.add_argument("--out", help="write the rows here (JSON) as well")
     ap.add_argument("--resamples", type=int, default=2000)
     a = ap.parse_args(argv)

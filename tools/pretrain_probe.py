@@ -32,15 +32,16 @@ import sys
 import time
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.omp import configure
 from draftlab.measure.probes import ablation_table, describe, plain_drafter, probe_params, probe_record, table_lines
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "results" / "pretrain_ablation"
-TABLE = ROOT / "results" / "pretrain_ablation.json"
-PLAIN = ROOT / "models" / "drafter" / "pretrained"
-BASE_PROBE = ROOT / "checkpoints" / "probes" / "base" / "drafter"
+OUT = ROOT / paths.PROBES
+TABLE = ROOT / paths.PROBE_TABLE
+PLAIN = ROOT / paths.PLAIN_DRAFTER
+BASE_PROBE = ROOT / paths.PROBE_WORK / "base" / "drafter"
 
 
 def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
@@ -51,11 +52,11 @@ def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
     from draftlab.pipeline.pretrain.recipe import pretrain_from_references
     from draftlab.verifier.load import load_target
 
-    params = probe_params(steps, overrides, ROOT / "params.yaml")
+    params = probe_params(steps, overrides, ROOT / paths.PARAMS)
     t = params.target
-    work = ROOT / "checkpoints" / "probes"
-    target = load_target(ROOT / "models" / "target", t.device, t.dtype, t.attn_implementation)
-    df = pd.read_parquet(ROOT / "data" / "references.parquet")
+    work = ROOT / paths.PROBE_WORK
+    target = load_target(ROOT / paths.TARGET, t.device, t.dtype, t.attn_implementation)
+    df = pd.read_parquet(ROOT / paths.REFERENCES)
     t0 = time.time()
     out = pretrain_from_references(target, df, params.drafter, params.pretrain, work, log=lambda m: print(m, flush=True))
     res = probe_record(name, overrides, out, t0)

@@ -27,15 +27,16 @@ import shlex
 import sys
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.measure.serving_engines import ENGINES, engine_commands, export_and_check, prompt_ids, run_arm
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--drafter", default="models/drafter/pretrained", help="our trained plain drafter folder")
-    ap.add_argument("--target", default="models/target", help="the target's local model folder")
+    ap.add_argument("--drafter", default=paths.PLAIN_DRAFTER, help="our trained plain drafter folder")
+    ap.add_argument("--target", default=paths.TARGET, help="the target's local model folder")
     ap.add_argument("--engine", choices=(*ENGINES, "both"), default="both")
-    ap.add_argument("--out", default="metrics/serve_bench", help="exports and serve_bench.json go here")
+    ap.add_argument("--out", default=paths.SERVE_BENCH, help="exports and serve_bench.json go here")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     ap.add_argument("--port", type=int, default=8300)
     ap.add_argument("--suite", default="mt-bench", help="the fixed prompt set (a suite name)")

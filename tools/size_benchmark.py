@@ -38,13 +38,14 @@ import json
 import sys
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.measure.sizing import paired_plan, sizing_plan
 from draftlab.measure.sizing_report import bench_plan, paired_lines, per_arm_lines, twin_proxies
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("detail", nargs="?", default="results/benchmark.json", help="a pilot's benchmark detail")
+    ap.add_argument("detail", nargs="?", default=paths.BENCH_DETAIL, help="a pilot's benchmark detail")
     ap.add_argument("--halfwidth", type=float, default=0.03, help="target half-width of the interval on τ")
     ap.add_argument("--level", type=float, default=0.95)
     ap.add_argument("--sd", type=float, default=None, help="per-prompt τ standard deviation to assume (every suite)")
@@ -61,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                "twin's rows (dcoco-seeded by dcoco); stated as assumed")
     a = ap.parse_args(argv)
     f = Path(a.detail)
-    if not f.exists() and f == Path("results/benchmark.json") and Path("metrics/benchmark.json").exists():
-        f = Path("metrics/benchmark.json")  # a checkout from before the headline/detail split
+    if not f.exists() and f == Path(paths.BENCH_DETAIL) and Path(paths.LEGACY_BENCH_DETAIL).exists():
+        f = Path(paths.LEGACY_BENCH_DETAIL)  # a checkout from before the headline/detail split
     try:
         detail = json.loads(f.read_text())
     except (OSError, ValueError) as e:

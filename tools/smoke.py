@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from draftlab import paths
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = ROOT / ".smoke"
 # the example of README "Your own prompts": a local JSONL benchmarked as its own suite
@@ -54,7 +56,8 @@ def git(*args: str) -> str:
 
 def tracked_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-    runs = ("metrics/", "results/", "plots/", "dvc.lock")  # a committed run's outputs: the root's and each world's
+    # a committed run's outputs: the root's and each world's
+    runs = (f"{paths.METRICS}/", f"{paths.RESULTS}/", f"{paths.PLOTS_DIR}/", "dvc.lock")
     return [f for f in out.stdout.splitlines()
             if f and not f.startswith((".smoke/", *runs)) and not (f.startswith("worlds/") and f.split("/", 2)[2].startswith(runs))]
 
@@ -65,19 +68,19 @@ def check_seeded(root: Path) -> str:
     params = (root / "params.yaml").read_text()
     if "dflash-seeded" not in params:  # a run whose arms leave the seeded drafter out (e.g. profile overrides)
         return ""
-    cfg = root / "models" / "drafter" / "seeded" / "config.json"
+    cfg = root / paths.SEEDED_DRAFTER / "config.json"
     if not cfg.exists() or json.loads(cfg.read_text()).get("seed") != "lookup":
         return f"{cfg.relative_to(root)} is missing or not a seeded drafter (seed=lookup)"
-    rep = json.loads((root / "results" / "pretrain_seeded.json").read_text())
+    rep = json.loads((root / paths.results("pretrain_seeded")).read_text())
     comp = rep.get("comparison") or {}
     if not comp.get("all", {}).get("sequences") or set(comp["all"].get("pairs", {})) != {
             "seeded-lookup", "seeded-hybrid", "seeded-plain"}:
-        return "results/pretrain_seeded.json has no comparison table (seeded vs lookup, hybrid, plain)"
-    if "sim_tau" not in json.loads((root / "metrics" / "pretrain_seeded.json").read_text()):
-        return "metrics/pretrain_seeded.json has no sim_tau headline"
-    summary = json.loads((root / "results" / "benchmark.json").read_text()).get("summary", {})
+        return f"{paths.results('pretrain_seeded')} has no comparison table (seeded vs lookup, hybrid, plain)"
+    if "sim_tau" not in json.loads((root / paths.metrics("pretrain_seeded")).read_text()):
+        return f"{paths.metrics('pretrain_seeded')} has no sim_tau headline"
+    summary = json.loads((root / paths.BENCH_DETAIL).read_text()).get("summary", {})
     if "dflash-seeded" not in summary:
-        return f"the dflash-seeded arm is missing from .smoke/results/benchmark.json (arms: {sorted(summary)})"
+        return f"the dflash-seeded arm is missing from .smoke/{paths.BENCH_DETAIL} (arms: {sorted(summary)})"
     return check_seeded_methods(root, summary)
 
 
@@ -88,8 +91,8 @@ def check_seeded_methods(root: Path, summary: dict) -> str:
 
     if not (yaml.safe_load((root / "params.yaml").read_text()).get("seeded") or {}).get("methods"):
         return ""
-    folders = [root / "models" / "drafter" / "specopd" / "t0", root / "models" / "drafter" / "long",
-               *sorted(p.parent for p in (root / "models" / "corrector").glob("*/drafter/config.json"))]
+    folders = [root / paths.SPECOPD_DRAFTER / "t0", root / paths.LONG_DRAFTER,
+               *sorted(p.parent for p in (root / paths.CORRECTORS).glob("*/drafter/config.json"))]
     for f in folders:
         cfg = f / "config.json"
         kind = json.loads(cfg.read_text()).get("info", {}).get("base_kind") if cfg.exists() else None
@@ -136,7 +139,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 1
     bad = []
-    written = sorted([*(SCRATCH / "results").glob("*.json"), *(SCRATCH / "metrics").rglob("*.json")])
+    written = sorted([*(SCRATCH / paths.RESULTS).glob("*.json"), *(SCRATCH / paths.METRICS).rglob("*.json")])
     for m in written:
         try:
             json.loads(m.read_text())
@@ -145,9 +148,9 @@ def main(argv: list[str]) -> int:
     if bad:
         print(f"smoke pipeline wrote unreadable reports or metrics: {bad}", file=sys.stderr)
         return 1
-    suites = json.loads((SCRATCH / "results" / "benchmark.json").read_text()).get("suites", {})
+    suites = json.loads((SCRATCH / paths.BENCH_DETAIL).read_text()).get("suites", {})
     if "my-prompts" not in suites and not any(a.startswith("benchmark.suites") for a in argv):
-        print(f"the example local suite is missing from .smoke/results/benchmark.json (suites: {list(suites)})",
+        print(f"the example local suite is missing from .smoke/{paths.BENCH_DETAIL} (suites: {list(suites)})",
               file=sys.stderr)
         return 1
     problem = check_seeded(SCRATCH)
@@ -155,7 +158,7 @@ def main(argv: list[str]) -> int:
         print(problem, file=sys.stderr)
         return 1
     print(f"smoke pipeline ok: {len(written)} reports and headline metrics files "
-          f"({', '.join(m.name for m in sorted((SCRATCH / 'results').glob('*.json')))})")
+          f"({', '.join(m.name for m in sorted((SCRATCH / paths.RESULTS).glob('*.json')))})")
     return 0 if no_toy else toy_world(env)
 
 
@@ -193,14 +196,14 @@ def toy_world(env: dict) -> int:
         return 1
     import yaml
 
-    bench = json.loads((world / "results" / "benchmark.json").read_text())
+    bench = json.loads((world / paths.BENCH_DETAIL).read_text())
     want = yaml.safe_load(params.stdout)["benchmark"]
     missing = sorted(set(want["arms"]) - set(bench.get("summary", {})))
     suites = sorted(set(want["suites"]) - set(bench.get("suites", {})))
-    toy = json.loads((world / "results" / "prepare_target.json").read_text()).get("toy")
+    toy = json.loads((world / paths.results("prepare_target")).read_text()).get("toy")
     if missing or suites or not toy:
-        print(f"toy world smoke: arms {missing} / suites {suites} missing from results/benchmark.json, or no `toy` "
-              f"report in results/prepare_target.json", file=sys.stderr)
+        print(f"toy world smoke: arms {missing} / suites {suites} missing from {paths.BENCH_DETAIL}, or no `toy` "
+              f"report in {paths.results('prepare_target')}", file=sys.stderr)
         return 1
     print(f"toy world smoke ok: {len(bench['summary'])} arms on {len(bench['suites'])} suites "
           f"({', '.join(sorted(bench['suites']))})")

@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from draftlab import paths
+
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="toy_world.py", description="the toy world's prompt files and properties")
@@ -27,11 +29,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--preset", default="../../conf/target/toy.yaml", help="the toy target preset holding the world")
     q = sub.add_parser("properties")
     q.add_argument("--prompts", type=int, default=16, help="prompts per family suite in the engine decode")
-    q.add_argument("--out", default="results/world.json")
+    q.add_argument("--out", default=paths.WORLD_PROPERTIES)
     r = sub.add_parser("report")
-    r.add_argument("--out", default="results/toy_report.json")
+    r.add_argument("--out", default=paths.TOY_REPORT)
     a = ap.parse_args(argv)
-    from draftlab import paths
     from draftlab.errors import DraftlabError
     from draftlab.params import load_params
     from draftlab.pipeline.names import arm_names, method_names

@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.measure.verify_cost import FULL, QUICK, run, table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,16 +24,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"{QUICK['reps']} repetitions, contexts {QUICK['contexts']}, "
                                                          f"batches {QUICK['batches']}")
-    ap.add_argument("--tiny", action="store_true", help="a tiny random target instead of models/target (tests)")
+    ap.add_argument("--tiny", action="store_true", help=f"a tiny random target instead of {paths.TARGET} (tests)")
     ap.add_argument("--batches", default="", help=f"comma list (default {FULL['batches']})")
     ap.add_argument("--contexts", default="", help=f"context lengths in tokens (default {FULL['contexts']})")
     ap.add_argument("--reps", type=int, default=0, help=f"timed repetitions (default {FULL['reps']}, quick {QUICK['reps']})")
     ap.add_argument("--warmup", type=int, default=None, help="untimed repetitions first")
-    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
-    ap.add_argument("--target", default=str(ROOT / "models" / "target"))
+    ap.add_argument("--params", default=str(ROOT / paths.PARAMS))
+    ap.add_argument("--target", default=str(ROOT / paths.TARGET))
     ap.add_argument("--linear", default="", help="target.linear mode(s), comma list measured side by side, e.g. "
                                                  "auto,torch (default: params.yaml's target.linear)")
-    ap.add_argument("--out", default=str(ROOT / "metrics" / "verify_cost.json"))
+    ap.add_argument("--out", default=str(ROOT / paths.VERIFY_COST))
     a = ap.parse_args(argv)
     from draftlab.errors import DraftlabError
 

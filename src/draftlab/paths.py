@@ -103,6 +103,72 @@ OUTPUTS: tuple[Output, ...] = (
 )
 
 
+# What the tools write (tools/*.py, tools/probes/*.py, through draftlab.measure / checks / offline): files no
+# dvc.yaml stage declares and `dvc repro` never runs, so a table of their own beside OUTPUTS (which stays exactly
+# dvc.yaml's). The tools take their default paths from these names.
+GPU_CHECK = f"{METRICS}/gpu_check.json"
+VERIFY_COST = f"{METRICS}/verify_cost.json"
+VERIFY_COST_LINEAR = f"{METRICS}/verify_cost_linear.json"
+ENGINE_SPEED = f"{METRICS}/engine_speed.json"
+SEEDS_ONLY = f"{METRICS}/seeds_only.json"
+SEEDS_ONLY_CONTEXT = f"{METRICS}/seeds_only_context.json"
+SERVE_BENCH = f"{METRICS}/serve_bench"
+PAIRS_POOLED = f"{RESULTS}/benchmark_pairs_pooled.json"
+PROBES = f"{RESULTS}/pretrain_ablation"
+PROBE_TABLE = f"{RESULTS}/pretrain_ablation.json"
+PROBE_WORK = f"{WORK}/probes"
+WORLD_PROPERTIES = f"{RESULTS}/world.json"
+TOY_REPORT = f"{RESULTS}/toy_report.json"
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """One file or folder a tool writes: its path, the tool (a script under tools/) and what it holds."""
+
+    path: str
+    tool: str
+    about: str
+
+
+TOOL_OUTPUTS: tuple[ToolOutput, ...] = (
+    ToolOutput(GPU_CHECK, "tools/gpu_check.py", "the accelerator check's result (draftlab.checks.run; --render copies "
+               "a fetched one here)"),
+    ToolOutput(VERIFY_COST, "tools/verify_cost.py", "verify cost against width on this machine (draftlab.measure"
+               ".verify_cost)"),
+    ToolOutput(VERIFY_COST_LINEAR, "tools/verify_cost.py", "the few-row linears against F.linear side by side "
+               "(--linear auto,torch --out this)"),
+    ToolOutput(ENGINE_SPEED, "tools/probes/engine_speed.py", "the engine before and after the static-slot rebuild"),
+    ToolOutput(SEEDS_ONLY, "tools/probes/seeds_only_probe.py", "what seeds-only rounds buy the dflash-seeded-cut arm"),
+    ToolOutput(SEEDS_ONLY_CONTEXT, "tools/probes/seeds_only_probe.py", "the same in the benchmark's company "
+               "(--context benchmark --out this)"),
+    ToolOutput(SERVE_BENCH, "tools/serve_bench.py", "the drafter's vLLM / SGLang exports and serve_bench.json "
+               "(draftlab.measure.serving_engines)"),
+    ToolOutput(PAIRS_POOLED, "tools/pairs_from_detail.py", "the benchmark's pairs re-computed from its detail, "
+               "pooled over suites (--out this)"),
+    ToolOutput(PROBES, "tools/pretrain_probe.py", "one record per drafter recipe probe (run NAME: NAME.json)"),
+    ToolOutput(PROBE_TABLE, "tools/pretrain_probe.py", "the probes' ablation table (table)"),
+    ToolOutput(PROBE_WORK, "tools/pretrain_probe.py", "the probes' training folders and shared feature cache "
+               "(git-ignored)"),
+    ToolOutput(WORLD_PROPERTIES, "tools/toy_world.py", "the toy world's measured properties (properties; in the "
+               "world's folder)"),
+    ToolOutput(TOY_REPORT, "tools/toy_world.py", "the toy run's verdicts (report; in the world's folder)"),
+    ToolOutput(f"{RESULTS}/<profile>", "tools/gpu_run.py", "a fetched results bundle rendered (rendered_results: "
+               "its reports, bundle.json and plots/)"),
+    ToolOutput(f"{METRICS}/<profile>", "tools/gpu_run.py", "a fetched results bundle's headline metrics "
+               "(rendered_metrics)"),
+)
+
+
+def rendered_results(name: str) -> str:
+    """results/<name>: where the offline runner's render puts a bundle's reports (`name`: its profile[-dry])."""
+    return f"{RESULTS}/{name}"
+
+
+def rendered_metrics(name: str) -> str:
+    """metrics/<name>: where the offline runner's render puts a bundle's headline metrics."""
+    return f"{METRICS}/{name}"
+
+
 def producer(path: str) -> Output | None:
     """The declared output that holds `path` (the output itself or a file inside a declared folder), or None."""
     target = os.path.normpath(os.path.relpath(path))

@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from draftlab import paths
+
 ROOT = Path(__file__).resolve().parents[2]
 ARMS = ("ar-old", "ar-new", "cut-old", "cut-new")
 
@@ -40,11 +42,11 @@ def extract_old(rev: str, into: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--old-rev", default="066929d", help="the commit of the previous engine")
-    ap.add_argument("--target", default="models/target")
-    ap.add_argument("--drafter", default="models/drafter/seeded", help="a seeded drafter folder")
+    ap.add_argument("--target", default=paths.TARGET)
+    ap.add_argument("--drafter", default=paths.SEEDED_DRAFTER, help="a seeded drafter folder")
     ap.add_argument("--prompts", type=int, default=4, help="prompts per suite")
     ap.add_argument("--new", type=int, default=128, help="new tokens per prompt")
-    ap.add_argument("--out", default=str(ROOT / "metrics" / "engine_speed.json"))
+    ap.add_argument("--out", default=str(ROOT / paths.ENGINE_SPEED))
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     tmp = Path(tempfile.mkdtemp(prefix="draftlab-old-"))

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from statistics import fmean as mean
 
+from draftlab import paths
 from draftlab.stats import bootstrap_interval, geometric_mean as geo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new", type=int, default=128, help="new tokens per prompt (default 128)")
     ap.add_argument("--context", choices=("probe", "benchmark"), default="probe",
                     help="probe: the four arms alone in the lockstep; benchmark: with the benchmark's other arms")
-    ap.add_argument("--out", default=str(ROOT / "metrics" / "seeds_only.json"))
+    ap.add_argument("--out", default=str(ROOT / paths.SEEDS_ONLY))
     a = ap.parse_args(argv)
     if a.prompts < 1 or a.new < 1:
         print("seeds_only_probe: --prompts and --new must be >= 1", file=sys.stderr)
@@ -55,7 +56,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from draftlab import paths
     from draftlab.arms.grammar import SpeculativeArm
     from draftlab.bench.lockstep import Lockstep
     from draftlab.decoding import SamplingParams

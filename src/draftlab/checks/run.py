@@ -23,6 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.checks.common import MODULES, ROOT, SCHEMA, SECTIONS, Budget, Ctx, UsageError, environment, one_line
 from draftlab.checks.models import DRY_TARGET, PAPER_TARGET
 from draftlab.omp import configure
@@ -122,7 +123,7 @@ def parse_args(argv: list[str]):
     ap.add_argument("--budget-s", type=float, default=0.0, help="the whole run's budget in seconds (default 295; dry "
                     "420, generous for a loaded machine); each section also has its own")
     ap.add_argument("--out-dir", default="", help="write gpu_check.json and gpu.md into this folder (default: "
-                    "metrics/ and docs/ of the repository; dry: a temporary folder)")
+                    f"{paths.METRICS}/ and docs/ of the repository; dry: a temporary folder)")
     ap.add_argument("--compile", default="auto", choices=("auto", "on", "off"), help="the engine's steps in the "
                     "concurrency section, as engine.compile: auto = eager (the compiled engine is measured in the "
                     "last section, `compiled`)")
@@ -131,7 +132,7 @@ def parse_args(argv: list[str]):
                     "(reduce-overhead: fused kernels, long codegen)")
     ap.add_argument("--commit", default="", help="the project commit the tree was copied from (recorded as git_sha)")
     ap.add_argument("--render", default="", metavar="JSON", help="re-render docs/gpu.md from a result file and copy "
-                    "it to metrics/gpu_check.json (or --out-dir); runs nothing")
+                    f"it to {paths.GPU_CHECK} (or --out-dir); runs nothing")
     args = ap.parse_args(argv)
     names = [s.strip() for s in args.sections.split(",") if s.strip()]
     bad = [s for s in names if s not in SECTIONS]
@@ -154,7 +155,7 @@ def parse_args(argv: list[str]):
         d = Path(tempfile.gettempdir()) / "draftlab-gpu-check-dry"
         args.out, args.doc = d / "gpu_check.json", d / "gpu.md"
     else:
-        args.out, args.doc = ROOT / "metrics" / "gpu_check.json", ROOT / "docs" / "gpu.md"
+        args.out, args.doc = ROOT / paths.GPU_CHECK, ROOT / "docs" / "gpu.md"
     return args
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from draftlab import paths
 from draftlab.config.checks import _choice, _positive, _unit
 from draftlab.errors import ConfigError
 
@@ -42,7 +43,7 @@ class BenchmarkConfig:
     # (0 = all of them): T=1 only where a pair needs it
     sampled_arms: list[str] = field(default_factory=list)
     sampled_prompts_per_suite: int = 0
-    drafter: str = "models/drafter/pretrained"  # checkpoint of the dflash arm
+    drafter: str = paths.PLAIN_DRAFTER  # checkpoint of the dflash arm
     drafter_dtype: str = "auto"  # dtype the drafters load in: auto = the target's (bf16 on a GPU) | float32 | bfloat16 | float16
     simulated: bool = True  # the drafter's teacher-forced τ on the T=0 outputs, beside engine τ
     simulated_anchor_stride: int = 2  # every k-th response position is an anchor

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from draftlab import paths
 from draftlab.config.checks import KERNEL_BACKENDS, PRECISIONS, MethodNames, _choice, _positive, _unit, parts
 from draftlab.errors import ConfigError
 
@@ -181,7 +182,7 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
     """SpecOPD (docs/algorithms.md "SpecOPD"): branch-parallel on-policy distillation from the pretrained drafter, plus
     the comparison objectives trained for the same number of updates on the same references."""
 
-    base_drafter: str = "models/drafter/pretrained"  # the drafter every objective starts from
+    base_drafter: str = paths.PLAIN_DRAFTER  # the drafter every objective starts from
     # the comparison objectives (draftlab.specopd.objectives.BASELINES, all of them by default); [] = SpecOPD only
     baselines: list[str] = field(default_factory=lambda: ["offpolicy_ce", "offpolicy_tv", "sequential", "first_rejection"])
     anchors_per_seq: int = 32  # A: branches per sequence per update (response positions)
@@ -259,8 +260,8 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
     # specopd-dcoco / specopd-dcoco-t1 (dcoco from SpecOPD's greedy / T=1 state); dspark, domino (the
     # sequential baselines, docs/algorithms.md "Baselines and controls"); the co-training options and loss ablations
     variants: list[str] = field(default_factory=lambda: ["dcoco"])
-    base_drafter: str = "models/drafter/pretrained"  # the drafter co-training starts from
-    specopd_drafter: str = "models/drafter/specopd"  # the specopd stage's folder: t0/ (greedy) and t1/ (T=1) states
+    base_drafter: str = paths.PLAIN_DRAFTER  # the drafter co-training starts from
+    specopd_drafter: str = paths.SPECOPD_DRAFTER  # the specopd stage's folder: t0/ (greedy) and t1/ (T=1) states
     control: bool = True  # also train the dflash-long control: the drafter alone, as many steps as dcoco
     val_every: int = 200  # steps between validations of the full-budget dcoco run; 0 = only at the end (the
     # other variants validate at their end: their comparison point)

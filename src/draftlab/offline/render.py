@@ -26,7 +26,7 @@ def destination(rel: str, name: str) -> str:
     top, _, rest = rel.partition("/")
     if ".." in Path(rel).parts or not rest or top not in (paths.RESULTS, paths.METRICS, paths.PLOTS_DIR):
         raise DraftlabError(f"bundle entry {rel!r} is not a report path (results/, metrics/ or plots/); not rendered")
-    return f"{paths.RESULTS}/{name}/plots/{rest}" if top == paths.PLOTS_DIR else f"{top}/{name}/{rest}"
+    return f"{paths.rendered_results(name)}/{paths.PLOTS_DIR}/{rest}" if top == paths.PLOTS_DIR else f"{top}/{name}/{rest}"
 
 
 def _same(a: str, b: str) -> bool:
@@ -68,12 +68,12 @@ def render(folder: Path, root: Path, profile: str = "gpu-small", any_commit: boo
     for rel, text in plots.items():
         files[destination(rel, name)] = text
     meta = {k: v for k, v in doc.items() if k not in ("headlines", "files")}
-    files[f"results/{name}/bundle.json"] = json.dumps(meta, indent=2) + "\n"
+    files[f"{paths.rendered_results(name)}/bundle.json"] = json.dumps(meta, indent=2) + "\n"
     for rel, text in files.items():
         atomic_write(root / rel, lambda p, t=text: p.write_text(t))
     heads = doc.get("headlines") or {}
     tau = (heads.get(bundle.HEADLINE_FIRST) or {}).get("sim_tau")
-    return (f"rendered {len(files)} files into results/{name}/ and metrics/{name}/: {len(doc.get('finished') or [])} "
-            f"stages finished ({', '.join(doc.get('finished') or []) or 'none'})"
+    return (f"rendered {len(files)} files into {paths.rendered_results(name)}/ and {paths.rendered_metrics(name)}/: "
+            f"{len(doc.get('finished') or [])} stages finished ({', '.join(doc.get('finished') or []) or 'none'})"
             + (f", failed {doc['failed']}" if doc.get("failed") else "")
             + (f"; plain drafter sim τ {tau:.3f}" if isinstance(tau, (int, float)) else ""))

@@ -26,6 +26,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.markdown import markdown_table
 from draftlab.plan.arch import target_shape
 from draftlab.plan import dispatch as D
@@ -82,7 +83,7 @@ def load_run(name: str):
     with _in(folder):
         p = load_params("params.yaml", [])  # no name tables: the run is committed
         t = target_shape(p.target, None)
-    return p, t, folder / "results", folder
+    return p, t, folder / paths.RESULTS, folder
 
 
 def predicted(p, t, dev: Device, folder: Path) -> dict[str, float]:

@@ -5,6 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.config import Params
 from draftlab.plan.arch import target_shape
 from draftlab.plan.stages import GiB, Device, Stage, check_fit, plan
@@ -72,7 +73,7 @@ def run_device(target_device: str) -> tuple[Device, str]:
     return Device.of("cpu", memory_gib=ram / GiB), "cpu (the machine's RAM)"
 
 
-def check_run(params: Params, prepared: str | Path | None = "models/target", root: str | Path = ".",
+def check_run(params: Params, prepared: str | Path | None = paths.TARGET, root: str | Path = ".",
               device: Device | None = None, where: str = "") -> str:
     """check_params's memory and disk check: the plan's largest steps against the run's device (or `device`)
     and the free disk under `root`; a one-line ConfigError naming the key when one does not fit. Returns a line
@@ -89,7 +90,7 @@ def check_run(params: Params, prepared: str | Path | None = "models/target", roo
             + "".join(f"; warning: {w}" for w in warnings))
 
 
-def render(params: Params, device: Device, as_json: bool = False, prepared: str | Path | None = "models/target",
+def render(params: Params, device: Device, as_json: bool = False, prepared: str | Path | None = paths.TARGET,
            root: str | Path = ".", disk_gib: float | None = None) -> tuple[str, str | None]:
     """`draftlab plan`: (the plan's text or JSON, None) or, when a step does not fit in `device.memory_gib` or a
     cache not on the free disk (`disk_gib`, default: free under `root`), (the same text, the one-line reason)."""
