@@ -22,8 +22,29 @@ from typing import Any, Collection
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from draftlab import paths
 from draftlab.config import MethodNames, Params
 from draftlab.errors import ConfigError
+
+
+def path_resolver(name: str) -> str:
+    """`${path:NAME}` in a conf/ preset: draftlab.paths.NAME, so a preset names a pipeline folder without spelling it
+    (params.yaml holds the resolved path: the composition's text is what it was when the preset spelled it)."""
+    value = getattr(paths, name, None)
+    if not name.isupper() or not isinstance(value, str):
+        known = ", ".join(k for k, v in vars(paths).items() if k.isupper() and isinstance(v, str))
+        raise ConfigError(f"${{path:{name}}}: draftlab.paths names no path {name!r}; one of: {known}")
+    return value
+
+
+def register_resolvers() -> None:
+    """Register `${path:NAME}` with OmegaConf, once per process: composing conf/ needs it, here and in DVC's own
+    composition (`dvc exp run -S ...`, which loads hydra_plugins/draftlab_resolvers.py from the repository root)."""
+    if not OmegaConf.has_resolver("path"):
+        OmegaConf.register_new_resolver("path", path_resolver)
+
+
+register_resolvers()
 
 # ----------------------------------------------------------------------------------------------
 # loading
