@@ -15,26 +15,29 @@ import hashlib
 
 import altair as alt
 
-ARM_COLOURS: dict[str, str] = {
+# the arms that are not a corrector family's, in the table's order; each family's arms come from its record
+# (`ArmEntry.colour`, draftlab.corrector.family), after them
+BASE_COLOURS: dict[str, str] = {
     "ar": "#4d4d4d",
     "hf-generate": "#a6a6a6",
     "dflash": "#1f77b4",
-    "dflash2": "#393b79",
     "dflash-specopd": "#2ca02c",
     "dflash-long": "#17becf",
     "dflash-ref": "#6baed6",
     "dflash-pld": "#98df8a",
     "pld": "#c49c94",
-    "dcoco": "#d62728",
-    "dcoco-globalsum": "#ff9896",
-    "dcoco-geometric": "#e377c2",
-    "dcoco-nopair": "#ff7f0e",
-    "dcoco-nocand": "#ffbb78",
-    "dcoco-frozen": "#8c564b",
-    "specopd-dcoco": "#9467bd",
-    "dspark": "#bcbd22",
-    "domino": "#7f7f7f",
 }
+
+
+def family_colours() -> dict[str, str]:
+    """Each corrector family's arm colours (its record's `arms`), in the families' order."""
+    from draftlab.corrector.families import records
+
+    return {"-".join(p for p in (method, option) if p): e.colour for f in records().values()
+            for method, options in f.arms.items() for option, e in options.items() if e.colour}
+
+
+ARM_COLOURS: dict[str, str] = {**BASE_COLOURS, **family_colours()}
 
 
 SEEDED_SUFFIX = "-seeded"  # the arm table's naming rule for arms on the seeded drafter (draftlab.config.seeded)

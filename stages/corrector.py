@@ -71,7 +71,7 @@ def run(params) -> None:
         out.report.update(base.record())
         info = {"stage": "corrector", "profile": params.profile.name, "target": t.name, **base.record()}
         for v, o in out.variants.items():
-            rules = {"path_rule": o.report["path_rule"], "lam": c.lam, "kernels": c.kernels, "k": o.report["k"]}
+            rules = {"path_rule": o.report["path_rule"], "lam": o.lam, "kernels": c.kernels, "k": o.report["k"]}
             save_drafter(o.drafter, OUT / v / "drafter", info={**info, "variant": v, "sim_tau_uncorrected":
                                                                 o.report["sim_tau_uncorrected"]})
             o.corrector.save(OUT / v / "corrector", info={**info, **rules, "variant": v, "sim_tau": o.report["sim_tau"]})
@@ -104,10 +104,11 @@ def check_specopd_base(specopd: dict[str, str], base, variants: list[str]) -> No
     from pathlib import Path
 
     from draftlab.drafter.checkpoint import trained_base
-    from draftlab.corrector.variants import TABLE
+    from draftlab.corrector.families import variant_table
     from draftlab.errors import DraftlabError
 
-    for key in sorted({TABLE[v].base for v in variants} & set(specopd)):
+    table = variant_table()
+    for key in sorted({table[v].base for v in variants} & set(specopd)):
         folder = specopd[key]
         if (Path(folder) / "config.json").exists():
             got = trained_base(folder)

@@ -164,7 +164,7 @@ def outputs(root, tmp_path_factory) -> Path:
     arch = arch_from_target(t, 4, 1, [0, 1], t.vocab_size - 1, seed="lookup", seed_bias=8.0)
     save_drafter(DFlashDrafter.from_target(arch, t).eval(), wd / "models" / "drafter" / "seeded")
     save_drafter(d, wd / "models" / "corrector" / "dcoco" / "drafter")
-    corr = build_corrector(CorrectorConfig(k=4, dim=8, hidden=16), d, "dcoco")
+    corr = build_corrector(CorrectorConfig(k=4, families={"dcoco": {"dim": 8, "hidden": 16}}), d, "dcoco")
     corr.save(wd / "models" / "corrector" / "dcoco" / "corrector",
               info={"path_rule": "greedy", "lam": 0.75, "kernels": "torch", "k": 4})
     return wd

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import arms_preset
 from draftlab.arms.grammar import ARM_TABLE, GRAMMAR, arm_name, arm_names, parse, resolve
-from draftlab.corrector.variants import VARIANTS
+from draftlab.corrector.families import variant_table
 from draftlab.errors import DraftlabError
 
 
@@ -29,7 +29,7 @@ def test_every_arm_the_presets_the_readme_and_the_results_name_resolves(root):
     readme = set()  # the README and the pages that took over its reference text (usage, pipeline, benchmark, glossary)
     for page in ("README.md", "docs/usage.md", "docs/pipeline.md", "docs/benchmark.md", "docs/glossary.md"):
         readme |= set(re.findall(r"`([a-z0-9][a-z0-9.-]*)`", (root / page).read_text()))
-    used |= {t for t in readme if any(t == m or t.startswith(m + "-") for m in GRAMMAR)} - set(VARIANTS)
+    used |= {t for t in readme if any(t == m or t.startswith(m + "-") for m in GRAMMAR)} - set(variant_table())
     detail = json.loads((root / "results" / "benchmark.json").read_text())
     used |= set(detail["summary"]) | {a for p in detail["pairs"] for a in (p["a"], p["b"])}
     used |= {f.stem for f in (root / "metrics" / "benchmark").glob("*.json")}

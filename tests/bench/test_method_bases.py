@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from draftlab.arms.grammar import ARM_TABLE, METHOD_ARMS, ArmContext, Checkpoints, build_arm, trained_base
+from draftlab.arms.grammar import ARM_TABLE, ArmContext, Checkpoints, arm_name, build_arm, grammar, trained_base
 from draftlab.config import BenchmarkConfig
 from draftlab.config.seeded import SEEDED_ARM, SEEDED_SUFFIX, method_arm_base, plain_name
 from draftlab.drafter import load_drafter, save_drafter
@@ -19,6 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_every_method_arm_is_in_the_table_under_both_names(root):
     names = list(ARM_TABLE)
+    METHOD_ARMS = [arm_name(n, o) for n, m in grammar().items() for o in m.trained]  # what a method stage trained
     for m in METHOD_ARMS:
         assert m in ARM_TABLE and m + SEEDED_SUFFIX in ARM_TABLE
         assert (method_arm_base(m, names), method_arm_base(m + SEEDED_SUFFIX, names)) == ("plain", "seeded")

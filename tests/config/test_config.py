@@ -70,17 +70,17 @@ def test_stage_cli_prints_one_line_error(root, tmp_path):
 def test_method_names_are_checked_against_the_methods_tables(root):
     """The corrector's variants and path rules and SpecOPD's baselines are checked against the tables their
     packages own, handed in by the caller (the configuration imports no method); the default baselines are all."""
-    from draftlab.corrector.variants import RULES, VARIANTS
+    from draftlab.corrector.families import variant_table
     from draftlab.pipeline.names import method_names
     from draftlab.specopd.objectives import BASELINES
 
     names = method_names()
-    assert (tuple(names.variants), tuple(names.path_rules), tuple(names.baselines)) == (VARIANTS, RULES, BASELINES)
+    assert (tuple(names.variants), tuple(names.baselines)) == (tuple(variant_table()), BASELINES)
     from draftlab.config import SpecOPDConfig
 
     assert tuple(SpecOPDConfig().baselines) == BASELINES
     for override, key in (("corrector.variants=[dcoco,dccoo]", "corrector.variants[]='dccoo'"),
-                          ("corrector.path_rule=greedier", "corrector.path_rule='greedier'"),
+                          ("corrector.families.dcoco.path_rule=greedier", "corrector.families.dcoco.path_rule='greedier'"),
                           ("specopd.baselines=[offpolicy]", "specopd.baselines[]='offpolicy'")):
         with pytest.raises(ConfigError, match=rf"^{re.escape(key)} is not valid; choose one of: "):
             load_params(root / "params.yaml", [override], names=names)

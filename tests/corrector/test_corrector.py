@@ -13,7 +13,7 @@ from torch import nn
 from draftlab.config import CorrectorConfig
 from draftlab.errors import DraftlabError
 from draftlab.corrector.base import DraftBlock
-from draftlab.corrector.dcoco import DCOCOArch, DCOCOCorrector, arch_from_config, corrector_inputs, count_parameters
+from draftlab.corrector.dcoco import DCOCOArch, DCOCOConfig, DCOCOCorrector, arch_from_config, corrector_inputs, count_parameters
 from draftlab.corrector.families import load_corrector
 from draftlab.corrector.loss import corrector_loss, transition_weights
 from draftlab.corrector.paths import greedy_path, path_score, path_tokens, select_path, viterbi_path
@@ -345,26 +345,33 @@ def test_ablations_change_what_delta_sees():
 
 def test_parameter_count_at_paper_scale():
     """d = 4096 with the default widths (dim 128, MLP hidden 256) lands at the paper's ~2.23M."""
-    cfg = CorrectorConfig()
+    cfg = DCOCOConfig()
     E = nn.Embedding(8, 4096).requires_grad_(False)
-    spec = arch_from_config(cfg, 4096, E)
+    spec = arch_from_config(cfg, 4096, E, k=16)
     counts = count_parameters(spec)
     assert counts["total"] == DCOCOCorrector(spec, E).num_parameters() == 2_228_865
     assert abs(counts["total"] - 2.23e6) / 2.23e6 < 0.005
-    assert count_parameters(arch_from_config(cfg, 4096, E, "nopair"))["total"] < counts["total"]
-    assert arch_from_config(cfg, 4096, E, "nocand").use_candidate_state is False
+    assert count_parameters(arch_from_config(cfg, 4096, E, "nopair", 16))["total"] < counts["total"]
+    assert arch_from_config(cfg, 4096, E, "nocand", 16).use_candidate_state is False
 
 
 def test_config_validation():
     CorrectorConfig().check("corrector")
     from draftlab.pipeline.names import method_names  # the names are the corrector package's, handed in
 
-    with pytest.raises(DraftlabError, match="path_rule"):
-        CorrectorConfig(path_rule="beam").check_names("corrector", method_names())
+    with pytest.raises(DraftlabError, match=r"corrector\.families\.dcoco\.path_rule='beam' is not valid"):
+        CorrectorConfig(families={"dcoco": {"path_rule": "beam"}}).check_names("corrector", method_names())
     with pytest.raises(DraftlabError, match="variants"):
         CorrectorConfig(variants=["dcoco", "bogus"]).check_names("corrector", method_names())
-    with pytest.raises(DraftlabError, match="lam"):
-        CorrectorConfig(lam=0.0).check("corrector")
+    with pytest.raises(DraftlabError, match=r"corrector\.families\.dcoco\.lam=0\.0 must lie in"):
+        CorrectorConfig(families={"dcoco": {"lam": 0.0}}).check_names("corrector", method_names())
+    with pytest.raises(DraftlabError, match=r"unknown key 'corrector\.families\.dspark\.dim'; valid keys in "
+                                            r"corrector\.families\.dspark: rank, gate"):
+        CorrectorConfig(families={"dspark": {"dim": 8}}).check_names("corrector", method_names())
+    with pytest.raises(DraftlabError, match=r"corrector\.families\.dscoco: no corrector family of that name"):
+        CorrectorConfig(families={"dscoco": {}}).check_names("corrector", method_names())
+    with pytest.raises(DraftlabError, match=r"corrector\.families\.dcoco\.dim='8' must be a int"):
+        CorrectorConfig(families={"dcoco": {"dim": "8"}}).check_names("corrector", method_names())
 
 
 def test_checkpoint_roundtrip(tmp_path):

@@ -15,7 +15,7 @@ from draftlab.corrector.base import draft_candidates, drafter_block
 from draftlab.corrector.families import build_corrector
 from draftlab.corrector.proposal import CorrectorProposal
 from draftlab.corrector.sequential import teacher_tokens
-from draftlab.corrector.variants import TABLE
+from draftlab.corrector.families import variant_table
 from draftlab.decoding import SpeculativeEngine, generate_ar
 from draftlab.pipeline.corrector.evaluate import SetStats, candidates, corrected_paths, eval_batch, eval_block
 from test_seeded import TAPS, _loop_prompts, make_seeded, motif_text
@@ -29,7 +29,7 @@ VARIANTS = ["dcoco", "nopair", "nocand", "frozen", "frozen-reach", "dcoco-cond",
 
 
 def ccfg(**kw) -> CorrectorConfig:
-    base = dict(k=K, dim=8, hidden=16, seq_rank=8, max_steps=2, max_minutes=0, lr=5e-3, drafter_lr=1e-3,
+    base = dict(k=K, families={"dcoco": {"dim": 8, "hidden": 16}, "dspark": {"rank": 8}, "domino": {"rank": 8}, "dflash2": {"rank": 8}}, max_steps=2, max_minutes=0, lr=5e-3, drafter_lr=1e-3,
                 batch_size=4, anchors_per_seq=12, val_every=0, seed=0)
     base.update(kw)
     return CorrectorConfig(**base)
@@ -123,7 +123,7 @@ def test_every_family_decodes_as_it_is_simulated_and_equals_ar(llama_target, var
     for i, row, text, a in rounds(res, prompts):
         batch, hidden, seeds = training_block(d, t, text, a)
         block = eval_block(d, batch, hidden, seeds, K)  # what the stage's simulated τ proposes from
-        sim = corrected_paths(corr, block, (rule,), ccfg().lam)[rule]  # [1, n]
+        sim = corrected_paths(corr, block, (rule,), 0.75)[rule]  # [1, n]
         assert torch.equal(sim[0], res.records[i].proposals[row]), (variant, a)
         checked += 1
     assert checked > 10
@@ -162,7 +162,7 @@ def test_every_family_trains_on_the_seeded_drafter(llama_target, data, variant):
 
     t, (_, _, batch, _) = llama_target, data
     assert "seeds" in batch
-    c, row = ccfg(), TABLE[variant]
+    c, row = ccfg(), variant_table()[variant]
     d = seeded(t).train()
     corr = perturbed(build_corrector(c, d, variant), std=0.5).train()
     m = CoTrainModule(d, corr, c.run_settings(pcfg(), 0.0), c, frozen=row.frozen, val_names=["heldout"], target=t,
@@ -199,7 +199,7 @@ def test_stage_tau_equals_the_drafters_validation_and_fits(llama_target, data, t
     st = SetStats(S - 1, K, ("greedy",))
     with torch.no_grad():
         mod.validate_batch(vbatch, own)
-        eval_batch(d, corr, vbatch, mod._features(vbatch, greedy=True), st, K, ("greedy",), c.lam)
+        eval_batch(d, corr, vbatch, mod._features(vbatch, greedy=True), st, K, ("greedy",), 0.75)
     o, s = own.summary(), st.summary("greedy")
     assert o["sim_tau"] > 1.0  # the seeded drafter copies some right seeds
     assert s["sim_tau_uncorrected"] == o["sim_tau"] == s["sim_tau"]

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def selector(drafter, k=4, seed=1, trained=True):
     torch.manual_seed(seed)
-    c = build_corrector(CorrectorConfig(k=k, seq_rank=8, seed=seed), drafter, "dflash2")
+    c = build_corrector(CorrectorConfig(k=k, families={"dflash2": {"rank": 8}}, seed=seed), drafter, "dflash2")
     if trained:  # past init: the zero-initialised successor codebook made non-zero
         with torch.no_grad():
             c.successor_codebook.weight.normal_(0.0, 3.0)

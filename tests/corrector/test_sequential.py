@@ -164,7 +164,7 @@ def pcfg(**kw) -> PretrainConfig:
 
 def ccfg(**kw) -> CorrectorConfig:
     base = dict(k=4, max_steps=12, max_minutes=0, lr=2e-2, drafter_lr=1e-3, batch_size=3, anchors_per_seq=8,
-                val_every=0, seed=0, seq_rank=8, control=False, kernels="torch")
+                val_every=0, seed=0, families={"dspark": {"rank": 8}, "domino": {"rank": 8}, "dflash2": {"rank": 8}}, control=False, kernels="torch")
     return CorrectorConfig(**{**base, **kw})
 
 

@@ -46,7 +46,7 @@ def pcfg(**kw) -> PretrainConfig:
 
 
 def ccfg(**kw) -> CorrectorConfig:
-    base = dict(k=4, dim=8, hidden=16, max_steps=6, max_minutes=0, lr=5e-3, drafter_lr=1e-3, batch_size=4,
+    base = dict(k=4, families={"dcoco": {"dim": 8, "hidden": 16}}, max_steps=6, max_minutes=0, lr=5e-3, drafter_lr=1e-3, batch_size=4,
                 anchors_per_seq=12, val_every=0, seed=0)
     base.update(kw)
     return CorrectorConfig(**base)
@@ -116,7 +116,7 @@ def test_hidden_path_stop_gradient_leaves_the_drafter_to_the_logit_path(target, 
     hidden-state path leaves the drafter's parameters untouched; in joint training it does not. λ scales the
     joint gradient; λ = 0 leaves every drafter parameter untouched by the corrector loss."""
     from draftlab.corrector.base import DraftBlock
-    from draftlab.corrector.variants import TABLE
+    from draftlab.corrector.families import variant_table
     from draftlab.training.module import block_targets
 
     seqs, store, state = data
@@ -127,7 +127,7 @@ def test_hidden_path_stop_gradient_leaves_the_drafter_to_the_logit_path(target, 
     torch.nn.init.normal_(corr.mlp_out.weight, std=0.5)  # past init (w_out = 0 would hide the hidden path)
     params = list(d.parameters())
     module = lambda v: CoTrainModule(d, corr, c.run_settings(pcfg(), 0.0), c, val_names=["heldout"],  # noqa: E731
-                                     target=target, variant=TABLE[v])
+                                     target=target, variant=variant_table()[v])
     grads = {v: _grads(module(v).compute_losses(batch)["corrector"], params)
              for v in ("dcoco", "dcoco-sg", "dcoco-lam0.3", "dcoco-lam0")}
     m = module("dcoco")
@@ -150,7 +150,7 @@ def test_hidden_path_stop_gradient_leaves_the_drafter_to_the_logit_path(target, 
 
 
 def test_frozen_warmup_trains_the_corrector_alone_first(target, data):
-    from draftlab.corrector.variants import TABLE
+    from draftlab.corrector.families import variant_table
 
     seqs, store, state = data
     c = ccfg(max_steps=0, max_minutes=1.0)
@@ -159,8 +159,8 @@ def test_frozen_warmup_trains_the_corrector_alone_first(target, data):
     corr = build_corrector(c, d, "dcoco")
     torch.nn.init.normal_(corr.mlp_out.weight, std=0.5)
     m = CoTrainModule(d, corr, c.run_settings(pcfg(), 1.0), c, val_names=["heldout"], target=target,
-                      variant=TABLE["dcoco-warm"])
-    w = TABLE["dcoco-warm"].frozen_warmup
+                      variant=variant_table()["dcoco-warm"])
+    w = variant_table()["dcoco-warm"].frozen_warmup
     params = list(d.parameters())
     out = m.compute_losses(batch)  # progress 0: the drafter is frozen
     torch.testing.assert_close(out["loss"], c.lambda_corr * out["corrector"])
@@ -307,7 +307,7 @@ def test_dcoco_arms_lossless_in_the_runner_and_summary(target, data, tmp_path):
         for _, row in rows.head(5).iterrows():
             sc = torch.tensor([list(map(list, m)) for m in row["transition_scores"]])[None]  # [1, n−1, K, K]
             ids, lg = torch.tensor([list(x) for x in row["topk_ids"]])[None], torch.tensor([list(x) for x in row["topk_logits"]])[None]
-            idx = select_path(sc, lg, rule, ccfg().lam)
+            idx = select_path(sc, lg, rule, 0.75)
             assert idx[0].tolist() == list(row[f"path_{rule}"])
             assert path_tokens(idx, ids)[0].tolist() == list(row["proposals"])
     from draftlab.bench.uncertainty import add_intervals
@@ -376,7 +376,7 @@ def workdir(root, target, tmp_path_factory):
 
 
 STAGE_ARGS = ["corrector.variants=[dcoco,nopair,nocand,frozen,dcoco-sg,frozen-reach]", "corrector.max_steps=3", "corrector.max_minutes=0",
-              "corrector.k=4", "corrector.dim=8", "corrector.hidden=16", "corrector.batch_size=2",
+              "corrector.k=4", "corrector.families.dcoco.dim=8", "corrector.families.dcoco.hidden=16", "corrector.batch_size=2",
               "corrector.anchors_per_seq=6", "corrector.val_every=0", "corrector.kernels=torch"]
 
 

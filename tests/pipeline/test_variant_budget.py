@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from draftlab.corrector.variants import TABLE, VARIANTS
+from draftlab.corrector.families import family_of, variant_table
 from draftlab.errors import ConfigError
 from draftlab.params import build_params, compose_params
 from draftlab.pipeline.corrector.recipe import variant_view
@@ -14,7 +14,7 @@ from draftlab.pipeline.corrector.recipe import variant_view
 def _views(params):
     c = params.corrector
     main = "dcoco" if "dcoco" in c.variants else c.variants[0]
-    return main, {v: variant_view(c, params.pretrain, v, main, c.k) for v in VARIANTS}
+    return main, {v: variant_view(c, params.pretrain, v, main, c.k) for v in variant_table()}
 
 
 def test_gpu_profile_ablations_get_the_stated_fraction(root):
@@ -23,7 +23,7 @@ def test_gpu_profile_ablations_get_the_stated_fraction(root):
     assert 0 < c.variant_budget_fraction < 1 and c.epochs > 0  # the profile states an epoch budget and a fraction
     main, views = _views(gpu)
     for v, (role, view) in views.items():
-        if v == main or TABLE[v].sequential:
+        if v == main or family_of(v).budget == "main":
             assert role == "main" and view.epochs == c.epochs and view.max_minutes == c.max_minutes, v
         else:
             assert role == "ablation" and view.epochs == pytest.approx(c.epochs * c.variant_budget_fraction), v
@@ -41,7 +41,7 @@ def test_cpu_profile_budgets_are_unchanged(root):
     assert c.variant_budget_fraction == 1.0
     main, views = _views(cpu)
     for v, (role, view) in views.items():
-        full = v == main or TABLE[v].sequential or not c.variant_max_minutes
+        full = v == main or family_of(v).budget == "main" or not c.variant_max_minutes
         old = c.run_settings(cpu.pretrain, c.max_minutes if full else c.variant_max_minutes, k=c.k)
         assert view == old, v
 

@@ -12,6 +12,7 @@ import pytest
 
 from draftlab.cli import main, parser
 from draftlab.plan import calibrate as C
+from draftlab.pipeline.names import method_names  # the family records the corrector stage's plan reads
 from draftlab.plan.stages import PRESETS, Device, benchmark_runs
 
 CPU = ["plan", "--device", "cpu", "-S", "profile=cpu", "--disk", "1000", "--json"]
@@ -47,7 +48,7 @@ def test_the_device_flags_override_the_preset(capsys):
 def test_a_held_out_run_is_predicted_within_1_5x_per_stage(run):
     """The toy world's run (its stages, not fitted on): every stage the plan has and the run recorded, predicted
     with the run's own mean lengths and tau (`run_inputs`), within x1.5 of its measured wall time."""
-    rows = C.compare(run)
+    rows = C.compare(run, names=method_names())
     assert {s for s, *_ in rows} >= {"prepare_target", "reference", "pretrain_drafter", "pretrain_seeded", "specopd",
                                      "corrector", "benchmark"}
     bad = [(s, round(p), round(m), round(r, 2)) for s, p, m, r in rows if not 1 / 1.5 <= r <= 1.5]
@@ -59,7 +60,7 @@ def test_a_held_out_run_is_predicted_within_1_5x_per_stage(run):
 def test_the_fitting_run_is_reproduced():
     """The cpu run the constants were fitted on: its fitted stages within x1.5 (prepare_target's GGUF
     de-quantisation is its own constant, DEQUANT_S_PER_PARAM, not part of the fit)."""
-    rows = {s: r for s, _, _, r in C.compare("cpu")}
+    rows = {s: r for s, _, _, r in C.compare("cpu", names=method_names())}
     bad = {s: round(rows[s], 2) for s in C.FITTED if not 1 / 1.5 <= rows[s] <= 1.5}
     assert not bad, bad
 

@@ -80,7 +80,7 @@ def test_ddp_gradient_buckets_are_their_own_term_on_more_than_one_gpu(capsys):
     key = next(iter(M.ddp_buckets(1, 2)))
     assert M.ddp_buckets(d.params(), 1) == {}
     trainable = {"pretrain_drafter": d.params(), "specopd": d.params(),
-                 "corrector": d.params() + corrector_params(t.hidden, p.corrector)}
+                 "corrector": d.params() + corrector_params(t, d, p.corrector, "dcoco")}
     for gpus in (1, 2):
         rc = main(["plan", "-S", "target=qwen3-8b", "-S", "profile=gpu", "--gpus", str(gpus), "--gpu-mem", "200",
                    "--disk", "100000", "--json"])

@@ -36,7 +36,7 @@ STAGES = {
                 "specopd.anchors_per_seq=4", "specopd.cost_anchors=0", "specopd.tv_eval_seqs=0", "specopd.kernels=torch",
                 "specopd.checkpoint_every=0", "specopd.warmup=0"],
     "corrector": ["corrector.variants=[dcoco]", "corrector.max_steps=2", "corrector.max_minutes=0",
-                  "corrector.variant_max_minutes=0", "corrector.k=4", "corrector.dim=8", "corrector.hidden=16",
+                  "corrector.variant_max_minutes=0", "corrector.k=4", "corrector.families.dcoco.dim=8", "corrector.families.dcoco.hidden=16",
                   "corrector.batch_size=4", "corrector.anchors_per_seq=6", "corrector.val_every=0",
                   "corrector.kernels=torch"],
     "pretrain_drafter": ["pretrain.max_steps=3", "pretrain.max_minutes=0", "pretrain.batch_size=4",

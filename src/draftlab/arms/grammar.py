@@ -1,12 +1,13 @@
-"""Benchmark arms: a grammar of names, `method[-option][-seeded][-cut]`, resolved by `resolve` over the nine
-entries of `GRAMMAR` (35 names: `arm_names()`), each to a factory.
+"""Benchmark arms: a grammar of names, `method[-option][-seeded][-cut]`, resolved by `resolve` over the entries of
+`grammar()` (the built-in nine, 35 names: `arm_names()`), each to a factory. The corrector families' entries come
+from their records (`Family.arms`, `draftlab.corrector.family`), the other methods' from `BEFORE` / `AFTER` here.
 
 A factory takes the arm's name and an `ArmContext` (the target, the benchmark section, where the
 stages wrote each checkpoint, a cached drafter loader) and returns an `Arm`. Nothing is registered
 by import and nothing checks a path before an arm is built: a missing checkpoint is a one-line
 `DraftlabError` when the benchmark builds that arm.
 
-Adding an arm = one option (or method) in `GRAMMAR` + its name in conf/benchmark/arms/*.yaml (docs/architecture.md
+Adding an arm = one option (or method) in `BEFORE` / `AFTER`, or in a corrector family's `arms`, + its name in conf/benchmark/arms/*.yaml (docs/architecture.md
 holds the table of every arm's drafter and proposal step). A speculative arm is a drafter (or None) plus a proposal
 step (`draftlab.decoding.api.ProposalStep`); `SpeculativeArm` runs them through the engine. A method's `trained`
 options (`dflash-specopd`, `dflash-long`, the `dcoco*` rows, `specopd-dcoco`, `dspark`, `domino`, `dflash2`) resolve
@@ -28,7 +29,8 @@ import torch
 
 from draftlab.config import BenchmarkConfig
 from draftlab.config.seeded import SEEDED_SUFFIX, plain_name
-from draftlab.corrector.families import load_corrector, read_corrector_info
+from draftlab.corrector.families import load_corrector, read_corrector_info, records
+from draftlab.corrector.family import ArmEntry
 from draftlab.corrector.proposal import CorrectorProposal
 from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep
 from draftlab.decoding.ar import generate_ar
@@ -328,7 +330,8 @@ class Method:
     seeded: dict[str, ArmFactory] = field(default_factory=dict)
 
 
-GRAMMAR: dict[str, Method] = {
+# the methods that are not corrector families, in the grammar's order around the families' entries
+BEFORE: dict[str, Method] = {
     "ar": Method(fixed={"": ar_arm}),
     "dflash": Method(
         trained={"specopd": by_temperature(drafter_arm(lambda c: f"{c.specopd_drafter}/t0"),
@@ -337,17 +340,30 @@ GRAMMAR: dict[str, Method] = {
         fixed={"": drafter_arm(lambda c: c.drafter), "pld": hybrid_arm(), "pld-switch": hybrid_arm("switch"),
                "pld-splice": hybrid_arm("splice"), "ref": reference_arm("dflash-ref")},
         seeded={"": seeded_arm, "cut": seeded_cut_arm}),
-    "dcoco": Method(trained={"": corrector_arm("dcoco"), "globalsum": corrector_arm("dcoco", "globalsum"),
-                             "geometric": corrector_arm("dcoco", "geometric"), "nopair": corrector_arm("nopair"),
-                             "nocand": corrector_arm("nocand"), "frozen": corrector_arm("frozen")}),
-    "specopd-dcoco": Method(trained={"": by_temperature(corrector_arm("specopd-dcoco"),
-                                                        corrector_arm("specopd-dcoco-t1"))}),
-    "dspark": Method(trained={"": corrector_arm("dspark")}),
-    "domino": Method(trained={"": corrector_arm("domino")}),
-    "dflash2": Method(trained={"": corrector_arm("dflash2")}),
+}
+AFTER: dict[str, Method] = {
     "pld": Method(fixed={"": pld_arm}),
     "hf-generate": Method(fixed={"": reference_arm("hf"), "pld": reference_arm("hf-pld")}),
 }
+LEAD = ("ar", "dflash")  # the target alone and the plain drafter: first in the arm table (then the trained arms)
+
+
+def entry_arm(e: ArmEntry) -> ArmFactory:
+    """The factory of a corrector family's arm entry (its variant at T=0, another one at T>0 where it names one)."""
+    greedy = corrector_arm(e.variant, e.rule)
+    return by_temperature(greedy, corrector_arm(e.sampled, e.rule)) if e.sampled else greedy
+
+
+def grammar() -> dict[str, Method]:
+    """The grammar: the methods above and, between them, each corrector family's entries (`Family.arms`: trained
+    options) of this process's families (`draftlab.corrector.families.records`: the built-in ones and those that
+    `corrector.family_modules` names)."""
+    fams = {m: Method(trained={o: entry_arm(e) for o, e in opts.items()})
+            for f in records().values() for m, opts in f.arms.items()}
+    return {**BEFORE, **fams, **AFTER}
+
+
+GRAMMAR: dict[str, Method] = grammar()  # the built-in families' grammar (nine entries)
 FORMS = ("", SEEDED_SUFFIX, SEEDED_SUFFIX + "-cut")  # the plain drafter / the seeded one / its verify-width rule
 
 
@@ -358,7 +374,7 @@ def arm_name(method: str, option: str = "", form: str = "") -> str:
 def parse(name: str) -> tuple[str, str, str] | None:
     """(method, option, form) of an arm name, or None: the longest method that starts the name, then the form
     (-seeded, -seeded-cut) at its end, the option between."""
-    methods = [m for m in GRAMMAR if name == m or name.startswith(m + "-")]
+    methods = [m for m in grammar() if name == m or name.startswith(m + "-")]
     if not methods:
         return None
     method = max(methods, key=len)
@@ -375,14 +391,14 @@ def grammar_line() -> str:
     def opts(name: str, m: Method) -> str:
         o = [x for x in (*m.fixed, *m.trained) if x] + ["seeded" + (f"-{x}" if x else "") for x in m.seeded]
         return name + ("[-seeded]" if m.trained else "") + (f" ({', '.join(o)})" if o else "")
-    return ", ".join(opts(n, m) for n, m in GRAMMAR.items())
+    return ", ".join(opts(n, m) for n, m in grammar().items())
 
 
 def resolve(name: str) -> ArmFactory:
     """The factory of arm `name` under the grammar `method[-option][-seeded][-cut]`; an unknown name is one line
     naming the methods and their options."""
     parts = parse(name)
-    m, option, form = (GRAMMAR[parts[0]], parts[1], parts[2]) if parts else (None, "", "")
+    m, option, form = (grammar()[parts[0]], parts[1], parts[2]) if parts else (None, "", "")
     factory = None
     if m is not None and form == "":
         factory = m.fixed.get(option) or (on_base(m.trained[option], "plain") if option in m.trained else None)
@@ -392,22 +408,25 @@ def resolve(name: str) -> ArmFactory:
         factory = m.seeded.get("cut")
     if factory is None:
         raise DraftlabError(f"unknown benchmark arm '{name}'; an arm is method[-option][-seeded][-cut]: {grammar_line()} "
-                            f"(a new arm is an entry in GRAMMAR, draftlab/arms/grammar.py)")
+                            f"(a new arm is an entry in the grammar, draftlab/arms/grammar.py, or a corrector family's "
+                            f"record)")
     return factory
 
 
 def arm_names() -> tuple[str, ...]:
-    """Every name the grammar resolves (what the config checks against): AR and the plain drafter, the method arms
-    on the plain drafter, the seeded drafter's own arms, the method arms on the seeded drafter, then the peers."""
-    trained = [arm_name(n, o) for n, m in GRAMMAR.items() for o in m.trained]
-    own = [arm_name(n, o) for n, m in GRAMMAR.items() for o in m.fixed]
-    seeded = [arm_name(n, "", FORMS[1] if not o else FORMS[2]) for n, m in GRAMMAR.items() for o in m.seeded]
-    return tuple([*own[:2], *trained, *seeded, *(t + SEEDED_SUFFIX for t in trained), *own[2:]])
+    """Every name the grammar resolves (what the config checks against): AR and the plain drafter (`LEAD`), the method
+    arms on the plain drafter, the seeded drafter's own arms, the method arms on the seeded drafter, then the other
+    arms of one drafter or none (the prompt-lookup hybrids, the reference rows, prompt lookup)."""
+    g = grammar()
+    trained = [arm_name(n, o) for n, m in g.items() for o in m.trained]
+    fixed = [arm_name(n, o) for n, m in g.items() for o in m.fixed]
+    seeded = [arm_name(n, "", FORMS[1] if not o else FORMS[2]) for n, m in g.items() for o in m.seeded]
+    lead, rest = [a for a in fixed if a in LEAD], [a for a in fixed if a not in LEAD]
+    return tuple([*lead, *trained, *seeded, *(t + SEEDED_SUFFIX for t in trained), *rest])
 
 
-# the expansion of the grammar, name -> factory (a caller may pass its own table to build_arm)
+# the expansion of the built-in grammar, name -> factory (a caller may pass its own table to build_arm)
 ARM_TABLE: dict[str, ArmFactory] = {name: resolve(name) for name in arm_names()}
-METHOD_ARMS: dict[str, ArmFactory] = {arm_name(n, o): f for n, m in GRAMMAR.items() for o, f in m.trained.items()}
 
 
 def check_variants(arms: Iterable[str], variants: Iterable[str], control: bool = True) -> None:

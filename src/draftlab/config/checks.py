@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Collection
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from draftlab.errors import ConfigError
 
@@ -11,11 +11,16 @@ from draftlab.errors import ConfigError
 @dataclass(frozen=True)
 class MethodNames:
     """The method packages' name tables, which the configuration checks but does not own: the caller hands them in
-    (draftlab.pipeline.names.method_names(): the corrector's variants and path rules, SpecOPD's baselines), as it
-    hands in the arm names, so this layer imports no method. Empty = not checked."""
+    (draftlab.pipeline.names.method_names(): the corrector's families, SpecOPD's baselines), as it hands in the arm
+    names, so this layer imports no method. Empty = not checked.
+
+    `families(family_modules)` -> {name: record}: the corrector family records (draftlab.corrector.family.Family:
+    `.variants`, `.config` = its settings' dataclass), the built-in ones and those of the extra modules the params
+    name; the corrector section checks its variants and each family's settings against them. `variants`: the variant
+    names where no records are handed in."""
     variants: Collection[str] = ()
-    path_rules: Collection[str] = ()
     baselines: Collection[str] = ()
+    families: Callable[[Sequence[str]], Mapping[str, Any]] | None = None
 
 
 # YAML 1.1 (OmegaConf, `-S key=value`, an unquoted params.yaml value) reads on/off, yes/no, true/false (any case) as a
@@ -53,6 +58,32 @@ def _unit(key: str, value: float) -> None:
 def parts(obj: Any, *kinds: type) -> dict[str, Any]:
     """The values of `obj` for the fields that the part classes `kinds` declare (e.g. parts(cfg, Optim))."""
     return {f.name: getattr(obj, f.name) for k in kinds for f in dataclasses.fields(k)}
+
+
+def section(key: str, cls: type, given: Any) -> Any:
+    """A settings dataclass `cls` from the mapping the params gave under `key` (None: its defaults; an instance
+    stays): an unknown key, or a value of another type than its default's, is one line naming the key; then
+    `cls.check(key)` where it has one."""
+    if isinstance(given, cls):
+        out = given
+    else:
+        given = dict(given or {})
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        for k, v in given.items():
+            if k not in known:
+                raise ConfigError(f"unknown key '{key}.{k}'; valid keys in {key}: {', '.join(known)}")
+            f = known[k]
+            default = f.default if f.default is not dataclasses.MISSING else None
+            if isinstance(default, bool) and isinstance(v, str) and v in ("True", "False"):
+                given[k] = v = v == "True"
+            if isinstance(default, float) and isinstance(v, int) and not isinstance(v, bool):
+                given[k] = v = float(v)
+            if default is not None and type(v) is not type(default):
+                raise ConfigError(f"{key}.{k}={v!r} must be a {type(default).__name__}")
+        out = cls(**given)
+    if hasattr(out, "check"):
+        out.check(key)
+    return out
 
 
 KERNEL_BACKENDS = ("auto", "torch", "triton")  # auto = Triton on CUDA, the torch reference elsewhere

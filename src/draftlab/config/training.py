@@ -9,10 +9,12 @@ The training machinery (draftlab.training) reads one full set of run settings, a
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 from draftlab import paths
-from draftlab.config.checks import KERNEL_BACKENDS, PRECISIONS, MethodNames, _choice, _positive, _unit, parts
+from draftlab.config.checks import KERNEL_BACKENDS, PRECISIONS, MethodNames, _choice, _positive, _unit, parts, section
 from draftlab.errors import ConfigError
 
 LABELS = ("reference", "greedy")  # pretraining labels: the reference token, or the target's greedy token (see PretrainConfig)
@@ -239,14 +241,18 @@ class SpecOPDConfig(Budget, Schedule, Batches, Validation, Run):
 
 @dataclass
 class CorrectorConfig(EpochBudget, Optim, Batches):
-    """DCOCO corrector (docs/algorithms.md "DCOCO"): architecture, path rule, training loss and the co-training budget.
-    dim=128, hidden=256 give ~2.23M parameters at d=4096 (the paper's size)."""
+    """The corrector stage (docs/algorithms.md "DCOCO"): what every corrector family shares — the variants, the
+    co-training budget and optimiser, the loss weighting, how the corrector loss reaches the drafter, the drafters it
+    starts from — and, under `families`, each family's own settings (`corrector.families.dcoco.dim`, ...).
+
+    `families` maps a family's name to its settings. This layer imports no method: the caller hands in the family
+    records (`MethodNames.families`, draftlab.pipeline.names), and `check_names` turns each entry into its family's
+    settings dataclass (defaults filled, unknown keys and bad values one line), one for every family, so the values
+    a stage reads are typed. Loaded without the records (a tool reading params.yaml), an entry stays the mapping the
+    file gave; the family's record builds its dataclass from it where it is read (`Family.section`).
+    `family_modules` names extra family modules (docs/architecture.md "Adding a corrector family")."""
 
     k: int = 16  # candidates per slot (the paper does not state its K; 16 matches its top-16 coverage)
-    dim: int = 128  # width of the candidate representations z and the pair state s
-    hidden: int = 256  # hidden width of the shared two-layer MLP Δθ
-    path_rule: str = "greedy"  # greedy (the method) | globalsum | geometric
-    lam: float = 0.75  # geometric discount λ
     rho: float = 4.0  # loss weights exp(-(p-1)/ρ)
     cumulative_mask: bool = False  # stop supervising a block after its first masked transition
     lambda_corr: float = 1.0  # L = L_drafter + λ_corr · L_corr
@@ -273,23 +279,36 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
     variant_budget_fraction: float = 1.0
     drafter_lr: float = 3e-4  # drafter learning rate in co-training (`lr` is the corrector's)
     seed: int = 42
-    seq_rank: int = 64  # r of the sequential baselines: DSpark's bias rank, Domino's GRU width
-    seq_gate: bool = True  # DSpark: gate the bias by the slot's hidden state
+    # each family's settings, by family name (dcoco: dim, hidden, path_rule, lam; dspark: rank, gate; domino: rank;
+    # dflash2: rank; a family of another package: its own)
+    families: dict[str, Any] = field(default_factory=dict)
+    family_modules: list[str] = field(default_factory=list)  # extra family modules (importable, e.g. my_pkg.fixed_rule)
+    # the family records handed in with the method tables (`check_names`; not a setting): None = not handed in
+    records: ClassVar[dict[str, Any] | None] = None
 
     def check_names(self, p: str, names: MethodNames) -> None:
-        if names.path_rules:
-            _choice(f"{p}.path_rule", self.path_rule, tuple(names.path_rules))
-        for v in self.variants if names.variants else ():
-            _choice(f"{p}.variants[]", v, tuple(names.variants))
+        records = names.families(self.family_modules) if names.families is not None else None
+        variants = [v.name for f in records.values() for v in f.variants] if records is not None else names.variants
+        for v in self.variants if variants else ():
+            _choice(f"{p}.variants[]", v, tuple(variants))
+        if records is None:
+            return
+        for name in self.families:
+            if name not in records:
+                raise ConfigError(f"{p}.families.{name}: no corrector family of that name; the families: "
+                                  f"{', '.join(records)} (another package's: name its module in {p}.family_modules)")
+        for name, rec in records.items():
+            self.families[name] = section(f"{p}.families.{name}", rec.config, self.families.get(name))
+        self.records = dict(records)  # what the plan reads of each family (its budget role, its cost model)
 
     def check(self, p: str) -> None:
-        for k in ("k", "dim", "hidden", "seq_rank"):
-            _positive(f"{p}.{k}", getattr(self, k))
+        _positive(f"{p}.k", self.k)
         if self.k < 2:
             raise ConfigError(f"{p}.k={self.k} must be >= 2 (re-selection needs alternatives)")
         _choice(f"{p}.kernels", self.kernels, KERNEL_BACKENDS)
-        if not 0.0 < self.lam <= 1.0:
-            raise ConfigError(f"{p}.lam={self.lam} must lie in (0, 1]")
+        for name, v in self.families.items():
+            if not isinstance(v, dict) and not dataclasses.is_dataclass(v):
+                raise ConfigError(f"{p}.families.{name}={v!r} must be a mapping of that family's settings")
         _positive(f"{p}.rho", self.rho)
         _positive(f"{p}.lambda_corr", self.lambda_corr, allow_zero=True)
         for k in ("grad_hidden", "grad_logits"):

@@ -32,18 +32,22 @@ It implements the corrector interface (`draftlab.corrector.base.Corrector`): `pr
 top-K candidates of a drafted block and walks a path rule, `loss` is the joint K² loss of
 `draftlab.corrector.loss`, `save` writes config.json (the `DCOCOArch`) + model.safetensors;
 `draftlab.corrector.families.load_corrector` re-attaches the frozen embedding and checks its shape.
+Its settings (`DCOCOConfig`, `corrector.families.dcoco`), its variants and its arms are its record, `FAMILY`, at the end.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock, draft_candidates
+from draftlab.corrector.family import ArmEntry, Cost, Family, Shape
 from draftlab.corrector.loss import corrector_loss
 from draftlab.corrector.paths import path_tokens, select_path
+from draftlab.corrector.variants import LOSSES, RULES, Variant
+from draftlab.errors import ConfigError, DraftlabError
 from draftlab.kernels.dispatch import transition_scores
 
 FORMAT = "draftlab-dcoco-v1"
@@ -242,14 +246,92 @@ def corrector_inputs(hidden: Tensor, logits: Tensor, k: int, vocab: Tensor | Non
     return hidden[..., 1:, :], ids, vals
 
 
-# ---- architecture of a trained variant ---------------------------------------------------------------
+# ---- architecture of a trained variant, the family's settings and its record ----------------------------------
 
 
-def arch_from_config(cfg, hidden_size: int, embed_tokens: nn.Embedding, variant: str = "dcoco") -> DCOCOArch:
-    """DCOCOArch for a trained ablation (dcoco | nopair | nocand | frozen) from a CorrectorConfig."""
-    if variant not in ("dcoco", "nopair", "nocand", "frozen"):
+def arch_from_config(cfg, hidden_size: int, embed_tokens: nn.Embedding, variant: str = "dcoco",
+                     k: int | None = None) -> DCOCOArch:
+    """DCOCOArch for a trained ablation (dcoco | nopair | nocand | frozen) from the family's settings (a
+    `DCOCOConfig`; k: the candidates per slot, default `cfg.k` where the settings carry it)."""
+    if variant not in ABLATIONS:
         raise ValueError(f"corrector variant {variant!r} is not valid; choose dcoco, nopair, nocand or frozen")
     V, De = embed_tokens.weight.shape
-    return DCOCOArch(hidden_size=hidden_size, embed_dim=De, vocab_size=V, k=cfg.k, dim=cfg.dim,
-                         mlp_hidden=cfg.hidden, use_pair_state=variant != "nopair",
-                         use_candidate_state=variant != "nocand", variant=variant)
+    return DCOCOArch(hidden_size=hidden_size, embed_dim=De, vocab_size=V, k=cfg.k if k is None else k, dim=cfg.dim,
+                     mlp_hidden=cfg.hidden, use_pair_state=variant != "nopair",
+                     use_candidate_state=variant != "nocand", variant=variant)
+
+
+ABLATIONS = ("dcoco", "nopair", "nocand", "frozen")  # DCOCO's architecture switches (`Variant.ablation`)
+
+
+@dataclass
+class DCOCOConfig:
+    """DCOCO's settings, `corrector.families.dcoco` (docs/algorithms.md "DCOCO"). dim=128, hidden=256 give ~2.23M
+    parameters at d=4096 (the paper's size)."""
+
+    dim: int = 128  # width of the candidate representations z and the pair state s
+    hidden: int = 256  # hidden width of the shared two-layer MLP Δθ
+    path_rule: str = "greedy"  # greedy (the method) | globalsum | geometric
+    lam: float = 0.75  # geometric discount λ
+
+    def check(self, p: str) -> None:
+        for key in ("dim", "hidden"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{p}.{key}={getattr(self, key)!r} must be > 0")
+        if self.path_rule not in RULES:
+            raise ConfigError(f"{p}.path_rule={self.path_rule!r} is not valid; choose one of: {', '.join(RULES)}")
+        if not 0.0 < self.lam <= 1.0:
+            raise ConfigError(f"{p}.lam={self.lam} must lie in (0, 1]")
+
+
+def _build(cfg: DCOCOConfig, drafter, v: Variant, k: int) -> DCOCOCorrector:
+    arch = replace(arch_from_config(cfg, drafter.arch.hidden_size, drafter.embed_tokens, v.ablation, k), variant=v.name)
+    return DCOCOCorrector(arch, drafter.embed_tokens)
+
+
+def _load(arch: DCOCOArch, drafter) -> DCOCOCorrector:
+    shape = tuple(drafter.embed_tokens.weight.shape)
+    if shape != (arch.vocab_size, arch.embed_dim):
+        raise DraftlabError(f"the corrector was trained on a ({arch.vocab_size}, {arch.embed_dim}) embedding; this "
+                            f"target's is {shape}")
+    return DCOCOCorrector(arch, drafter.embed_tokens)
+
+
+def _cost(cfg: DCOCOConfig, s: Shape) -> Cost:
+    """The candidate and pair projections (4 H × dim) and the two-layer MLP (~3 dim × hidden): 2.2M at H=4096,
+    dim=128, hidden=256 (the paper's 2.23M); dim + hidden activation values per candidate."""
+    return Cost(4 * s.hidden * cfg.dim + 3 * cfg.dim * cfg.hidden, cfg.dim + cfg.hidden)
+
+
+FAMILY = Family(
+    name="dcoco", module=__name__, arch=DCOCOArch, format=FORMAT, config=DCOCOConfig, build=_build, load=_load,
+    cost=_cost, budget="ablation", losses=LOSSES,
+    rules=lambda cfg: (cfg.path_rule, *[r for r in RULES if r != cfg.path_rule]), lam=lambda cfg: cfg.lam,
+    variants=(
+        # the paper's method, its ablations and the composed product (docs/algorithms.md "DCOCO", "Baselines and
+        # controls"); rows of different issues sit in their own blocks so they can be added without conflict
+        Variant("dcoco", "dcoco", "dcoco"),
+        Variant("nopair", "dcoco", "nopair"),  # without the pair state s_p
+        Variant("nocand", "dcoco", "nocand"),  # without the candidate (slot) state g_i
+        Variant("frozen", "dcoco", "frozen", frozen=True),  # the drafter held fixed
+        Variant("specopd-dcoco", "dcoco", "dcoco", base="specopd"),  # on SpecOPD's best-greedy-τ state (T=0 arm)
+        Variant("specopd-dcoco-t1", "dcoco", "dcoco", base="specopd-t1"),  # on its best-T=1 state (T=1 arm)
+        # co-training options (how the corrector loss reaches the drafter)
+        Variant("dcoco-sg", "dcoco", "dcoco", grad_hidden=0.0, grad_logits=1.0),  # stop-gradient on the hidden path
+        Variant("dcoco-lam0.3", "dcoco", "dcoco", grad_hidden=0.3, grad_logits=0.3),  # λ on both paths
+        Variant("dcoco-lam0.1", "dcoco", "dcoco", grad_hidden=0.1, grad_logits=0.1),
+        Variant("dcoco-lam0", "dcoco", "dcoco", grad_hidden=0.0, grad_logits=0.0),  # the drafter trains on its CE only
+        Variant("dcoco-warm", "dcoco", "dcoco", frozen_warmup=0.3),  # drafter frozen for the first 30% of the budget
+        # loss ablations (on the frozen backbone: the drafter cannot confound what the loss does)
+        Variant("frozen-cond", "dcoco", "frozen", frozen=True, loss="cond"),
+        Variant("frozen-reach", "dcoco", "frozen", frozen=True, loss="reach"),
+        Variant("dcoco-cond", "dcoco", "dcoco", loss="cond"),
+        Variant("dcoco-reach", "dcoco", "dcoco", loss="reach"),
+    ),
+    arms={"dcoco": {"": ArmEntry("dcoco", colour="#d62728"),
+                    "globalsum": ArmEntry("dcoco", "globalsum", colour="#ff9896"),
+                    "geometric": ArmEntry("dcoco", "geometric", colour="#e377c2"),
+                    "nopair": ArmEntry("nopair", colour="#ff7f0e"), "nocand": ArmEntry("nocand", colour="#ffbb78"),
+                    "frozen": ArmEntry("frozen", colour="#8c564b")},
+          "specopd-dcoco": {"": ArmEntry("specopd-dcoco", sampled="specopd-dcoco-t1", colour="#9467bd")}},
+)

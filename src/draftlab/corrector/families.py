@@ -1,72 +1,127 @@
-"""The corrector families and their checkpoints: build a fresh corrector for a trained variant, or read
+"""The registry of corrector families, and their checkpoints: build a fresh corrector for a trained variant, or read
 any saved one back (the family comes from config.json's `format`), both around a drafter.
 
-`build_corrector(cfg, drafter, variant)` follows the variant table (`draftlab.corrector.variants`);
+Each family is a record (`draftlab.corrector.family.Family`) at the end of its module; `MODULES` lists the built-in
+family modules, and `corrector.family_modules` in params.yaml names extra ones (importable modules, e.g. a package of
+your own on PYTHONPATH: `corrector.family_modules: [my_pkg.fixed_rule]`). The configuration's check of a loaded
+params file calls `use(those modules)` (through `draftlab.pipeline.names.method_names`), so in that process every
+reader — the variant table, the co-training recipe, the plan, the arm grammar, the benchmark's checkpoint loading —
+sees the same families: `records()`. A module that cannot be imported, or two families / variants of one name,
+are one line.
+
+`build_corrector(cfg, drafter, variant)` builds the variant's family with its settings (`cfg.families.<family>`);
 `load_corrector(folder, drafter)` and `read_corrector_info(folder)` read what `Corrector.save` wrote.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+import importlib
+from functools import lru_cache
 from pathlib import Path
 
 import torch
 
 from draftlab.corrector.base import Corrector
-from draftlab.corrector.dcoco import DCOCOArch, DCOCOCorrector, arch_from_config
-from draftlab.corrector.sequential import FORMAT as SEQUENTIAL_FORMAT
-from draftlab.corrector.selector import CandidateSelector
-from draftlab.corrector.sequential import SequentialArch, SequentialCorrector, build_sequential, sequential_arch
-from draftlab.corrector.variants import TABLE
+from draftlab.corrector.family import Family
+from draftlab.corrector.variants import Variant
 from draftlab.errors import DraftlabError
 from draftlab.io import load_strict, read_folder_config, read_folder_tensors
 
 HINT = "run the corrector stage with that variant in corrector.variants"
+MODULES = ("draftlab.corrector.dcoco", "draftlab.corrector.sequential", "draftlab.corrector.selector")
+_extra: tuple[str, ...] = ()  # the extra family modules of the params this process loaded (`use`)
+
+
+@lru_cache(maxsize=None)
+def _read(modules: tuple[str, ...]) -> dict[str, Family]:
+    out: dict[str, Family] = {}
+    variants: dict[str, str] = {}
+    for name in dict.fromkeys(modules):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError as e:
+            raise DraftlabError(f"corrector family module {name!r} cannot be imported ({e}); put its package on "
+                                f"PYTHONPATH or drop it from corrector.family_modules") from None
+        fams = getattr(mod, "FAMILIES", None) or ((mod.FAMILY,) if hasattr(mod, "FAMILY") else ())
+        if not fams:
+            raise DraftlabError(f"corrector family module {name!r} defines no FAMILY (a draftlab.corrector.family."
+                                f"Family record) at its end")
+        for f in fams:
+            try:
+                f.check()
+            except ValueError as e:
+                raise DraftlabError(f"corrector family module {name!r}: {e}") from None
+            if f.name in out:
+                raise DraftlabError(f"corrector family {f.name!r} is defined twice ({out[f.name].module}, {name})")
+            for v in f.variants:
+                if v.name in variants:
+                    raise DraftlabError(f"corrector variant {v.name!r} is defined by families {variants[v.name]} and "
+                                        f"{f.name}; rename one")
+                variants[v.name] = f.name
+            out[f.name] = f
+    return out
+
+
+def use(extra: tuple[str, ...] | list[str] = ()) -> dict[str, Family]:
+    """Make the built-in families plus the `extra` modules (`corrector.family_modules`) this process's families;
+    returns them by name."""
+    global _extra
+    fams = _read((*MODULES, *extra))  # import first: a bad module leaves the families as they were
+    _extra = tuple(extra)
+    return fams
+
+
+def records() -> dict[str, Family]:
+    """The families of this process: the built-in ones and the extra modules the loaded params named, by name."""
+    return _read((*MODULES, *_extra))
+
+
+def variant_table() -> dict[str, Variant]:
+    """Every trained variant's row, by name, in the families' order."""
+    return {v.name: v for f in records().values() for v in f.variants}
+
+
+def family_of(variant: str) -> Family:
+    """The family record that builds `variant`."""
+    table = variant_table()
+    if variant not in table:
+        raise DraftlabError(f"corrector variant {variant!r} is not valid; choose one of: {', '.join(table)}")
+    return records()[table[variant].family]
 
 
 def build_corrector(cfg, drafter, variant: str, seed: int | None = None) -> Corrector:
-    """A freshly initialised corrector of `variant` on top of `drafter` (cfg: a CorrectorConfig)."""
-    if variant not in TABLE:
-        raise DraftlabError(f"corrector variant {variant!r} is not valid; choose one of: {', '.join(TABLE)}")
-    v = TABLE[variant]
+    """A freshly initialised corrector of `variant` on top of `drafter` (cfg: a CorrectorConfig: its seed, k and its
+    family's settings `cfg.families.<family>`)."""
+    fam = family_of(variant)
     torch.manual_seed(cfg.seed if seed is None else seed)
-    if v.sequential:
-        arch = sequential_arch(v.family, drafter, cfg.seq_rank, cfg.seq_gate, top_k=cfg.k)
-        return build_walk(arch, drafter).to(drafter.device)
-    arch = replace(arch_from_config(cfg, drafter.arch.hidden_size, drafter.embed_tokens, v.ablation), variant=variant)
-    return DCOCOCorrector(arch, drafter.embed_tokens).to(drafter.device)
+    return fam.build(fam.section(cfg), drafter, variant_table()[variant], cfg.k).to(drafter.device)
 
 
-def build_walk(arch: SequentialArch, drafter) -> SequentialCorrector:
-    """A slot-by-slot corrector of `arch.kind`: DSpark, Domino or DFlash-2's candidate selector."""
-    return CandidateSelector(arch) if arch.kind == "dflash2" else build_sequential(arch, drafter)
+def _family_of_folder(raw: dict, folder) -> tuple[Family, object]:
+    fams = [f for f in records().values() if f.format == raw["format"]]
+    try:
+        arch = fams[0].arch.from_dict(raw)
+    except TypeError as e:
+        raise DraftlabError(f"{folder}/config.json is incomplete ({e})") from None
+    if len(fams) > 1:  # families sharing one format (the sequential walks) are told apart by the arch's `kind`
+        fams = [f for f in fams if f.name == getattr(arch, "kind", None)] or fams[:1]
+    return fams[0], arch
 
 
 def read_corrector_info(folder: str | Path) -> tuple[object, dict]:
     """(architecture dataclass, the `info` the stage saved with it) of a corrector checkpoint."""
-    raw = read_folder_config(folder, (DCOCOCorrector.FORMAT, SEQUENTIAL_FORMAT), "corrector", HINT)
-    cls = DCOCOArch if raw["format"] == DCOCOCorrector.FORMAT else SequentialArch
-    try:
-        return cls.from_dict(raw), raw.get("info", {})
-    except TypeError as e:
-        raise DraftlabError(f"{folder}/config.json is incomplete ({e})") from None
+    formats = tuple(dict.fromkeys(f.format for f in records().values()))
+    raw = read_folder_config(folder, formats, "corrector", HINT)
+    return _family_of_folder(raw, folder)[1], raw.get("info", {})
 
 
 def load_corrector(folder: str | Path, drafter) -> Corrector:
     """Rebuild a saved corrector of any family around `drafter` (its frozen embedding / head; its device
     and dtype), checking that it was trained for a drafter of this shape."""
-    arch, _ = read_corrector_info(folder)
-    if isinstance(arch, DCOCOArch):
-        shape = tuple(drafter.embed_tokens.weight.shape)
-        if shape != (arch.vocab_size, arch.embed_dim):
-            raise DraftlabError(f"corrector {folder} was trained on a ({arch.vocab_size}, {arch.embed_dim}) embedding; "
-                                f"this target's is {shape}")
-        model: Corrector = DCOCOCorrector(arch, drafter.embed_tokens)
-    else:
-        want = sequential_arch(arch.kind, drafter, arch.rank, arch.gate, arch.variant, arch.top_k)
-        if want != arch:
-            raise DraftlabError(f"sequential corrector {folder} was trained for a drafter with (H, V, Vd, De) = "
-                                f"{(arch.hidden_size, arch.vocab_size, arch.draft_vocab_size, arch.embed_dim)}; this one "
-                                f"has {(want.hidden_size, want.vocab_size, want.draft_vocab_size, want.embed_dim)}")
-        model = build_walk(arch, drafter)
+    formats = tuple(dict.fromkeys(f.format for f in records().values()))
+    fam, arch = _family_of_folder(read_folder_config(folder, formats, "corrector", HINT), folder)
+    try:
+        model: Corrector = fam.load(arch, drafter)
+    except DraftlabError as e:
+        raise DraftlabError(f"corrector {folder}: {e}") from None
     load_strict(model, read_folder_tensors(folder, "corrector"), folder, "re-run the corrector stage that wrote it")
     return model.to(device=drafter.device, dtype=drafter.dtype).eval()

@@ -18,8 +18,11 @@ vocabulary when it has one (on a seeded drafter with the seed column, from it an
 `extra`, `draftlab.corrector.base.drafter_block`). Training (the reference's recipe is not in the package):
 decay-weighted cross-entropy over the K candidates of each slot under teacher forcing (prev = the previous label),
 supervised where the target's token is among the top-K; the gradient reaches the drafter through ℓ.
+Its settings (`corrector.families.dflash2`) and record (`FAMILY`) are at the end.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -27,8 +30,11 @@ from torch import Tensor, nn
 
 from draftlab.corrector.base import CorrectionLoss, draft_candidates
 from draftlab.corrector.loss import transition_weights
-from draftlab.corrector.sequential import SequentialArch, SequentialCorrector, teacher_tokens
-from draftlab.errors import DraftlabError
+from draftlab.corrector.family import ArmEntry, Family
+from draftlab.corrector.sequential import (FORMAT, SequentialArch, SequentialCorrector, checked_load, sequential_arch,
+                                           teacher_tokens, walk_cost)
+from draftlab.corrector.variants import Variant
+from draftlab.errors import ConfigError, DraftlabError
 
 
 class CandidateSelector(SequentialCorrector):
@@ -82,3 +88,23 @@ class CandidateSelector(SequentialCorrector):
         w = transition_weights(labels.shape[-1], rho, labels.device) * mask
         ce = F.cross_entropy(s.flatten(0, 2), hit.long().argmax(-1).flatten(), reduction="none").view_as(w)
         return CorrectionLoss((ce * w).sum(), w.sum(), mask, valid)
+
+
+@dataclass
+class DFlash2Config:
+    """DFlash-2's selector's settings, `corrector.families.dflash2` (its K is `corrector.k`)."""
+
+    rank: int = 64  # r: the codebooks' rank
+
+    def check(self, p: str) -> None:
+        if self.rank <= 0:
+            raise ConfigError(f"{p}.rank={self.rank!r} must be > 0")
+
+
+FAMILY = Family(
+    name="dflash2", module=__name__, arch=SequentialArch, format=FORMAT, config=DFlash2Config, budget="main",
+    build=lambda cfg, drafter, v, k: CandidateSelector(sequential_arch("dflash2", drafter, cfg.rank, top_k=k)),
+    load=lambda arch, drafter: checked_load(arch, drafter, lambda a, d: CandidateSelector(a)),
+    cost=lambda cfg, s: walk_cost("dflash2", cfg.rank, True, s),
+    variants=(Variant("dflash2", "dflash2"),),  # DFlash-2's candidate selector
+    arms={"dflash2": {"": ArmEntry("dflash2", colour="#393b79")}})

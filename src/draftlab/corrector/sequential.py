@@ -25,11 +25,13 @@ The zero-initialised output (W2, U) makes δ ≡ 0 at init: the walk returns the
 Both implement the corrector interface (`draftlab.corrector.base.Corrector`): `propose` is the walk
 from the block's slot-0 token, `loss` the decay-weighted CE of the teacher-forced ℓ + δ, `save`
 writes config.json (the `SequentialArch`) + model.safetensors; `draftlab.corrector.families.load_corrector`
-rebuilds them around the drafter (Domino shares its embedding and head).
+rebuilds them around the drafter (Domino shares its embedding and head). Their settings (`corrector.families.dspark`,
+`.domino`) and records (`FAMILIES`) are at the end.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -37,9 +39,10 @@ from torch import Tensor, nn
 
 from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock, target_ids
 from draftlab.corrector.dcoco import ArchDict
+from draftlab.corrector.family import ArmEntry, Cost, Family, Shape
 from draftlab.corrector.loss import transition_weights
-from draftlab.corrector.variants import SEQUENTIAL
-from draftlab.errors import DraftlabError
+from draftlab.corrector.variants import Variant
+from draftlab.errors import ConfigError, DraftlabError
 
 FORMAT = "draftlab-seqcorr-v1"
 
@@ -226,9 +229,9 @@ def gru_cell(x: Tensor, h: Tensor, w_ih: Tensor, b_ih: Tensor, w_hh: Tensor, b_h
 
 
 def build_sequential(arch: SequentialArch, drafter) -> SequentialCorrector:
-    """DSpark or Domino (dflash2 is built by draftlab.corrector.families)."""
+    """DSpark or Domino (dflash2 is `draftlab.corrector.selector.CandidateSelector`)."""
     if arch.kind not in ("dspark", "domino"):
-        raise DraftlabError(f"sequential corrector {arch.kind!r} is not valid; choose one of: {', '.join(SEQUENTIAL)}")
+        raise DraftlabError(f"sequential corrector {arch.kind!r} is not valid; choose dspark or domino")
     return DSparkCorrector(arch) if arch.kind == "dspark" else DominoCorrector(arch, drafter)
 
 
@@ -239,3 +242,61 @@ def sequential_arch(kind: str, drafter, rank: int = 64, gate: bool = True, varia
     return SequentialArch(kind=kind, hidden_size=drafter.arch.hidden_size, vocab_size=V,
                           draft_vocab_size=head_weight(drafter).shape[0], embed_dim=De, rank=rank, gate=gate,
                           top_k=top_k if kind == "dflash2" else 0, variant=variant or kind)
+
+
+# ---- the families' settings and records ------------------------------------------------------------------------
+
+
+@dataclass
+class DSparkConfig:
+    """DSpark's settings, `corrector.families.dspark`."""
+
+    rank: int = 64  # r: the bias's rank
+    gate: bool = True  # gate the bias by the slot's hidden state
+
+    def check(self, p: str) -> None:
+        if self.rank <= 0:
+            raise ConfigError(f"{p}.rank={self.rank!r} must be > 0")
+
+
+@dataclass
+class DominoConfig:
+    """Domino's settings, `corrector.families.domino`."""
+
+    rank: int = 64  # r: the GRU's width
+
+    def check(self, p: str) -> None:
+        if self.rank <= 0:
+            raise ConfigError(f"{p}.rank={self.rank!r} must be > 0")
+
+
+def checked_load(arch: SequentialArch, drafter, build: Callable[[SequentialArch, object], SequentialCorrector]):
+    """A saved walk's module around `drafter`, after checking that it was trained for a drafter of this shape."""
+    want = sequential_arch(arch.kind, drafter, arch.rank, arch.gate, arch.variant, arch.top_k)
+    if want != arch:
+        raise DraftlabError(f"the sequential corrector was trained for a drafter with (H, V, Vd, De) = "
+                            f"{(arch.hidden_size, arch.vocab_size, arch.draft_vocab_size, arch.embed_dim)}; this one "
+                            f"has {(want.hidden_size, want.vocab_size, want.draft_vocab_size, want.embed_dim)}")
+    return build(arch, drafter)
+
+
+def walk_cost(kind: str, rank: int, gate: bool, s: Shape) -> Cost:
+    """A walk's parameters (`count_parameters`) and, per candidate, its state and its share of the slot's δ."""
+    arch = SequentialArch(kind, s.hidden, s.vocab, s.draft_vocab, s.embed_dim, rank, gate, s.k)
+    return Cost(count_parameters(arch)["total"], (rank + (s.draft_vocab if kind == "dspark" else s.hidden)) // s.k + 1)
+
+
+# the baselines the paper compares with train on the main arms' budget (docs/algorithms.md "DCOCO")
+DSPARK = Family(
+    name="dspark", module=__name__, arch=SequentialArch, format=FORMAT, config=DSparkConfig, budget="main",
+    build=lambda cfg, drafter, v, k: build_sequential(sequential_arch("dspark", drafter, cfg.rank, cfg.gate), drafter),
+    load=lambda arch, drafter: checked_load(arch, drafter, build_sequential),
+    cost=lambda cfg, s: walk_cost("dspark", cfg.rank, cfg.gate, s),
+    variants=(Variant("dspark", "dspark"),), arms={"dspark": {"": ArmEntry("dspark", colour="#bcbd22")}})
+DOMINO = Family(
+    name="domino", module=__name__, arch=SequentialArch, format=FORMAT, config=DominoConfig, budget="main",
+    build=lambda cfg, drafter, v, k: build_sequential(sequential_arch("domino", drafter, cfg.rank), drafter),
+    load=lambda arch, drafter: checked_load(arch, drafter, build_sequential),
+    cost=lambda cfg, s: walk_cost("domino", cfg.rank, True, s),
+    variants=(Variant("domino", "domino"),), arms={"domino": {"": ArmEntry("domino", colour="#7f7f7f")}})
+FAMILIES = (DSPARK, DOMINO)

@@ -90,7 +90,7 @@ def _inference(Lt: int, Ld: int) -> dict[str, float]:
         pre, out["ar_step"] = _per_round(lambda n: len(generate_ar(tgt, prompts, n, eos_ids=[]).round_times), Count)
         out["prefill"] = pre
         plain, seeded = _drafter(tgt, Ld, dtype=dt), _drafter(tgt, Ld, True, dtype=dt)
-        corr = CorrectorProposal(build_corrector(CorrectorConfig(k=16, dim=128, hidden=256), plain, "dcoco").to(dt))
+        corr = CorrectorProposal(build_corrector(CorrectorConfig(k=16, families={"dcoco": {"dim": 128, "hidden": 256}}), plain, "dcoco").to(dt))
         engines = {
             "dflash_round": lambda: SpeculativeEngine(tgt, plain),
             "pld_round": lambda: SpeculativeEngine(tgt, None, PromptLookup(16, 3, 7)),

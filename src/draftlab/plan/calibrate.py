@@ -75,13 +75,15 @@ def _in(folder: Path):
         os.chdir(here)
 
 
-def load_run(name: str):
-    """(params, target shape, results folder, folder) of a committed run of `RUNS`."""
+def load_run(name: str, names=None):
+    """(params, target shape, results folder, folder) of a committed run of `RUNS`; `names`: the method tables
+    (draftlab.pipeline.names.method_names(), from the caller: this layer imports no method), which the plan's corrector
+    stage needs (its families' budget roles and cost models)."""
     from draftlab.params import load_params
 
     folder = RUNS[name][0]
     with _in(folder):
-        p = load_params("params.yaml", [])  # no name tables: the run is committed
+        p = load_params("params.yaml", [], names=names)  # no arm names: the run is committed
         t = target_shape(p.target, None)
     return p, t, folder / paths.RESULTS, folder
 
@@ -97,10 +99,11 @@ def predicted(p, t, dev: Device, folder: Path) -> dict[str, float]:
     return out
 
 
-def compare(name: str, dev: Device | None = None, inputs: bool = True) -> list[tuple[str, float, float, float]]:
+def compare(name: str, dev: Device | None = None, inputs: bool = True,
+            names=None) -> list[tuple[str, float, float, float]]:
     """(stage, predicted s, measured s, predicted / measured) of the committed run `name` under `dev` (default: the
     cpu preset) with, when `inputs`, the run's own fill and τ (`run_inputs`), for every stage both know."""
-    p, t, results, folder = load_run(name)
+    p, t, results, folder = load_run(name, names)
     dev = replace(dev or PRESETS["cpu"], **(run_inputs(name) if inputs else {}))
     pred, meas = predicted(p, t, dev, folder), measured(results)
     return [(s, pred[s], meas[s], pred[s] / meas[s]) for s in pred if s in meas and meas[s] > 0]
@@ -161,12 +164,12 @@ def _kind(arm: str) -> str:
 FITTED = ("reference", "pretrain_drafter", "pretrain_seeded", "specopd", "corrector", "benchmark")
 
 
-def fit(runs: tuple[str, ...] = ("cpu",), stages: tuple[str, ...] = FITTED) -> tuple[Device, float]:
+def fit(runs: tuple[str, ...] = ("cpu",), stages: tuple[str, ...] = FITTED, names=None) -> tuple[Device, float]:
     """The cpu preset with (tflops, bandwidth, per_op_us) minimising Σ log(predicted / measured)² over `stages` of
     `runs` and over the benchmark's rounds (`measured_rounds`; per kind of round, AR step, lookup round and drafter
     round, the mean of its arms' terms counts as one term), and that sum: a log-spaced grid, then two finer grids
     around the best point."""
-    loaded = [(load_run(r), measured(load_run(r)[2]), run_inputs(r), measured_rounds(load_run(r)[2])) for r in runs]
+    loaded = [(load_run(r, names), measured(load_run(r)[2]), run_inputs(r), measured_rounds(load_run(r)[2])) for r in runs]
 
     def loss(gflops: float, gbps: float, us: float) -> float:
         dev = replace(PRESETS["cpu"], tflops=gflops / 1e3, bandwidth=gbps, per_op_us=us)
@@ -213,21 +216,22 @@ def table(rows: list[tuple[str, float, float, float]], defaults: list[tuple[str,
                                            for s, p, m, r in rows], "lrrr" + ("rr" if defaults else "")))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, names=None) -> int:
+    """`names`: the method tables the plan's corrector stage needs (draftlab.pipeline.names.method_names())."""
     ap = argparse.ArgumentParser(prog="python -m draftlab.plan.calibrate",
                                  description="the plan's CPU stage times against the committed runs' measured ones")
     ap.add_argument("--fit", action="store_true", help="re-fit the cpu preset's constants on the cpu run first")
     a = ap.parse_args(argv)
     dev = PRESETS["cpu"]
     if a.fit:
-        dev, loss = fit()
+        dev, loss = fit(names=names)
         print(f"fit on the cpu run ({', '.join(FITTED)}): {dev.tflops * 1e3:.3g} GFLOP/s, {dev.bandwidth:.3g} GB/s, "
               f"{dev.op_us:.3g} us per op; sum of squared log ratios {loss:.3f}\n")
     print(f"cpu preset used: {dev.tflops * 1e3:.3g} GFLOP/s, {dev.bandwidth:.3g} GB/s, {dev.op_us:.3g} us per op\n")
     for name, (_, what) in RUNS.items():
         given = ", ".join(f"{k} {v:g}" for k, v in run_inputs(name).items())
         print(f"{name}: {what}; the run's inputs: {given}\n"
-              f"{table(compare(name, dev), compare(name, dev, inputs=False))}\n")
+              f"{table(compare(name, dev, names=names), compare(name, dev, inputs=False, names=names))}\n")
         rounds = [(f"`{a}`", p, m, r) for a, p, m, r in compare_rounds(name, dev)]
         print(f"{name}: one benchmark round per arm (T=0, mean over the suites)\n"
               f"{table(rounds, what='round of', ms=True)}\n")

@@ -153,17 +153,18 @@ def specopd_step(t: TargetShape, d: DrafterShape, B: int, L: int, A: int, W: int
     return out
 
 
-def cotrain_step(t: TargetShape, d: DrafterShape, B: int, L: int, A: int, K: int, dim: int, hidden: int,
+def cotrain_step(t: TargetShape, d: DrafterShape, B: int, L: int, A: int, K: int, width: int,
                  tb: int, ab: int, fused: bool, corrector_params: int) -> dict[str, float]:
     """One co-training step: the target's full pass (greedy labels need its logits), the drafter's step with
-    dense logits [B, A, n, Vd] kept for the corrector, and the corrector over K candidates per slot."""
+    dense logits [B, A, n, Vd] kept for the corrector, and the corrector over K candidates per slot (`width`: the
+    fp32 activation values it keeps per candidate, its family's cost model: `Family.cost`)."""
     n = B * A * (d.block_size - 1)
     tp = target_pass(t, B, L, tb, fused, taps=d.n_taps, keep="logits")
     out = {"target weights": target_weights(t, tb), **drafter_state(d, t.vocab, tb),
            "corrector weights + grads + AdamW": corrector_params * 16}
     drafter = {**drafter_rows(d, B, L, A, ab, fused), **head_logits(n, d.draft_vocab, 0),
                "dense drafter logits kept": n * d.draft_vocab * 4,
-               "corrector activations": n * K * (dim + hidden) * 4 * 4, "target taps": B * L * d.n_taps * t.hidden * tb}
+               "corrector activations": n * K * width * 4 * 4, "target taps": B * L * d.n_taps * t.hidden * tb}
     out.update(drafter if _sum(drafter) >= _sum(tp) else tp)
     return out
 

@@ -346,10 +346,28 @@ def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
                  disk, notes, key=key, times=times)
 
 
-def corrector_params(H: int, c) -> int:
-    """DCOCO's size: the candidate and pair projections (4 H × dim) and the two-layer MLP (~3 dim × hidden);
-    2.2M at H=4096, dim=128, hidden=256 (the paper's 2.23M)."""
-    return 4 * H * c.dim + 3 * c.dim * c.hidden
+def corrector_families(c) -> dict:
+    """variant -> its family's record (draftlab.corrector.family.Family), from the records the corrector section was
+    checked against (the caller hands them in: draftlab.pipeline.names.method_names(); this layer imports no method)."""
+    if c.records is None:
+        raise ConfigError("the plan of the corrector stage needs the corrector family records: load the params with "
+                          "names=draftlab.pipeline.names.method_names() (as draftlab plan and the stages do)")
+    return {v.name: f for f in c.records.values() for v in f.variants}
+
+
+def corrector_cost(t: TargetShape, d, c, variant: str):
+    """The cost model (`Family.cost`: parameters, activation width per candidate) of `variant`'s family."""
+    from types import SimpleNamespace
+
+    f = corrector_families(c)[variant]
+    shape = SimpleNamespace(hidden=t.hidden, vocab=t.vocab, draft_vocab=d.draft_vocab, embed_dim=t.hidden, k=c.k)
+    return f.cost(f.section(c), shape)
+
+
+def corrector_params(t: TargetShape, d, c, variant: str) -> int:
+    """The trainable parameters of `variant`'s corrector (DCOCO: 2.2M at H=4096, dim=128, hidden=256, the paper's
+    2.23M)."""
+    return corrector_cost(t, d, c, variant).params
 
 
 def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
@@ -364,13 +382,17 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
     step_s = dev.flop_s(step, dev.gpus) + dev.dispatch_s(D.ops("pretrain_step", t.num_layers, d.num_layers))
     runs = list(c.variants) + (["dflash-long"] if c.control else [])
     main = "dcoco" if "dcoco" in c.variants else c.variants[0]
+    family = corrector_families(c)
+    # the step's memory and the checkpoints are counted at the main variant's corrector
+    cost = corrector_cost(t, d, c, main)
     cached = pc.cache_features  # the corrector reads the plain drafter's feature cache
     val_one = _val_batches(p, c.batch_size) * _val_batch_s(p, t, d, dev, c.batch_size, L, pc.val_anchor_stride, cached)
     heldout = math.ceil(p.reference.num_heldout_prompts / c.batch_size) * _val_batch_s(
         p, t, d, dev, c.batch_size, L, pc.val_anchor_stride, cached)  # one held-out pass (a path rule's evaluation)
     times, notes, done_all = {}, [], 0
     for v in runs:
-        full = v in (main, "dflash-long", "dspark", "domino", "dflash2") or not c.variant_max_minutes
+        # the main variant, the control and the families that train on the main budget (`Family.budget`)
+        full = v in (main, "dflash-long") or family[v].budget == "main" or not c.variant_max_minutes
         minutes = c.max_minutes if full else c.variant_max_minutes
         train_s, capped, cap = _train_time(step_s, steps, minutes)
         done = steps if not capped else int(train_s / max(step_s, 1e-9))
@@ -380,10 +402,10 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
         vals = (done // c.val_every if c.val_every and v == main else 0) + 1  # the others validate at their end
         times["validation"] = times.get("validation", 0.0) + vals * val_one + 3 * heldout  # + the three path rules
         notes += [f"{v}: ~{done} steps, {vals} validation{'s' if vals > 1 else ''}"] + [f"{v}: {x}" for x in cap]
-    mem = {**M.cotrain_step(t, d, _local(c.batch_size, dev), L, c.anchors_per_seq, c.k, c.dim, c.hidden, tb, ab,
-                            fused, corrector_params(t.hidden, c)),
-           **M.ddp_buckets(d.params() + corrector_params(t.hidden, c), dev.gpus)}
-    disk = {"checkpoints (drafter + corrector per run)": len(runs) * (d.params() + corrector_params(t.hidden, c)) * 16}
+    mem = {**M.cotrain_step(t, d, _local(c.batch_size, dev), L, c.anchors_per_seq, c.k, cost.activation_width, tb,
+                            ab, fused, cost.params),
+           **M.ddp_buckets(d.params() + cost.params, dev.gpus)}
+    disk = {"checkpoints (drafter + corrector per run)": len(runs) * (d.params() + cost.params) * 16}
     return Stage("corrector", done_all * c.batch_size * (L + c.anchors_per_seq * d.block_size),
                  done_all * step, _h(times), (f"{len(runs)} runs x {steps} steps" if steps else f"{len(runs)} runs (minute budgets)") + "; co-training step "
                  f"B={_local(c.batch_size, dev)}{_of(c.batch_size, dev)}, A={c.anchors_per_seq}", mem, disk, notes,

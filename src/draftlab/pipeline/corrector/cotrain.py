@@ -49,9 +49,10 @@ class CoTrainModule(DrafterModule):
 
     def __init__(self, drafter: DFlashDrafter, corrector: Corrector, cfg: PretrainConfig, ccfg: CorrectorConfig,
                  frozen: bool = False, total_steps: int = 0, val_names: list[str] | None = None, target=None,
-                 rule: str = "greedy", val_rules: tuple[str, ...] | None = None, variant: Variant | None = None):
+                 rule: str = "greedy", val_rules: tuple[str, ...] | None = None, variant: Variant | None = None,
+                 lam: float = 0.75):
         super().__init__(drafter, cfg, total_steps, val_names, target, "greedy")
-        self.corrector, self.ccfg, self.frozen, self.rule = corrector, ccfg, frozen, rule
+        self.corrector, self.ccfg, self.frozen, self.rule, self.lam = corrector, ccfg, frozen, rule, lam
         self.val_rules = tuple(val_rules or (rule,))
         v = (variant or Variant("", "dcoco")).resolve(ccfg.grad_hidden, ccfg.grad_logits, ccfg.frozen_warmup)
         self.grad_hidden, self.grad_logits, self.loss_kind = v.grad_hidden, v.grad_logits, v.loss
@@ -132,7 +133,7 @@ class CoTrainModule(DrafterModule):
 
     def validate_batch(self, batch: dict, stats: SetStats) -> None:
         eval_batch(self.drafter, self.corrector, batch, self._features(batch, greedy=True), stats, self.k,
-                   self.val_rules, self.ccfg.lam, self.backend)
+                   self.val_rules, self.lam, self.backend)
 
     def val_results(self) -> dict:
         return {name: st.summary(self.rule) for name, st in self._stats.items() if st.blocks}
@@ -172,15 +173,16 @@ def train_corrector(drafter: DFlashDrafter, corrector: Corrector, seqs: Sequence
                     ccfg: CorrectorConfig, workdir: str | Path, store: FeatureStore | None = None, target=None,
                     frozen: bool = False, rule: str | None = None, logger=None, callbacks: list | None = None,
                     log: Callable[[str], None] = print, train_sample: int = 16, val_rules: tuple[str, ...] | None = None,
-                    variant: Variant | None = None) -> TrainResult:
+                    variant: Variant | None = None, lam: float = 0.75) -> TrainResult:
     """Co-train in place (drafter and corrector end holding the best validation state) and report.
     `cfg` is the run settings (`CorrectorConfig.run_settings`): budget, batches, drafter lr, schedule;
     `val_rules`: the path rules every validation scores (default: `rule` alone); `variant`: how the corrector
-    loss reaches the drafter and which loss kind (default: the config's settings, the joint loss)."""
+    loss reaches the drafter and which loss kind (default: the config's settings, the joint loss); `rule` (default
+    greedy) and `lam`: the path rule validations report first and the geometric rule's λ (the family's settings)."""
     if store is None and target is None:
         raise DraftlabError("train_corrector needs a FeatureStore or the target (features on the fly)")
     L.seed_everything(cfg.seed, workers=False, verbose=False)
     dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample, arch=drafter.arch)
     module = CoTrainModule(drafter, corrector, cfg, ccfg, frozen, budget_steps(cfg, dm), dm.val_names, target,
-                           rule or ccfg.path_rule, val_rules, variant)
+                           rule or "greedy", val_rules, variant, lam)
     return train(module, dm, cfg, workdir, logger, callbacks, log, "corrector")

@@ -9,8 +9,10 @@ share of a real speculative round (`draftlab.pipeline.corrector.share`, once per
 do not change its cost). The report holds, per variant: the drafter's own τ before / after, the
 corrected τ, the top-K and the reachable oracle with the headroom closed against each, per slot, per
 rule; variants on a shorter budget also get dcoco's corrected and drafter τ at the same minutes.
-Budgets (`variant_view`): the main variant and the sequential baselines train on the section's budget, the
-ablations on `corrector.variant_max_minutes` and `corrector.variant_budget_fraction` of its steps and epochs.
+Budgets (`variant_view`): the main variant and the families whose record says `budget="main"` (the sequential
+baselines) train on the section's budget, the rest on `corrector.variant_max_minutes` and
+`corrector.variant_budget_fraction` of its steps and epochs. Nothing here names a family: each variant's family record
+(`draftlab.corrector.families`) builds its corrector, gives its path rules and its settings.
 """
 from __future__ import annotations
 
@@ -22,9 +24,9 @@ from typing import Callable
 from draftlab.pipeline.corrector.share import proposal_share
 from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.corrector.base import Corrector
-from draftlab.corrector.families import build_corrector
+from draftlab.corrector.families import build_corrector, family_of, variant_table
 from draftlab.corrector.proposal import CorrectorProposal
-from draftlab.corrector.variants import RULES, TABLE, Variant
+from draftlab.corrector.variants import Variant
 from draftlab.drafter.checkpoint import load_drafter, read_arch
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
@@ -46,6 +48,7 @@ class VariantOutcome:
     corrector: Corrector
     result: TrainResult
     report: dict
+    lam: float = 0.75  # the geometric rule's λ the corrector decodes with (its family's setting)
 
 
 @dataclass
@@ -79,7 +82,8 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     runs with the main one at equal minutes, train the control, summarise."""
     work_root, base_drafters = Path(where.work), where.bases
     seqs = _checked_references(df, ccfg, base_drafters)
-    base_of = lambda v: base_drafters[TABLE[v].base]  # noqa: E731
+    table = variant_table()
+    base_of = lambda v: base_drafters[table[v].base]  # noqa: E731
     taps = load_drafter(base_of(ccfg.variants[0]), target).target_layer_ids
     store, fstats = None, {}
     if pcfg.cache_features:
@@ -91,15 +95,17 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     out = CoTrainOutcome()
     # the budget settings enter each key as the variant's resolved budget (minutes, the view's steps and epochs)
     ckeys = {k: v for k, v in asdict(ccfg).items() if k not in ("variants", "control", "kernels", "base_drafter",
-                                                                "specopd_drafter", "variant_budget_fraction")}
-    seq_keys = ("seq_rank", "seq_gate")  # only in the sequential variants' run keys (DCOCO's stay as they were)
+                                                                "specopd_drafter", "variant_budget_fraction",
+                                                                "families", "family_modules")}
     main = "dcoco" if "dcoco" in ccfg.variants else ccfg.variants[0]
     backend = None if ccfg.kernels == "auto" else ccfg.kernels
     before: dict[str, dict] = {}  # base -> the base drafter's own held-out τ before co-training
     shares: dict[str, dict] = {}  # corrector architecture -> the engine share measurement (weights do not change it)
     for v in ccfg.variants:
-        row = TABLE[v].resolve(ccfg.grad_hidden, ccfg.grad_logits, ccfg.frozen_warmup)
-        sequential = row.sequential
+        row = table[v].resolve(ccfg.grad_hidden, ccfg.grad_logits, ccfg.frozen_warmup)
+        fam = family_of(v)
+        section = fam.section(ccfg)  # the family's own settings
+        lam = fam.lam(section)
         drafter = load_drafter(base_of(v), target).train()
         k = min(ccfg.k, drafter.arch.draft_vocab_size or drafter.arch.target_vocab_size)
         role, view = variant_view(ccfg, pcfg, v, main, k)
@@ -108,16 +114,16 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
             view = replace(view, val_every=0)
         frozen = row.frozen or ccfg.frozen_backbone
         corrector = build_corrector(ccfg, drafter, v).train()
-        rule = "greedy" if sequential else ccfg.path_rule  # a sequential walk has no other path rule
-        rules = (rule,) if sequential else (rule, *[r for r in RULES if r != rule])
+        rules = fam.rules(section)  # the family's path rules, the one it decodes with first
+        rule = rules[0]
         if row.base not in before:  # the base drafter before co-training (the fresh corrector reproduces its argmax)
             same = next((b for b in before if base_drafters[b] == base_of(v)), None)  # one folder, one evaluation
             if same is None:
-                ev0 = evaluate_rules(drafter, corrector, seqs, view, k, ccfg.lam, "heldout", store, on_fly, ("greedy",),
+                ev0 = evaluate_rules(drafter, corrector, seqs, view, k, lam, "heldout", store, on_fly, ("greedy",),
                                      backend)
             before[row.base] = dict(before[same]) if same else {
                 "sim_tau": ev0.get("sim_tau_uncorrected"), "se": ev0.get("sim_tau_se_uncorrected"), **base_state(base_of(v))}
-        vkeys = ckeys if sequential else {kk: vv for kk, vv in ckeys.items() if kk not in seq_keys}
+        vkeys = {**ckeys, "family": fam.name, **asdict(section)}  # the shared settings and the family's own
         # the key names what is trained, not the row's name: two rows that train the same thing share one run
         key = run_key(seqs.fingerprint(), file_digest(Path(base_of(v))), frozen, vkeys, minutes,
                       {kk: vv for kk, vv in asdict(view).items() if kk not in NOT_IDENTITY},
@@ -126,16 +132,16 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
             f"steps / {view.epochs:g} epochs, K={k}, "
             f"corrector {corrector.num_parameters():,} parameters)")
         res = train_corrector(drafter, corrector, seqs, view, ccfg, work_root / "runs" / key, store, on_fly, frozen,
-                              rule, logger_for(v) if logger_for else None, log=log, val_rules=rules, variant=row)
+                              rule, logger_for(v) if logger_for else None, log=log, val_rules=rules, variant=row, lam=lam)
         drafter.eval(), corrector.eval()
         arch = json.dumps({kk: vv for kk, vv in corrector.arch.to_dict().items() if kk != "variant"}, sort_keys=True)
         if arch not in shares and share_set:
-            shares[arch] = {**proposal_share(target, drafter, CorrectorProposal(corrector, rule, ccfg.lam, backend),
+            shares[arch] = {**proposal_share(target, drafter, CorrectorProposal(corrector, rule, lam, backend),
                                              share_set, where.share_max_new_tokens), "measured_with": v}
         rep = variant_report(row, str(base_of(v)), before[row.base], drafter, corrector, res,
                              {"frozen_backbone": frozen, "path_rule": rule, "k": k, "rules": rules, "role": role,
                               "minutes": minutes, "view": view}, shares.get(arch, {}))
-        out.variants[v] = VariantOutcome(v, drafter, corrector, res, rep)
+        out.variants[v] = VariantOutcome(v, drafter, corrector, res, rep, lam)
         b0 = before[row.base]
         log(f"corrector: {v} held-out sim τ {rep['sim_tau']:.3f} corrected; drafter {b0['sim_tau'] or float('nan'):.3f} -> "
             f"{rep['sim_tau_uncorrected']:.3f}; oracles {rep['sim_tau_oracle']:.3f} / reachable "
@@ -155,12 +161,13 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
 def _checked_references(df, ccfg: CorrectorConfig, bases: dict[str, str | Path]) -> SequenceSet:
     """The references as sequences, after checking that there is something to train and every base drafter exists."""
     if not ccfg.variants:
-        raise DraftlabError("corrector.variants is empty; name at least one of: " + ", ".join(TABLE))
+        raise DraftlabError("corrector.variants is empty; name at least one of: " + ", ".join(variant_table()))
     seqs = SequenceSet.from_dataframe(df)
     if not seqs.indices("train"):
         raise DraftlabError("the references have no split=='train' sequences to co-train on")
     for v in ccfg.variants:
-        base = TABLE[v].base
+        family_of(v)  # an unknown variant is one line
+        base = variant_table()[v].base
         if base not in bases or not (Path(bases[base]) / "config.json").exists():
             raise DraftlabError(f"base drafter {bases.get(base, base)} of variant {v} not "
                                 f"found; run the stage that writes it first")
@@ -257,10 +264,10 @@ def summary(base: dict, main: str, report: dict) -> dict:
 
 
 def variant_view(ccfg: CorrectorConfig, pcfg: PretrainConfig, v: str, main: str, k: int) -> tuple[str, PretrainConfig]:
-    """The budget role of variant v ("main": the main variant and the sequential baselines, whose comparison with it
-    is the paper's, docs/algorithms.md "DCOCO"; "ablation": every other variant) and its run settings with that budget
-    (`CorrectorConfig.variant_budget`)."""
-    role = "main" if v == main or TABLE[v].sequential else "ablation"
+    """The budget role of variant v ("main": the main variant and the variants of a family whose record says
+    `budget="main"` — the sequential baselines, whose comparison with it is the paper's, docs/algorithms.md "DCOCO";
+    "ablation": every other variant) and its run settings with that budget (`CorrectorConfig.variant_budget`)."""
+    role = "main" if v == main or family_of(v).budget == "main" else "ablation"
     budget = ccfg.variant_budget(role == "main")
     return role, replace(ccfg.run_settings(pcfg, budget["max_minutes"], k=k), max_steps=budget["max_steps"],
                          epochs=budget["epochs"])

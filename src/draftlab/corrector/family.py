@@ -1,0 +1,101 @@
+"""The record of one corrector family: everything the rest of draftlab needs to know about it, in one place.
+
+A family (DCOCO, DSpark, Domino, DFlash-2's selector, or one from another package) is a module that defines its
+corrector class and, at its end, its record(s): `FAMILY = Family(...)` (or `FAMILIES = (...)` for a module with
+several). The registry (`draftlab.corrector.families`) lists the built-in family modules and reads the extra ones
+that `corrector.family_modules` names; the co-training recipe, the plan, the arm grammar, the configuration's checks
+and the explorer's colours iterate the records instead of branching on names.
+
+What a record holds:
+- `name`, `module`; `arch` (its architecture dataclass, saved as config.json) and `format` (config.json's `format`);
+- `config`: its settings' dataclass, the params subsection `corrector.families.<name>` (plain Python: the
+  configuration builds it from the records it is handed, `check(prefix)` validates it);
+- `build(section, drafter, variant, k)`: a fresh corrector for a `Variant` row (the registry seeds torch first);
+  `load(arch, drafter)`: the module of a saved architecture around `drafter` (the registry loads the weights);
+- `variants`: its rows of the variant table (`draftlab.corrector.variants.Variant`); `losses`: the loss kinds it has;
+- `budget`: "main" (trains on the corrector section's full budget, like the main variant: the baselines the paper
+  compares with) or "ablation" (on the ablations' budget unless it is the main variant);
+- `rules(section)`: its path rules, the first one the rule it decodes and validates with by default; `lam(section)`:
+  the geometric rule's λ (the proposal step's argument; families without that rule ignore it);
+- `cost(section, shape)`: what `draftlab plan` counts for it (`Cost`: parameters, activation width per candidate);
+- `arms`: its entries of the arm grammar, method -> option -> `ArmEntry` (the variant it decodes, the rule, the
+  variant at T>0 where another, the explorer's colour).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from draftlab.corrector.variants import Variant
+
+
+@dataclass(frozen=True)
+class ArmEntry:
+    """One option of the arm grammar that decodes a corrector variant (`draftlab.arms.grammar.corrector_arm`)."""
+
+    variant: str  # the corrector stage's variant whose drafter + corrector the arm decodes
+    rule: str = "greedy"  # the path rule of the proposal step
+    sampled: str = ""  # the variant decoded at T>0 ("" = the same)
+    colour: str = ""  # the explorer's colour of the plain-drafter arm ("" = one from the name's hash)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The sizes a corrector's cost depends on (what `draftlab plan` knows before any model exists)."""
+
+    hidden: int  # H: the drafter's hidden width (the target's)
+    vocab: int  # V: target ids
+    draft_vocab: int  # Vd: the drafter's draft vocabulary
+    embed_dim: int  # De: the target's embedding width
+    k: int  # candidates per slot (corrector.k)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What `draftlab plan` counts for a corrector: its trainable parameters and, per candidate (or slot) of a
+    co-training step, the fp32 activation values it keeps (times 4 for the forward / backward copies)."""
+
+    params: int
+    activation_width: int
+
+
+def greedy_only(section: Any) -> tuple[str, ...]:
+    return ("greedy",)
+
+
+def no_lam(section: Any) -> float:
+    return 0.75
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    module: str
+    arch: type
+    format: str
+    config: type
+    build: Callable[[Any, Any, Variant, int], Any]
+    load: Callable[[Any, Any], Any]
+    variants: tuple[Variant, ...]
+    cost: Callable[[Any, Shape], Cost]
+    budget: str = "ablation"  # main | ablation
+    losses: tuple[str, ...] = ("joint",)
+    rules: Callable[[Any], tuple[str, ...]] = greedy_only
+    lam: Callable[[Any], float] = no_lam
+    arms: dict[str, dict[str, ArmEntry]] = field(default_factory=dict)
+
+    def section(self, ccfg: Any) -> Any:
+        """This family's settings from a corrector section: its `families.<name>` entry as the family's dataclass
+        (typed and checked by the configuration when it was handed the records; built from the raw mapping, or the
+        defaults, otherwise)."""
+        s = (getattr(ccfg, "families", None) or {}).get(self.name)
+        return s if isinstance(s, self.config) else self.config(**dict(s or {}))
+
+    def check(self) -> None:
+        if self.budget not in ("main", "ablation"):
+            raise ValueError(f"family {self.name}: budget {self.budget!r} must be main or ablation")
+        for v in self.variants:
+            v.check()
+            if v.family != self.name or v.loss not in self.losses:
+                raise ValueError(f"family {self.name}: variant {v.name} names family {v.family!r} / loss {v.loss!r} "
+                                 f"(its losses: {', '.join(self.losses)})")
