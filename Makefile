@@ -10,7 +10,7 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export PYTHONWARNINGS := ignore
 
-.PHONY: install repro test unit smoke interpret explore mlflow-ui params clean-smoke gpu-check gpu-check-dry gpu-run gpu-run-dry gpu-rehearse gpu-pack check exp speculators-env
+.PHONY: install repro test unit smoke interpret explore mlflow-ui params dvc-yaml clean-smoke gpu-check gpu-check-dry gpu-run gpu-run-dry gpu-rehearse gpu-pack check exp speculators-env
 
 install: $(STAMP)
 
@@ -62,6 +62,11 @@ smoke: install
 
 params:
 	$(VENV)/bin/draftlab compose > params.yaml
+
+# dvc.yaml and worlds/*/dvc.yaml, written from the stage table (src/draftlab/pipeline/table.py): run it after
+# changing the table or a stage's imports (tests/pipeline/test_dvc_yaml.py fails until you do).
+dvc-yaml:
+	$(PY) -m draftlab.pipeline.dvcgen
 
 # Validate params.yaml (ARGS: key=value overrides, or -S overrides composed as `dvc exp run -S` does), in one line.
 check: install

@@ -1,21 +1,23 @@
 """The layering rules of src/draftlab (docs/architecture.md), checked on the source so they cannot rot:
 no import cycle between modules, no module importing a higher layer, and the plain-torch packages free
-of configuration, Lightning and MLflow. Every import statement counts, also those inside functions;
+of configuration, Lightning and MLflow. Every import statement counts (the walker: draftlab.imports, whose walk the
+generated dvc.yaml's code deps use too), also those inside functions;
 `if TYPE_CHECKING:` blocks included (a lower layer that annotates with a higher layer's type depends on it: it
 names the shape it reads with a Protocol, or takes plain values)."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
+from draftlab.imports import SRC, files as imports_files, imports, modules, reach
+from draftlab.pipeline.table import VALIDATION
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "draftlab"
 
 # lowest first; a module may import modules of its own layer or of a lower one. Each entry is a top-level
 # module or package of src/draftlab, so a package lives in one layer, every module of it included: no
 # module sits apart from its package (test_a_package_lives_in_one_layer).
 LAYERS = [
-    ["errors", "interrupts"],  # interrupts: Ctrl-C / SIGTERM in one line (signal, logging: nothing of ours)
+    # imports: the static import graph (ast only); interrupts: Ctrl-C / SIGTERM in one line (signal, logging: nothing of ours)
+    ["errors", "interrupts", "imports"],
     ["io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp", "markdown"],
     ["verifier", "toy"],  # toy: the toy world's generator, tokenizer and target (a source of targets, plain torch)
     ["drafter"],
@@ -32,61 +34,10 @@ LAYERS = [
     ["cli"],  # the console script
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)
-PLAIN = ("errors", "interrupts", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data", "toy", "omp", "markdown")
+PLAIN = ("errors", "interrupts", "imports", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data", "toy", "omp", "markdown")
 NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
 ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
            "lightning": ("training", "tracking", "pipeline")}  # pipeline: a method's recipe room holds its Lightning module
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts)
-
-
-def imports(path: Path, name: str | None = None) -> set[str]:
-    """Absolute names of every module this file imports (relative imports resolved; `name`: the
-    file's module name, default: its place under src/draftlab)."""
-    out: set[str] = set()
-    pkg = (module_name(path) if name is None else name).split(".")
-    if path.name != "__init__.py":
-        pkg = pkg[:-1]
-
-    def visit(node):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.Import):
-                out.update(a.name for a in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                if child.level:
-                    base = ".".join(["draftlab", *pkg[: len(pkg) - child.level + 1]])
-                    mod = f"{base}.{child.module}" if child.module else base
-                else:
-                    mod = child.module or ""
-                out.add(mod)
-                out.update(f"{mod}.{a.name}" for a in child.names)  # `from pkg import submodule`
-            visit(child)
-
-    visit(ast.parse(path.read_text(), str(path)))
-    return out
-
-
-def modules() -> dict[str, set[str]]:
-    """draftlab module (without the `draftlab.` prefix) -> the draftlab modules it imports."""
-    files = {module_name(p): p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts}
-    graph = {}
-    for name, path in files.items():
-        deps = set()
-        for imp in imports(path):
-            if imp == "draftlab" or not imp.startswith("draftlab."):
-                continue
-            target = imp[len("draftlab."):]
-            while target and target not in files:  # `from draftlab.x import name`: the module is x
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                deps.add(target)
-        graph[name] = deps
-    return graph
 
 
 def layer(name: str) -> int:
@@ -150,7 +101,7 @@ def test_no_lower_layer_imports_a_higher_one():
 
 
 def test_plain_packages_stay_plain():
-    files = {module_name(p): p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts}
+    files = imports_files()
     bad = []
     for name, path in files.items():
         top = name.split(".")[0]
@@ -181,14 +132,14 @@ def test_configuration_imports_no_method():
 
 # A method's two rooms: its model package and its recipe folder under pipeline/; with the shared layers below
 # them (the plain-torch floors, the configuration, the shared training code) they hold all of its code.
-ROOMS = {"corrector": ("corrector", "pipeline.corrector")}
+ROOMS = {"corrector": ("corrector", "pipeline.corrector", "pipeline.steps.corrector")}  # + the stage's body
 SHARED = ("errors", "interrupts", "io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp", "verifier",
           "drafter", "decoding", "config", "params", "plan", "training", "tracking",
-          "pipeline.stage", "pipeline.layout", "pipeline.common", "pipeline.names",
+          "pipeline.stage", "pipeline.trace", "pipeline.layout", "pipeline.common", "pipeline.names",
           "toy.freeze", "toy.tasks")  # the toy world's freeze: a gate every stage passes (draftlab.toy.freeze)
 # where a stage validates params.yaml: every name table meets the configuration there (pipeline.names gathers
 # the arm table's and the methods' names), so the walk reads that module but does not follow its imports
-MEETING = ("pipeline.names",)
+MEETING = VALIDATION  # the generated dvc.yaml's walk (draftlab.pipeline.dvcgen) stops there too
 
 
 def _within(name: str, prefixes) -> bool:
@@ -197,21 +148,7 @@ def _within(name: str, prefixes) -> bool:
 
 def reached(script: Path, graph: dict[str, set[str]]) -> set[str]:
     """The draftlab modules a script imports, transitively (the walk stops at MEETING)."""
-    def module(imp: str) -> str:
-        target = imp[len("draftlab."):]
-        while target and target not in graph:
-            target = target.rpartition(".")[0]
-        return target
-
-    todo = [module(i) for i in imports(script, "stages.script") if i.startswith("draftlab.")]
-    seen: set[str] = set()
-    while todo:
-        m = todo.pop()
-        if m and m not in seen:
-            seen.add(m)
-            if m not in MEETING:
-                todo.extend(graph[m])
-    return seen
+    return reach(script, graph, stop=MEETING, with_parents=False)
 
 
 def test_the_corrector_recipe_stays_in_its_rooms():

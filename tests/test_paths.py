@@ -1,31 +1,12 @@
-"""The one table of output paths (draftlab.paths) is dvc.yaml's: every declared out, metric and plot with its stage
-and cache flag, no more, no less; and the stages, the report and the explorer read it (no sys.path edit in stages/)."""
+"""The one table of output paths (draftlab.paths): dvc.yaml's outputs are written from it (tests/pipeline/test_dvc_yaml.py
+checks the generated file against it); the stages, the report and the explorer read it (no sys.path edit in stages/)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from draftlab import paths
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def declared() -> set[tuple[str, str, str, bool]]:
-    stages = yaml.safe_load((ROOT / paths.DVC_YAML).read_text(encoding="utf-8"))["stages"]
-    out = set()
-    for stage, spec in stages.items():
-        for kind in ("outs", "metrics", "plots"):
-            for entry in spec.get(kind) or []:
-                path, opts = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
-                out.add((path, stage, kind, (opts or {}).get("cache", True)))
-    return out
-
-
-def test_the_table_is_dvc_yamls_outputs():
-    table = {(o.path, o.stage, o.kind, o.cached) for o in paths.OUTPUTS}
-    assert table == declared()
-    assert len(table) == len(paths.OUTPUTS)  # no path twice
 
 
 def test_producer_finds_files_inside_declared_folders(monkeypatch):

@@ -124,7 +124,8 @@ def main(argv: list[str]) -> int:
         subprocess.run(["git", "init", "-q"], cwd=SCRATCH, check=True)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", DVC_NO_ANALYTICS="1",
                DRAFTLAB_GIT_COMMIT=git("rev-parse", "--verify", "-q", "HEAD") or "unknown",
-               DRAFTLAB_GIT_DIRTY=str(bool(git("status", "--porcelain", "--untracked-files=no"))).lower())
+               DRAFTLAB_GIT_DIRTY=str(bool(git("status", "--porcelain", "--untracked-files=no"))).lower(),
+               DRAFTLAB_STAGE_TRACE=str(fresh(SCRATCH / ".trace")))  # what each stage used (draftlab.pipeline.trace)
     os.umask(0o022)  # a user's usual umask: every file the run writes must be readable by others (0644)
     if toy_only:
         return toy_world(env)
@@ -153,13 +154,25 @@ def main(argv: list[str]) -> int:
         print(f"the example local suite is missing from .smoke/{paths.BENCH_DETAIL} (suites: {list(suites)})",
               file=sys.stderr)
         return 1
-    problem = check_seeded(SCRATCH)
+    problem = check_seeded(SCRATCH) or undeclared(SCRATCH / ".trace")
     if problem:
         print(problem, file=sys.stderr)
         return 1
     print(f"smoke pipeline ok: {len(written)} reports and headline metrics files "
           f"({', '.join(m.name for m in sorted((SCRATCH / paths.RESULTS).glob('*.json')))})")
     return 0 if no_toy else toy_world(env)
+
+
+def fresh(folder: Path) -> Path:
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
+
+
+def undeclared(folder: Path) -> str:
+    """The modules and params keys the stages that ran used beyond what the stage table declares, one line each."""
+    from draftlab.pipeline.dvcgen import check_traces
+
+    return "\n".join(check_traces(folder))
 
 
 def unreadable(root: Path, since: float) -> list[str]:
@@ -186,7 +199,7 @@ def toy_world(env: dict) -> int:
         return 2
     (world / "params.yaml").write_text(params.stdout)
     started = time.time()
-    rc = subprocess.run(["dvc", "repro", "dvc.yaml"], cwd=world, env=env).returncode
+    rc = subprocess.run(["dvc", "repro", "dvc.yaml"], cwd=world, env={**env, "DRAFTLAB_STAGE_TRACE": str(fresh(world / ".trace"))}).returncode
     if rc:
         print(f"toy world smoke failed (dvc repro exit {rc}); outputs in {world}", file=sys.stderr)
         return rc
@@ -201,6 +214,10 @@ def toy_world(env: dict) -> int:
     missing = sorted(set(want["arms"]) - set(bench.get("summary", {})))
     suites = sorted(set(want["suites"]) - set(bench.get("suites", {})))
     toy = json.loads((world / paths.results("prepare_target")).read_text()).get("toy")
+    problem = undeclared(world / ".trace")
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
     if missing or suites or not toy:
         print(f"toy world smoke: arms {missing} / suites {suites} missing from {paths.BENCH_DETAIL}, or no `toy` "
               f"report in {paths.results('prepare_target')}", file=sys.stderr)

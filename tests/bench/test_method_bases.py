@@ -97,8 +97,7 @@ def test_an_arm_refuses_a_checkpoint_trained_on_the_other_base(llama_target, tmp
 
 
 def test_the_corrector_stage_refuses_a_specopd_state_on_the_other_base(root, llama_target, tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(root / "stages"))
-    import corrector as stage
+    from draftlab.pipeline.steps import corrector as stage
 
     t = llama_target
     _folders(t, tmp_path, {"t0": ("none", "plain"), "t1": ("none", "plain")})

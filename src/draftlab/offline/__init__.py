@@ -5,8 +5,8 @@
   profile selects (the packaged suites' files, ShareGPT reduced to the selected conversations), the pure-Python
   wheels (OmegaConf, Hydra, antlr4, gguf) and the target GGUF in parts, with a manifest of sha256s; on arrival
   every piece is checked and the GGUF joined (`install`).
-- `runner`: composes the profile, runs each stage's `run(params)` from stages/*.py in a work folder and writes
-  the results bundle after every stage (`make gpu-run`, `make gpu-run-dry`).
+- `runner`: composes the profile, runs each stage's `run(params)` (draftlab.pipeline.steps, in the stage table's
+  order) in a work folder and writes the results bundle after every stage (`make gpu-run`, `make gpu-run-dry`).
 - `bundle`: the results bundle (≤ 8 files of ≤ 16 MiB: bundle.json, the reports, the curves, the log).
 - `render`: folds a bundle into results/<profile>/ and metrics/<profile>/ of this repository.
 

@@ -3,10 +3,11 @@ results bundle written after every stage (`tools/gpu_run.py`; docs/gpu.md "The r
 
 On the device: the pack (`draftlab.offline.pack`) is checked and laid out under <work>/site, first on sys.path (the
 wheels only for the modules this Python lacks), the params composed from conf/ with Hydra (from the pack's wheels)
-as `dvc exp run -S profile=...` would, tracking off, and each stage's own `run(params)` from stages/*.py called in
-<work> (the stages' paths are relative: models/, data/, results/ ... land there), after the seed and threads that
-`stage_main` sets. A stage that finished with the same params in an earlier run in the same work folder is not run
-again (<work>/finished.json), so a second command continues where the first stopped. A failing stage is one line in
+as `dvc exp run -S profile=...` would, tracking off, and each stage's `run(params)` (its entry in the stage table,
+draftlab.pipeline.table: draftlab.pipeline.steps.<stage>) called in the table's order in <work> (the stages' paths
+are relative: models/, data/, results/ ... land there), after the seed and threads that `stage_main` sets. A stage
+that finished with the same params in an earlier run in the same work folder is not run again (<work>/finished.json),
+so a second command continues where the first stopped. A failing stage is one line in
 bundle.json (the traceback in its log.txt) and ends the run.
 
 `--deadline SECONDS` (wall seconds from the runner's start): the run fits its call and always reports. Before each
@@ -21,7 +22,8 @@ its figures so far (`salvage`) and its log. A cut run exits 3: run the same comm
 Console: everything the stages print (fds 1 and 2 included) goes to <out>/console.txt, without progress bars; the
 real console gets one short line per stage. A copy of the bundle stays in <work>/bundle/, so a later call in the same
 work folder keeps the earlier stages' times and peak memory although its --out is a fresh folder.
-`--dry`: the same at tiny sizes on the tiny random target (DRY), building its own pack first: the CPU rehearsal.
+`--dry`: the same at tiny sizes on the tiny random target (conf/offline-dry.yaml), building its own pack first: the
+CPU rehearsal.
 """
 from __future__ import annotations
 
@@ -39,14 +41,15 @@ import time
 import traceback
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.checks.common import environment, git_sha
 from draftlab.io import atomic_write, json_digest
 from draftlab.offline import bundle, pack
+from draftlab.pipeline import table
 
 ROOT = Path(__file__).resolve().parents[3]
-STAGES = ("check_params", "prepare_target", "reference", "pretrain_drafter", "pretrain_seeded", "specopd", "corrector",
-          "benchmark")
+STAGES = tuple(s.name for s in table.STAGES)  # in run order, from the stage table (dvc.yaml's)
 MODULES = ("omegaconf", "hydra", "antlr4", "gguf", "accelerate")  # unpacked from the pack's wheels where missing
 RESERVE_S = 20.0  # kept after a cut (--reserve): the stage's checkpoint on the way out, the salvage, the bundle, the
 # exit; a stage starts only with at least as much again left
@@ -57,31 +60,23 @@ BUDGETS = {"pretrain_drafter": ("pretrain.max_minutes",), "pretrain_seeded": ("s
 CUT = 3  # the exit code of a run the deadline cut: run the same command again to continue
 # no progress bars in what comes back (tqdm >= 4.66 and the Hugging Face libraries read these)
 QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
-# the rehearsal's sizes: every stage and arm of the profile, on the tiny random target, in about a minute on 2 cores
-DRY = ["target=tiny-random", "profile.threads=2", "data.max_prompt_tokens=64",
-       "reference.num_train_prompts=12", "reference.num_heldout_prompts=3", "reference.num_eval_per_suite=1",
-       "reference.max_new_tokens=24", "reference.batch_size=8", "drafter.block_size=8", "drafter.num_layers=1",
-       "pretrain.max_steps=4", "pretrain.max_minutes=0.5", "pretrain.batch_size=4", "pretrain.anchors_per_seq=8",
-       "pretrain.val_every=0", "pretrain.chunk_rows=0", "pretrain.topk=4",
-       "seeded.pretrain.max_steps=2", "specopd.max_steps=2", "specopd.batch_size=2", "specopd.anchors_per_seq=4",
-       "specopd.val_every=0", "specopd.cost_anchors=2", "specopd.cost_sequences=1", "specopd.tv_eval_seqs=2",
-       "specopd.chunk_rows=0", "specopd.vocab_chunk=0", "specopd.topk=4",
-       "corrector.k=4", "corrector.dim=16", "corrector.hidden=32", "corrector.max_steps=2", "corrector.batch_size=2",
-       "corrector.anchors_per_seq=8", "corrector.val_every=0", "benchmark.prompts_per_suite=1",
-       "benchmark.ablation_prompts_per_suite=1", "benchmark.sampled_prompts_per_suite=1", "benchmark.max_new_tokens=8",
-       "benchmark.batch_size=1", "benchmark.concurrency=[1,2]", "benchmark.concurrency_prompts=2",
-       "benchmark.concurrency_max_new_tokens=6", "benchmark.topk=4", "benchmark.warmup=false",
-       "benchmark.bootstrap=50", "benchmark.suites=[mt-bench,sharegpt-chat]", "reference.agreement_sample=2",
-       "engine.compile=on"]  # the compiled engine too: backend eager, CUDA graphs' memory rule emulated (`run`)
+DRY_PRESET = ROOT / "conf" / "offline-dry.yaml"  # the rehearsal's sizes (--dry): a list of overrides
+
+
+def dry_overrides() -> list[str]:
+    """The rehearsal's overrides (conf/offline-dry.yaml), applied after profile= and before the command's own."""
+    import yaml
+
+    return list(yaml.safe_load(DRY_PRESET.read_text(encoding="utf-8"))["overrides"])
 
 
 def compose(profile: str, dry: bool, overrides: list[str]):
-    """(params, raw dict) of conf/ + profile (+ DRY) + overrides, tracking off: the composition `dvc exp run -S` makes,
+    """(params, raw dict) of conf/ + profile (+ the dry overrides) + overrides, tracking off: the composition `dvc exp run -S` makes,
     checked against the same name tables as a stage's params."""
     from draftlab.params import build_params, compose_params
     from draftlab.pipeline.names import arm_names, method_names
 
-    ovs = [f"profile={profile}", *(DRY if dry else []), *overrides, "tracking.enabled=false"]
+    ovs = [f"profile={profile}", *(dry_overrides() if dry else []), *overrides, "tracking.enabled=false"]
     arms, names = arm_names(), method_names()
     raw = compose_params(ovs, ROOT / "conf", arms=arms, names=names)
     return build_params(raw, arms=arms, names=names), raw
@@ -196,10 +191,11 @@ def peak_read() -> dict:
 
 
 def load_stage(name: str):
-    spec = importlib.util.spec_from_file_location(f"draftlab_stage_{name}", ROOT / "stages" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The stage's entry module (the stage table's `entry`: draftlab.pipeline.steps.<stage>), whose `run(params)` the
+    stage script hands to stage_main."""
+    import importlib
+
+    return importlib.import_module(table.BY_NAME[name].entry)
 
 
 def _get(params, key: str):
@@ -240,7 +236,7 @@ def predictions(params, kind: str) -> dict[str, dict]:
         from draftlab.plan.arch import target_shape
         from draftlab.plan.stages import BUDGET_TERM, Device, plan
 
-        stages = plan(params, target_shape(params.target, "models/target"), Device.of(kind))
+        stages = plan(params, target_shape(params.target, paths.TARGET), Device.of(kind))
     except Exception as e:  # noqa: BLE001 (the plan is advice here: the run goes on without it)
         print(f"[gpu-run] no plan for the deadline ({type(e).__name__}: {e})", file=sys.stderr)
         return {}
@@ -263,8 +259,6 @@ def fit_budgets(name: str, params, pred: dict, rest: list[str], left: float) -> 
 def salvage(name: str, since: float) -> dict:
     """The figures so far of a stage cut short, from what it wrote as it went: the reference's finished shards, a
     training stage's last checkpoint (progress.json beside each last.ckpt), the benchmark's finished batch groups."""
-    from draftlab import paths
-
     try:
         if name == "reference":
             folder = Path(paths.REFERENCE_SHARDS)
@@ -505,7 +499,7 @@ def run(a: argparse.Namespace) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     for k, v in QUIET_ENV.items():
         os.environ.setdefault(k, v)
-    if a.dry:  # the rehearsal compiles the engine (DRY: engine.compile=on) with no codegen, under the CPU emulation of
+    if a.dry:  # the rehearsal compiles the engine (offline-dry.yaml: engine.compile=on) with no codegen, under the CPU emulation of
         from draftlab.compiling import BACKEND_ENV, emulate_graph_memory  # CUDA graphs' memory rule
 
         os.environ.setdefault(BACKEND_ENV, "eager")

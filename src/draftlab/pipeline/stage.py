@@ -104,7 +104,10 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
                 os.execv(cmd[0], cmd)
             configure(params.trainer)
         prepare(params)
-        run(params)
+        from draftlab.pipeline.trace import finish, start  # the smoke run's record of what it used (unset: nothing)
+
+        run(start(params))
+        finish(name)
     except InputFileError as e:
         print(f"error [{name}]: {e}{paths.rebuild_hint(e.path)}", file=sys.stderr)
         return 2

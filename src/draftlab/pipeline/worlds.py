@@ -6,8 +6,9 @@ toy world: `worlds/toy/`) is a folder with its own `dvc.yaml`, `params.yaml` and
 folder of the `dvc.yaml` that declares it, so the same stage scripts write `models/`, `data/`, `results/`,
 `metrics/`, `plots/` and `mlruns.db` under the world's folder and the root's committed run is never touched. Its
 `dvc.yaml` is written from the root's by `world_dvc` (every command and code dependency — `stages/`, `src/`,
-`conf/` — reached from the folder, every data path left relative), so the pipeline is still said once; a test holds
-the committed file equal to what `world_dvc` writes. `dvc repro worlds/toy/dvc.yaml` runs it; `dvc status
+`conf/` — reached from the folder, every data path left relative), both from the stage table
+(draftlab.pipeline.dvcgen, `make dvc-yaml`), so the pipeline is still said once; a test holds the committed files
+equal to what it writes. `dvc repro worlds/toy/dvc.yaml` runs it; `dvc status
 worlds/toy/dvc.yaml` checks it; `draftlab explore --root worlds/toy` shows it.
 """
 from __future__ import annotations
@@ -50,33 +51,13 @@ def world_dvc(root: dict, folder: str) -> dict:
 
 
 def header(folder: str) -> str:
-    return (f"# Written by draftlab.pipeline.worlds.world_dvc from the root dvc.yaml: the same stages, run in {folder}/\n"
-            f"# (their outputs land here; the code they depend on is the repository's). Do not edit: regenerate with\n"
-            f"#   python -m draftlab.pipeline.worlds {folder}\n")
+    return (f"# GENERATED from the stage table (src/draftlab/pipeline/table.py) by draftlab.pipeline.dvcgen: the root\n"
+            f"# dvc.yaml's stages as draftlab.pipeline.worlds.world_dvc runs them in {folder}/ (their outputs land here;\n"
+            f"# the code they depend on is the repository's). Do not edit: regenerate with `make dvc-yaml`.\n")
 
 
-def render(root_yaml: Path, folder: str) -> str:
+def render(root: dict, folder: str) -> str:
+    """The world's dvc.yaml text from the root pipeline (`root`: the root dvc.yaml loaded)."""
     import yaml
 
-    root = yaml.safe_load(root_yaml.read_text())
     return header(folder) + yaml.safe_dump(world_dvc(root, folder), sort_keys=False, width=120)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import sys
-
-    from draftlab.io import atomic_write
-
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m draftlab.pipeline.worlds worlds/<name>", file=sys.stderr)
-        return 2
-    folder = args[0].rstrip("/")
-    text = render(Path("dvc.yaml"), folder)
-    atomic_write(Path(folder) / "dvc.yaml", lambda p: p.write_text(text))
-    print(f"wrote {folder}/dvc.yaml")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
