@@ -6,7 +6,11 @@ Domino ("Baselines and controls").
 - `dcoco`: the DCOCO transition scorer (docs/algorithms.md "Transition scores"); `paths`: its path rules;
   `loss`: its K² loss;
 - `sequential`: DSpark and Domino, slot-by-slot walks;
+- `selector`: DFlash-2's candidate selector;
 - `proposal`: a trained corrector as the speculative engine's proposal step;
-- `variants`: the trained variants and the path-rule names (plain Python).
+- `family`: the record of a family (`Family`: its classes, settings, variants, budget role, rules, cost, arms), written
+  at the end of each family's module; `families`: their registry (built-in modules + `corrector.family_modules`),
+  `build_corrector` / `load_corrector`;
+- `variants`: a variant's row and the path-rule / loss / base names (plain Python).
 Import from the submodules (this file imports nothing, so the name lists stay cheap to read).
 """

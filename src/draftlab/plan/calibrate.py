@@ -12,7 +12,8 @@
 `compare(params, device, results)` gives a row per stage: the plan's seconds (of the terms that stage's measurement
 covers), the measured seconds and their ratio. `fit(runs)` finds the cpu preset's three constants (effective GFLOP/s,
 GB/s, µs per dispatched op) minimising Σ log(predicted / measured)² over the stages of the given runs (a grid in log
-space, refined; no scipy). `python -m draftlab.plan.calibrate` prints the table of docs/plan.md for the fitting run
+space, refined; no scipy). `python tools/calibrate_plan.py` (it hands in the method tables the corrector stage's plan
+reads) prints the table of docs/plan.md for the fitting run
 (the cpu profile's, results/ at the repository root) and the held-out run (the toy world's, worlds/toy/results);
 `--fit` also re-runs the fit.
 """
@@ -218,7 +219,7 @@ def table(rows: list[tuple[str, float, float, float]], defaults: list[tuple[str,
 
 def main(argv: list[str] | None = None, names=None) -> int:
     """`names`: the method tables the plan's corrector stage needs (draftlab.pipeline.names.method_names())."""
-    ap = argparse.ArgumentParser(prog="python -m draftlab.plan.calibrate",
+    ap = argparse.ArgumentParser(prog="python tools/calibrate_plan.py",
                                  description="the plan's CPU stage times against the committed runs' measured ones")
     ap.add_argument("--fit", action="store_true", help="re-fit the cpu preset's constants on the cpu run first")
     a = ap.parse_args(argv)

@@ -113,7 +113,7 @@ class Device:
 # benchmark's per-round wall times (AR step, lookup round, drafter round), the run's mean lengths and tau given
 # (`draftlab.plan.calibrate`). Result: 144.7 GFLOP/s, 11.1 GB/s, 12.4 us per op; then checked, unfitted, on the
 # toy world's run of 2026-12-05 (worlds/toy/results): every stage within x1.5 (docs/plan.md has both tables;
-# `python -m draftlab.plan.calibrate` prints them, `--fit` re-runs the fit; tests/plan/test_calibrate.py holds them).
+# `python tools/calibrate_plan.py` prints them, `--fit` re-runs the fit; tests/plan/test_calibrate.py holds them).
 PRESETS: dict[str, Device] = {
     "cuda": Device(),
     "cpu": Device(kind="cpu", tflops=0.145, efficiency=1.0, bandwidth=11.1, per_op_us=12.4),
