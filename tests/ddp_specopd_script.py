@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 from conftest import tiny_target  # noqa: E402
 from draftlab.config import PretrainConfig  # noqa: E402
-from draftlab.drafter import DFlashDrafter, arch_from_target  # noqa: E402
+from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target  # noqa: E402
 from draftlab.pipeline.specopd.module import SpecOPDModule  # noqa: E402
 
 S, W = 5, 4
@@ -56,7 +56,7 @@ def main(world: int, out: Path) -> None:
     target = tiny_target("llama")
     torch.manual_seed(0)
     vocab = torch.arange(3, 60)
-    drafter = DFlashDrafter.from_target(arch_from_target(target, S, 1, [0, 2, 3], 1, len(vocab)), target, vocab)
+    drafter = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, 1, [0, 2, 3], 1, len(vocab))), target, vocab)
     with torch.no_grad():
         for m in drafter.modules():
             if isinstance(m, torch.nn.Linear):

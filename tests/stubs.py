@@ -149,11 +149,11 @@ def sharp_drafter(target, block_size: int, taps: list[int], mask_id: int, vocab=
     """A tiny DFlash drafter on `target` whose linear weights are drawn with std `std` (a sharper q than the
     0.02 init), for tests that need the drafter's distribution to matter (SpecOPD, chunking). arch_kw: more
     `arch_from_target` keys (e.g. {"seed": "lookup", "seed_logit": True} for a seeded drafter)."""
-    from draftlab.drafter import DFlashDrafter, arch_from_target
+    from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target
 
     torch.manual_seed(seed)
-    d = DFlashDrafter.from_target(arch_from_target(target, block_size, 1, taps, mask_id,
-                                                   0 if vocab is None else len(vocab), **(arch_kw or {})), target, vocab)
+    d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(block_size, 1, taps, mask_id,
+                                                   0 if vocab is None else len(vocab), **(arch_kw or {}))), target, vocab)
     with torch.no_grad():
         for m in d.modules():
             if isinstance(m, torch.nn.Linear):

@@ -143,7 +143,7 @@ def outputs(root, tmp_path_factory) -> Path:
     and a dcoco corrector checkpoint, and the params.yaml that names them."""
     from draftlab.config import CorrectorConfig
     from draftlab.corrector.families import build_corrector
-    from draftlab.drafter import DFlashDrafter, arch_from_target
+    from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target
     from draftlab.drafter.checkpoint import save_drafter
     from draftlab.verifier.load import load_target
 
@@ -155,13 +155,13 @@ def outputs(root, tmp_path_factory) -> Path:
     assert r.returncode == 0, r.stderr[-2000:]
     t = load_target(wd / "models" / "target", "cpu", "float32")
     torch.manual_seed(0)
-    d = DFlashDrafter.from_target(arch_from_target(t, 4, 1, [0, 1], t.vocab_size - 1), t).eval()
+    d = DFlashDrafter.from_target(arch_from_target(t, DrafterDesign(4, 1, [0, 1], t.vocab_size - 1)), t).eval()
     with torch.no_grad():  # a larger init so the random drafter has opinions (some acceptances)
         for p in d.parameters():
             p.mul_(3.0)
     save_drafter(d, wd / "models" / "drafter" / "pretrained")
     torch.manual_seed(0)  # the seeded drafter (the dflash-seeded arms), copying its seeds at initialisation
-    arch = arch_from_target(t, 4, 1, [0, 1], t.vocab_size - 1, seed="lookup", seed_bias=8.0)
+    arch = arch_from_target(t, DrafterDesign(4, 1, [0, 1], t.vocab_size - 1, seed="lookup", seed_bias=8.0))
     save_drafter(DFlashDrafter.from_target(arch, t).eval(), wd / "models" / "drafter" / "seeded")
     save_drafter(d, wd / "models" / "corrector" / "dcoco" / "drafter")
     corr = build_corrector(CorrectorConfig(k=4, families={"dcoco": {"dim": 8, "hidden": 16}}), d, "dcoco")

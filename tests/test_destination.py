@@ -15,7 +15,7 @@ from conftest import tiny_target
 from draftlab.cli import main
 from draftlab.destination import WRITTEN_BY, check_destination, previous_result, write_files
 from draftlab.drafter.checkpoint import save_drafter
-from draftlab.drafter.model import DFlashDrafter, arch_from_target
+from draftlab.drafter.model import DFlashDrafter, DrafterDesign, arch_from_target
 from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write, save_weights_folder, weights_metadata, write_json, write_json_folder
 
@@ -29,7 +29,7 @@ def folders(target, tmp_path_factory):
     root = tmp_path_factory.mktemp("dest")
     target.model.save_pretrained(root / "target")
     torch.manual_seed(0)
-    arch = arch_from_target(target, block_size=4, num_layers=1, target_layer_ids=[1, 3], mask_token_id=7)
+    arch = arch_from_target(target, DrafterDesign(block_size=4, num_layers=1, target_layer_ids=[1, 3], mask_token_id=7))
     save_drafter(DFlashDrafter.from_target(arch, target).eval(), root / "models" / "drafter")
     return root
 
@@ -141,8 +141,8 @@ def test_import_guards_its_destination_and_refuses_a_vllm_export(folders, capsys
     # the project's own --for vllm export (a reduced vocabulary) is one line, not "Error(s) in loading state_dict"
     torch.manual_seed(0)
     vocab = torch.randperm(target.vocab_size)[:40]
-    arch = arch_from_target(target, block_size=4, num_layers=1, target_layer_ids=[1, 3], mask_token_id=7,
-                            draft_vocab_size=40)
+    arch = arch_from_target(target, DrafterDesign(block_size=4, num_layers=1, target_layer_ids=[1, 3], mask_token_id=7,
+                            draft_vocab_size=40))
     save_drafter(DFlashDrafter.from_target(arch, target, vocab).eval(), tmp_path / "small")
     assert export([str(tmp_path / "small"), str(tmp_path / "v"), "--for", "vllm", "--target", tgt], capsys)[0] == 0
     assert main(["import", str(tmp_path / "v"), str(tmp_path / "w")]) == 2

@@ -203,7 +203,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     target.compile_steps(p.engine.resolved(target.device.type))
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
-    arm = build_arms(target, p.benchmark, layout.checkpoints(p.benchmark.drafter), pad, p.pld, p.drafter.block_size,
+    arm = build_arms(target, p.benchmark, layout.checkpoints(p.benchmark.drafter), pad, p.pld, p.drafter.design().block_size,
                      [a.arm], p.seeded.verify, drafter_specs(p), p.engine)[a.arm]
     ids, _ = encode_prompt(tok, a.prompt, p.data.thinking, p.data.max_prompt_tokens)
     sp = SamplingParams(a.temperature, p.benchmark.top_p, p.benchmark.top_k)

@@ -34,8 +34,8 @@ def _real_drafter(target, S=4, vocab_size=0, seed=0):
     vocab = None
     if vocab_size:
         vocab = torch.randperm(target.vocab_size - 1, generator=torch.Generator().manual_seed(seed))[:vocab_size].sort().values
-    spec = drafter_mod.arch_from_target(target, block_size=S, num_layers=1, target_layer_ids=[], mask_token_id=target.vocab_size - 1,
-                                        draft_vocab_size=vocab_size)
+    spec = drafter_mod.arch_from_target(target, drafter_mod.DrafterDesign(block_size=S, num_layers=1, target_layer_ids=[], mask_token_id=target.vocab_size - 1,
+                                        draft_vocab_size=vocab_size))
     d = drafter_mod.DFlashDrafter.from_target(spec, target, vocab).eval()
     with torch.no_grad():  # a larger init so the random drafter has opinions (some acceptances)
         for p in d.parameters():

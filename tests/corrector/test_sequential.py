@@ -12,7 +12,7 @@ from draftlab.errors import DraftlabError
 from draftlab.corrector.families import load_corrector
 from draftlab.corrector.proposal import CorrectorProposal
 from draftlab.corrector.sequential import build_sequential, count_parameters, sequential_arch, teacher_tokens
-from draftlab.drafter import DFlashDrafter, save_drafter, arch_from_target
+from draftlab.drafter import DFlashDrafter, save_drafter, DrafterDesign, arch_from_target
 
 KINDS = ["dspark", "dspark-nogate", "domino"]
 VD = 50  # draft vocabulary
@@ -24,7 +24,7 @@ def make_drafter(target, S=5, vocab_size=VD, seed=0, scale=1.0) -> DFlashDrafter
     torch.manual_seed(seed)
     vocab = torch.randperm(target.vocab_size - 1, generator=torch.Generator().manual_seed(seed))[:vocab_size].sort().values
     vocab = vocab if vocab_size else None  # 0: the full target vocabulary
-    spec = arch_from_target(target, S, 1, [0, 2], target.vocab_size - 1, draft_vocab_size=vocab_size)
+    spec = arch_from_target(target, DrafterDesign(S, 1, [0, 2], target.vocab_size - 1, draft_vocab_size=vocab_size))
     d = DFlashDrafter.from_target(spec, target, vocab).eval()
     with torch.no_grad():  # scale > 1: a random drafter with opinions (some acceptances)
         for p in d.parameters():

@@ -83,14 +83,14 @@ def write_checkpoints(root, target, S: int, layers: int, seeded_methods: bool, p
     """Every folder the profile's arms read: the plain and seeded drafters, SpecOPD's t0/t1, the correctors (on the
     seeded drafter when the methods train there, `seeded.methods`)."""
     from draftlab.corrector.families import build_corrector
-    from draftlab.drafter import DFlashDrafter, arch_from_target, save_drafter
+    from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target, save_drafter
     from draftlab.paths import Checkpoints
     from test_corrector_seeded import ccfg, perturbed
 
     def drafter(seed_mode: str, seed: int):
         sd = params.seeded.drafter
-        arch = arch_from_target(target, S, layers, TAPS, V - 1, 0, seed=seed_mode,
-                                seed_bias=float(sd.get("seed_bias", 0.0)) if seed_mode == "lookup" else 0.0)
+        arch = arch_from_target(target, DrafterDesign(S, layers, TAPS, V - 1, 0, seed=seed_mode,
+                                seed_bias=float(sd.get("seed_bias", 0.0)) if seed_mode == "lookup" else 0.0))
         torch.manual_seed(seed)
         return DFlashDrafter.from_target(arch, target).eval()
 

@@ -167,10 +167,10 @@ def _seeded_drafter(t, vocab, seed_logit=False):
     """A seeded DFlash drafter on target t with draft vocabulary `vocab`, and the list its block inputs are
     recorded in (one [b, S] tensor per round). seed_logit: with the seed column (and flattened draft-vocabulary
     logits, so the column often wins)."""
-    from draftlab.drafter import DFlashDrafter, arch_from_target
+    from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target
 
     torch.manual_seed(2)
-    arch = arch_from_target(t, 4, 1, [0, 1], 4, len(vocab), seed="lookup", seed_logit=seed_logit)
+    arch = arch_from_target(t, DrafterDesign(4, 1, [0, 1], 4, len(vocab), seed="lookup", seed_logit=seed_logit))
     d = DFlashDrafter.from_target(arch, t, vocab).eval()
     with torch.no_grad():  # opinions: larger weights than the init
         for p in d.parameters():

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from conftest import tiny_target
 from draftlab.config import RandomModelConfig
 from draftlab.errors import DraftlabError
-from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, arch_from_target
+from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, DrafterDesign, arch_from_target
 from draftlab.drafter import layers as dlayers
 from draftlab.drafter.masks import (block_input_ids, block_labels, context_mask, default_gamma, dense_block_mask,
                                     sample_anchors, slot_weights)
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py (which also gi
 
 
 def make_drafter(target, vocab=None, layers=2, seed=0, std=0.2, tap_norm=False):
-    spec = arch_from_target(target, S, layers, TAPS, MASK, 0 if vocab is None else len(vocab), tap_norm=tap_norm)
+    spec = arch_from_target(target, DrafterDesign(S, layers, TAPS, MASK, 0 if vocab is None else len(vocab), tap_norm=tap_norm))
     torch.manual_seed(seed)
     d = DFlashDrafter.from_target(spec, target, vocab)
     with torch.no_grad():  # larger weights than the 0.02 init, so any leak shows in the logits
@@ -297,7 +297,7 @@ def test_trainable_vs_frozen_parameters(target):
 def test_tap_norm_and_output_norm_init(target, tmp_path):
     """Per-tap RMSNorm makes the context blind to each tap's scale; out_norm_init sets the final
     norm; both survive a save/load round trip (they are part of the architecture)."""
-    arch = arch_from_target(target, S, 1, TAPS, MASK, tap_norm=True, out_norm_init=0.25)
+    arch = arch_from_target(target, DrafterDesign(S, 1, TAPS, MASK, tap_norm=True, out_norm_init=0.25))
     d = DFlashDrafter.from_target(arch, target).eval()
     assert torch.allclose(d.norm.weight, torch.full_like(d.norm.weight, 0.25)) and len(d.tap_norms) == len(TAPS)
     ids, feats = batch(target, B=1, L=10)
@@ -350,9 +350,9 @@ def test_block_heads_init_points_first_layer_heads_at_the_block(target):
     on the lowest-frequency rotary pair (score ±sqrt(d), position-independent); other heads keep
     their random init."""
     torch.manual_seed(0)
-    d0 = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
+    d0 = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, 1, TAPS, MASK)), target)
     torch.manual_seed(0)
-    d = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK, init_block_heads=1), target)
+    d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, 1, TAPS, MASK, init_block_heads=1)), target)
     a, layer = d.arch, d.layers[0]
     hd, lo = a.head_dim, a.head_dim // 2 - 1
     E = target.embed_tokens.weight.detach()

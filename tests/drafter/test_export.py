@@ -10,7 +10,7 @@ import torch
 
 from conftest import tiny_target
 from draftlab.drafter.checkpoint import save_drafter
-from draftlab.drafter.model import DFlashDrafter, arch_from_target
+from draftlab.drafter.model import DFlashDrafter, DrafterDesign, arch_from_target
 from draftlab.drafter.refformat import reference_state
 from draftlab.drafter.serving import (DTYPES, ENGINES, check_export, check_format, export_for, facts_from_folder,
                                       facts_from_target, read_export)
@@ -31,8 +31,8 @@ def target_folder(target, tmp_path_factory):
 
 def _drafter(t, vocab=None, **kw) -> DFlashDrafter:
     torch.manual_seed(0)
-    arch = arch_from_target(t, block_size=S, num_layers=2, target_layer_ids=[1, 3], mask_token_id=7,
-                            draft_vocab_size=0 if vocab is None else len(vocab), **kw)
+    arch = arch_from_target(t, DrafterDesign(block_size=S, num_layers=2, target_layer_ids=[1, 3], mask_token_id=7,
+                            draft_vocab_size=0 if vocab is None else len(vocab), **kw))
     d = DFlashDrafter.from_target(arch, t, vocab).eval()
     with torch.no_grad():
         for p in d.parameters():  # distinct values everywhere (norm weights too), so a swapped tensor shows

@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import tiny_target
-from draftlab.drafter.model import DFlashDrafter, arch_from_target
+from draftlab.drafter.model import DFlashDrafter, DrafterDesign, arch_from_target
 from draftlab.drafter.serving import export_for, facts_from_folder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def test_speculators_converts_and_validates_our_vllm_export(tmp_path):
     target = tiny_target("qwen3", layers=5)
     target.model.save_pretrained(tmp_path / "target")
     torch.manual_seed(0)
-    arch = arch_from_target(target, block_size=S, num_layers=2, target_layer_ids=TAPS, mask_token_id=MASK)
+    arch = arch_from_target(target, DrafterDesign(block_size=S, num_layers=2, target_layer_ids=TAPS, mask_token_id=MASK))
     drafter = DFlashDrafter.from_target(arch, target).eval()
     export_for(drafter, tmp_path / "export", "vllm", facts_from_folder(tmp_path / "target"), "bfloat16")
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from draftlab.config import CorrectorConfig, PretrainConfig, SpecOPDConfig
-from draftlab.drafter import DFlashDrafter, arch_from_target
+from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target
 from draftlab.drafter import flex as dflex
 from draftlab.drafter import model as dmodel
 from draftlab.drafter.masks import context_mask, dense_block_mask, sample_anchors
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.usefixtures("one_thread"),
 
 
 def make_drafter(target, seed_mode="none", device="cpu"):
-    arch = arch_from_target(target, S, 2, TAPS, MASK, seed=seed_mode)
+    arch = arch_from_target(target, DrafterDesign(S, 2, TAPS, MASK, seed=seed_mode))
     torch.manual_seed(0)
     d = DFlashDrafter.from_target(arch, target)
     with torch.no_grad():  # larger weights than the 0.02 init, so a wrong mask shows in the outputs
@@ -141,7 +141,7 @@ def test_the_block_mask_is_built_once_per_forward(target, layers, monkeypatch):
     monkeypatch.setattr(fa, "create_block_mask", counting)
     monkeypatch.setattr(dflex, "TILE", 8)
     torch.manual_seed(0)
-    d = DFlashDrafter.from_target(arch_from_target(target, S, layers, TAPS, MASK), target)
+    d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, layers, TAPS, MASK)), target)
     x = inputs(target)
     with torch.no_grad():  # CPU: flex attention's forward only
         for n in (1, 2):

@@ -12,7 +12,7 @@ import torch
 from conftest import tiny_target
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
 from draftlab.drafter.checkpoint import load_drafter, save_drafter
-from draftlab.drafter.model import DFlashDrafter, arch_from_target
+from draftlab.drafter.model import DFlashDrafter, DrafterDesign, arch_from_target
 from draftlab.drafter.refformat import export_reference, import_reference, to_reference_names
 from draftlab.errors import DraftlabError
 
@@ -31,8 +31,8 @@ def _drafter(t, mask: int, seed: int = 1, vocab=None) -> DFlashDrafter:
     that loops on it accepts whole blocks, one that does not rejects them — a mix of acceptance lengths).
     The layers' output projections are scaled down, so the context still moves the proposals a little."""
     torch.manual_seed(seed)
-    arch = arch_from_target(t, block_size=S, num_layers=2, target_layer_ids=[1, 2], mask_token_id=mask,
-                            draft_vocab_size=0 if vocab is None else len(vocab))
+    arch = arch_from_target(t, DrafterDesign(block_size=S, num_layers=2, target_layer_ids=[1, 2], mask_token_id=mask,
+                            draft_vocab_size=0 if vocab is None else len(vocab)))
     d = DFlashDrafter.from_target(arch, t, vocab).eval()
     with torch.no_grad():
         for layer in d.layers:

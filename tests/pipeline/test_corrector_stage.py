@@ -14,7 +14,7 @@ import torch
 
 from conftest import assert_reordered_close
 from draftlab.config import CorrectorConfig, PretrainConfig
-from draftlab.drafter import DFlashDrafter, save_drafter, arch_from_target
+from draftlab.drafter import DFlashDrafter, save_drafter, DrafterDesign, arch_from_target
 from draftlab.corrector.families import build_corrector
 from draftlab.pipeline.corrector.cotrain import CoTrainModule, train_corrector
 from draftlab.training.data import DrafterDataModule
@@ -60,13 +60,13 @@ def data(target, tmp_path_factory):
     seqs = SequenceSet.from_lists(prompts, refs, ["train"] * 6 + ["heldout"] * 2)
     store, _ = FeatureStore.open_or_build(tmp / "f", target, seqs, TAPS, log=lambda m: None)
     torch.manual_seed(0)
-    base = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
+    base = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, 1, TAPS, MASK)), target)
     train_drafter(base, seqs, pcfg(max_steps=4), tmp / "pre", store=store, log=lambda m: None)  # weak: headroom left
     return seqs, store, {k: v.clone() for k, v in base.state_dict().items()}
 
 
 def base_drafter(target, state) -> DFlashDrafter:
-    d = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
+    d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, 1, TAPS, MASK)), target)
     d.load_state_dict(state)
     return d.train()
 
@@ -370,7 +370,7 @@ def workdir(root, target, tmp_path_factory):
                   "prompt_ids": prompts, "response_ids": resps}).to_parquet(wd / "data" / "references.parquet")
     torch.manual_seed(0)
     mask = next(i for i in range(2, V) if all(i not in p + r for p, r in zip(prompts, resps)))
-    d = DFlashDrafter.from_target(arch_from_target(t, 4, 1, [0, 1], mask), t)
+    d = DFlashDrafter.from_target(arch_from_target(t, DrafterDesign(4, 1, [0, 1], mask)), t)
     save_drafter(d, wd / "models" / "drafter" / "pretrained")
     return wd
 
@@ -467,7 +467,7 @@ def test_stage_fails_with_one_line_without_base_drafter(root, workdir, tmp_path)
 def test_specopd_dcoco_builds_on_a_state_specopd_changed(target, tmp_path):
     from draftlab.pipeline.corrector.recipe import base_state, specopd_bases
 
-    d = DFlashDrafter.from_target(arch_from_target(target, S, 1, TAPS, MASK), target)
+    d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, 1, TAPS, MASK)), target)
     for name, step in (("t0", 0), ("t1", 3)):
         save_drafter(d, tmp_path / name, info={"selected_by": name, "best_step": step, "is_initialisation": step == 0})
     bases, note = specopd_bases(tmp_path)

@@ -13,7 +13,7 @@ from conftest import tiny_target
 from draftlab.bench.simulate import _infer_path, _train_path, simulated_tau
 from draftlab.decoding import SamplingParams, SpeculativeEngine, generate_ar
 from draftlab.decoding.verify import greedy_accept_length
-from draftlab.drafter import DFlashDrafter, arch_from_target, load_drafter, save_drafter
+from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target, load_drafter, save_drafter
 from draftlab.drafter.masks import block_input_ids
 from draftlab.errors import DraftlabError
 from draftlab.ngram import StreamSeeds, sequence_seeds, seed_starts
@@ -83,8 +83,8 @@ def test_teacher_forced_seeds_equal_incremental_and_the_definition(max_ngram, mi
 
 
 def make_seeded(target, S=5, vocab=None, seed_mode="lookup", std=0.2, seed=0, mask=1, seed_logit=False, seed_bias=0.0):
-    arch = arch_from_target(target, S, 1, TAPS, mask, 0 if vocab is None else len(vocab), seed=seed_mode,
-                            seed_logit=seed_logit, seed_bias=seed_bias)
+    arch = arch_from_target(target, DrafterDesign(S, 1, TAPS, mask, 0 if vocab is None else len(vocab), seed=seed_mode,
+                            seed_logit=seed_logit, seed_bias=seed_bias))
     torch.manual_seed(seed)
     d = DFlashDrafter.from_target(arch, target, vocab)
     with torch.no_grad():  # larger weights than the init, so the drafter has opinions and leaks would show
@@ -266,7 +266,7 @@ def test_bad_input_lines(target, root):
                     (dict(seed="lookup", seed_min_match=5), "seed_min_match"),
                     (dict(seed_logit=True), "drafter.seed_logit=true needs seeds")):
         with pytest.raises(DraftlabError, match=key) as e:
-            arch_from_target(target, 4, 1, TAPS, 1, **kw)
+            arch_from_target(target, DrafterDesign(4, 1, TAPS, 1, **kw))
         assert "\n" not in str(e.value)
     # a seeded state that nobody drives (start / extend) is a one-line error, not silent MASK blocks
     d = make_seeded(target, 4)

@@ -134,7 +134,7 @@ def test_stage_trains_when_enabled_and_leaves_a_marker_when_disabled(root, tmp_p
 
     from draftlab.arms.grammar import ArmContext, Checkpoints, seeded_arm
     from draftlab.config import BenchmarkConfig
-    from draftlab.drafter import DFlashDrafter, arch_from_target, load_drafter, save_drafter
+    from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target, load_drafter, save_drafter
     from draftlab.params import build_params, compose_params
     from draftlab.verifier.load import load_target
 
@@ -154,7 +154,7 @@ def test_stage_trains_when_enabled_and_leaves_a_marker_when_disabled(root, tmp_p
                   "prompt_ids": prompts, "response_ids": resps}).to_parquet("data/references.parquet")
     torch.manual_seed(0)
     mask = next(i for i in range(2, t.vocab_size) if all(i not in p + q for p, q in zip(prompts, resps)))
-    save_drafter(DFlashDrafter.from_target(arch_from_target(t, 8, 1, [], mask), t), "models/drafter/pretrained")
+    save_drafter(DFlashDrafter.from_target(arch_from_target(t, DrafterDesign(8, 1, [], mask)), t), "models/drafter/pretrained")
     stage.run(build_params(raw, [f"drafter.mask_token_id={mask}"]))
     rep = json.loads(Path("results/pretrain_seeded.json").read_text())
     head = json.loads(Path("metrics/pretrain_seeded.json").read_text())

@@ -167,12 +167,12 @@ def _measured(step, target, drafter, opt) -> int:
 
 def _pretrain(V, B, L, A, S, chunk):
     from draftlab.config import PretrainConfig
-    from draftlab.drafter import DFlashDrafter, arch_from_target
+    from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target
     from draftlab.training.module import DrafterModule
 
     target = tiny_target("llama", vocab=V)
     torch.manual_seed(0)
-    d = DFlashDrafter.from_target(arch_from_target(target, S, 2, [], 1, 0), target)
+    d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, 2, [], 1, 0)), target)
     m = DrafterModule(d, PretrainConfig(chunk_rows=chunk, batch_size=B, anchors_per_seq=A, cache_features=False), 10,
                       target=target)
     opt = m.configure_optimizers()["optimizer"]
@@ -190,13 +190,13 @@ def _pretrain(V, B, L, A, S, chunk):
 
 
 def _specopd(V, B, L, A, W, chunk, vchunk):
-    from draftlab.drafter import DFlashDrafter, arch_from_target
+    from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target
     from draftlab.specopd.terms import specopd_terms
     from draftlab.specopd.tree import sample_branch_anchors
 
     target = tiny_target("llama", vocab=V)
     torch.manual_seed(0)
-    d = DFlashDrafter.from_target(arch_from_target(target, W + 1, 1, [], 1, 0), target)
+    d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(W + 1, 1, [], 1, 0)), target)
     opt = torch.optim.AdamW(d.parameters())
     anc = torch.stack([sample_branch_anchors(L, 4, A, torch.Generator().manual_seed(b)) for b in range(B)])
     b = {"ids": torch.randint(3, V, (B, L), generator=torch.Generator().manual_seed(0)), "seq_len": torch.full((B,), L),

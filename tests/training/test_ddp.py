@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from draftlab.config.trainer import TrainerConfig
-from draftlab.drafter import DFlashDrafter, arch_from_target, save_drafter
+from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target, save_drafter
 from draftlab.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -100,7 +100,7 @@ def pipeline(root, tmp_path_factory):
                   "prompt_ids": prompts, "response_ids": resps}).to_parquet(wd / "data" / "references.parquet")
     torch.manual_seed(0)
     mask = next(i for i in range(2, V) if all(i not in p + r for p, r in zip(prompts, resps)))
-    d = DFlashDrafter.from_target(arch_from_target(t, 4, 1, [0, 1], mask), t)
+    d = DFlashDrafter.from_target(arch_from_target(t, DrafterDesign(4, 1, [0, 1], mask)), t)
     save_drafter(d, wd / "models" / "drafter" / "pretrained")
     two = wd.parent / "two"
     shutil.copytree(wd, two)

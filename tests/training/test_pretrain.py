@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from draftlab.config import DrafterConfig, PretrainConfig
-from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, arch_from_target
+from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, DrafterDesign, arch_from_target
 from draftlab.training.features import FeatureStore, SequenceSet, target_features
 from draftlab.training.metrics import BlockStats
 from draftlab.pipeline.pretrain.recipe import pretrain_from_references
@@ -41,7 +41,7 @@ def cfg(**kw) -> PretrainConfig:
 
 def drafter_for(target, layers=1, seed=0):
     torch.manual_seed(seed)
-    return DFlashDrafter.from_target(arch_from_target(target, S, layers, TAPS, 1), target)
+    return DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, layers, TAPS, 1)), target)
 
 
 def test_tiny_drafter_overfits_tiny_reference_set(target, tmp_path):
@@ -185,7 +185,7 @@ def test_tap_teacher_reproduces_the_target_distribution(target):
 
     S4 = 4
     taps = [0, 2, target.num_layers - 1]
-    d = DFlashDrafter.from_target(arch_from_target(target, S4, 1, taps, 1), target)
+    d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S4, 1, taps, 1)), target)
     ids = torch.randint(3, target.vocab_size, (2, 20), generator=torch.Generator().manual_seed(1))
     out = target(ids, taps=taps)
     teacher = make_teacher(target, taps)

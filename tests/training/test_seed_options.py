@@ -10,7 +10,7 @@ import torch
 from draftlab.bench.simulate import _anchors, _infer_path, _train_path, simulated_tau
 from draftlab.config import PretrainConfig
 from draftlab.decoding.verify import greedy_accept_length
-from draftlab.drafter import DFlashDrafter, arch_from_target, load_drafter, save_drafter
+from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target, load_drafter, save_drafter
 from draftlab.errors import DraftlabError
 from draftlab.ngram import sequence_seeds
 from draftlab.training.data import DrafterDataModule
@@ -25,8 +25,8 @@ S, MASK = 4, 1
 
 
 def drafter(target, seed_bias=0.0, vocab=None, seed_logit=False, seed="lookup", std=0.2, seed_=0):
-    arch = arch_from_target(target, S, 1, TAPS, MASK, 0 if vocab is None else len(vocab), seed=seed,
-                            seed_logit=seed_logit, seed_bias=seed_bias)
+    arch = arch_from_target(target, DrafterDesign(S, 1, TAPS, MASK, 0 if vocab is None else len(vocab), seed=seed,
+                            seed_logit=seed_logit, seed_bias=seed_bias))
     torch.manual_seed(seed_)
     d = DFlashDrafter.from_target(arch, target, vocab)
     with torch.no_grad():  # weights with opinions: without the bias the drafter does not simply copy
@@ -215,7 +215,7 @@ def test_warm_start_from_the_plain_drafter(target, tmp_path):
     changed = [k for k in ref if not torch.equal(before[k], ref[k])]
     assert changed and all(torch.equal(got[k], ref[k]) for k in ref)
     cases = ((drafter(target, seed_bias=10.0, vocab=torch.arange(3, 41)), "draft vocabulary differs"),
-             (DFlashDrafter.from_target(arch_from_target(target, S + 1, 1, TAPS, MASK, len(vocab), seed="lookup"),
+             (DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S + 1, 1, TAPS, MASK, len(vocab), seed="lookup")),
                                         target, vocab), "that drafter has block_size=4, this one 5"))
     for other, msg in cases:
         with pytest.raises(DraftlabError, match=msg) as e:
@@ -283,7 +283,7 @@ def test_bad_input_lines(target, root):
     for kw, key in ((dict(seed_bias=2.0), "drafter.seed_bias=2.0 needs seeds"),
                     (dict(seed="lookup", seed_bias=float("nan")), "drafter.seed_bias=nan must be")):
         with pytest.raises(DraftlabError, match=key) as e:
-            arch_from_target(target, S, 1, TAPS, MASK, **kw)
+            arch_from_target(target, DrafterDesign(S, 1, TAPS, MASK, **kw))
         assert "\n" not in str(e.value)
 
 

@@ -62,12 +62,12 @@ def paper_target(ctx: Ctx):
 
 def build_drafter(target, block_size: int, num_layers: int, dtype, init_seed: int = 1, **arch_kw):
     """A randomly initialised DFlash drafter of the target's width (MASK = the last embedding row); `arch_kw` go to
-    `arch_from_target` (e.g. seed="lookup", seed_bias=8.0 for a seeded drafter)."""
+    `DrafterDesign` (e.g. seed="lookup", seed_bias=8.0 for a seeded drafter)."""
     import torch
 
-    from draftlab.drafter.model import DFlashDrafter, arch_from_target
+    from draftlab.drafter.model import DFlashDrafter, DrafterDesign, arch_from_target
 
-    spec = arch_from_target(target, block_size, num_layers, [], target.vocab_size - 1, **arch_kw)
+    spec = arch_from_target(target, DrafterDesign(block_size, num_layers, [], target.vocab_size - 1, **arch_kw))
     torch.manual_seed(init_seed)
     with torch.device(target.device):
         drafter = DFlashDrafter.from_target(spec, target)

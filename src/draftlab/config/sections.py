@@ -292,6 +292,19 @@ class DrafterConfig:
         if self.seed_bias and self.seed == "none":
             raise ConfigError(f"{p}.seed_bias={self.seed_bias} needs seeds: set {p}.seed=lookup (or {p}.seed_bias=0)")
 
+    def design(self, mask_token_id: int | None = None, draft_vocab_size: int | None = None):
+        """This section as the drafter's `DrafterDesign`, the one conversion to an architecture
+        (`arch_from_target(target, drafter.design(...))`); `mask_token_id` (the auto -1 resolved) and `draft_vocab_size`
+        (the vocabulary the references gave; 0 = the full one) replace the section's values when given."""
+        from draftlab.drafter.arch import DrafterDesign
+
+        return DrafterDesign(
+            self.block_size, self.num_layers, list(self.target_layer_ids),
+            self.mask_token_id if mask_token_id is None else mask_token_id,
+            self.draft_vocab_size if draft_vocab_size is None else draft_vocab_size, self.intermediate_size,
+            self.num_heads, self.num_kv_heads, self.tap_norm, self.out_norm_init, self.init_block_heads, self.seed,
+            self.seed_max_ngram, self.seed_min_match, self.seed_logit, self.seed_bias)
+
 
 
 

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from draftlab.compiling import compile_step, step_label
-from draftlab.drafter.arch import FORMAT, DrafterArch, arch_from_target  # noqa: F401  (re-exported)
+from draftlab.drafter.arch import FORMAT, DrafterArch, DrafterDesign, arch_from_target  # noqa: F401  (re-exported)
 from draftlab.drafter.flex import build_block_mask, flex_available, flex_supported
 from draftlab.drafter.layers import DrafterLayer, RMSNorm, Rotary
 from draftlab.drafter.masks import CONVENTION, block_input_ids, block_positions, context_mask

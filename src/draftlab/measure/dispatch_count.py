@@ -41,11 +41,11 @@ def _target(layers: int, dtype):
 def _drafter(target, layers: int, seeded: bool = False, dtype=None):
     import torch
 
-    from draftlab.drafter import DFlashDrafter, arch_from_target
+    from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target
 
     torch.manual_seed(0)
     taps = [target.num_layers - 1]  # the deepest: a training step's target pass runs every layer counted
-    arch = arch_from_target(target, 16, layers, taps, 1, 0, seed="lookup" if seeded else "none")
+    arch = arch_from_target(target, DrafterDesign(16, layers, taps, 1, 0, seed="lookup" if seeded else "none"))
     d = DFlashDrafter.from_target(arch, target)
     return d.to(dtype) if dtype is not None else d
 

@@ -99,6 +99,8 @@ def load_setup(params_file, target_dir, tiny: bool = False):
 
 def build_drafters(target, params, mask: int, taps: list[int], vd: int) -> dict:
     """name -> random-weight DFlash drafter: plain / seeded (seeded.drafter resolved) x draft / full vocabulary."""
+    from dataclasses import replace
+
     import torch
 
     from draftlab.drafter import DFlashDrafter, arch_from_target
@@ -111,9 +113,8 @@ def build_drafters(target, params, mask: int, taps: list[int], vd: int) -> dict:
             name = f"{kind}/{head}-vocab"
             if head == "draft" and not size:
                 continue  # the configured head is the full one already
-            arch = arch_from_target(target, d.block_size, d.num_layers, taps, mask, size, d.intermediate_size,
-                                    d.num_heads, d.num_kv_heads, d.tap_norm, d.out_norm_init, 0, d.seed,
-                                    d.seed_max_ngram, d.seed_min_match, d.seed_logit and bool(size), d.seed_bias)
+            arch = arch_from_target(target, replace(d.design(mask, size), target_layer_ids=taps, init_block_heads=0,
+                                                    seed_logit=d.seed_logit and bool(size)))
             torch.manual_seed(0)
             vocab = torch.arange(size) if size else None  # which ids does not change the cost
             out[name] = DFlashDrafter.from_target(arch, target, vocab).to(target.dtype).eval()
@@ -270,7 +271,7 @@ def run(params_file, target_dir, out_file, *, tiny: bool = False, quick: bool = 
     target, params, mask, taps, vd = load_setup(params_file, target_dir, tiny)
     configure(params_file, 0 if tiny else params.profile.threads)
     drafters = build_drafters(target, params, mask, taps, vd)
-    S = params.drafter.block_size
+    S = params.drafter.design().block_size
     t0 = time.perf_counter()
     from draftlab.kernels.linear import MODES
 

@@ -62,9 +62,10 @@ def drafter_dtype(name: str, target) -> torch.dtype:
 def drafter_specs(params) -> dict:
     """kind -> `DrafterSpec` of the plain drafter (drafter.*) and, when enabled, the seeded one (seeded.drafter.*
     over drafter.*): what every drafter an arm loads is checked against."""
-    specs = {"plain": DrafterSpec(params.drafter.block_size, params.drafter.draft_vocab_size)}
+    plain = params.drafter.design()
+    specs = {"plain": DrafterSpec(plain.block_size, plain.draft_vocab_size)}
     if params.seeded.enabled:
-        d, _ = params.seeded.resolve(params.drafter, params.pretrain)
+        d = params.seeded.resolve(params.drafter, params.pretrain)[0].design()
         specs["seeded"] = DrafterSpec(d.block_size, d.draft_vocab_size)
     return specs
 
@@ -98,7 +99,7 @@ def compile_run(target, params, arms: dict, suites: dict, pool: list, window: in
     from draftlab.decoding.shapes import declare, prepare_run
 
     cfg, engine = params.benchmark, params.engine
-    block = max([params.drafter.block_size, *(s.block_size for s in drafter_specs(params).values())])
+    block = max(s.block_size for s in drafter_specs(params).values())  # the plain drafter's among them
     shapes = declare(prompt_budget(cfg, params.data, window), max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens),
                      block, [cfg.batch_size, *cfg.concurrency], engine.verify_widths, engine.batch_sizes,
                      engine.kv_capacity)
@@ -123,7 +124,7 @@ def run(target, params, where: BenchPaths, progress: Callable[[int], Callable[[s
     batch groups are keyed by `record_key` (what else changes a number: the model folders' and the source's
     digests, the settings of other sections) and the prompts."""
     cfg, data, reference, pld, engine = params.benchmark, params.data, params.reference, params.pld, params.engine
-    block_size, seeded_verify, record = params.drafter.block_size, params.seeded.verify, where.record
+    block_size, seeded_verify, record = drafter_specs(params)["plain"].block_size, params.seeded.verify, where.record
     setup = {"target": params.target.name, "profile": params.profile.name}
     t_start = time.perf_counter()
     tok = target.tokenizer

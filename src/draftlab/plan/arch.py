@@ -147,7 +147,8 @@ def shapes_of(target, drafter) -> tuple[TargetShape, DrafterShape]:
 
 def drafter_shape(t: TargetShape, d: DrafterConfig) -> DrafterShape:
     """The drafter `arch_from_target` would build on t (widths 0 = the target's; taps: one per layer when unset,
-    evenly spaced in [1, L-3], so the deepest is layer L-3)."""
+    evenly spaced in [1, L-3], so the deepest is layer L-3), read through the section's one conversion."""
+    d = d.design()  # draftlab.drafter.arch.DrafterDesign
     heads = d.num_heads or t.heads
     head_dim = t.head_dim if not d.num_heads else t.hidden // heads
     taps = list(d.target_layer_ids)

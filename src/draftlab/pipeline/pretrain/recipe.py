@@ -67,10 +67,7 @@ def pretrain_from_references(target, df, dcfg: DrafterConfig, pcfg: PretrainConf
     vocab = None
     if dcfg.draft_vocab_size and dcfg.draft_vocab_size < V:
         vocab = build_draft_vocab(counts_all, dcfg.draft_vocab_size, always=target.eos_token_ids)
-    arch = arch_from_target(target, dcfg.block_size, dcfg.num_layers, dcfg.target_layer_ids, mask_id,
-                            0 if vocab is None else len(vocab), dcfg.intermediate_size, dcfg.num_heads, dcfg.num_kv_heads,
-                            dcfg.tap_norm, dcfg.out_norm_init, dcfg.init_block_heads, dcfg.seed, dcfg.seed_max_ngram,
-                            dcfg.seed_min_match, dcfg.seed_logit, dcfg.seed_bias)
+    arch = arch_from_target(target, dcfg.design(mask_id, 0 if vocab is None else len(vocab)))
     torch.manual_seed(pcfg.seed)
     drafter = DFlashDrafter.from_target(arch, target, vocab)
     if pcfg.init_from:  # a warm start (e.g. the seeded drafter from the plain one)
