@@ -54,7 +54,21 @@ def _schema_keys(node: Any) -> list[str]:
     return [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
 
 
+# keys that moved (the corrector families' own settings, 2026-12-06): an old spelling names its new place
+MOVED = {
+    "corrector.dim": "corrector.families.dcoco.dim",
+    "corrector.hidden": "corrector.families.dcoco.hidden",
+    "corrector.path_rule": "corrector.families.dcoco.path_rule",
+    "corrector.lam": "corrector.families.dcoco.lam",
+    "corrector.seq_rank": "corrector.families.dspark.rank, corrector.families.domino.rank and corrector.families.dflash2.rank",
+    "corrector.seq_gate": "corrector.families.dspark.gate",
+}
+
+
 def _unknown_key_message(schema: Any, dotted: str) -> str:
+    for old, new in MOVED.items():
+        if dotted == old or dotted.endswith("." + old):
+            return f"'{dotted}' has moved: it is now {new} (each corrector family has its own settings)"
     node, parts = schema, dotted.split(".")
     for i, part in enumerate(parts):
         keys = _schema_keys(node)

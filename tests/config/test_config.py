@@ -34,6 +34,17 @@ def test_unknown_key_names_valid_choices(root):
         build_params({"nosuch": {"a": 1}})
 
 
+def test_a_moved_key_names_its_new_place(root):
+    """corrector.dim etc. moved under corrector.families.<family> (each family's own settings): the old spelling,
+    as an override or in a saved params file, names the new key instead of listing corrector's keys."""
+    with pytest.raises(ConfigError, match=r"'corrector.dim' has moved: it is now corrector.families.dcoco.dim"):
+        load_params(root / "params.yaml", ["corrector.dim=64"])
+    with pytest.raises(ConfigError, match=r"'corrector.seq_rank' has moved: .*corrector.families.dspark.rank"):
+        build_params({"corrector": {"seq_rank": 8}})
+    dcoco = load_params(root / "params.yaml", ["corrector.families.dcoco.dim=64"]).corrector.families["dcoco"]
+    assert (dcoco["dim"] if isinstance(dcoco, dict) else dcoco.dim) == 64
+
+
 def test_wrong_type_and_impossible_values(root):
     with pytest.raises(ConfigError, match="reference.batch_size"):
         load_params(root / "params.yaml", ["reference.batch_size=abc"])
