@@ -1,7 +1,9 @@
 """The pipeline's file layout in one table: every file and folder a stage of dvc.yaml writes (relative to the
 repository root), the stage that writes it and whether DVC caches it. The stages, the benchmark's report, the
-`draftlab` CLI and the explorer all read their paths here; tests/test_paths.py holds the table equal to
-dvc.yaml's outs, metrics and plots. Plain strings: nothing here reads or writes a file."""
+`draftlab` CLI and the explorer all read their paths here; dvc.yaml's outs, metrics and plots are generated from
+`OUTPUTS` (draftlab.pipeline.dvcgen; tests/pipeline/test_dvc_yaml.py), `TOOL_OUTPUTS` holds what the tools write,
+and tests/test_path_literals.py fails on a pipeline path spelled anywhere else. Plain strings: nothing here reads or
+writes a file."""
 from __future__ import annotations
 
 import os
