@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 from conftest import tiny_target  # noqa: E402
 from draftlab.config import PretrainConfig  # noqa: E402
 from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target  # noqa: E402
-from draftlab.pipeline.specopd.module import SpecOPDModule  # noqa: E402
+from draftlab.recipes.specopd.module import SpecOPDModule  # noqa: E402
 
 S, W = 5, 4
 

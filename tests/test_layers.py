@@ -29,6 +29,7 @@ LAYERS = [
     ["training", "tracking"],
     ["measure"],  # the instruments: verify cost, serving engines, benchmark sizing, dispatch counts, probes
     ["bench"],
+    ["recipes"],  # each stage's recipe: reference, pretraining, SpecOPD, corrector co-training (their Lightning modules)
     ["pipeline"],
     ["offline"],  # the offline regime runner: the stages in order without DVC / MLflow (tools/gpu_run.py)
     ["cli"],  # the console script
@@ -37,7 +38,8 @@ LAYERS = [
 PLAIN = ("errors", "interrupts", "imports", "io", "destination", "paths", "stats", "compiling", "checks", "kernels", "ngram", "verifier", "drafter", "decoding", "corrector", "specopd", "data", "toy", "omp", "markdown")
 NOT_IN_PLAIN = ("draftlab.config", "draftlab.params", "omegaconf", "hydra", "lightning", "mlflow", "dvc")
 ONLY_IN = {"omegaconf": ("params",), "hydra": ("params",), "mlflow": ("tracking",),
-           "lightning": ("training", "tracking", "pipeline")}  # pipeline: a method's recipe room holds its Lightning module
+           "lightning": ("training", "tracking", "recipes", "pipeline")}  # recipes: a method's recipe room holds its
+# Lightning module; pipeline: the stages' bodies hand Lightning's devices to the fit
 
 
 def layer(name: str) -> int:
@@ -130,12 +132,12 @@ def test_configuration_imports_no_method():
     assert not bad, "\n".join(bad)
 
 
-# A method's two rooms: its model package and its recipe folder under pipeline/; with the shared layers below
+# A method's two rooms: its model package and its recipe folder under recipes/; with the shared layers below
 # them (the plain-torch floors, the configuration, the shared training code) they hold all of its code.
-ROOMS = {"corrector": ("corrector", "pipeline.corrector", "pipeline.steps.corrector")}  # + the stage's body
+ROOMS = {"corrector": ("corrector", "recipes.corrector", "pipeline.steps.corrector")}  # + the stage's body
 SHARED = ("errors", "interrupts", "io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp", "verifier",
           "drafter", "decoding", "config", "params", "plan", "training", "tracking",
-          "pipeline.stage", "pipeline.trace", "pipeline.layout", "pipeline.common", "pipeline.names",
+          "pipeline.stage", "pipeline.trace", "pipeline.layout", "recipes.common", "pipeline.names",
           "toy.freeze", "toy.tasks")  # the toy world's freeze: a gate every stage passes (draftlab.toy.freeze)
 # where a stage validates params.yaml: every name table meets the configuration there (pipeline.names gathers
 # the arm table's and the methods' names), so the walk reads that module but does not follow its imports
@@ -153,9 +155,9 @@ def reached(script: Path, graph: dict[str, set[str]]) -> set[str]:
 
 def test_the_corrector_recipe_stays_in_its_rooms():
     """Followed from its stage script, the corrector's code lies in its two rooms (corrector/,
-    pipeline/corrector/) and the shared layers below them: no other method, no benchmark, nothing above."""
+    recipes/corrector/) and the shared layers below them: no other method, no benchmark, nothing above."""
     seen = reached(SRC.parents[1] / "stages" / "corrector.py", modules())
-    assert any(_within(m, ("pipeline.corrector",)) for m in seen) and any(_within(m, ("corrector",)) for m in seen)
+    assert any(_within(m, ("recipes.corrector",)) for m in seen) and any(_within(m, ("corrector",)) for m in seen)
     bad = sorted(m for m in seen if not _within(m, ROOMS["corrector"] + SHARED))
     assert not bad, f"the corrector stage reaches {bad}"
 
@@ -171,9 +173,9 @@ def test_the_checks_can_fail(tmp_path):
     assert upward({"kernels.dispatch": {"pipeline.benchmark"}}) and not upward({"pipeline.benchmark": {"kernels"}})
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
-    g = {"pipeline.corrector.recipe": {"bench.share", "training"}, "bench.share": set(), "training": set(),
+    g = {"recipes.corrector.recipe": {"bench.share", "training"}, "bench.share": set(), "training": set(),
          "pipeline.names": {"specopd.objectives"}, "specopd.objectives": set()}
     script = tmp_path / "stage.py"
-    script.write_text("from draftlab.pipeline.corrector.recipe import run\nimport draftlab.pipeline.names\n")
-    assert reached(script, g) == {"pipeline.corrector.recipe", "bench.share", "training", "pipeline.names"}
+    script.write_text("from draftlab.recipes.corrector.recipe import run\nimport draftlab.pipeline.names\n")
+    assert reached(script, g) == {"recipes.corrector.recipe", "bench.share", "training", "pipeline.names"}
     assert method_imports({"config.training": {"corrector.variants"}}) and not method_imports({"pipeline.names": {"corrector.variants"}})

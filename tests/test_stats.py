@@ -44,7 +44,7 @@ def test_the_correctors_simulated_headroom_has_its_paired_noise():
     the uncorrected drafter on the same blocks); a headroom from one block of many is noise, no share given."""
     import torch
 
-    from draftlab.pipeline.corrector.evaluate import SetStats
+    from draftlab.recipes.corrector.evaluate import SetStats
 
     def stats(moved: int, blocks: int = 40) -> dict:
         cand = torch.tensor([[[5, 6], [7, 8], [9, 10]]]).repeat(blocks, 1, 1)  # [N, n=3, K=2]

@@ -49,7 +49,7 @@ def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
     import pandas as pd
 
     from draftlab.io import write_json
-    from draftlab.pipeline.pretrain.recipe import pretrain_from_references
+    from draftlab.recipes.pretrain.recipe import pretrain_from_references
     from draftlab.verifier.load import load_target
 
     params = probe_params(steps, overrides, ROOT / paths.PARAMS)
@@ -73,7 +73,7 @@ def run_probe(name: str, steps: int, overrides: list[str]) -> dict:
 def compare(target, df, seeded, params) -> dict:
     """The pretrain_seeded stage's held-out comparison for this probe's drafter (without its per-sequence rows)."""
     from draftlab.drafter.checkpoint import load_drafter
-    from draftlab.pipeline.pretrain.seeded import heldout_comparison
+    from draftlab.recipes.pretrain.seeded import heldout_comparison
     from draftlab.training.features import SequenceSet
 
     plain_dir = plain_drafter((PLAIN, BASE_PROBE))

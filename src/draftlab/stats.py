@@ -1,7 +1,7 @@
 """The one statistics module: the Pearson chi-square goodness-of-fit p-value (the sampling rules' exactness
 tests and the accelerator check), order-statistic quantiles (the timings' median and p20), the geometric mean,
 the percentile-bootstrap intervals used by the benchmark (`bench/uncertainty`), the seeded comparison
-(`pipeline/pretrain/seeded`), the probes and the tests, and the one rule for a share of headroom closed
+(`recipes/pretrain/seeded`), the probes and the tests, and the one rule for a share of headroom closed
 (`share_closed`: none when the headroom is below twice its own standard error). Plain torch, numpy and the
 standard library."""
 from __future__ import annotations

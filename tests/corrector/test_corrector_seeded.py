@@ -17,7 +17,7 @@ from draftlab.corrector.proposal import CorrectorProposal
 from draftlab.corrector.sequential import teacher_tokens
 from draftlab.corrector.families import variant_table
 from draftlab.decoding import SpeculativeEngine, generate_ar
-from draftlab.pipeline.corrector.evaluate import SetStats, candidates, corrected_paths, eval_batch, eval_block
+from draftlab.recipes.corrector.evaluate import SetStats, candidates, corrected_paths, eval_batch, eval_block
 from test_seeded import TAPS, _loop_prompts, make_seeded, motif_text
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -157,7 +157,7 @@ def data(llama_target, tmp_path_factory):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_family_trains_on_the_seeded_drafter(llama_target, data, variant):
-    from draftlab.pipeline.corrector.cotrain import CoTrainModule
+    from draftlab.recipes.corrector.cotrain import CoTrainModule
     from draftlab.training.module import block_targets
 
     t, (_, _, batch, _) = llama_target, data
@@ -186,7 +186,7 @@ def test_every_family_trains_on_the_seeded_drafter(llama_target, data, variant):
 def test_stage_tau_equals_the_drafters_validation_and_fits(llama_target, data, tmp_path, variant):
     """At init (zero output layer) the stage's corrected and uncorrected τ and top-K coverage equal the seeded
     drafter's own validation on the same batch; a short co-training run (fit driver, validation) completes."""
-    from draftlab.pipeline.corrector.cotrain import train_corrector
+    from draftlab.recipes.corrector.cotrain import train_corrector
     from draftlab.training.metrics import BlockStats
     from draftlab.training.module import DrafterModule
 

@@ -184,7 +184,7 @@ def refs(target, tmp_path_factory):
 
 
 def seq_loss(target, drafter, corrector, c, batch, frozen=False):
-    from draftlab.pipeline.corrector.cotrain import CoTrainModule
+    from draftlab.recipes.corrector.cotrain import CoTrainModule
 
     m = CoTrainModule(drafter, corrector, c.run_settings(pcfg(), 0.0), c, frozen=frozen, val_names=["heldout"],
                       target=target)
@@ -227,7 +227,7 @@ def test_gradient_routing(target, refs, kind, frozen):
 def test_cotrain_from_references(target, refs):
     from draftlab.drafter import load_drafter
     from draftlab.corrector.families import build_corrector
-    from draftlab.pipeline.corrector.recipe import CotrainPaths, cotrain_from_references
+    from draftlab.recipes.corrector.recipe import CotrainPaths, cotrain_from_references
 
     df, tmp = refs
     c = ccfg(variants=["dspark", "domino"])
@@ -257,7 +257,7 @@ def test_trained_corrector_beats_the_drafter_argmax(target, refs, kind, tmp_path
     simulated τ on the training sample exceeds the uncorrected one."""
     from draftlab.drafter import load_drafter
     from draftlab.corrector.families import build_corrector
-    from draftlab.pipeline.corrector.cotrain import train_corrector
+    from draftlab.recipes.corrector.cotrain import train_corrector
     from draftlab.training.features import SequenceSet
 
     df, tmp = refs

@@ -16,7 +16,7 @@ from conftest import assert_reordered_close
 from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.drafter import DFlashDrafter, save_drafter, DrafterDesign, arch_from_target
 from draftlab.corrector.families import build_corrector
-from draftlab.pipeline.corrector.cotrain import CoTrainModule, train_corrector
+from draftlab.recipes.corrector.cotrain import CoTrainModule, train_corrector
 from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.pretrain import train_drafter
@@ -465,7 +465,7 @@ def test_stage_fails_with_one_line_without_base_drafter(root, workdir, tmp_path)
 
 
 def test_specopd_dcoco_builds_on_a_state_specopd_changed(target, tmp_path):
-    from draftlab.pipeline.corrector.recipe import base_state, specopd_bases
+    from draftlab.recipes.corrector.recipe import base_state, specopd_bases
 
     d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, 1, TAPS, MASK)), target)
     for name, step in (("t0", 0), ("t1", 3)):

@@ -64,17 +64,17 @@ def test_the_code_deps_follow_the_imports():
     recipe; the reference stage reaches neither a method nor the benchmark; the corrector stage does not reach the arm
     grammar (the hand-written list said it did); the name tables are read, not followed."""
     reach = {s.name: dvcgen.code_modules(s) for s in table.STAGES}
-    assert {"pipeline.corrector.recipe", "pipeline.steps.corrector"} <= reach["corrector"]
+    assert {"recipes.corrector.recipe", "pipeline.steps.corrector"} <= reach["corrector"]
     assert any(m.startswith("corrector.") for m in reach["corrector"])
-    assert "pipeline.corrector.recipe" not in reach["specopd"] | reach["benchmark"] | reach["pretrain_drafter"]
+    assert "recipes.corrector.recipe" not in reach["specopd"] | reach["benchmark"] | reach["pretrain_drafter"]
     assert not any(m.split(".")[0] in ("corrector", "specopd", "bench", "arms") for m in reach["reference"])
-    assert not any(m.startswith(("arms", "pipeline.specopd")) for m in reach["corrector"])
+    assert not any(m.startswith(("arms", "recipes.specopd")) for m in reach["corrector"])
     assert "bench.runner" in reach["benchmark"] and "specopd.objectives" not in reach["pretrain_drafter"]
     for name, mods in reach.items():
         assert f"pipeline.steps.{name}" in mods and "pipeline.stage" in mods and "pipeline.names" in mods
         assert not any(m.startswith("pipeline.steps.") and m != f"pipeline.steps.{name}" for m in mods), name
     deps = {s.name: dvcgen.deps(s) for s in table.STAGES}
-    assert any(d.startswith("src/draftlab/pipeline/corrector") for d in deps["corrector"])
+    assert any(d.startswith("src/draftlab/recipes/corrector") for d in deps["corrector"])
     assert any(d.startswith("src/draftlab/corrector") for d in deps["corrector"])
     assert not any(d.startswith("src/draftlab/corrector") for d in deps["reference"])
 
@@ -152,11 +152,11 @@ def test_the_trace_records_the_bodys_reads_and_stays_transparent(tmp_path, monke
     got["modules"] = [m for m in got["modules"] if m in dvcgen.code_modules(table.BY_NAME["benchmark"])]  # not pytest's
     (tmp_path / "benchmark.json").write_text(json.dumps(got))
     assert "pipeline.trace" in got["modules"] and dvcgen.check_traces(tmp_path) == []
-    (tmp_path / "benchmark.json").write_text(json.dumps({"stage": "reference", "modules": ["pipeline.corrector.recipe"],
+    (tmp_path / "benchmark.json").write_text(json.dumps({"stage": "reference", "modules": ["recipes.corrector.recipe"],
                                                          "params": ["drafter.block_size", "tracking.uri"]}))
     problems = dvcgen.check_traces(tmp_path)
     assert len(problems) == 2 and all(p.startswith("stage reference ") for p in problems), problems
-    assert "draftlab.pipeline.corrector.recipe" in problems[0] and "drafter.block_size" in problems[1]
+    assert "draftlab.recipes.corrector.recipe" in problems[0] and "drafter.block_size" in problems[1]
 
 
 def test_the_offline_runner_takes_the_tables_stages_and_its_dry_preset_from_conf():

@@ -146,7 +146,7 @@ def test_reference_engines_agree():
     from conftest import tiny_target
 
     from draftlab.data.references import EncodedPrompt
-    from draftlab.pipeline.reference.recipe import generate_references
+    from draftlab.recipes.reference.recipe import generate_references
     from draftlab.data.suites import Prompt
 
     target = tiny_target("llama", seed=3)

@@ -12,8 +12,8 @@ from openai_server import free_port, running
 from draftlab.data.references import EncodedPrompt
 from draftlab.data.suites import Prompt
 from draftlab.errors import ConfigError, DraftlabError
-from draftlab.pipeline.reference.openai_engine import OpenAIEngine, agreement, parse_completion
-from draftlab.pipeline.reference.recipe import generate_references
+from draftlab.recipes.reference.openai_engine import OpenAIEngine, agreement, parse_completion
+from draftlab.recipes.reference.recipe import generate_references
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

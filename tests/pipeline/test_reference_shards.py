@@ -52,12 +52,12 @@ def _final_bytes(rows, path: Path) -> bytes:
 
 
 def test_sigkill_after_the_first_shard_then_resume_equals_the_uninterrupted_run(tmp_path):
-    from draftlab.pipeline.reference.recipe import generate_references
+    from draftlab.recipes.reference.recipe import generate_references
 
     shards = tmp_path / "references.shards"
     child = SETUP + textwrap.dedent(f"""
         import time, torch
-        import draftlab.pipeline.reference.recipe as R
+        import draftlab.recipes.reference.recipe as R
         torch.set_num_threads(1)
         real, calls = R.generate_ar, [0]
         def slow(*a, **k):  # the second batch hangs: the parent kills the run while it is in flight
@@ -99,7 +99,7 @@ def test_sigkill_after_the_first_shard_then_resume_equals_the_uninterrupted_run(
 
 @pytest.mark.parametrize("engine", ["ar", "hf"])  # the AR engine's generator; `generate`'s global torch RNG
 def test_sampled_references_resume_exactly(tmp_path, capsys, engine):
-    from draftlab.pipeline.reference.recipe import generate_references
+    from draftlab.recipes.reference.recipe import generate_references
 
     target, prompts = _setup()
     kw = dict(ARGS, temperature=1.0, seed=5, engine=engine)
@@ -121,7 +121,7 @@ def test_sampled_references_resume_exactly(tmp_path, capsys, engine):
 
 
 def test_a_changed_plan_is_refused_in_one_line(tmp_path):
-    from draftlab.pipeline.reference.recipe import generate_references
+    from draftlab.recipes.reference.recipe import generate_references
 
     target, prompts = _setup()
     shards = tmp_path / "s"

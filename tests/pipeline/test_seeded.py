@@ -281,7 +281,7 @@ def test_training_batches_carry_the_seeds_and_the_recipe_trains_seeded(target, t
     import pandas as pd
 
     from draftlab.config import DrafterConfig, PretrainConfig
-    from draftlab.pipeline.pretrain.recipe import pretrain_from_references
+    from draftlab.recipes.pretrain.recipe import pretrain_from_references
     from draftlab.training.data import DrafterDataModule
     from draftlab.training.features import SequenceSet
 

@@ -15,7 +15,7 @@ from draftlab.config import DrafterConfig, PLDConfig, PretrainConfig
 from draftlab.decoding import generate_ar
 from draftlab.decoding.verify import greedy_accept_length
 from draftlab.errors import DraftlabError
-from draftlab.pipeline.pretrain.seeded import block_proposals, lookup_blocks, pretrain_seeded, summarise
+from draftlab.recipes.pretrain.seeded import block_proposals, lookup_blocks, pretrain_seeded, summarise
 from test_seeded import brute_seed, looping_text, make_seeded
 
 pytestmark = pytest.mark.usefixtures("one_thread")

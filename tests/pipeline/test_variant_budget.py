@@ -8,7 +8,7 @@ import pytest
 from draftlab.corrector.families import family_of, variant_table
 from draftlab.errors import ConfigError
 from draftlab.params import build_params, compose_params
-from draftlab.pipeline.corrector.recipe import variant_view
+from draftlab.recipes.corrector.recipe import variant_view
 
 
 def _views(params):

@@ -61,7 +61,7 @@ def test_online_features_give_the_cached_loss_and_validation(target, tmp_path):
     fp32 cache both give the same loss and the same validation counts."""
     from draftlab.config import SpecOPDConfig
     from draftlab.training.features import FeatureStore
-    from draftlab.pipeline.specopd.module import BranchDataModule, SpecOPDModule
+    from draftlab.recipes.specopd.module import BranchDataModule, SpecOPDModule
 
     seqs = _refs()
     view = SpecOPDConfig(anchors_per_seq=5, batch_size=3, cache_features=False).run_settings(1, 0.0)
@@ -90,7 +90,7 @@ def test_specopd_stage_builds_no_cache_unless_asked(target, tmp_path, monkeypatc
 
     from draftlab.config import SpecOPDConfig
     from draftlab.drafter import save_drafter
-    from draftlab.pipeline.specopd.recipe import specopd_from_references
+    from draftlab.recipes.specopd.recipe import specopd_from_references
     from draftlab.training.features import FeatureStore
 
     seqs = _refs()

@@ -322,7 +322,7 @@ def test_comparison_driver_reports_every_arm_and_resumes(target, tmp_path):
 
     from draftlab.config import SpecOPDConfig
     from draftlab.drafter import load_drafter, save_drafter
-    from draftlab.pipeline.specopd.recipe import specopd_from_references
+    from draftlab.recipes.specopd.recipe import specopd_from_references
 
     g = torch.Generator().manual_seed(9)
     n = 6

@@ -14,7 +14,7 @@ from draftlab.config import DrafterConfig, PretrainConfig
 from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, DrafterDesign, arch_from_target
 from draftlab.training.features import FeatureStore, SequenceSet, target_features
 from draftlab.training.metrics import BlockStats
-from draftlab.pipeline.pretrain.recipe import pretrain_from_references
+from draftlab.recipes.pretrain.recipe import pretrain_from_references
 from draftlab.training.module import lr_factor
 from draftlab.training.pretrain import train_drafter
 

@@ -86,7 +86,7 @@ def _frame():
 
 
 def test_budget_val_and_csv_use_one_step_axis(target, tmp_path):
-    from draftlab.pipeline.pretrain.recipe import pretrain_from_references
+    from draftlab.recipes.pretrain.recipe import pretrain_from_references
 
     lg = Capture()
     dcfg = DrafterConfig(block_size=4, num_layers=1, target_layer_ids=[0, 2, 3], mask_token_id=1, draft_vocab_size=40)

@@ -1,6 +1,6 @@
 """The one corrector interface, shared by DCOCO and the sequential correctors (DSpark, Domino).
 
-Every consumer — co-training (`draftlab.pipeline.corrector.cotrain`), validation (`draftlab.pipeline.corrector.evaluate`),
+Every consumer — co-training (`draftlab.recipes.corrector.cotrain`), validation (`draftlab.recipes.corrector.evaluate`),
 the engine's proposal step (`draftlab.corrector.proposal`), the stage's checkpoints and the benchmark
 arms — talks to a `Corrector` through these methods only, never by type:
 

@@ -10,7 +10,7 @@ validation) uses the first `reference.num_heldout_prompts` of the held-out part 
 are the `sharegpt-chat` benchmark suite (`chat_suite`; 451 prompts on the cpu profile).
 
 Library code (plain Python over `draftlab.data.suites`): takes the data / reference sections and a
-tokenizer, returns prompts; the target writes their responses in `draftlab.pipeline.reference`.
+tokenizer, returns prompts; the target writes their responses in `draftlab.recipes.reference`.
 """
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
-"""The pipeline layer: one recipe per DVC stage — what the stage does, as a function of its config
-sections, the loaded inputs and the folders it may write under. The thin scripts in stages/ read
-params.yaml, load inputs, call a recipe here and write the declared outputs. A method's recipe is a room
-(a folder) beside its model package; what every stage shares sits in this folder's own modules.
+"""The pipeline layer: each DVC stage's body (`steps.<stage>.run`, called by the thin scripts in stages/ through
+`stage.stage_main`), the stage table that writes dvc.yaml (`table`, `dvcgen`), and what every stage shares. The
+methods' recipes live one floor below, in draftlab.recipes (reference, pretrain, specopd, corrector).
 
-- `reference/`: the target writes the references to the prompts `draftlab.data.references` selects
-  (recipe, shards of an interrupted run, the OpenAI-compatible engine);
-- `pretrain/`: references -> feature cache -> a trained DFlash drafter (recipe), and the seeded drafter (seeded);
-- `specopd/`: SpecOPD and its baseline objectives from the base drafter (recipe, its Lightning module);
-- `corrector/`: every corrector variant co-trained from its base drafter, the dflash-long control (recipe,
-  co-training module, evaluation, its share of a round);
-- `benchmark`: the arms of the arm table on the eval suites + report (measurement: draftlab.bench);
-- shared: `stage` (the stage scripts' helpers: main, reports, logs, inputs), `layout` (what the stages derive
-  from the paths table), `common` (the feature cache), `names` (the name tables params are checked against).
+- `steps/`: one module per stage, its `run(params)`: read the sections, load the inputs, call a recipe, write the
+  declared outputs;
+- `benchmark`: the arms of the arm grammar on the eval suites + report (measurement: draftlab.bench);
+- `toy/`: the toy world's measured properties and its report (they run the benchmark);
+- shared: `stage` (stage_main, reports, logs, inputs), `trace` (what a stage imported and read, in the smoke run),
+  `layout` (what the stages derive from the paths table), `names` (the name tables params are checked against),
+  `worlds` (a world's own DVC folder).
 Import from the submodules.
 """

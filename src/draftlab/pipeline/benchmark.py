@@ -25,7 +25,7 @@ from draftlab.data.suites import dedupe, rank
 from draftlab.data.templates import encode_prompt
 from draftlab.drafter.checkpoint import load_drafter
 from draftlab.kernels.linear import describe, install, installed
-from draftlab.pipeline.common import run_key
+from draftlab.recipes.common import run_key
 
 
 def prompt_budget(cfg: BenchmarkConfig, data: DataConfig, window: int) -> int:

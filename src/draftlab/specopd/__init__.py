@@ -8,6 +8,6 @@
 - `draft_opd`: the Draft-OPD-style sequential rollout it is compared with (rounds of the engine's
   `speculative_round`);
 - `cost`: the analytic and measured scoring cost; `objectives`: the objective names.
-Lightning lives in draftlab.pipeline.specopd.module, the stage recipe in draftlab.pipeline.specopd.
+Lightning lives in draftlab.recipes.specopd.module, the stage recipe in draftlab.recipes.specopd.
 Import from the submodules (this file imports nothing, so the name lists stay cheap to read).
 """

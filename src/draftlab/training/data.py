@@ -24,7 +24,7 @@ anchors (validation), length-bucketed to limit padding, with the target's tap fe
   run's), and `Collate` keeps the rank's share, sequences r, r+W, r+2W, ... of each global batch (the
   union over ranks is the one-process batch; the features are read for the share only). A global batch
   with fewer sequences than ranks (the last one of a pass) is skipped by every rank.
-(SpecOPD's variant with branch anchors, `BranchDataModule`, lives in draftlab.pipeline.specopd.module.)
+(SpecOPD's variant with branch anchors, `BranchDataModule`, lives in draftlab.recipes.specopd.module.)
 """
 from __future__ import annotations
 

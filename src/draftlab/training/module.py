@@ -12,7 +12,7 @@ Under DDP (`trainer.devices` > 1) every step's clock is the ranks' mean and its 
 stop and the reports are the same on every rank; validation runs every set on every rank (same figures).
 
 Pretraining trains this module as it is (its step is the off-policy CE); co-training
-(`draftlab.pipeline.corrector.cotrain`) and SpecOPD (`draftlab.pipeline.specopd.module`) extend it.
+(`draftlab.recipes.corrector.cotrain`) and SpecOPD (`draftlab.recipes.specopd.module`) extend it.
 """
 from __future__ import annotations
 

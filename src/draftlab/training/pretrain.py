@@ -4,7 +4,7 @@
 decay-weighted CE, `DrafterModule.drafter_step`) through the shared fit driver: resumable from
 `workdir/last.ckpt`, a final validation, the best state loaded into the drafter, a `TrainResult`.
 The stage recipe (references -> features -> a trained drafter + report) is
-`draftlab.pipeline.pretrain.recipe`.
+`draftlab.recipes.pretrain.recipe`.
 """
 from __future__ import annotations
 

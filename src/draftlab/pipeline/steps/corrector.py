@@ -16,7 +16,7 @@ top-K and the reachable oracle and the headroom closed against each, per slot, p
 counts, training time, the corrector's share of a real round), the headline metrics/corrector/<variant>.json
 (simulated τ corrected / uncorrected / top-K oracle) and one MLflow run. The feature cache is
 shared with pretrain_drafter when it matches; resumable runs live under checkpoints/corrector/.
-The recipe is draftlab.pipeline.corrector; this module only loads, wires and writes.
+The recipe is draftlab.recipes.corrector; this module only loads, wires and writes.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def run(params) -> None:
     from draftlab.pipeline.layout import method_base
     from draftlab.tracking import lightning_logger
     from draftlab.training.dist import is_rank_zero
-    from draftlab.pipeline.corrector.recipe import CotrainPaths, cotrain_from_references, specopd_bases
+    from draftlab.recipes.corrector.recipe import CotrainPaths, cotrain_from_references, specopd_bases
 
     t, c = params.target, params.corrector
     require_references()

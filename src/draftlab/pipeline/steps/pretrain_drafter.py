@@ -24,7 +24,7 @@ _log = stage_log("pretrain_drafter")
 
 def run(params) -> None:
     from draftlab.drafter.checkpoint import save_drafter
-    from draftlab.pipeline.pretrain.recipe import pretrain_from_references
+    from draftlab.recipes.pretrain.recipe import pretrain_from_references
     from draftlab.tracking import lightning_logger
     from draftlab.training.dist import is_rank_zero
 

@@ -2,11 +2,11 @@
 trained beside the plain one.
 
 Enabled (`seeded.enabled: true`: the cpu, cpu-long and smoke profiles): the plain drafter's recipe
-(draftlab.pipeline.pretrain.recipe) with the `seeded` section's overrides of drafter.* / pretrain.* applied
+(draftlab.recipes.pretrain.recipe) with the `seeded` section's overrides of drafter.* / pretrain.* applied
 (`SeededConfig.resolve`), on the same references; writes models/drafter/seeded/ (read by the `dflash-seeded`
 arm), the budget curve plots/pretrain_seeded_budget.csv and the report results/pretrain_seeded.json with its
 `comparison` table: the seeded drafter against teacher-forced prompt lookup, the `dflash-pld` hybrid and the
-plain drafter of models/drafter/pretrained on the held-out references (draftlab.pipeline.pretrain.seeded), headline in
+plain drafter of models/drafter/pretrained on the held-out references (draftlab.recipes.pretrain.seeded), headline in
 metrics/pretrain_seeded.json; one MLflow run. Its resumable runs live under checkpoints/pretrain_seeded/; the
 tap-feature cache is the plain run's (checkpoints/pretrain_drafter/features, keyed by data + taps: one copy on disk).
 Disabled (the gpu profile): no training; the folder holds only `disabled.json` and the report says
@@ -55,7 +55,7 @@ def comparison_metrics(comp: dict) -> dict:
 
 def run(params) -> None:
     from draftlab.drafter.checkpoint import load_drafter, save_drafter
-    from draftlab.pipeline.pretrain.seeded import pretrain_seeded
+    from draftlab.recipes.pretrain.seeded import pretrain_seeded
     from draftlab.tracking import lightning_logger
     from draftlab.training.dist import is_rank_zero
 

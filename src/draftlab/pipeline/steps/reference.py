@@ -25,8 +25,8 @@ def run(params) -> None:
     from draftlab.params import to_dict
     from draftlab.data.references import select_prompts
     from draftlab.io import write_parquet
-    from draftlab.pipeline.reference.recipe import generate_references
-    from draftlab.pipeline.reference.openai_engine import OpenAIEngine
+    from draftlab.recipes.reference.recipe import generate_references
+    from draftlab.recipes.reference.openai_engine import OpenAIEngine
     from draftlab.verifier.load import load_target, load_target_info
     from draftlab.tracking import stage_run
 
@@ -43,7 +43,7 @@ def run(params) -> None:
     prompts, sel = select_prompts(params.data, cfg, target.tokenizer, window)
     compiled = None
     if cfg.engine == "ar" and getattr(target, "compiled", "off") != "off":  # shapes declared, graphs compiled first
-        from draftlab.pipeline.reference.recipe import compile_run
+        from draftlab.recipes.reference.recipe import compile_run
 
         compiled = compile_run(target, prompts, cfg.max_new_tokens, cfg.batch_size, cfg.temperature, params.engine)
     p = to_dict(params)

@@ -36,7 +36,7 @@ def run(params) -> None:
     from draftlab.pipeline.layout import method_base
     from draftlab.tracking import lightning_logger
     from draftlab.training.dist import is_rank_zero
-    from draftlab.pipeline.specopd.recipe import specopd_from_references
+    from draftlab.recipes.specopd.recipe import specopd_from_references
 
     t, cfg = params.target, params.specopd
     require_references()

@@ -3,9 +3,9 @@ then the `dflash-long` control (the base drafter alone, as many steps as the mai
 
 Per variant (`draftlab.corrector.variants`: family, ablation, base drafter, frozen or not, how the
 corrector loss reaches the drafter, loss kind): measure the base drafter's own held-out τ (once per
-base), build the corrector, co-train it with the drafter (`draftlab.pipeline.corrector.cotrain.train_corrector`,
+base), build the corrector, co-train it with the drafter (`draftlab.recipes.corrector.cotrain.train_corrector`,
 resumable under `runs/<key>`; every validation scores every path rule), and measure the corrector's
-share of a real speculative round (`draftlab.pipeline.corrector.share`, once per corrector architecture: the weights
+share of a real speculative round (`draftlab.recipes.corrector.share`, once per corrector architecture: the weights
 do not change its cost). The report holds, per variant: the drafter's own τ before / after, the
 corrected τ, the top-K and the reachable oracle with the headroom closed against each, per slot, per
 rule; variants on a shorter budget also get dcoco's corrected and drafter τ at the same minutes.
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from draftlab.pipeline.corrector.share import proposal_share
+from draftlab.recipes.corrector.share import proposal_share
 from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.corrector.base import Corrector
 from draftlab.corrector.families import build_corrector, family_of, variant_table
@@ -30,9 +30,9 @@ from draftlab.corrector.variants import Variant
 from draftlab.drafter.checkpoint import load_drafter, read_arch
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
-from draftlab.pipeline.common import file_digest, history_at, open_features, run_key
-from draftlab.pipeline.corrector.evaluate import evaluate_rules
-from draftlab.pipeline.corrector.cotrain import train_corrector
+from draftlab.recipes.common import file_digest, history_at, open_features, run_key
+from draftlab.recipes.corrector.evaluate import evaluate_rules
+from draftlab.recipes.corrector.cotrain import train_corrector
 from draftlab.training.features import SequenceSet
 from draftlab.training.fit import TrainResult
 from draftlab.training.pretrain import train_drafter

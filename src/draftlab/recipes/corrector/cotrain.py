@@ -17,7 +17,7 @@ frozen-backbone ablation) runs the drafter without gradients throughout and trai
 On a seeded drafter the corrector reads the blocks as the engine drafts them: the drafter pass's logits
 carry the seed bias and the seed column, and `draftlab.corrector.base.drafter_block` maps the column to each
 slot's seed (candidates, labels, the sequential correctors' re-applied head).
-Validation: `draftlab.pipeline.corrector.evaluate` (corrected vs uncorrected vs both oracles, every path
+Validation: `draftlab.recipes.corrector.evaluate` (corrected vs uncorrected vs both oracles, every path
 rule asked for); the best state (drafter + corrector) is the one with the highest corrected held-out τ.
 `train_corrector(...)`: one variant's run, resumable, through the shared fit driver.
 """
@@ -37,7 +37,7 @@ from draftlab.corrector.base import Corrector, drafter_block, scale_grad
 from draftlab.corrector.variants import Variant
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
-from draftlab.pipeline.corrector.evaluate import SetStats, eval_batch
+from draftlab.recipes.corrector.evaluate import SetStats, eval_batch
 from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.fit import TrainResult, budget_steps, train

@@ -1,7 +1,7 @@
 """Recipe of the specopd stage: SpecOPD and its baseline objectives from the pretrained drafter + report.
 
 Every objective trains from the same pretrained drafter on the same references for the same number of
-updates (`draftlab.pipeline.specopd.module.train_objective`, resumable under `runs/<key>/<objective>`); the
+updates (`draftlab.recipes.specopd.module.train_objective`, resumable under `runs/<key>/<objective>`); the
 report compares greedy simulated τ before/after, the held-out T=1 acceptance (the E2E-TV surrogate),
 supervised positions/s and per branch vs the sequential Draft-OPD loop and the first-rejection ablation,
 and packed vs independent scoring cost. SpecOPD keeps two states, selected by the metric each deployment
@@ -18,10 +18,10 @@ from draftlab.config import SpecOPDConfig
 from draftlab.drafter.checkpoint import load_drafter
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
-from draftlab.pipeline.common import file_digest, run_key
+from draftlab.recipes.common import file_digest, run_key
 from draftlab.specopd.cost import measure_scoring, paper_cost_model
 from draftlab.training.features import FeatureStore, SequenceSet
-from draftlab.pipeline.specopd.module import ObjectiveResult, heldout_tv, train_objective
+from draftlab.recipes.specopd.module import ObjectiveResult, heldout_tv, train_objective
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Recipe of the pretrain_seeded stage: the seeded drafter (docs/algorithms.md "Seeded block drafting") trained beside
 the plain one, and its comparison table against what it must beat, teacher-forced on the held-out references.
-`pretrain_seeded` trains with `draftlab.pipeline.pretrain.recipe` (the plain drafter's
+`pretrain_seeded` trains with `draftlab.recipes.pretrain.recipe` (the plain drafter's
 recipe, the seeded sections resolved from the `seeded` config section) and adds `report["comparison"]`
 (`heldout_comparison`).
 
@@ -38,7 +38,7 @@ from draftlab.decoding.verify import greedy_accept_length
 from draftlab.drafter.masks import strided_anchors
 from draftlab.errors import DraftlabError
 from draftlab.ngram import NgramIndex
-from draftlab.pipeline.pretrain.recipe import PretrainOutcome, pretrain_from_references
+from draftlab.recipes.pretrain.recipe import PretrainOutcome, pretrain_from_references
 from draftlab.stats import percentile_interval
 from draftlab.training.features import SequenceSet, target_features
 

@@ -3,8 +3,8 @@
 and the rows become data/references.parquet, the drafter's training and validation data.
 
 Takes a target and token-id prompts, returns rows and throughput stats; the stage decides paths. With a
-work folder (`draftlab.pipeline.reference.shards`) each finished batch is written as a shard and a killed run resumes.
-Engine "openai" (`draftlab.pipeline.reference.openai_engine`): the same prompt ids go to OpenAI-compatible servers instead
+work folder (`draftlab.recipes.reference.shards`) each finished batch is written as a shard and a killed run resumes.
+Engine "openai" (`draftlab.recipes.reference.openai_engine`): the same prompt ids go to OpenAI-compatible servers instead
 of the local target (which then only lends its tokenizer and EOS ids); each row records which server and model
 answered, and greedy runs send a sample of prompts twice for the agreement reading.
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 
 from draftlab.data.references import EncodedPrompt
-from draftlab.pipeline.reference import shards as S  # the module, not the package
+from draftlab.recipes.reference import shards as S  # the module, not the package
 from draftlab.decoding.ar import generate_ar
 from draftlab.decoding.verify import SamplingParams
-from draftlab.pipeline.reference.openai_engine import OpenAIEngine, agreement
+from draftlab.recipes.reference.openai_engine import OpenAIEngine, agreement
 
 
 def _generate_hf(target, batch: list[list[int]], max_new_tokens: int, pad: int, eos: set[int], temperature: float,
@@ -87,12 +87,12 @@ def generate_references(target, prompts: list[EncodedPrompt], max_new_tokens: in
     of the last prompt token only); "hf": transformers `generate` (finished rows keep computing); "openai":
     `client`'s servers answer each batch's prompts (rows gain `server` and `server_model`; greedy: the stats'
     `agreement` over `agreement_sample` prompts sent twice, flagged below `agreement_threshold`).
-    shards: a work folder (`draftlab.pipeline.reference.shards`): each finished batch is written there and a re-run
+    shards: a work folder (`draftlab.recipes.reference.shards`): each finished batch is written there and a re-run
     reads the batches that exist and generates only the others, as the uninterrupted run would batch them
     (`identity`: what else must match to resume, e.g. the target's settings). The rows are the same either way.
     progress: one line per finished batch (done / total batches and sequences, tokens/s, ETA) on stderr."""
     if engine == "openai" and client is None:
-        raise ValueError("engine openai needs a client (draftlab.pipeline.reference.openai_engine.OpenAIEngine)")
+        raise ValueError("engine openai needs a client (draftlab.recipes.reference.openai_engine.OpenAIEngine)")
     tok = target.tokenizer
     pad = tok.pad_token_id if tok is not None and tok.pad_token_id is not None else target.eos_token_ids[0]
     eos = set(target.eos_token_ids)

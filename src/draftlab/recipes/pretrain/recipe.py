@@ -20,7 +20,7 @@ from draftlab.drafter.checkpoint import warm_start
 from draftlab.drafter.model import DFlashDrafter, parameter_summary, arch_from_target
 from draftlab.drafter.vocab import build_draft_vocab, coverage, resolve_mask_token, token_counts
 from draftlab.errors import DraftlabError
-from draftlab.pipeline.common import file_digest, run_key
+from draftlab.recipes.common import file_digest, run_key
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.fit import TrainResult
 from draftlab.training.distill import make_teacher
