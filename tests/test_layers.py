@@ -179,3 +179,21 @@ def test_the_checks_can_fail(tmp_path):
     script.write_text("from draftlab.recipes.corrector.recipe import run\nimport draftlab.pipeline.names\n")
     assert reached(script, g) == {"recipes.corrector.recipe", "bench.share", "training", "pipeline.names"}
     assert method_imports({"config.training": {"corrector.variants"}}) and not method_imports({"pipeline.names": {"corrector.variants"}})
+
+
+def test_the_architecture_page_names_every_package_in_its_layer():
+    """docs/architecture.md's layout names every top-level module and package of src/draftlab, and its layer table
+    lists exactly LAYERS, layer by layer (a new package or a moved layer fails here until the page says so)."""
+    import re
+
+    page = (SRC.parents[1] / "docs" / "architecture.md").read_text()
+    layout = page.split("## Layout", 1)[1].split("```")[1]
+    tops = sorted(p.stem if p.is_file() else p.name for p in SRC.iterdir()
+                  if (p.suffix == ".py" and p.name != "__init__.py") or (p.is_dir() and (p / "__init__.py").exists()))
+    named = set(re.findall(r"^  (\w+)(?:/|\.py)", layout, re.M))
+    assert not set(tops) - named, f"docs/architecture.md's layout does not name {sorted(set(tops) - named)}"
+    table = {}
+    for n, cell in re.findall(r"^\| (\d+) \| ([^|]+) \|", page, re.M):
+        table.setdefault(int(n), set()).update(re.findall(r"`(\w+)(?:/|\.py)?`", cell))
+    want = {i: set(layer) for i, layer in enumerate(LAYERS)}
+    assert table == want, f"docs/architecture.md's layer table {table} is not tests/test_layers.py's LAYERS {want}"
