@@ -10,9 +10,9 @@ import pandas as pd
 import streamlit as st
 
 import cached as C
-import formats as F
-import loaders as L
-import oracle_view as OV
+from draftlab.explore import formats as F
+from draftlab.explore import loaders as L
+from draftlab.explore import oracle_view as OV
 import peers as R
 import plots as P
 from cached import missing, options

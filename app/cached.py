@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import loaders as L
-import provenance as V
+from draftlab.explore import loaders as L
+from draftlab.explore import provenance as V
 import runs_data as R
-import tokens as T
+from draftlab.explore import tokens as T
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

@@ -16,10 +16,10 @@ import pandas as pd
 import streamlit as st
 
 import cached as C
-import loaders as L
+from draftlab.explore import loaders as L
 import plots as P
-import provenance as V
-import formats as F
+from draftlab.explore import provenance as V
+from draftlab.explore import formats as F
 from cached import missing
 from colours import arm_order
 from draftlab import paths

@@ -19,7 +19,7 @@ if str(APP) not in sys.path:
     sys.path.insert(0, str(APP))
 
 import cached  # noqa: E402
-import loaders as L  # noqa: E402
+from draftlab.explore import loaders as L  # noqa: E402
 import pages  # noqa: E402
 
 st.set_page_config(page_title="draftlab explorer", layout="wide")

@@ -1,6 +1,6 @@
 """The explorer's Candidate grid page: one round of one prompt of the recorded rounds
 (data/benchmark_rounds.parquet) — every slot's top-K candidates with the paths each rule walked
-(app/grid.py builds them), the accepted length per round, and for a DCOCO arm that records them the
+(src/draftlab/explore/grid.py builds them), the accepted length per round, and for a DCOCO arm that records them the
 K×K transition scores of every slot pair as a table and a heatmap. A seeded drafter's round also shows
 its seeds (the block's input) and, per slot, whether the drafter kept or changed the seed."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pandas as pd
 import streamlit as st
 
 import cached as C
-import grid as G
-import loaders as L
+from draftlab.explore import grid as G
+from draftlab.explore import loaders as L
 import plots as P
 from cached import missing, options
 from colours import arm_order

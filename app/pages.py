@@ -15,9 +15,9 @@ import streamlit as st
 import bench_pages
 import cached as C
 import compare
-import formats as F
+from draftlab.explore import formats as F
 import grid_page
-import loaders as L
+from draftlab.explore import loaders as L
 import plots as P
 import runs_data as M
 from cached import missing, options

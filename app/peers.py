@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-import formats as F
+from draftlab.explore import formats as F
 import plots as P
 from draftlab import paths
 from draftlab.bench.oracles import unmeasured_arms
-from oracle_view import NOT_REPORTED
+from draftlab.explore.oracle_view import NOT_REPORTED
 
 REFERENCE_ROWS = ("hf-generate", "hf-generate-pld", "dflash-ref")  # other people's code
 TRAINING_FREE = ("pld", "hf-generate-pld")

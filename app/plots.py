@@ -19,7 +19,7 @@ import altair as alt
 import pandas as pd
 
 from colours import arm_color, arm_legend, arm_order
-from formats import D3, kind, temp_label
+from draftlab.explore.formats import D3, kind, temp_label
 
 alt.data_transformers.disable_max_rows()
 
@@ -343,8 +343,8 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
     `temperature` (default: the file's first) and of `suites`, one panel per suite, one colour per arm, and
     averages any remaining whole-number dimension that is neither x nor y (e.g. the slot of the coverage file,
     said in the title). Files with only numeric columns (training curves) fold every numeric column in."""
-    import loaders as L
-    import provenance as V
+    from draftlab.explore import loaders as L
+    from draftlab.explore import provenance as V
 
     stage = V.producer(root, d["path"], d.get("stage") or "benchmark")
     if Path(d["path"]).suffix != ".csv":

@@ -11,8 +11,8 @@ import pandas as pd
 import streamlit as st
 
 import cached as C
-import formats as F
-import loaders as L
+from draftlab.explore import formats as F
+from draftlab.explore import loaders as L
 import plots as P
 from cached import missing
 from colours import arm_color

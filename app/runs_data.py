@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from loaders import Missing
+from draftlab.explore.loaders import Missing
 
 
 def tracking_uri(root: Path) -> str:

@@ -29,6 +29,7 @@ LAYERS = [
     ["training", "tracking"],
     ["measure"],  # the instruments: verify cost, serving engines, benchmark sizing, dispatch counts, probes
     ["bench"],
+    ["explore"],  # what the explorer reads and shows, without Streamlit (app/ holds the pages)
     ["recipes"],  # each stage's recipe: reference, pretraining, SpecOPD, corrector co-training (their Lightning modules)
     ["pipeline"],
     ["offline"],  # the offline regime runner: the stages in order without DVC / MLflow (tools/gpu_run.py)

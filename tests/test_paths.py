@@ -29,8 +29,8 @@ def test_readers_take_their_paths_from_the_table():
     from draftlab.bench import report
 
     sys.path.insert(0, str(ROOT / "app"))
-    import loaders
-    import provenance
+    from draftlab.explore import loaders
+    from draftlab.explore import provenance
 
     assert report.PLOTS is paths.BENCH_PLOTS and loaders.PLOTS is paths.BENCH_PLOTS
     assert report.DETAIL == loaders.BENCH_JSON == paths.BENCH_DETAIL and loaders.ROUNDS == paths.BENCH_ROUNDS

@@ -17,11 +17,11 @@ sys.path.insert(0, str(APP))
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-import grid as G  # noqa: E402
-import loaders as L  # noqa: E402
+from draftlab.explore import grid as G  # noqa: E402
+from draftlab.explore import loaders as L  # noqa: E402
 import plots as P  # noqa: E402
-import provenance as V  # noqa: E402
-import tokens as T  # noqa: E402
+from draftlab.explore import provenance as V  # noqa: E402
+from draftlab.explore import tokens as T  # noqa: E402
 
 VOCAB = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", " the", " cat", " sat", " on", " mat", "\n", " a", " dog",
          " ran", " to", " and", " it", " was", " big", " red", " hat", " sun", " key", " keys", " is", " are",
@@ -868,7 +868,7 @@ def test_faceted_bars_fit_the_page():
 # ---------------------------------------------------------------- what a user reads (frames; the browser test reads
 # the same on the drawn page)
 def test_one_format_per_kind_of_figure():
-    import formats as F
+    from draftlab.explore import formats as F
 
     assert [F.kind(c) for c in ("tau", "Δτ lo", "break_even_tau", "oracle_tau", "tokens_per_s", "tokens_per_s (first)",
                                 "tokens_per_s_ratio", "speedup CI low", "ratio to AR", "tau_ratio", "share",
@@ -901,7 +901,7 @@ def test_tied_leaders_named_together():
 
 
 def test_headroom_table_no_share_of_noise():
-    import oracle_view as OV
+    from draftlab.explore import oracle_view as OV
 
     rows = []
     for arm, tau, orc in (("dflash-seeded", 3.583, 3.610), ("dcoco-seeded", 3.509, 3.743), ("dflash", 1.2, 2.0),

@@ -95,7 +95,7 @@ def user_fixture(root: Path) -> Path:
     peers plot declared in dvc.yaml, and an MLflow metric logged at one step (the Runs page's default curve)."""
     from draftlab.bench.report import plot_frames
 
-    import loaders as L
+    from draftlab.explore import loaders as L
 
     f = root / L.BENCH_JSON
     d = json.loads(f.read_text())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-import formats as F
+from draftlab.explore import formats as F
 from draftlab.bench import oracles as O
 
 NOT_REPORTED = "not reported"  # a τ cell of a row without acceptance figure (the Hugging Face generate rows)

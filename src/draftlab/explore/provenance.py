@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from draftlab import paths
-from loaders import BENCH_JSON, LEGACY_BENCH_JSON, Missing, load_benchmark, parse_benchmark
+from draftlab.explore.loaders import BENCH_JSON, LEGACY_BENCH_JSON, Missing, load_benchmark, parse_benchmark
 
 
 # ---------------------------------------------------------------- provenance: the data's age and git revision
