@@ -19,25 +19,16 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from draftlab.toy.tasks import MARKS, Example, valid
+from draftlab.verifier.model import left_pad
 from draftlab.toy.tokenizer import EOS, PAD, chat_ids, encode_words
 
 HIGH_ENTROPY = 0.5  # nats
 
 
-def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    T = max(len(r) for r in rows)
-    ids = torch.full((len(rows), T), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), T), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, T - len(r):] = torch.tensor(r)
-        mask[i, T - len(r):] = 1
-    return ids, mask
-
-
 @torch.no_grad()
 def greedy_answers(model, prompts: list[list[int]], eos: int, pad: int, max_new: int) -> list[list[int]]:
     """Greedy continuations (without the eos) of templated prompt ids, decoded as one batch."""
-    ids, mask = _left_pad(prompts, pad)
+    ids, mask = left_pad(prompts, pad)
     B = len(prompts)
     pos = (mask.cumsum(1) - 1).clamp(min=0)
     cache = DynamicCache()

@@ -175,6 +175,18 @@ class TargetModel(nn.Module):
 # ---- masks --------------------------------------------------------------------------------------
 
 
+def left_pad(rows: list[list[int]], pad: int) -> tuple[Tensor, Tensor]:
+    """(ids, attention mask) of token rows of unequal length, padded on the left with `pad` (as Hugging Face
+    `generate` and a batched prefill take them): mask 1 on each row's own tokens."""
+    T = max(len(r) for r in rows)
+    ids = torch.full((len(rows), T), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, T - len(r):] = torch.tensor(r)
+        mask[i, T - len(r):] = 1
+    return ids, mask
+
+
 def causal_mask(past_valid: Tensor, T: int, new_valid: Tensor | None = None) -> Tensor:
     """Mask for T new tokens appended after a cache whose slots are `past_valid` [B, L] (False =
     padding or a rejected hole). New tokens are causal among themselves; an invalid new token

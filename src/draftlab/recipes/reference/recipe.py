@@ -21,6 +21,7 @@ from draftlab.data.references import EncodedPrompt
 from draftlab.recipes.reference import shards as S  # the module, not the package
 from draftlab.decoding.ar import generate_ar
 from draftlab.decoding.verify import SamplingParams
+from draftlab.verifier.model import left_pad
 from draftlab.recipes.reference.openai_engine import OpenAIEngine, agreement
 
 
@@ -32,12 +33,8 @@ def _generate_hf(target, batch: list[list[int]], max_new_tokens: int, pad: int, 
         gen.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k or None)
     else:
         gen.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-    L = max(len(p) for p in batch)
-    ids = torch.full((len(batch), L), pad, dtype=torch.long)
-    att = torch.zeros((len(batch), L), dtype=torch.long)
-    for r, p in enumerate(batch):
-        ids[r, L - len(p):] = torch.tensor(p)
-        att[r, L - len(p):] = 1
+    ids, att = left_pad(batch, pad)
+    L = ids.shape[1]
     out = target.model.generate(input_ids=ids.to(target.device), attention_mask=att.to(target.device), **gen)
     return [out[r, L:].tolist() for r in range(len(batch))]
 
