@@ -3,6 +3,7 @@ are the generated ones, the outputs are the paths table's, the data deps are ear
 code deps follow the imports (a module only one stage imports is that stage's dependency and no other's)."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import yaml
@@ -167,3 +168,23 @@ def test_the_offline_runner_takes_the_tables_stages_and_its_dry_preset_from_conf
     dry = runner.dry_overrides()
     assert dry[0] == "target=tiny-random" and "benchmark.suites=[mt-bench,sharegpt-chat]" in dry
     assert all(isinstance(o, str) and "=" in o for o in dry) and dry[-1] == "engine.compile=on"
+
+
+def test_arm_names_are_checked_once_in_check_params(root, tmp_path, monkeypatch, capsys):
+    """check_params fails on an unknown arm in one line; any other stage, which depends on check_params' stamp, loads
+    the same params without the arm grammar and runs its body (the grammar knows every method; no other stage needs
+    it to run)."""
+    import torch
+
+    from draftlab.pipeline.stage import stage_main
+
+    threads = torch.get_num_threads()  # a stage sets the profile's threads: this worker's other tests keep theirs
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    shutil.copy(root / "params.yaml", tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    bad = ["benchmark.arms=[ar,nosuch]"]
+    ran: list[str] = []
+    assert stage_main("check_params", lambda p: ran.append("check_params"), bad) == 2
+    assert "benchmark.arms names unknown arm 'nosuch'" in capsys.readouterr().err and not ran
+    assert stage_main("reference", lambda p: ran.append(p.benchmark.arms[1]), bad) == 0
+    assert ran == ["nosuch"] and torch.get_num_threads() == threads

@@ -1,5 +1,6 @@
 """What every stage script shares (stages/<stage>.py imports it; no `sys.path` edit): `stage_main` parses
-`key=value` overrides, loads and validates params.yaml (arm names against the arm table), sets threads and seeds,
+`key=value` overrides, loads and validates params.yaml (check_params alone checks arm names against the arm grammar:
+every other stage depends on its stamp), sets threads and seeds,
 turns a `DraftlabError` into one line on stderr (exit 2; for an unreadable input file that line also names the stage
 that rebuilds it) and re-executes a training stage under torchrun when params.trainer asks for several devices.
 Each stage's two report files: the full detail `results/<stage>.json` (a DVC out, `cache: false`) and the few
@@ -70,6 +71,9 @@ def relaunch_command(devices: int, script: str, argv: list[str]) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}", script, *argv]
 
 
+CHECKS_ARMS = "check_params"  # the one stage that checks the benchmark's arm names
+
+
 def stage_main(name: str, run: Callable, argv: list[str] | None = None, distributed: bool = False) -> int:
     """Parse, validate and run a stage. `distributed`: a training stage, which runs on params.trainer's
     processes: started as one process with trainer.devices > 1 on one node, it re-executes itself under
@@ -88,7 +92,10 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
     t0 = time.time()
     interrupts.install()  # Ctrl-C / SIGTERM: one line, exit 130 / 143
     try:
-        params = load_params(paths.PARAMS, argv, arms=arm_names(), names=method_names())
+        # arm names are checked once, by check_params (every stage depends on its stamp): the arm grammar knows every
+        # method, and no other stage needs it to run (the benchmark resolves its arms when it builds them)
+        arms = arm_names() if name == CHECKS_ARMS else None
+        params = load_params(paths.PARAMS, argv, arms=arms, names=method_names())
         if params.target.source == "toy":  # the method stages run only in the frozen toy world (draftlab.toy.freeze)
             from draftlab.toy.freeze import check_frozen
 
