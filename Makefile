@@ -45,11 +45,12 @@ repro: install .dvc
 	dvc repro
 
 # Unit tests (TEST_WORKERS pytest-xdist processes, one test file each at a time; every test is single-threaded),
-# then Triton kernels under the interpreter (own process), then the smoke pipeline. OMP_WAIT_POLICY is set here, not
+# then Triton kernels under the interpreter (own process), then the smoke pipeline; the 15 slowest tests are listed (the
+# suite has a 20-minute budget: a new slow test shows there). OMP_WAIT_POLICY is set here, not
 # by draftlab.omp.configure (the stages' one place): pytest's workers import torch before any test could set it.
 TEST_WORKERS ?= 2
 test: install
-	OMP_WAIT_POLICY=PASSIVE DRAFTLAB_INSTALL_CHROMIUM=1 $(PY) -m pytest tests --ignore=tests/kernels -n $(TEST_WORKERS) --dist loadfile
+	OMP_WAIT_POLICY=PASSIVE DRAFTLAB_INSTALL_CHROMIUM=1 $(PY) -m pytest tests --ignore=tests/kernels -n $(TEST_WORKERS) --dist loadfile --durations=15
 	@if ls tests/kernels/test_*.py >/dev/null 2>&1; then TRITON_INTERPRET=1 $(PY) -m pytest tests/kernels -m interpret; fi
 	$(MAKE) --no-print-directory smoke
 
