@@ -26,7 +26,8 @@ PATTERNS = {
 
 def user_files() -> list[Path]:
     docs = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in HISTORY)
-    return [README, *docs, *sorted((ROOT / "app").glob("*.py"))]
+    explorer = [*(ROOT / "app").glob("*.py"), *(ROOT / "src" / "draftlab" / "explore").glob("*.py")]  # what it shows
+    return [README, *docs, *sorted(explorer)]
 
 
 def hits(name: str, text: str) -> list[str]:
