@@ -3,7 +3,8 @@ its config preset (docs/architecture.md "Adding a corrector family"). This test 
 rule: the drafter's top-1 at every slot but the last, where it takes the candidate of rank `last_rank` — into a
 temporary package on PYTHONPATH, names it in the params (`corrector.family_modules`) and runs `draftlab check`,
 `draftlab plan`, the corrector stage (its co-training recipe) and the benchmark's arm (`draftlab decode`) on the
-tiny-random target, each in its own process, with nothing of draftlab patched."""
+tiny-random target, each in its own process (the family's modules are loaded there, where a real run loads them), with
+nothing of draftlab patched; the composition of conf/ and the random target, which know no family, are made here."""
 from __future__ import annotations
 
 import json
@@ -104,7 +105,8 @@ def run(args: list[str], cwd, env) -> subprocess.CompletedProcess:
 def test_a_family_from_another_package_runs_through_the_pipeline(root, tmp_path):
     from draftlab.decoding import generate_ar
     from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target, save_drafter
-    from draftlab.verifier.load import load_target
+    from draftlab.params import compose_text, load_params
+    from draftlab.verifier.load import load_target, save_random
 
     pkg = tmp_path / "pkg" / "throwaway"  # the three files
     pkg.mkdir(parents=True)
@@ -116,10 +118,10 @@ def test_a_family_from_another_package_runs_through_the_pipeline(root, tmp_path)
     # the params: a small composition of conf/ (tiny-random, smoke sizes, the plain drafter) with the preset on top
     wd = tmp_path / "run"
     wd.mkdir()
-    composed = run(["-m", "draftlab.cli", "compose", "target=tiny-random", "profile=smoke", "method=plain",
-                    "benchmark/arms=two", "drafter.draft_vocab_size=0", "tracking.enabled=false", "corrector.max_steps=2", "corrector.max_minutes=0",
-                    "corrector.batch_size=2", "corrector.anchors_per_seq=4", "corrector.kernels=torch",
-                    "corrector.control=false"], root, env).stdout
+    composed = compose_text(["target=tiny-random", "profile=smoke", "method=plain", "benchmark/arms=two",
+                             "drafter.draft_vocab_size=0", "tracking.enabled=false", "corrector.max_steps=2",
+                             "corrector.max_minutes=0", "corrector.batch_size=2", "corrector.anchors_per_seq=4",
+                             "corrector.kernels=torch", "corrector.control=false"], root / "conf")  # conf/ alone
     params = yaml.safe_load(composed)
     for section, values in yaml.safe_load(PRESET).items():
         params[section].update(values)
@@ -136,7 +138,7 @@ def test_a_family_from_another_package_runs_through_the_pipeline(root, tmp_path)
     assert any(n.startswith("lastrank: ") for n in stage["notes"])
 
     # the corrector stage co-trains the family's variant from a base drafter on references
-    run([str(root / "stages" / "prepare_target.py")], wd, env)
+    save_random(load_params(wd / "params.yaml").target.random, wd / "models" / "target")  # what prepare_target writes
     t = load_target(wd / "models" / "target", "cpu", "float32")
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(100, t.vocab_size - 1, (8,), generator=g).tolist() for _ in range(5)]
