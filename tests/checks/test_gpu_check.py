@@ -105,10 +105,11 @@ GATES = {"break_even_tau_ge_1": True, "verify16_ge_verify1": True, "ar_step_matc
          "first_arm_retimed": True}  # the gates a CPU can judge (the copy gate needs a datasheet bandwidth)
 
 
-def clean_concurrency(tmp: Path, tries: int = 2) -> dict:
+def clean_concurrency(tmp: Path, tries: int = 4) -> dict:
     """The concurrency section alone, until a run's timing gates all hold (at most `tries` runs): on a machine
     shared with other tests a sustained slowdown during one arm's timing is real interference, which is what the
-    gates catch; a clean run must pass them all."""
+    gates catch; a clean run must pass them all. Four tries: under make test the other worker's file runs beside each
+    one, and three runs in a row have met a slowdown there (the 5% re-time gate, 2026-12-06)."""
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "DRAFTLAB_KERNELS")}
     out = {}
     for i in range(tries):
