@@ -6,6 +6,9 @@
   bookkeeping: block positions, context positions, and (check_feats) that the context features it is
   handed are the target's taps of the committed tokens.
 - `FixedDrafter` proposes from one fixed logits table [n, V] every round (sampling tests).
+- `RankedOracle` tracks each stream's committed text (its state is `TracksStreams`) and puts the target's greedy
+  token of every slot at a random rank of its top-K (or outside it): a tree of its candidates accepts where the
+  chain of its top-1 does not (tree tests).
 - `WordTokenizer`: one id per whitespace-separated word, no chat template (prompt-selection tests).
 """
 from __future__ import annotations
@@ -130,6 +133,71 @@ class FixedDrafter:
         B, S = ids.shape
         logits = torch.cat([torch.zeros(1, self.table.shape[1]), self.table])[None].expand(B, S, -1).clone()
         return StubDraftOutput(logits, torch.zeros(B, S, self.hidden_size), self.vocab, ids)
+
+
+class TrackedState:
+    """Committed tokens per stream, fed by the engine (`TracksStreams`)."""
+
+    def __init__(self, batch: int):
+        self.hist: list[list[int]] = [[] for _ in range(batch)]
+
+    def start(self, prompts, first: Tensor) -> None:
+        self.hist = [list(p) + [int(f)] for p, f in zip(prompts, first.tolist())]
+
+    def extend(self, tokens: Tensor, counts: Tensor) -> None:
+        for h, row, c in zip(self.hist, tokens.tolist(), counts.tolist()):
+            h += row[:c]
+
+    def drop_streams(self, keep: Tensor) -> None:
+        self.hist = [h for h, k in zip(self.hist, keep.tolist()) if k]
+
+
+class RankedOracle:
+    """The target's greedy continuation of the committed text, each slot's true token at rank r of the draft's
+    logits with probability `ranks[r]` (the rest of the mass: outside the top-len(ranks)); the other ranks random."""
+
+    def __init__(self, target, block_size: int = 5, ranks=(0.5, 0.2, 0.1), seed: int = 0, taps=(0,)):
+        self.target, self.block_size, self.ranks = target, block_size, torch.tensor(ranks)
+        self.mask_token_id = 0
+        self.target_layer_ids = list(taps)
+        self.g = torch.Generator().manual_seed(seed)
+        self.truth: Tensor | None = None  # [B, S-1] the last block's true tokens
+
+    def new_state(self, batch: int, capacity: int = 0) -> TrackedState:
+        return TrackedState(batch)
+
+    def extend_context(self, state, feats, valid, positions) -> None:
+        pass
+
+    def draft(self, state: TrackedState, ids: Tensor, positions: Tensor) -> StubDraftOutput:
+        B, S = ids.shape
+        V = self.target.vocab_size
+        logits = torch.randn(B, S, V, generator=self.g)
+        self.truth = torch.zeros(B, S - 1, dtype=torch.long)
+        for b in range(B):
+            seq = state.hist[b]
+            assert seq[-1] == int(ids[b, 0]), "slot 0 must be the last committed token"
+            out = []
+            for _ in range(S - 1):
+                out.append(int(self.target(torch.tensor([seq + out])).logits[0, -1].argmax()))
+            self.truth[b] = torch.tensor(out)
+            for j, tok in enumerate(out, start=1):
+                u, cum, rank = float(torch.rand(1, generator=self.g)), 0.0, None
+                for r, pr in enumerate(self.ranks.tolist()):
+                    cum += pr
+                    if u < cum:
+                        rank = r
+                        break
+                row = logits[b, j]
+                order = row.argsort(descending=True)
+                if rank is None:  # the truth outside the top ranks
+                    row[tok] = float(row[order[len(self.ranks) + 2]]) - 1e-3
+                else:
+                    row[tok] = float(row[order[rank]]) + 1e-3 if tok != int(order[rank]) else float(row[tok])
+        return StubDraftOutput(logits, torch.zeros(B, S, self.target.hidden_size), None, ids)
+
+    def block_input(self, state, last: Tensor) -> Tensor:
+        return torch.cat([last[:, None], last.new_full((last.shape[0], self.block_size - 1), self.mask_token_id)], 1)
 
 
 class WordTokenizer:

@@ -97,6 +97,8 @@ class Proposal:
     # (verified with the point-mass rule at T>0)
     q_vocab: Tensor | None = None  # [Vq] q-index -> target id; None = full target vocab
     extras: dict[str, Tensor] | None = None  # per-stream [B, ...] tensors recorded with the round (explorer)
+    tree: object | None = None  # a `decoding.tree.Tree` of N nodes: the round verifies it instead of the chain
+    # (tokens are then its nodes 1..N-1, for the record)
 
 
 class ProposalStep(Protocol):

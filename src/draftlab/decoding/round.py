@@ -26,6 +26,7 @@ from torch import Tensor
 
 from draftlab.decoding.api import BlockInput, BuildsBlocks, Drafter, DraftOutput, Proposal, ProposalStep, SkipsDrafts
 from draftlab.decoding.common import PhaseTimer, to_host
+from draftlab.decoding.tree import walk
 from draftlab.decoding.verify import SamplingParams, VerifyResult, verify_block
 from draftlab.verifier.model import TargetOutput
 from draftlab.verifier.streams import StreamCache
@@ -106,6 +107,8 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     mark()
     prop = proposer(d, sp, generator)  # tokens [b, W]
     mark()
+    if prop.tree is not None:
+        return _tree_round(cache, drafter, prop, d, sp, generator, mark, live, pending, slots, pos)
     W = prop.tokens.shape[1]
     block = torch.cat([last[:, None], prop.tokens], 1)  # [b, W+1]
     Tv = cache.verify_width(W + 1)
@@ -128,3 +131,28 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     if pending is not None:
         ctx = join_context(pending, ctx)
     return RoundResult(d, prop, v, res, acc_l, pos, ctx, committed, host)
+
+
+def _tree_round(cache: StreamCache, drafter, prop: Proposal, d, sp: SamplingParams, generator, mark, live,
+                pending, slots: Tensor, pos: Tensor) -> RoundResult:
+    """Steps 3-4 for a tree (`decoding.tree`): one target pass over its N nodes, the acceptance walk, then the
+    accepted path's K/V moved into the stream's next slots and its taps handed to the drafter."""
+    tree = prop.tree
+    anc = tree.ancestors()
+    v = cache.append_tree(tree.feed(), anc, tree.depth, taps=tap_ids(drafter))  # logits [b, N, V]
+    w = walk(v.logits, tree, sp, generator, anc, max_depth=min(slots.numel(), tree.nodes) - 1)
+    mark()
+    acc, nxt = w.accepted, w.next_token[:, None]
+    committed = torch.cat([w.tokens, nxt], 1).scatter(1, acc[:, None], nxt)  # [b, D+1]
+    host = to_host(torch.cat([acc[:, None], committed], 1))  # the round's one device-to-host copy
+    acc_l = host[:, 0].tolist()
+    k = max(acc_l) + 1
+    kept = acc + 1 if live is None else (acc + 1) * live
+    cache.keep_path(w.path, kept, k)
+    taps = None if v.taps is None else v.taps.gather(1, w.path[:, :k, None].expand(-1, -1, v.taps.shape[-1]))
+    ctx = (taps, slots[None, :k] < kept[:, None], pos[:, :k])
+    if pending is not None:
+        ctx = join_context(pending, ctx)
+    shown = Proposal(w.tokens, extras={**(prop.extras or {}), "tree_nodes": tree.valid.long().sum(-1)})
+    res = VerifyResult(acc, w.next_token, w.target_tokens.gather(1, w.path) if sp.greedy else None)
+    return RoundResult(d, shown, v, res, acc_l, pos, ctx, committed, host)

@@ -21,6 +21,7 @@ from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, Rou
                                      partial_on_interrupt, retire, seed_marks, seed_topk, to_host)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
 from draftlab.decoding.shapes import pad_batch, run_shapes
+from draftlab.decoding.tree import tree_nodes
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
 from draftlab.verifier.streams import StreamCache, capacity_for
@@ -45,10 +46,11 @@ class SpeculativeEngine:
         eos_ids = target.eos_token_ids if eos_ids is None else eos_ids
         timer = PhaseTimer(dev)
         t_start = timer.now()
-        shapes = run_shapes(target, prompts, max_new_tokens, S)  # compiled steps: the run's declared shapes
+        span = max((S, *tree_nodes(self.proposer)))  # slots one round appends: a block, or a tree's nodes
+        shapes = run_shapes(target, prompts, max_new_tokens, span)  # compiled steps: the run's declared shapes
         if shapes is None:
             rows = list(range(n))  # original stream index of each active row
-            cap = self.kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, S)
+            cap = self.kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, span)
         else:  # a declared batch size (padding rows retired from the start) and the run's capacity
             prompts, rows = pad_batch(prompts, shapes.batch(n))
             cap = shapes.capacity

@@ -189,3 +189,24 @@ def stream_step(model, cache: KVCache, lengths: Tensor, ids: Tensor, new_valid: 
     keep = None if not logits_rows else torch.arange(T - logits_rows, T, device=ids.device).expand(B, -1)
     logits, tap, _ = decoder_forward(model, ids, pos, mask[:, :, :width], cache, write, taps, logits_at=keep)
     return logits, tap, lengths + new_valid.long().sum(-1)
+
+
+def tree_plan(lengths: Tensor, anc: Tensor, depth: Tensor, capacity: int) -> tuple[Tensor, Tensor, Tensor]:
+    """For a tree of N nodes per stream after fills `lengths` [B] (anc [B, N, N] bool: node j is node i or its
+    ancestor; depth [B, N]): (write slots [B, N] — node i at slot lengths + i —, logical positions lengths + depth,
+    mask [B, N, capacity]: the committed slots, and the slots of the node's ancestors and itself). Device ops only."""
+    B, N = depth.shape
+    write = lengths[:, None] + torch.arange(N, device=depth.device)[None, :]
+    rel = torch.arange(capacity, device=depth.device)[None, :] - lengths[:, None]  # [B, capacity] slot - fill
+    in_tree = (rel >= 0) & (rel < N)
+    tree = anc.gather(2, rel.clamp(0, N - 1)[:, None, :].expand(B, N, capacity)) & in_tree[:, None, :]
+    return write, lengths[:, None] + depth, (rel < 0)[:, None, :] | tree
+
+
+def tree_step(model, cache: KVCache, lengths: Tensor, ids: Tensor, anc: Tensor, depth: Tensor, width: int, taps=()):
+    """One pass of the target over a tree of N nodes per stream (ids [B, N], `tree_plan`), attending over the first
+    `width` slots: the unit `TargetModel.compile_steps` compiles for tree rounds. -> (float32 logits [B, N, V], the
+    taps). The fills do not move: the caller keeps the accepted path (`StreamCache.keep_path`)."""
+    write, pos, mask = tree_plan(lengths, anc, depth, cache.capacity)
+    logits, tap, _ = decoder_forward(model, ids, pos, mask[:, :, :width], cache, write, taps)
+    return logits, tap

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from draftlab.verifier.forward import KVCache, decoder_forward, stream_step
+from draftlab.verifier.forward import KVCache, decoder_forward, stream_step, tree_step
 from draftlab.compiling import compile_step, step_label
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
@@ -50,6 +50,7 @@ class TargetModel(nn.Module):
         self.tokenizer = tokenizer
         self.name = name
         self.step = stream_step  # the streams' pass (`forward.stream_step`); `compile_steps` swaps in a compiled one
+        self.tree = tree_step  # a tree round's pass (`forward.tree_step`), compiled with it
         self.compiled = "off"
         self.backend = None  # the torch.compile backend the steps were compiled with (None: the project's default)
         self.shapes = None  # a compiled run's declared shapes (`decoding.shapes`), set before anything compiles
@@ -59,10 +60,11 @@ class TargetModel(nn.Module):
         graphs) on CUDA, inductor's default on CPU; one graph per shape (batch, new tokens, slots, taps). `off`
         restores the eager pass. Returns what runs (recorded by the benchmark)."""
         if mode == "off":
-            self.step, self.compiled, self.backend, self.shapes = stream_step, "off", None, None
+            self.step, self.tree, self.compiled, self.backend, self.shapes = stream_step, tree_step, "off", None, None
         else:
             cuda = self.device.type == "cuda"
             self.step = compile_step(stream_step, cuda, backend)
+            self.tree = compile_step(tree_step, cuda, backend)
             self.compiled, self.backend = step_label(cuda, backend), backend
         return self.compiled
 

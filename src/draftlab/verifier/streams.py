@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from draftlab.verifier.forward import stream_step
+from draftlab.verifier.forward import stream_step, tree_step
 from draftlab.verifier.model import TargetModel, TargetOutput
 from draftlab.verifier.slots import StreamSlots, capacity_for  # noqa: F401  (the engines size with it)
 
@@ -64,6 +64,31 @@ class StreamCache(StreamSlots):
         self.bound += T
         self._last_valid = new_valid
         return TargetOutput(logits, tap)
+
+    @torch.no_grad()
+    def append_tree(self, ids: Tensor, anc: Tensor, depth: Tensor, taps=()) -> TargetOutput:
+        """Score a tree of N nodes per stream (ids [B, N], node 0 the last committed token: `decoding.tree`) after each
+        stream's committed tokens: node i's K/V go to slot lengths + i, at position lengths + depth, and each node
+        attends over the committed slots, its ancestors and itself. The fills do not move until `keep_path`."""
+        N = ids.shape[1]
+        self.room(N)
+        logits, tap = self.target.tree(self.target.model, self.kv, self.lengths, ids, anc, depth, self.capacity,
+                                       tuple(taps))
+        return TargetOutput(logits, tap)
+
+    def keep_path(self, path: Tensor, n_keep: Tensor, most_kept: int | None = None) -> None:
+        """After `append_tree`: move the K/V of the nodes path [B, P] (node indices, root first) into the stream's
+        next P slots and keep the first n_keep[b] of them (the accepted path); the other nodes are written over
+        later. `most_kept`: max(n_keep) on the host, if known (the fill's upper bound)."""
+        P = path.shape[1]
+        src = self.lengths[:, None] + path  # [B, P]
+        dst = self.lengths[:, None] + torch.arange(P, device=path.device)[None, :]
+        kv = self.kv
+        for i in range(len(kv.k)):
+            for buf in (kv.k[i], kv.v[i]):
+                at = lambda t: t[:, None, :, None].expand(-1, buf.shape[1], -1, buf.shape[3])  # noqa: E731
+                buf.scatter_(2, at(dst), buf.gather(2, at(src)))
+        self.advance(n_keep, P if most_kept is None else most_kept)
 
     def verify_width(self, T: int) -> int:
         """The width a verify pass of T tokens runs at: a declared width (compiled steps; the extra slots are never
