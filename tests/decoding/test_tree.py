@@ -210,3 +210,56 @@ def test_bad_tree_input_is_one_line(target):
     with pytest.raises(DraftlabError, match="a tree arm needs a drafter with a top-K") as e:
         TreeProposal(8)(NoTopK())
     assert "\n" not in str(e.value)
+
+
+def test_a_compiled_run_declares_and_warms_its_tree_shapes(target, ragged):
+    """`plan_graphs` counts one tree pass per (declared batch, budget) of a tree arm (and no chain widths for it);
+    `prepare_run` compiles them before the run, so decoding compiles nothing more and equals eager."""
+    from torch._dynamo.testing import CompileCounter
+
+    from draftlab.arms.grammar import SpeculativeArm
+    from draftlab.decoding.shapes import declare, plan_graphs, prepare_run
+
+    prompts, want = ragged
+    d = RankedOracle(target, block_size=5, seed=1)
+    arm = SpeculativeArm("dflash-tree16", target, d, TreeProposal(16, k=4))
+    shapes = declare(max(map(len, prompts)), 14, 16, [1, 3])
+    plan = plan_graphs(shapes, [(arm, 3, 0.0)], target)
+    assert plan.keys == {"tree_step": {(1, 16, (0,)), (3, 16, (0,))}}
+    counter = CompileCounter()
+    torch._dynamo.reset()
+    target.compile_steps("on", backend=counter)
+    try:
+        record = prepare_run(target, shapes, [(arm, 3, 0.0)], max_graphs=8)
+        assert record["graphs"] == {"tree_step": 2} and counter.frame_count == 2
+        res = arm.generate(prompts, 14, SamplingParams(), [], None)
+        assert res.tokens == want and counter.frame_count == 2  # every shape was declared and warmed
+    finally:
+        target.compile_steps("off")
+        torch._dynamo.reset()
+
+
+def test_the_cost_aware_rule_adds_nodes_while_they_pay():
+    from draftlab.decoding.tree_cost import TreeCost, budget
+
+    scores = [0.0] + [float(x) for x in torch.tensor([0.9, 0.5, 0.3, 0.1, 0.05] + [0.001] * 58).log()]
+    flat = TreeCost(draft_ms=5.0, verify_ms={128: {8: 10.0, 16: 10.0, 32: 10.0, 64: 10.0}})
+    assert budget(scores, flat, 128) == 64  # a GPU-like flat cost: every node with any chance pays
+    steep = TreeCost(draft_ms=5.0, verify_ms={128: {8: 10.0, 16: 20.0, 32: 40.0, 64: 80.0}})
+    n = budget(scores, steep, 128)
+    assert n == 8  # below 8 nodes the pass costs the same; past it a node must carry > 1.25 ms of expected tokens
+    assert budget(scores + [float("-inf")], flat, 128) == 64  # padding ends the tree
+    two = TreeCost(draft_ms=5.0, verify_ms={128: {8: 10.0, 64: 10.0}, 512: {8: 10.0, 64: 80.0}})
+    assert two.verify(36, 320) == pytest.approx((10.0 + 45.0) / 2)  # linear in nodes, then in context
+
+
+def test_greedy_cost_aware_tree_equals_ar(target, ragged):
+    from draftlab.decoding.tree_cost import CostAwareTree, measure
+
+    prompts, want = ragged
+    d = RankedOracle(target, block_size=5, seed=1)
+    cost = measure(target, d, batch=3, contexts=(16, 32), reps=1)
+    assert set(cost.verify_ms[16]) == set(BUDGETS) and cost.draft_ms > 0
+    step = CostAwareTree(TreeProposal(64, k=4), cost)
+    res = SpeculativeEngine(target, d, step).generate(prompts, 14, eos_ids=[])
+    assert res.tokens == want and step.chosen and set(step.chosen) <= set(BUDGETS)

@@ -32,11 +32,13 @@ from draftlab.config.seeded import SEEDED_SUFFIX, plain_name
 from draftlab.corrector.families import load_corrector, read_corrector_info, records
 from draftlab.corrector.family import ArmEntry
 from draftlab.corrector.proposal import CorrectorProposal
+from draftlab.corrector.tree import PairTreeProposal
 from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep
 from draftlab.decoding.ar import generate_ar
 from draftlab.decoding.lookup import LookupHybrid, PromptLookup
 from draftlab.decoding.common import GenerationResult
 from draftlab.decoding.speculative import SpeculativeEngine
+from draftlab.decoding.tree import OPTIONS as TREES, TreeProposal, option_nodes
 from draftlab.decoding.verify import SamplingParams
 from draftlab.decoding.width import SpanProposal
 from draftlab.drafter.checkpoint import DISABLED, trained_base
@@ -235,9 +237,32 @@ def needs(factory: ArmFactory, *variants: str) -> ArmFactory:
     return factory
 
 
+def tree_step(option: str, ranking: TreeProposal, ctx: ArmContext, drafter) -> ProposalStep:
+    """The proposal step of a tree option: `tree<N>` verifies the ranking's tree of N nodes every round, `treecost`
+    the budget the cost-aware rule picks from this machine's measured costs (`decoding.tree_cost.measure`, at the
+    benchmark's batch size, when the arm is built)."""
+    if option != "treecost":
+        return ranking
+    from draftlab.decoding.tree_cost import CostAwareTree, measure
+
+    return CostAwareTree(ranking, measure(ctx.target, drafter, max(1, ctx.cfg.batch_size)))
+
+
+def tree_arm(option: str) -> ArmFactory:
+    """The plain drafter's block as a tree ranked by its marginals (DDTree), verified in one pass per round."""
+    def build(name: str, ctx: ArmContext) -> Arm:
+        drafter = ctx.drafter(ctx.checkpoints.drafter)
+        ranking = TreeProposal(option_nodes(option), where=f"arm {name}")
+        return SpeculativeArm(name, ctx.target, drafter, tree_step(option, ranking, ctx, drafter), ctx.pad_id,
+                              ctx.kv_capacity)
+
+    return build
+
+
 def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
     """A corrector variant's co-trained drafter + its corrector as the proposal step (any family), read
-    from <checkpoints.correctors>/<variant>/{drafter,corrector}; `rule` is DCOCO's path rule."""
+    from <checkpoints.correctors>/<variant>/{drafter,corrector}; `rule` is DCOCO's path rule, or a tree option
+    (`TREES`: the tree ranked by the corrector's pair scores)."""
     def build(name: str, ctx: ArmContext) -> Arm:
         folder = Path(ctx.checkpoints.correctors) / variant
         if not (folder / "corrector" / "config.json").exists():
@@ -246,8 +271,13 @@ def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
         drafter = ctx.drafter(str(folder / "drafter"))
         _, info = read_corrector_info(folder / "corrector")
         kernels = ctx.kernels or info.get("kernels", "auto")
-        prop = ctx.like_target(CorrectorProposal(load_corrector(folder / "corrector", drafter), rule,
-                                                 float(info.get("lam", 0.75)), None if kernels == "auto" else kernels))
+        corrector = load_corrector(folder / "corrector", drafter)
+        if rule in TREES:
+            ranking = PairTreeProposal(corrector, option_nodes(rule), f"arm {name}")
+            return SpeculativeArm(name, ctx.target, drafter, tree_step(rule, ranking, ctx, drafter), ctx.pad_id,
+                                  ctx.kv_capacity)
+        prop = ctx.like_target(CorrectorProposal(corrector, rule, float(info.get("lam", 0.75)),
+                                                 None if kernels == "auto" else kernels))
         return SpeculativeArm(name, ctx.target, drafter, prop, ctx.pad_id, ctx.kv_capacity)
 
     build.variants = (variant,)
@@ -338,7 +368,8 @@ BEFORE: dict[str, Method] = {
                                            drafter_arm(lambda c: f"{c.specopd_drafter}/t1")),
                  "long": needs(drafter_arm(lambda c: c.long_drafter), CONTROL)},
         fixed={"": drafter_arm(lambda c: c.drafter), "pld": hybrid_arm(), "pld-switch": hybrid_arm("switch"),
-               "pld-splice": hybrid_arm("splice"), "ref": reference_arm("dflash-ref")},
+               "pld-splice": hybrid_arm("splice"), "ref": reference_arm("dflash-ref"),
+               **{t: tree_arm(t) for t in TREES}},
         seeded={"": seeded_arm, "cut": seeded_cut_arm}),
 }
 AFTER: dict[str, Method] = {

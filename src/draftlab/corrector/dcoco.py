@@ -44,6 +44,7 @@ from torch import Tensor, nn
 
 from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock, draft_candidates
 from draftlab.corrector.family import ArmEntry, Cost, Family, Shape
+from draftlab.decoding.tree import OPTIONS as TREES
 from draftlab.corrector.loss import corrector_loss
 from draftlab.corrector.paths import path_tokens, select_path
 from draftlab.corrector.variants import LOSSES, RULES, Variant
@@ -332,6 +333,7 @@ FAMILY = Family(
                     "globalsum": ArmEntry("dcoco", "globalsum", colour="#ff9896"),
                     "geometric": ArmEntry("dcoco", "geometric", colour="#e377c2"),
                     "nopair": ArmEntry("nopair", colour="#ff7f0e"), "nocand": ArmEntry("nocand", colour="#ffbb78"),
-                    "frozen": ArmEntry("frozen", colour="#8c564b")},
+                    "frozen": ArmEntry("frozen", colour="#8c564b"),
+                    **{t: ArmEntry("dcoco", t) for t in TREES}},  # trees ranked by its pair scores
           "specopd-dcoco": {"": ArmEntry("specopd-dcoco", sampled="specopd-dcoco-t1", colour="#9467bd")}},
 )

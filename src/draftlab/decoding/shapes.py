@@ -12,6 +12,8 @@ torch turns the graph after its recompile limit into a hard failure (`fullgraph=
   as streams finish, a batch shrinks only to a smaller declared size that holds its live rows;
 - its verify widths (ascending, 1 first): a round verifying T tokens runs the smallest declared width >= T; the
   extra slots are never kept (powers of two up to the block, and the block, unless `engine.verify_widths` says);
+- its tree budgets: a tree round's pass runs one graph per node budget its arms use (`decoding.tree.BUDGETS`), and
+  the capacity holds the largest tree after the longest request;
 - the drafter's context widths: S, and 2S for a proposal step that can skip a round's draft (its context joins the
   next round's). A wider context (a prompt's, at prefill) runs the eager step, as every prefill does.
 
@@ -29,6 +31,7 @@ from dataclasses import MISSING, dataclass, field
 
 import torch
 
+from draftlab.decoding.tree import tree_nodes
 from draftlab.errors import DraftlabError
 from draftlab.verifier.slots import capacity_for
 
@@ -205,7 +208,9 @@ def _plan_part(plan: GraphPlan, shapes: Shapes, target, part: Part, b: int) -> N
         return
     S = d.block_size if d is not None else prop.block_size
     taps = tuple(d.target_layer_ids) if d is not None else ()
-    for T in verify_tokens(prop, S):
+    for N in tree_nodes(prop):  # a tree round's pass: one graph per node budget (`decoding.tree.BUDGETS`)
+        plan.add("tree_step", (b, N, taps), ("tree", b, N, taps))
+    for T in () if tree_nodes(prop) else verify_tokens(prop, S):
         w = shapes.width(T)
         plan.add("stream_step", (b, w, taps), ("target", b, w, taps))
     if d is None:
@@ -243,6 +248,13 @@ def warm(plan: GraphPlan, shapes: Shapes, target) -> dict[str, float]:
                 ids = torch.zeros(b, w, dtype=torch.long, device=dev)
                 target.step(target.model, sc.kv, sc.lengths, ids, torch.ones(b, w, dtype=torch.bool, device=dev),
                             sc.capacity, taps, 0)
+            elif kind == "tree":
+                _, b, N, taps = job
+                sc = StreamCache(target, b, shapes.capacity)
+                depth = torch.arange(N, device=dev).repeat(b, 1)  # contiguous, as a round's
+                anc = torch.ones(N, N, dtype=torch.bool, device=dev).tril().repeat(b, 1, 1)
+                target.tree(target.model, sc.kv, sc.lengths, torch.zeros(b, N, dtype=torch.long, device=dev), anc,
+                            depth, sc.capacity, taps)
             else:
                 d, b = job[1], job[2]
                 state = d.new_state(b, shapes.capacity)

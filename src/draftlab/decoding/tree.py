@@ -30,6 +30,7 @@ from draftlab.errors import DraftlabError
 
 BUDGETS = (8, 16, 32, 64)  # node budgets a tree round may verify (node 0 included): the compiled engine's tree widths
 NEG = float("-inf")
+OPTIONS = tuple(f"tree{n}" for n in BUDGETS) + ("treecost",)  # the arm grammar's tree options (`arms.grammar`)
 PAD = -1  # a padding node's token: an id the target never emits (the pass embeds it as 0; `feed`)
 
 
@@ -39,6 +40,11 @@ def check_budget(n: int, where: str = "the arm") -> int:
         raise DraftlabError(f"{where}: a tree of {n} nodes is not one of the compiled budgets {list(BUDGETS)}; pick one "
                             f"of those (e.g. dflash-tree32)")
     return n
+
+
+def option_nodes(option: str) -> int:
+    """The nodes a tree option grows: tree<N> -> N, treecost -> the largest budget (its rule keeps a prefix)."""
+    return max(BUDGETS) if option == "treecost" else int(option[4:])
 
 
 def tree_nodes(proposer) -> tuple[int, ...]:
@@ -61,6 +67,11 @@ class Tree:
     depth: Tensor  # [b, N] long: 0 for the root (and padding), d for a node at slot d
     valid: Tensor  # [b, N] bool: False for padding
     score: Tensor | None = None  # [b, N] the path's summed log-probability under the lattice (root 0, padding -inf)
+
+    def prefix(self, n: int) -> "Tree":
+        """The first n nodes: the tree of budget n (a best-first tree's prefix is the smaller budget's tree)."""
+        cut = lambda t: None if t is None else t[:, :n]  # noqa: E731
+        return Tree(cut(self.tokens), cut(self.parent), cut(self.depth), cut(self.valid), cut(self.score))
 
     def feed(self) -> Tensor:
         """The ids the target pass embeds [b, N]: padding's -1 as 0 (its row is never read)."""
@@ -202,10 +213,13 @@ class TreeProposal:
     def tree_nodes(self) -> tuple[int, ...]:
         return (self.nodes,)
 
+    def grow(self, draft, nodes: int | None = None) -> Tree:
+        """The tree of `nodes` (default: the step's budget) over this draft's lattice."""
+        return grow(self.lattice(draft), draft.block_ids[:, 0], nodes or self.nodes)
+
     @torch.no_grad()
     def __call__(self, draft, sp: SamplingParams = SamplingParams(), generator: torch.Generator | None = None):
         from draftlab.decoding.api import Proposal
 
-        lat = self.lattice(draft)
-        tree = grow(lat, draft.block_ids[:, 0], self.nodes)
+        tree = self.grow(draft)
         return Proposal(tokens=tree.tokens[:, 1:], tree=tree)
