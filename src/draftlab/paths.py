@@ -121,6 +121,7 @@ PROBE_TABLE = f"{RESULTS}/pretrain_ablation.json"
 PROBE_WORK = f"{WORK}/probes"
 WORLD_PROPERTIES = f"{RESULTS}/world.json"
 TOY_REPORT = f"{RESULTS}/toy_report.json"
+TREES = f"{RESULTS}/trees.json"
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ TOOL_OUTPUTS: tuple[ToolOutput, ...] = (
     ToolOutput(WORLD_PROPERTIES, "tools/toy_world.py", "the toy world's measured properties (properties; in the "
                "world's folder)"),
     ToolOutput(TOY_REPORT, "tools/toy_world.py", "the toy run's verdicts (report; in the world's folder)"),
+    ToolOutput(TREES, "tools/tree_verdict.py", "trees against chains on a run's models, paired (in the run's folder)"),
     ToolOutput(f"{RESULTS}/<profile>", "tools/gpu_run.py", "a fetched results bundle rendered (rendered_results: "
                "its reports, bundle.json and plots/)"),
     ToolOutput(f"{METRICS}/<profile>", "tools/gpu_run.py", "a fetched results bundle's headline metrics "

@@ -263,3 +263,21 @@ def test_greedy_cost_aware_tree_equals_ar(target, ragged):
     step = CostAwareTree(TreeProposal(64, k=4), cost)
     res = SpeculativeEngine(target, d, step).generate(prompts, 14, eos_ids=[])
     assert res.tokens == want and step.chosen and set(step.chosen) <= set(BUDGETS)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_host_heap_and_the_device_heap_grow_the_same_tree(seed):
+    """`grow` runs a binary heap on the host on the CPU and tensor ops on an accelerator: same nodes, same float32
+    scores, ties (lattices rounded to one decimal) broken alike."""
+    from draftlab.decoding.tree import grow_device, grow_host
+
+    b, n, K = 3, 6, 4
+    lat = pair_lattice(b, n, K, 50, seed) if seed % 2 else marginal_lattice(
+        *reversed(torch.randn(b, n, 50, generator=torch.Generator().manual_seed(seed)).log_softmax(-1).topk(K)))
+    if seed % 3 == 0:
+        lat.lp = lat.lp.round(decimals=1)
+    root = torch.tensor([1, 2, 3])
+    for N in (8, 64):
+        a, d = grow_host(lat, root, N), grow_device(lat, root, N)
+        for key in ("tokens", "parent", "depth", "valid", "score"):
+            assert torch.equal(getattr(a, key), getattr(d, key)), key
