@@ -38,7 +38,7 @@ def test_every_arm_the_presets_the_readme_and_the_results_name_resolves(root):
         assert name in ARM_TABLE and callable(resolve(name)), name
 
 
-@pytest.mark.parametrize("name", ["dcocoo", "dflash-cut", "ar-seeded", "dflash-ref-seeded", "dflash-pld-seeded",
+@pytest.mark.parametrize("name", ["dcocoo", "dflash-cut", "ar-seeded", "dflash-ref-seeded", "dflash-pld-seeded", "dflash-tree12",
                                   "dcoco-sg", "pld-seeded-cut"])
 def test_an_unknown_arm_is_one_line_naming_the_grammar(name):
     with pytest.raises(DraftlabError) as e:
