@@ -248,10 +248,11 @@ def tree_step(option: str, ranking: TreeProposal, ctx: ArmContext, drafter) -> P
     return CostAwareTree(ranking, measure(ctx.target, drafter, max(1, ctx.cfg.batch_size)))
 
 
-def tree_arm(option: str) -> ArmFactory:
-    """The plain drafter's block as a tree ranked by its marginals (DDTree), verified in one pass per round."""
+def tree_arm(option: str, seeded: bool = False) -> ArmFactory:
+    """The plain drafter's block (`seeded`: the seeded drafter's) as a tree ranked by its marginals (DDTree),
+    verified in one pass per round."""
     def build(name: str, ctx: ArmContext) -> Arm:
-        drafter = ctx.drafter(ctx.checkpoints.drafter)
+        drafter = seeded_drafter(name, ctx) if seeded else ctx.drafter(ctx.checkpoints.drafter)
         ranking = TreeProposal(option_nodes(option), where=f"arm {name}")
         return SpeculativeArm(name, ctx.target, drafter, tree_step(option, ranking, ctx, drafter), ctx.pad_id,
                               ctx.kv_capacity)
@@ -370,7 +371,7 @@ BEFORE: dict[str, Method] = {
         fixed={"": drafter_arm(lambda c: c.drafter), "pld": hybrid_arm(), "pld-switch": hybrid_arm("switch"),
                "pld-splice": hybrid_arm("splice"), "ref": reference_arm("dflash-ref"),
                **{t: tree_arm(t) for t in TREES}},
-        seeded={"": seeded_arm, "cut": seeded_cut_arm}),
+        seeded={"": seeded_arm, "cut": seeded_cut_arm, **{t: tree_arm(t, seeded=True) for t in TREES}}),
 }
 AFTER: dict[str, Method] = {
     "pld": Method(fixed={"": pld_arm}),
@@ -420,7 +421,8 @@ def parse(name: str) -> tuple[str, str, str] | None:
 def grammar_line() -> str:
     """The grammar in one line: each method with its options."""
     def opts(name: str, m: Method) -> str:
-        o = [x for x in (*m.fixed, *m.trained) if x] + ["seeded" + (f"-{x}" if x else "") for x in m.seeded]
+        o = [x for x in (*m.fixed, *m.trained) if x] + ["seeded" if not x else "seeded-cut" if x == "cut" else
+                                                        f"{x}-seeded" for x in m.seeded]
         return name + ("[-seeded]" if m.trained else "") + (f" ({', '.join(o)})" if o else "")
     return ", ".join(opts(n, m) for n, m in grammar().items())
 
@@ -434,7 +436,8 @@ def resolve(name: str) -> ArmFactory:
     if m is not None and form == "":
         factory = m.fixed.get(option) or (on_base(m.trained[option], "plain") if option in m.trained else None)
     elif m is not None and form == SEEDED_SUFFIX:
-        factory = on_base(m.trained[option], "seeded") if option in m.trained else m.seeded.get("") if not option else None
+        factory = (on_base(m.trained[option], "seeded") if option in m.trained else
+                   m.seeded.get(option) if option != "cut" else None)  # "" the seeded drafter, or a tree of it
     elif m is not None and not option:
         factory = m.seeded.get("cut")
     if factory is None:
@@ -451,7 +454,8 @@ def arm_names() -> tuple[str, ...]:
     g = grammar()
     trained = [arm_name(n, o) for n, m in g.items() for o in m.trained]
     fixed = [arm_name(n, o) for n, m in g.items() for o in m.fixed]
-    seeded = [arm_name(n, "", FORMS[1] if not o else FORMS[2]) for n, m in g.items() for o in m.seeded]
+    seeded = [arm_name(n, "" if o == "cut" else o, FORMS[2] if o == "cut" else FORMS[1]) for n, m in g.items()
+              for o in m.seeded]
     lead, rest = [a for a in fixed if a in LEAD], [a for a in fixed if a not in LEAD]
     return tuple([*lead, *trained, *seeded, *(t + SEEDED_SUFFIX for t in trained), *rest])
 
