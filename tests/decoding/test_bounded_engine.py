@@ -158,7 +158,7 @@ def test_the_profiles_arm_lists_compile_exactly_their_declared_graphs(world, tmp
     from torch._dynamo.testing import CompileCounter
 
     from draftlab.bench.runner import requests, run_benchmark
-    from draftlab.decoding.shapes import declare, plan_graphs, prepare_run
+    from draftlab.decoding.shapes import declare, plan_graphs, prepare_run, span
     from draftlab.pipeline.benchmark import prompt_budget
 
     target, sigma = world
@@ -173,7 +173,7 @@ def test_the_profiles_arm_lists_compile_exactly_their_declared_graphs(world, tmp
             arms = build_profile_arms(target, replace(params, benchmark=cfg), ck, sigma)
             budget = prompt_budget(cfg, params.data, 4096)
             suites, pool = prompt_sets(cfg, budget, seed=len(name))
-            shapes = declare(budget, max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens), S,
+            shapes = declare(budget, max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens), span(S, arms.values()),
                              [cfg.batch_size, *cfg.concurrency], params.engine.verify_widths)
             reqs = requests(cfg, arms, suites, pool)
             plan = plan_graphs(shapes, reqs, target)

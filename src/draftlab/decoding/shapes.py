@@ -156,6 +156,12 @@ def signature(module, neutral: tuple[str, ...] = INIT_ONLY) -> tuple:
     return (type(module).__name__, repr(arch), str(dtype), None if vocab is None else int(vocab.numel()))
 
 
+def span(block: int, arms) -> int:
+    """The most slots one round of these arms appends per stream: the block, or the largest tree an arm verifies (the
+    `block` a run's declaration sizes its capacity with)."""
+    return max([block, *(n for a in arms for t in (0.0, 1.0) for p in parts(a, t) for n in tree_nodes(p.proposer))])
+
+
 def verify_tokens(proposer, block: int) -> tuple[int, ...]:
     """The tokens T = proposals + 1 a round of `proposer` can verify (its own `verify_tokens`, else a full block)."""
     fn = getattr(proposer, "verify_tokens", None)

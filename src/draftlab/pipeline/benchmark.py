@@ -96,12 +96,11 @@ def compile_run(target, params, arms: dict, suites: dict, pool: list, window: in
     """A compiled benchmark's declaration (`draftlab.decoding.shapes`): one capacity (the longest prompt the run keeps
     + its most new tokens + the largest block), the batch sizes it asks for (benchmark.batch_size, the concurrency
     levels) and engine.batch_sizes, the verify widths; every graph compiled before the first timed generation."""
-    from draftlab.decoding.shapes import declare, prepare_run
-    from draftlab.decoding.tree import tree_nodes
+    from draftlab.decoding.shapes import declare, prepare_run, span
 
     cfg, engine = params.benchmark, params.engine
     block = max(s.block_size for s in drafter_specs(params).values())  # the plain drafter's among them
-    block = max([block, *(n for a in arms.values() for n in tree_nodes(getattr(a, "proposer", None)))])  # trees
+    block = span(block, arms.values())  # a tree arm appends up to its budget
     shapes = declare(prompt_budget(cfg, params.data, window), max(cfg.max_new_tokens, cfg.concurrency_max_new_tokens),
                      block, [cfg.batch_size, *cfg.concurrency], engine.verify_widths, engine.batch_sizes,
                      engine.kv_capacity)
