@@ -31,6 +31,27 @@ def arms_and_pairs(budgets: list[int], pair: bool, cost: bool = True) -> tuple[l
     return arms, pairs
 
 
+def flat_verify(detail: dict, pairs: list[list[str]]) -> dict:
+    """What each tree-vs-chain pair would give if a verify pass cost the same whatever its width (a GPU's regime, as a
+    model): per suite and temperature, the tree's round with its verify phase replaced by the chain's, then the
+    ratio of tokens per round-millisecond, tree over chain; averaged over suites (equal weights). Not a measurement."""
+    out = {}
+    for a, b in pairs:
+        if "-tree" not in a or "-tree" in b:
+            continue
+        for tk in ("t0", "t1"):
+            ratios = []
+            for by_t in detail["suites"].values():
+                ea, eb = by_t.get(tk, {}).get(a), by_t.get(tk, {}).get(b)
+                if not ea or not eb or not ea.get("tau") or not eb.get("tau"):
+                    continue
+                flat = ea["round_total_ms"] - ea["round_ms"]["verify"] + eb["round_ms"]["verify"]
+                ratios.append((ea["tau"] / flat) / (eb["tau"] / eb["round_total_ms"]))
+            if ratios:
+                out[f"{a} vs {b} {tk}"] = round(sum(ratios) / len(ratios), 4)
+    return out
+
+
 def main(argv: list[str]) -> int:
     from dataclasses import fields
 
@@ -81,13 +102,18 @@ def main(argv: list[str]) -> int:
            "benchmark": {f.name: getattr(params.benchmark, f.name) for f in fields(params.benchmark)
                          if f.name in ("suites", "prompts_per_suite", "max_new_tokens", "temperatures", "batch_size",
                                        "interleave")}}
+    out["flat_verify_model"] = flat_verify(detail, pairs)
     write_json(OUT, out)
     def fmt(v, ci, f: str) -> str:
         return "n/a" if v is None else format(v, f) + (f" [{format(ci[0], f)}, {format(ci[1], f)}]" if ci else "")
 
     rows = [[r["a"], r["b"], r["temperature"], fmt(r["tau_diff"], r["tau_diff_ci"], "+.3f"),
              fmt(r["tokens_per_s_ratio"], r["tokens_per_s_ratio_ci"], ".3f")] for r in out["pairs"]]
-    print("\n".join(markdown_table(["a", "b", "T", "Δτ (a − b) [95%]", "tokens/s a ÷ b [95%]"], rows)))
+    model = out["flat_verify_model"]
+    for r in rows:
+        r.append(format(model[f"{r[0]} vs {r[1]} {r[2]}"], ".3f") if f"{r[0]} vs {r[1]} {r[2]}" in model else "")
+    print("\n".join(markdown_table(["a", "b", "T", "Δτ (a − b) [95%]", "tokens/s a ÷ b [95%]",
+                                    "a ÷ b if verify were flat (model)"], rows)))
     print(f"wrote {OUT}")
     return 0
 
