@@ -156,18 +156,30 @@ class RankedOracle:
     """The target's greedy continuation of the committed text, each slot's true token at rank r of the draft's
     logits with probability `ranks[r]` (the rest of the mass: outside the top-len(ranks)); the other ranks random."""
 
-    def __init__(self, target, block_size: int = 5, ranks=(0.5, 0.2, 0.1), seed: int = 0, taps=(0,)):
+    def __init__(self, target, block_size: int = 5, ranks=(0.5, 0.2, 0.1), seed: int = 0, taps=(0,),
+                 check_feats: bool = False):
         self.target, self.block_size, self.ranks = target, block_size, torch.tensor(ranks)
         self.mask_token_id = 0
         self.target_layer_ids = list(taps)
         self.g = torch.Generator().manual_seed(seed)
         self.truth: Tensor | None = None  # [B, S-1] the last block's true tokens
+        self.check_feats, self.max_ctx_err, self.ctx_checked = check_feats, 0.0, 0  # context = the target's taps?
 
     def new_state(self, batch: int, capacity: int = 0) -> TrackedState:
         return TrackedState(batch)
 
     def extend_context(self, state, feats, valid, positions) -> None:
-        pass
+        """With check_feats: every valid context row must be the target's taps of the committed text at its position
+        (after a round: the root and the accepted nodes, whichever branch of a tree they came from)."""
+        if not self.check_feats or not state.hist[0]:
+            return
+        for b in range(valid.shape[0]):
+            pos = positions[b][valid[b]].tolist()
+            if not pos:
+                continue
+            ref = self.target(torch.tensor([state.hist[b][:max(pos) + 1]]), taps=self.target_layer_ids).taps[0]
+            self.max_ctx_err = max(self.max_ctx_err, float((feats[b][valid[b]].float() - ref[pos]).abs().max()))
+            self.ctx_checked += len(pos)
 
     def draft(self, state: TrackedState, ids: Tensor, positions: Tensor) -> StubDraftOutput:
         B, S = ids.shape

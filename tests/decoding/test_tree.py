@@ -115,9 +115,10 @@ def ragged(target):
 @pytest.mark.parametrize("ranking", [TreeProposal, PairTree])
 def test_greedy_tree_decoding_equals_ar(target, ragged, nodes, ranking):
     prompts, want = ragged
-    res = SpeculativeEngine(target, RankedOracle(target, block_size=5, seed=1), ranking(nodes, k=4)).generate(
-        prompts, 14, eos_ids=[])
+    d = RankedOracle(target, block_size=5, seed=1, taps=(0, 2), check_feats=True)
+    res = SpeculativeEngine(target, d, ranking(nodes, k=4)).generate(prompts, 14, eos_ids=[])
     assert res.tokens == want
+    assert d.ctx_checked > 20 and d.max_ctx_err < 1e-4  # the drafter's context: the target's taps of the path taken
     assert max(max(a) for a in res.accepted) >= (2 if ranking is TreeProposal else 1)  # the trees were used
 
 
