@@ -9,7 +9,8 @@ the plain drafter). Arms: ar, dflash, dflash-tree<N> for each budget, dflash-tre
 (its chain and its pair-ranked trees); pairs: every tree against its own chain, the pair-ranked tree against the
 marginal one of the same budget, and the chains against AR — at every temperature of the run's benchmark section
 (sampled arms = all). The run's other benchmark settings (suites, prompts, batch, interleave) are kept; the
-concurrency sweep, ablations, resume and round records are off. Extra arguments are params overrides (key=value).
+concurrency sweep, ablations, resume and round records are off. `--note TEXT` is kept in the file (where the models
+came from). Extra arguments are params overrides (key=value).
 """
 from __future__ import annotations
 
@@ -59,13 +60,15 @@ def main(argv: list[str]) -> int:
     from draftlab.io import write_json
     from draftlab.markdown import markdown_table
 
-    budgets, pair, rest = [8, 16, 32, 64], True, []
+    budgets, pair, rest, note = [8, 16, 32, 64], True, [], ""
     it = iter(argv)
     for a in it:
         if a == "--budgets":
             budgets = [int(x) for x in next(it).split(",")]
         elif a == "--no-pair":
             pair = False
+        elif a == "--note":
+            note = next(it)
         else:
             rest.append(a)
     arms, pairs = arms_and_pairs(budgets, pair)
@@ -93,7 +96,7 @@ def main(argv: list[str]) -> int:
         return 2
     keep = ("tau_t0", "tau_t1", "tokens_per_s_t0", "tokens_per_s_t1", "speedup_t0", "speedup_t1", "tau_t0_ci",
             "tau_t1_ci", "tokens_per_s_t0_ci", "tokens_per_s_t1_ci", "tokens_equal_ar_t0")
-    out = {"about": __doc__.split("\n")[0], "arms": arms, "budgets": budgets,
+    out = {"about": __doc__.split("\n")[0], "note": note, "arms": arms, "budgets": budgets,
            "summary": {a: {k: v for k, v in e.items() if k in keep} for a, e in detail["summary"].items()},
            "pairs": [{k: r.get(k) for k in ("a", "b", "temperature", "tau_diff", "tau_diff_ci", "tokens_per_s_ratio",
                                              "tokens_per_s_ratio_ci")} for r in detail.get("pairs", [])],
