@@ -8,6 +8,7 @@ import pytest
 from draftlab.arms.grammar import ARM_TABLE, ArmContext, Checkpoints, arm_name, build_arm, grammar, trained_base
 from draftlab.config import BenchmarkConfig
 from draftlab.config.seeded import SEEDED_ARM, SEEDED_SUFFIX, method_arm_base, plain_name
+from draftlab.decoding.tree import OPTIONS as TREE_OPTIONS
 from draftlab.drafter import load_drafter, save_drafter
 from draftlab.errors import DraftlabError
 from draftlab.pipeline.layout import PLAIN_DRAFTER, SEEDED_DRAFTER, MethodBase, method_base
@@ -25,8 +26,10 @@ def test_every_method_arm_is_in_the_table_under_both_names(root):
         assert (method_arm_base(m, names), method_arm_base(m + SEEDED_SUFFIX, names)) == ("plain", "seeded")
         assert plain_name(m + SEEDED_SUFFIX) == m
     seeded = {a for a in names if a.endswith(SEEDED_SUFFIX)}
-    assert seeded == {SEEDED_ARM} | {m + SEEDED_SUFFIX for m in METHOD_ARMS}  # no other -seeded name
-    for other in ("ar", "dflash", SEEDED_ARM, "pld", "dflash-pld", "dflash-ref", "hf-generate"):
+    trees = {f"dflash-{o}{SEEDED_SUFFIX}" for o in TREE_OPTIONS}  # the seeded drafter's own trees
+    assert seeded == {SEEDED_ARM} | trees | {m + SEEDED_SUFFIX for m in METHOD_ARMS}  # no other -seeded name
+    for other in ("ar", "dflash", SEEDED_ARM, "pld", "dflash-pld", "dflash-ref", "hf-generate", "dflash-tree16",
+                  *trees):
         assert method_arm_base(other, names) is None  # the drafters' own arms and the peers are no method
     # the presets: `seeded` names the methods on the seeded drafter only, `all` / `paper` on the plain one only
     for preset, want in (("seeded", "seeded"), ("smoke", "seeded"), ("all", "plain"), ("paper", "plain")):

@@ -241,6 +241,9 @@ def test_seeded_section_resolves_and_fails_in_one_line(root):
         (["seeded.enabled=false", "seeded.methods=false"],
          r"^benchmark.arms names 'dflash-seeded' but seeded.enabled=false .*set seeded.enabled=true or drop it from "
          r"benchmark.arms"),
+        (["seeded.enabled=false", "seeded.methods=false", "benchmark.arms=[ar,dflash-tree16-seeded]",
+          "benchmark.sampled_arms=[ar]", "benchmark.pairs=[]", "benchmark.concurrency_arms=[ar]"],
+         r"^benchmark.arms names 'dflash-tree16-seeded' but seeded.enabled=false"),  # the seeded drafter's tree
     ]
     for overrides, msg in cases:
         with pytest.raises(ConfigError, match=msg) as e:

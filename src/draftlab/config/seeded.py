@@ -36,11 +36,17 @@ PLAIN_ARM = "dflash"  # the plain drafter's arm (no method: its -seeded twin is 
 SEEDED_SUFFIX = "-seeded"
 
 
+def drafter_tree(name: str) -> bool:
+    """A drafter's own tree arm (`dflash-tree16`, `dflash-treecost-seeded`: `draftlab.arms.grammar`): the plain or the
+    seeded drafter's block as a tree, no method's checkpoint."""
+    return plain_name(name).startswith(PLAIN_ARM + "-tree")
+
+
 def method_arm_base(name: str, known) -> str | None:
     """Which base drafter the arm `name` of the arm table (`known`: its names) decodes a method trained on:
     'seeded' for a method arm with the suffix (`dcoco-seeded`), 'plain' for one whose seeded twin is in the
-    table (`dcoco`), None for every other arm (ar, dflash, dflash-seeded, the peers)."""
-    if name in (SEEDED_ARM, PLAIN_ARM):
+    table (`dcoco`), None for every other arm (ar, dflash, dflash-seeded, the drafters' trees, the peers)."""
+    if name in (SEEDED_ARM, PLAIN_ARM) or drafter_tree(name):
         return None
     if name.endswith(SEEDED_SUFFIX) and name[: -len(SEEDED_SUFFIX)] in known:
         return "seeded"
@@ -149,7 +155,7 @@ class SeededConfig:
                                   f"drop {p}.drafter.block_size")
             return
         for key, names in (("benchmark.arms", benchmark.arms), ("benchmark.ablation_arms", benchmark.ablation_arms)):
-            for arm in SEEDED_ARMS:
+            for arm in [*SEEDED_ARMS, *(a for a in names if drafter_tree(a) and a.endswith(SEEDED_SUFFIX))]:
                 if arm in names:
                     raise ConfigError(f"{key} names '{arm}' but {p}.enabled=false (no stage trains "
                                       f"models/drafter/seeded); set {p}.enabled=true or drop it from {key} "
