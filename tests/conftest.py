@@ -80,3 +80,17 @@ def assert_reordered_close(got: torch.Tensor, ref: torch.Tensor, terms: int, wha
     """got == ref up to `reorder_tol(ref, terms)`."""
     err, tol = float((got.double() - ref.double()).abs().max()), reorder_tol(ref, terms)
     assert err <= tol, f"{what}: |got - ref| {err:.3g} > {tol:.3g} (fp32 sums of {terms} terms in another order)"
+
+
+# The slowest test files (make test's --durations), scheduled first: `make test` hands whole files to its two xdist
+# workers in collection order, so a slow file collected last (tests/training/ sorts late) runs alone at the end.
+SLOW_FIRST = ("decoding/test_bounded_engine.py", "training/test_ddp.py", "offline/test_gpu_run.py", "test_cli.py",
+              "corrector/test_new_family.py", "app/test_app_browser.py", "training/test_resume_training.py",
+              "specopd/test_specopd.py", "checks/test_gpu_check.py", "pipeline/test_corrector_stage.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {f: i for i, f in enumerate(SLOW_FIRST)}
+    where = lambda item: str(Path(item.fspath).relative_to(ROOT / "tests")) if ROOT / "tests" in Path(item.fspath).parents \
+        else ""  # noqa: E731
+    items.sort(key=lambda item: rank.get(where(item), len(rank)))  # stable: the rest keep their order

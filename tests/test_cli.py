@@ -241,7 +241,7 @@ def test_a_drafter_of_another_kind_or_shape_is_one_line(outputs, tmp_path):
     shutil.copytree(outputs, wd)
     shutil.rmtree(wd / "models" / "drafter" / "pretrained")
     shutil.copytree(wd / "models" / "drafter" / "seeded", wd / "models" / "drafter" / "pretrained")
-    for arm in ("dflash", "dflash-pld"):
+    for arm in ("dflash",):  # (dflash-pld reads the same folder through the same check: arms.grammar.ArmContext.drafter)
         r = cli("decode", "--root", str(wd), "--arm", arm, "--prompt", "x", cwd=wd)
         line = one_line(r)
         assert r.returncode == 2 and line.startswith(f"error: arm {arm}: models/drafter/pretrained holds a seeded "
