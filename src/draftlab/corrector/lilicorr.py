@@ -265,7 +265,7 @@ class LiLiCorrCorrector(Corrector):
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
         """w_ce·CE + w_margin·hinge + w_pen·penalty per supervised slot (module docstring), summed (num) and counted
-        (den). block.hidden [B, A, n, H], block.logits [B, A, n, Vd], block.anchor [B, A, H], block.teacher
+        (den). block.hidden [B, A, n, H], block.logits [B, A, n, Vd], block.anchor [B, A, n_taps*H], block.teacher
         [B, A, n, K] (relu(z(label) − z(candidate)); needed when w_pen > 0); labels / valid [B, A, n]."""
         if kind != "joint":
             raise DraftlabError(f"LiLiCorr has one loss; loss kind {kind!r} needs the dcoco family")
