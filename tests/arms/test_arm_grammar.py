@@ -15,7 +15,8 @@ from draftlab.errors import DraftlabError
 
 def test_a_dozen_entries_resolve_every_name_once():
     names = arm_names()
-    assert len(GRAMMAR) <= 12 and len(names) == len(set(names)) == 55  # 35 + the tree options (dflash-[-seeded], dcoco-[-seeded])
+    assert len(GRAMMAR) <= 12 and len(names) == len(set(names)) == 71  # 35 + the tree options (dflash-, dcoco-,
+    # lilicorr-[-seeded]) + the lilicorr arms (and -seeded)
     assert all(arm_name(*parse(n)) == n for n in names)  # the grammar writes each name back as it read it
     assert tuple(ARM_TABLE) == names
 

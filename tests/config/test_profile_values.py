@@ -22,7 +22,10 @@ RENAMED = {"corrector.dim": (D + "dcoco.dim",), "corrector.hidden": (D + "dcoco.
            "corrector.path_rule": (D + "dcoco.path_rule",), "corrector.lam": (D + "dcoco.lam",),
            "corrector.seq_rank": (D + "dspark.rank", D + "domino.rank", D + "dflash2.rank"),
            "corrector.seq_gate": (D + "dspark.gate",)}
-ADDED = {"corrector.family_modules": []}  # keys new since the fixture, with their values
+# keys new since the fixture, with their values: a family added since (LiLiCorr, issue 54) brings its default settings
+ADDED = {"corrector.family_modules": [],
+         D + "lilicorr": {"width": 128, "factor_dim": 128, "layers": 2, "heads": 4, "scale": 8.0, "preset": "nopen",
+                          "w_ce": 0.125, "w_margin": 0.125, "w_pen": 0.0, "margin": 2.0}}
 
 
 def renamed(want: dict) -> dict:
@@ -37,8 +40,11 @@ def renamed(want: dict) -> dict:
                 node = node.setdefault(part, {})
             node[n.split(".")[-1]] = value
     for k, v in ADDED.items():
-        sec, key = k.split(".")
-        out[sec][key] = v
+        *path, key = k.split(".")
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node[key] = v
     return out
 
 

@@ -76,6 +76,6 @@ def test_greedy_pair_ranked_tree_equals_ar(target, nodes):
 
 def test_a_family_without_pair_scores_is_one_line(target):
     d = make_drafter(target)
-    with pytest.raises(DraftlabError, match="a pair-ranked tree needs a DCOCO corrector") as e:
+    with pytest.raises(DraftlabError, match="a pair-ranked tree needs a DCOCO or LiLiCorr corrector") as e:
         PairTreeProposal(make_corrector("dspark", d), 32)
     assert "\n" not in str(e.value) and "dflash-tree32" in str(e.value)

@@ -183,7 +183,8 @@ def test_the_drafter_steps_have_no_graph_break(kind):
 
 
 @pytest.mark.parametrize("variant,rule", [("dcoco", "greedy"), ("dcoco", "globalsum"), ("dcoco", "geometric"),
-                                          ("dspark", "greedy"), ("domino", "greedy"), ("dflash2", "greedy")])
+                                          ("dspark", "greedy"), ("domino", "greedy"), ("dflash2", "greedy"),
+                                          ("lilicorr", "greedy")])
 def test_every_corrector_proposal_step_has_no_graph_break(variant, rule):
     """`corrector.proposal.propose_step` of every family (Domino's GRU as plain ops: `sequential.gru_cell`), on a
     seeded drafter's draft (its seed column included), traced as `CorrectorProposal` calls it when compiled."""
@@ -196,8 +197,9 @@ def test_every_corrector_proposal_step_has_no_graph_break(variant, rule):
     B, S = 3, d.block_size
     draft = d.draft(d.new_state(B, capacity=32), torch.randint(0, t.vocab_size - 1, (B, S)),
                     torch.arange(S).expand(B, -1))
+    anchor = torch.randn(B, d.arch.n_taps * t.hidden_size) if variant == "lilicorr" else None  # the taps before
     args = (corr, draft.hidden[:, 1:], draft.logits[:, 1:], draft.block_ids[:, 0], draft.vocab,
-            draft.extra_ids[:, 1:], rule, 0.75, "torch")
+            draft.extra_ids[:, 1:], rule, 0.75, "torch", anchor)
     with torch.no_grad():
         ex = torch._dynamo.explain(propose_step)(*args)
         assert ex.graph_break_count == 0 and ex.graph_count == 1, ex.break_reasons

@@ -28,7 +28,8 @@ def test_gpu_profile_ablations_get_the_stated_fraction(root):
         else:
             assert role == "ablation" and view.epochs == pytest.approx(c.epochs * c.variant_budget_fraction), v
             assert view.max_steps == 0 and view.max_minutes == 0.0, v  # no other limit appears
-    assert {v for v, (r, _) in views.items() if r == "main"} == {"dcoco", "dspark", "domino", "dflash2"}
+    assert {v for v, (r, _) in views.items() if r == "main"} == {"dcoco", "dspark", "domino", "dflash2", "lilicorr",
+                                                                "lilicorr-nopair", "lilicorr-frozen"}
     assert {"nopair", "nocand", "frozen", "specopd-dcoco", "specopd-dcoco-t1"} <= {
         v for v, (r, _) in views.items() if r == "ablation"}
 

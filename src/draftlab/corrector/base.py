@@ -50,6 +50,9 @@ class DraftBlock:
     # a seeded drafter whose head reads its seeds (seed bias / seed column; see `drafter_block`):
     seeds: Tensor | None = None  # [*, n] the proposed slots' seeds (target ids, MASK where none): `head` reads them
     extra: Tensor | None = None  # [*, n] the seed column's target id per slot (-1: none); logits then have Vd+1 columns
+    # what some families read beyond the drafter's block (LiLiCorr):
+    anchor: Tensor | None = None  # [*, H] the drafter's projected context row just before the block (None: unknown)
+    teacher: Tensor | None = None  # [*, n, K] training only: relu(z(label) - z(candidate)), z the target's logits
 
     def full_logits(self) -> Tensor:
         """[*, n, Vd] draft logits, [*, n, Vd+1] with the seed column (computed from `head` when not given)."""
@@ -64,7 +67,7 @@ class DraftBlock:
         cut = lambda t: None if t is None else t[sl]  # noqa: E731
         return DraftBlock(self.hidden[sl], cut(self.slot0), self.vocab, cut(self.logits), self.head,
                           None if self.cand is None else (self.cand[0][sl], self.cand[1][sl]), cut(self.seeds),
-                          cut(self.extra))
+                          cut(self.extra), cut(self.anchor), cut(self.teacher))
 
     def candidates(self, k: int) -> tuple[Tensor, Tensor]:
         """Top-K of every proposed slot: (target ids [*, n, K], logits [*, n, K]), best first."""
@@ -163,14 +166,28 @@ def slot_logits(drafter, hidden: Tensor, seeds: Tensor | None = None,
 
 
 def drafter_block(drafter, hidden: Tensor, slot0: Tensor | None = None, seeds: Tensor | None = None,
-                  logits: Tensor | None = None, cand: tuple[Tensor, Tensor] | None = None) -> DraftBlock:
+                  logits: Tensor | None = None, cand: tuple[Tensor, Tensor] | None = None,
+                  anchor: Tensor | None = None) -> DraftBlock:
     """The DraftBlock of a (training-side) drafter pass: hidden [*, n, H] of the proposed slots 1..n, slot0 [*],
     seeds [*, n] (a seeded drafter's seeds of slots 1..n, the block input's; ignored for a plain drafter),
     logits [*, n, Vd(+1)] when already computed on the same seeds (else the head computes them on demand),
-    cand: precomputed top-K. The head and the candidates read the seeds as the engine's draft does."""
+    cand: precomputed top-K, anchor [*, H]: the projected context row before each block. The head and the candidates
+    read the seeds as the engine's draft does."""
     seeds = seeds if seeds is not None and drafter.arch.seeded and drafter.reads_seeds else None
     return DraftBlock(hidden, slot0, drafter.draft_vocab, logits, drafter.logits, cand, seeds,
-                      seed_columns(drafter, seeds))
+                      seed_columns(drafter, seeds), anchor)
+
+
+def anchor_taps(feats: Tensor, anchors: Tensor, ctx_valid: Tensor) -> Tensor:
+    """The target's taps just before each training block (LiLiCorr's anchor, as the engine's `DrafterState.anchor`
+    gives it): feats [B, L, n_taps*H], anchors [B, A] (slot 0's position), ctx_valid [B, L] -> [B, A, n_taps*H], the
+    row at anchor − 1; all zero (unknown) where that row does not exist."""
+    pos = anchors - 1  # [B, A]
+    ok = (pos >= 0) & (pos < feats.shape[1])
+    pos = pos.clamp(0, feats.shape[1] - 1)
+    ok = ok & ctx_valid.gather(1, pos)
+    rows = feats.gather(1, pos[..., None].expand(-1, -1, feats.shape[-1]))  # [B, A, n_taps*H]
+    return rows * ok[..., None].to(rows.dtype)
 
 
 class Corrector(nn.Module):

@@ -204,6 +204,12 @@ class DCOCOCorrector(Corrector):
         delta = self.mlp_out(F.silu(self.mlp_in(x))).squeeze(-1)  # [N, n−1, K, K]
         return cand_logits[:, 1:, None, :].to(delta.dtype) + delta
 
+    def transition_rows(self, block: DraftBlock) -> tuple[None, Tensor]:
+        """(None: slot 1 keeps the drafter's marginals, scores [*, n−1, K, K]) of a drafted block: the rows of a
+        pair-ranked tree (`draftlab.corrector.tree`)."""
+        ids, vals = block.candidates(self.arch.k)
+        return None, self(block.hidden, ids, vals)
+
     # ---- the corrector interface ---------------------------------------------------------------------
     @torch.no_grad()
     def propose(self, block: DraftBlock, rule: str = "greedy", lam: float = 0.75,

@@ -27,7 +27,8 @@ from draftlab.errors import DraftlabError
 from draftlab.io import load_strict, read_folder_config, read_folder_tensors
 
 HINT = "run the corrector stage with that variant in corrector.variants"
-MODULES = ("draftlab.corrector.dcoco", "draftlab.corrector.sequential", "draftlab.corrector.selector")
+MODULES = ("draftlab.corrector.dcoco", "draftlab.corrector.sequential", "draftlab.corrector.selector",
+           "draftlab.corrector.lilicorr")
 _extra: tuple[str, ...] = ()  # the extra family modules of the params this process loaded (`use`)
 
 

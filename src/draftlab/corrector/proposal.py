@@ -29,10 +29,10 @@ from draftlab.errors import DraftlabError
 
 
 def propose_step(corrector: Corrector, hidden, logits, slot0, vocab, extra, rule: str, lam: float,
-                 backend: str | None) -> tuple[torch.Tensor, dict]:
+                 backend: str | None, anchor=None) -> tuple[torch.Tensor, dict]:
     """The corrector's proposal over the n proposed slots as a function of tensors -> (tokens [B, n], extras)."""
-    out = corrector.propose(DraftBlock(hidden=hidden, slot0=slot0, vocab=vocab, logits=logits, extra=extra),
-                            rule, lam, backend)
+    out = corrector.propose(DraftBlock(hidden=hidden, slot0=slot0, vocab=vocab, logits=logits, extra=extra,
+                                       anchor=anchor), rule, lam, backend)
     return out.tokens, out.extras
 
 
@@ -56,10 +56,15 @@ class CorrectorProposal:
 
     @torch.no_grad()
     def __call__(self, draft: DraftOutput, sp=None, generator: torch.Generator | None = None) -> Proposal:
+        if draft.hidden is None or draft.logits is None:
+            raise DraftlabError(f"a {type(self.corrector).__name__} reads the drafter's hidden states and logits; this "
+                                f"arm's drafter gives none (put the corrector on a DFlash drafter)")
         extra = getattr(draft, "extra_ids", None)  # [B, S] a seeded drafter's seed column (logits [B, S, Vd+1])
+        # [B, n_taps*H] the target's taps before each block, for a family that reads them (LiLiCorr's anchor)
+        anchor = getattr(draft, "anchor_taps", None) if getattr(self.corrector, "reads_anchor", False) else None
         backend = "torch" if self.compiled != "off" else self.backend
         tokens, extras = self.step(self.corrector, draft.hidden[:, 1:], draft.logits[:, 1:], draft.block_ids[:, 0],
                                    draft.vocab, None if extra is None else extra[:, 1:], self.rule, self.lam,
-                                   backend)  # the n proposed slots -> tokens [B, n]
+                                   backend, anchor)  # the n proposed slots -> tokens [B, n]
         self.last_extras = extras
         return Proposal(tokens, None, None, extras=extras or None)  # deterministic: point mass at T>0

@@ -204,13 +204,17 @@ class DFlashDrafter(nn.Module):
         return choice
 
     # ---- shared pieces of both paths --------------------------------------------------------------
-    def project_context(self, feats: Tensor, positions: Tensor) -> tuple[list[Tensor], list[Tensor]]:
-        """feats [B, T, n_taps*H] (target taps), positions [B, T] -> per-layer k, v [B, hk, T, d]."""
+    def context_rows(self, feats: Tensor) -> Tensor:
+        """The context fusion: feats [..., n_taps*H] (target taps) -> ctx [..., H] = hidden_norm(fc(taps))."""
         feats = feats.to(self.dtype)
-        if self.tap_norms is not None:  # per-tap RMSNorm: [B, T, n_taps, H] -> [B, T, n_taps*H]
+        if self.tap_norms is not None:  # per-tap RMSNorm: [..., n_taps, H] -> [..., n_taps*H]
             parts = feats.unflatten(-1, (self.arch.n_taps, self.arch.hidden_size)).unbind(-2)
             feats = torch.cat([norm(x) for norm, x in zip(self.tap_norms, parts)], dim=-1)
-        ctx = self.hidden_norm(self.fc(feats))  # [B, T, H]
+        return self.hidden_norm(self.fc(feats))
+
+    def project_context(self, feats: Tensor, positions: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        """feats [B, T, n_taps*H] (target taps), positions [B, T] -> per-layer k, v [B, hk, T, d]."""
+        ctx = self.context_rows(feats)  # [B, T, H]
         cos, sin = self.rotary(positions)  # [B, T, d]
         kv = [layer.project_context(ctx, cos, sin) for layer in self.layers]
         return [k for k, _ in kv], [v for _, v in kv]
@@ -368,6 +372,7 @@ class DFlashDrafter(nn.Module):
                 step = self._steps[0]  # (a graph is guarded on strides too: contiguous inputs, one graph)
         state.lengths.copy_(step(self, state.kv, state.lengths, feats, valid, positions))  # in place (CUDA-graph rules)
         state.bound += T
+        state.note_anchor(feats, valid)
 
     def draft(self, state: DrafterState, block_ids: Tensor, block_positions: Tensor) -> DraftOutput:
         """One block per stream: block_ids [B, S] (= `block_input`: [last committed token, seeds / MASK...]),
@@ -376,8 +381,9 @@ class DFlashDrafter(nn.Module):
         hidden, logits, extra = step(self, state.kv, state.lengths, block_ids.contiguous(),
                                      block_positions.to(self.device).contiguous())
         if extra is None:
-            return DraftOutput(logits, hidden, self.draft_vocab, block_ids)
-        return DraftOutput(logits, hidden, self.draft_vocab, block_ids, extra, self.arch.target_vocab_size)
+            return DraftOutput(logits, hidden, self.draft_vocab, block_ids, anchor_taps=state.anchor)
+        return DraftOutput(logits, hidden, self.draft_vocab, block_ids, extra, self.arch.target_vocab_size,
+                           anchor_taps=state.anchor)
 
     def block_ids(self, last_tokens: Tensor) -> Tensor:
         """[B] last committed tokens -> [B, S] block input ids [token, MASK, ..., MASK]."""

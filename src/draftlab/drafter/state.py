@@ -28,6 +28,16 @@ class DrafterState(StreamSlots):
                  seeds: StreamSeeds | None = None):
         super().__init__(num_layers, batch, heads, head_dim, dtype, device, capacity)
         self.seeds = seeds  # seeded drafters: the committed text per stream (draftlab.ngram)
+        self.anchor: Tensor | None = None  # [B, n_taps*H] each stream's last context row (the taps before its block)
+
+    def note_anchor(self, feats: Tensor, valid: Tensor) -> None:
+        """Keep each stream's last valid row of feats [B, T, n_taps*H] (valid [B, T]) as its anchor: the target row
+        just before the next block (the one that predicted its slot 0). Eager, no host copy."""
+        T = valid.shape[1]
+        last = (valid.long() * torch.arange(1, T + 1, device=valid.device)).argmax(1)  # [B] the last valid index
+        row = feats.gather(1, last[:, None, None].expand(-1, 1, feats.shape[-1]))[:, 0]  # [B, n_taps*H]
+        old = self.anchor if self.anchor is not None else torch.zeros_like(row)
+        self.anchor = torch.where(valid.any(1)[:, None], row, old)
 
     @property
     def keys(self) -> list[Tensor]:  # per layer [B, hk, capacity, d]
@@ -47,7 +57,10 @@ class DrafterState(StreamSlots):
 
     def drop_streams(self, keep: Tensor) -> None:
         """Remove finished streams (keep: bool [B])."""
-        self.select(keep.nonzero().squeeze(-1))
+        idx = keep.nonzero().squeeze(-1)
+        self.select(idx)
+        if self.anchor is not None:
+            self.anchor = self.anchor.index_select(0, idx.to(self.anchor.device))
         if self.seeds is not None:
             self.seeds.drop_streams(keep)
 
@@ -64,6 +77,7 @@ class DraftOutput:
     extra_ids: Tensor | None = None  # [B, S] long: the seed column's target id per slot, -1 where it has none
     target_vocab_size: int = 0  # V: the width of a proposal's q over the target vocabulary (seed column only)
     seed_spans: list[int] | None = None  # host: each block's seeded span (set by the round for a seeded drafter)
+    anchor_taps: Tensor | None = None  # [B, n_taps*H] the target's taps just before each block (LiLiCorr's anchor)
 
     def to_target_ids(self, idx: Tensor) -> Tensor:
         """Draft indices idx [B, S] or [B, S, K] -> target ids (index Vd = the slot's seed column)."""

@@ -27,7 +27,8 @@ UNTRACKED = ("tracking", "profile.name", "target.name")
 # loader reaches them (tests/pipeline/test_dvc_yaml.py holds each list equal to the loader's own). The corrector
 # registry imports its built-in family modules by name; `corrector.family_modules` (a user's own, outside draftlab)
 # is not a draftlab module and not tracked here.
-LOADED_BY_NAME = {"corrector.families": ("corrector.dcoco", "corrector.sequential", "corrector.selector")}
+LOADED_BY_NAME = {"corrector.families": ("corrector.dcoco", "corrector.sequential", "corrector.selector",
+                                         "corrector.lilicorr")}
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,12 @@ def target_features(target, ids: Tensor, valid: Tensor, taps: list[int], greedy:
     greedy [B, T] long with greedy[:, t] = argmax logits[:, t-1] and -1 at t=0; None if not asked: the target's
     pass then stops at the deepest tap, skipping the layers above it and the full-vocabulary head).
     Padding sits after every real token, so a causal pass leaves real positions exact."""
+    return target_pass(target, ids, valid, taps, greedy)[:2]
+
+
+def target_pass(target, ids: Tensor, valid: Tensor, taps: list[int],
+                greedy: bool = True) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """`target_features` and the target's logits [B, T, V] (those at t predict position t+1; None without greedy)."""
     B, T = ids.shape
     dev = target.device
     ids, valid = ids.to(dev), valid.to(dev)
@@ -94,7 +100,7 @@ def target_features(target, ids: Tensor, valid: Tensor, taps: list[int], greedy:
     if greedy:
         g = torch.full((B, T), -1, dtype=torch.long, device=dev)
         g[:, 1:] = out.logits[:, :-1].argmax(-1)
-    return out.taps, g
+    return out.taps, g, out.logits if greedy else None
 
 
 def _length_batches(lengths: np.ndarray, order: list[int], batch_tokens: int) -> list[list[int]]:

@@ -30,7 +30,7 @@ from draftlab.drafter.model import DFlashDrafter
 from draftlab.drafter.vocab import target_to_draft
 from draftlab.errors import DraftlabError
 from draftlab.kernels.chunked import map_rows
-from draftlab.training.features import target_features
+from draftlab.training.features import target_pass
 from draftlab.training.metrics import BlockStats
 
 
@@ -95,6 +95,7 @@ class DrafterModule(L.LightningModule):
                                 "has no seed column); set one of them off")
         self.val_labels = val_labels  # greedy: the target's greedy token; reference: the reference token
         self.__dict__["_target"] = target  # frozen target for on-the-fly features (not a sub-module)
+        self.target_logits: Tensor | None = None  # the last on-the-fly target pass's logits [B, T, V] (online only)
         S = drafter.block_size
         self.gamma = cfg.gamma or default_gamma(S)
         self.register_buffer("slot_w", slot_weights(S, self.gamma), persistent=False)  # [S]
@@ -155,7 +156,7 @@ class DrafterModule(L.LightningModule):
         Lc = batch["ctx_valid"].shape[1]
         ids = batch["ids"] if greedy else batch["ids"][:, :Lc]
         valid = torch.arange(ids.shape[1], device=ids.device)[None, :] < batch["seq_len"][:, None]
-        feats, g = target_features(target, ids, valid, self.drafter.arch.target_layer_ids, greedy=greedy)
+        feats, g, self.target_logits = target_pass(target, ids, valid, self.drafter.arch.target_layer_ids, greedy=greedy)
         return feats[:, :Lc], g
 
     def drafter_step(self, batch: dict, greedy: bool = False, dense: bool = True) -> dict:
@@ -214,7 +215,7 @@ class DrafterModule(L.LightningModule):
         self.slot_predictions += int((wv > 0).sum())
         self.labels_seen += int(supervised.sum())
         self.uncovered += int((supervised & (didx < 0)).sum())
-        return {"loss": loss, "num": num, "den": den, "hidden": hidden, "logits": logits, "greedy": g}
+        return {"loss": loss, "num": num, "den": den, "hidden": hidden, "logits": logits, "greedy": g, "feats": feats}
 
     def _seeds(self, batch: dict) -> Tensor | None:
         """A seeded drafter's block seeds [B, A, n]: the batch's (training data) or computed from its ids."""

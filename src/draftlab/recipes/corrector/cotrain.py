@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from draftlab.config import CorrectorConfig, PretrainConfig
-from draftlab.corrector.base import Corrector, drafter_block, scale_grad
+from draftlab.corrector.base import Corrector, anchor_taps, drafter_block, scale_grad
 from draftlab.corrector.variants import Variant
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
@@ -42,6 +42,11 @@ from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.fit import TrainResult, budget_steps, train
 from draftlab.training.module import DrafterModule, block_targets, cpu_state, global_ratio, lr_factor
+
+
+NO_TEACHER = ("LiLiCorr's penalty (w_pen > 0: presets base and margin) needs the target's logits, which the feature "
+              "cache does not hold; set pretrain.cache_features=false (the target runs online) or "
+              "corrector.families.lilicorr.preset=nopen")
 
 
 class CoTrainModule(DrafterModule):
@@ -63,6 +68,7 @@ class CoTrainModule(DrafterModule):
         self.backend = None if ccfg.kernels == "auto" else ccfg.kernels
         if frozen:
             drafter.requires_grad_(False)
+        self.reads_anchor = getattr(corrector, "reads_anchor", False)  # LiLiCorr: the taps before each block
         self.transitions_supervised = 0.0  # Σ supervised transitions (DCOCO) / slots (sequential)
         self.transitions_total = 0
 
@@ -106,7 +112,13 @@ class CoTrainModule(DrafterModule):
         labels, valid = block_targets(batch, d["greedy"], self.drafter.block_size)  # [B, A, n]
         slot0 = batch["ids"].gather(1, batch["anchors"])  # [B, A] the blocks' slot-0 tokens
         # a seeded drafter's logits already read the blocks' seeds (seed bias / seed column); the block maps them
-        block = drafter_block(self.drafter, hidden, slot0, self._seeds(batch), logits)
+        anchor = anchor_taps(d["feats"], batch["anchors"], batch["ctx_valid"]) if self.reads_anchor else None
+        block = drafter_block(self.drafter, hidden, slot0, self._seeds(batch), logits, anchor=anchor)
+        if getattr(self.corrector, "needs_teacher", False):  # LiLiCorr's penalty: the target's logits (online only)
+            z, self.target_logits = self.target_logits, None
+            if z is None:
+                raise DraftlabError(NO_TEACHER)
+            block.teacher = self.corrector.teacher_weights(block, z, batch["anchors"], labels)
         cl = self.corrector.loss(block, labels, valid, self.t2d, self.ccfg.rho, self.ccfg.cumulative_mask,
                                  self.loss_kind)
         l_corr = global_ratio(cl.num, cl.den)
@@ -181,6 +193,8 @@ def train_corrector(drafter: DFlashDrafter, corrector: Corrector, seqs: Sequence
     greedy) and `lam`: the path rule validations report first and the geometric rule's λ (the family's settings)."""
     if store is None and target is None:
         raise DraftlabError("train_corrector needs a FeatureStore or the target (features on the fly)")
+    if store is not None and getattr(corrector, "needs_teacher", False):
+        raise DraftlabError(NO_TEACHER)
     L.seed_everything(cfg.seed, workers=False, verbose=False)
     dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample, arch=drafter.arch)
     module = CoTrainModule(drafter, corrector, cfg, ccfg, frozen, budget_steps(cfg, dm), dm.val_names, target,

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from draftlab.config import PretrainConfig
-from draftlab.corrector.base import Corrector, DraftBlock, draft_candidates, drafter_block, slot_logits
+from draftlab.corrector.base import Corrector, DraftBlock, anchor_taps, draft_candidates, drafter_block, slot_logits
 from draftlab.corrector.paths import oracle_path
 from draftlab.corrector.variants import RULES
 from draftlab.drafter.model import DFlashDrafter
@@ -60,14 +60,15 @@ def batch_seeds(drafter: DFlashDrafter, batch: dict) -> Tensor | None:
 
 
 def eval_block(drafter: DFlashDrafter, batch: dict, hidden: Tensor, seeds: Tensor | None,
-               k: int) -> DraftBlock:
+               k: int, anchor: Tensor | None = None) -> DraftBlock:
     """The flat DraftBlock [B*A, n, ...] of a validation batch's drafter pass (hidden [B, A, S, H], seeds
-    [B, A, n] | None), with its top-K candidates computed in row chunks."""
+    [B, A, n] | None, anchor [B, A, n_taps*H] | None), with its top-K candidates computed in row chunks."""
     n = hidden.shape[2] - 1
     flat = lambda x: None if x is None else x.reshape(-1, n, *x.shape[3:])  # noqa: E731  [B*A, n, ...]
     cand_ids, cand_logits = candidates(drafter, hidden, k, seeds)  # [B, A, n, K]
     slot0 = batch["ids"].gather(1, batch["anchors"]).reshape(-1)  # [B*A] the blocks' slot-0 tokens
-    return drafter_block(drafter, flat(hidden[:, :, 1:]), slot0, flat(seeds), cand=(flat(cand_ids), flat(cand_logits)))
+    return drafter_block(drafter, flat(hidden[:, :, 1:]), slot0, flat(seeds), cand=(flat(cand_ids), flat(cand_logits)),
+                         anchor=None if anchor is None else anchor.reshape(-1, anchor.shape[-1]))
 
 
 @torch.no_grad()
@@ -144,7 +145,9 @@ def eval_batch(drafter: DFlashDrafter, corrector: Corrector, batch: dict, featur
     feats, greedy = features
     seeds = batch_seeds(drafter, batch)  # [B, A, n] | None
     hidden = drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"], seeds)  # [B, A, S, H]
-    block = eval_block(drafter, batch, hidden, seeds, k)  # [B*A, n, ...]
+    anchor = anchor_taps(feats, batch["anchors"], batch["ctx_valid"]) if getattr(corrector, "reads_anchor", False) \
+        else None  # [B, A, n_taps*H] LiLiCorr's anchors
+    block = eval_block(drafter, batch, hidden, seeds, k, anchor)  # [B*A, n, ...]
     tgt, valid = block_targets(batch, greedy, drafter.block_size)  # [B, A, n]
     n = hidden.shape[2] - 1
     stats.update(block.cand[0], tgt.reshape(-1, n), valid.reshape(-1, n),
