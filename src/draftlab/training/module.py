@@ -95,7 +95,8 @@ class DrafterModule(L.LightningModule):
                                 "has no seed column); set one of them off")
         self.val_labels = val_labels  # greedy: the target's greedy token; reference: the reference token
         self.__dict__["_target"] = target  # frozen target for on-the-fly features (not a sub-module)
-        self.target_logits: Tensor | None = None  # the last on-the-fly target pass's logits [B, T, V] (online only)
+        # the last on-the-fly target pass's logits [B, T, V], kept only when asked (a corrector's penalty needs them)
+        self.keep_target_logits, self.target_logits = False, None
         S = drafter.block_size
         self.gamma = cfg.gamma or default_gamma(S)
         self.register_buffer("slot_w", slot_weights(S, self.gamma), persistent=False)  # [S]
@@ -156,7 +157,8 @@ class DrafterModule(L.LightningModule):
         Lc = batch["ctx_valid"].shape[1]
         ids = batch["ids"] if greedy else batch["ids"][:, :Lc]
         valid = torch.arange(ids.shape[1], device=ids.device)[None, :] < batch["seq_len"][:, None]
-        feats, g, self.target_logits = target_pass(target, ids, valid, self.drafter.arch.target_layer_ids, greedy=greedy)
+        feats, g, z = target_pass(target, ids, valid, self.drafter.arch.target_layer_ids, greedy=greedy)
+        self.target_logits = z if self.keep_target_logits else None
         return feats[:, :Lc], g
 
     def drafter_step(self, batch: dict, greedy: bool = False, dense: bool = True) -> dict:

@@ -69,6 +69,7 @@ class CoTrainModule(DrafterModule):
         if frozen:
             drafter.requires_grad_(False)
         self.reads_anchor = getattr(corrector, "reads_anchor", False)  # LiLiCorr: the taps before each block
+        self.keep_target_logits = getattr(corrector, "needs_teacher", False)  # LiLiCorr's penalty
         self.transitions_supervised = 0.0  # Σ supervised transitions (DCOCO) / slots (sequential)
         self.transitions_total = 0
 
