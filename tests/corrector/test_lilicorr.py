@@ -222,6 +222,21 @@ def test_bad_input_is_one_line(target):
         CorrectorProposal(c)(draft)
 
 
+def test_k_is_checked_with_the_params(root):
+    """A K LiLiCorr cannot take is refused when the params load (`draftlab check`, every stage's start), in one
+    line naming the key, only where a LiLiCorr variant is listed (DCOCO takes any K >= 2)."""
+    from draftlab.errors import ConfigError
+    from draftlab.params import load_params
+    from draftlab.pipeline.names import method_names
+
+    with pytest.raises(ConfigError) as e:
+        load_params(root / "params.yaml", ["corrector.variants=[dcoco,lilicorr]", "corrector.k=6"], names=method_names())
+    assert str(e.value).count("\n") == 0 and str(e.value).startswith("corrector.k=6: LiLiCorr needs K a power of two")
+    assert load_params(root / "params.yaml", ["corrector.variants=[dcoco]", "corrector.k=6"], names=method_names()).corrector.k == 6
+    assert load_params(root / "params.yaml", ["corrector.variants=[lilicorr-nopair]", "corrector.k=16"],
+                       names=method_names()).corrector.k == 16
+
+
 # ---- co-training ------------------------------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from draftlab import paths
 from draftlab.config.checks import KERNEL_BACKENDS, PRECISIONS, MethodNames, _choice, _positive, _unit, parts, section
-from draftlab.errors import ConfigError
+from draftlab.errors import ConfigError, DraftlabError
 
 LABELS = ("reference", "greedy")  # pretraining labels: the reference token, or the target's greedy token (see PretrainConfig)
 ANCHOR_REGIONS = ("response", "all")  # where pretraining anchors may lie
@@ -300,6 +300,12 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
         for name, rec in records.items():
             self.families[name] = section(f"{p}.families.{name}", rec.config, self.families.get(name))
         self.records = dict(records)  # what the plan reads of each family (its budget role, its cost model)
+        for rec in records.values():  # a family's own rule on K, before any stage builds it
+            if rec.k_rule is not None and {v.name for v in rec.variants} & set(self.variants):
+                try:
+                    rec.k_rule(self.k, f"{p}.k")
+                except DraftlabError as e:
+                    raise ConfigError(str(e)) from None
 
     def check(self, p: str) -> None:
         _positive(f"{p}.k", self.k)

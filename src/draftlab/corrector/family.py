@@ -83,6 +83,9 @@ class Family:
     rules: Callable[[Any], tuple[str, ...]] = greedy_only
     lam: Callable[[Any], float] = no_lam
     arms: dict[str, dict[str, ArmEntry]] = field(default_factory=dict)
+    # a rule on corrector.k the family needs (LiLiCorr: a power of two <= 16), checked with the params when one of
+    # its variants is listed: (k, key) -> None, or a DraftlabError in one line
+    k_rule: Callable[[int, str], None] | None = None
 
     def section(self, ccfg: Any) -> Any:
         """This family's settings from a corrector section: its `families.<name>` entry as the family's dataclass

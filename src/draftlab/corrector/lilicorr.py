@@ -388,7 +388,7 @@ def _cost(cfg: LiLiCorrConfig, s: Shape) -> Cost:
 
 FAMILY = Family(
     name="lilicorr", module=__name__, arch=LiLiCorrArch, format=FORMAT, config=LiLiCorrConfig, build=_build,
-    load=_load, cost=_cost, budget="main",
+    load=_load, cost=_cost, budget="main", k_rule=check_k,
     variants=(Variant("lilicorr", "lilicorr"),
               Variant("lilicorr-nopair", "lilicorr", "nopair"),  # without pair factors
               Variant("lilicorr-frozen", "lilicorr", frozen=True)),  # the drafter held fixed
