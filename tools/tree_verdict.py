@@ -54,11 +54,9 @@ def flat_verify(detail: dict, pairs: list[list[str]]) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    from dataclasses import fields
-
     from draftlab.errors import DraftlabError
     from draftlab.io import write_json
-    from draftlab.markdown import markdown_table
+    from draftlab.pipeline import verdict
 
     budgets, pair, rest, note = [8, 16, 32, 64], True, [], ""
     it = iter(argv)
@@ -72,51 +70,16 @@ def main(argv: list[str]) -> int:
         else:
             rest.append(a)
     arms, pairs = arms_and_pairs(budgets, pair)
-    lst = lambda xs: "[" + ",".join(xs) + "]"  # noqa: E731
-    overrides = [f"benchmark.arms={lst(arms)}", f"benchmark.sampled_arms={lst(arms)}", "benchmark.ablation_arms=[]",
-                 "benchmark.concurrency=[]", "benchmark.resume=false", "benchmark.record_rounds=false",
-                 "benchmark.pairs=[" + ",".join(lst(p) for p in pairs) + "]", *rest]
     try:
-        from draftlab.arms.grammar import arm_names
-        from draftlab.kernels.linear import install
-        from draftlab.params import load_params
-        from draftlab.pipeline import layout
-        from draftlab.pipeline.benchmark import BenchPaths, run
-        from draftlab.verifier.load import load_target
-
-        params = load_params(paths.PARAMS, overrides, arms=arm_names())
-        t = params.target
-        target = load_target(paths.TARGET, t.device, t.dtype, t.attn_implementation)
-        install(target.model, t.linear)
-        target.compile_steps(params.engine.resolved(target.device.type))
-        checkpoints = layout.checkpoints(params.benchmark.drafter)
-        detail, _ = run(target, params, BenchPaths(checkpoints, None))
+        params = verdict.load(rest, arms, pairs, sampled=arms)
+        detail = verdict.run_arms(params)
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    keep = ("tau_t0", "tau_t1", "tokens_per_s_t0", "tokens_per_s_t1", "speedup_t0", "speedup_t1", "tau_t0_ci",
-            "tau_t1_ci", "tokens_per_s_t0_ci", "tokens_per_s_t1_ci", "tokens_equal_ar_t0")
-    out = {"about": __doc__.split("\n")[0], "note": note, "arms": arms, "budgets": budgets,
-           "summary": {a: {k: v for k, v in e.items() if k in keep} for a, e in detail["summary"].items()},
-           "pairs": [{k: r.get(k) for k in ("a", "b", "temperature", "tau_diff", "tau_diff_ci", "tokens_per_s_ratio",
-                                             "tokens_per_s_ratio_ci")} for r in detail.get("pairs", [])],
-           "setup": {k: detail.get("setup", {}).get(k) for k in ("target", "device", "dtype", "engine", "threads",
-                                                                  "interleave", "prompts", "timing_s")},
-           "benchmark": {f.name: getattr(params.benchmark, f.name) for f in fields(params.benchmark)
-                         if f.name in ("suites", "prompts_per_suite", "max_new_tokens", "temperatures", "batch_size",
-                                       "interleave")}}
+    out = {**verdict.record(__doc__.split("\n")[0], note, arms, detail, params), "budgets": budgets}
     out["flat_verify_model"] = flat_verify(detail, pairs)
     write_json(OUT, out)
-    def fmt(v, ci, f: str) -> str:
-        return "n/a" if v is None else format(v, f) + (f" [{format(ci[0], f)}, {format(ci[1], f)}]" if ci else "")
-
-    rows = [[r["a"], r["b"], r["temperature"], fmt(r["tau_diff"], r["tau_diff_ci"], "+.3f"),
-             fmt(r["tokens_per_s_ratio"], r["tokens_per_s_ratio_ci"], ".3f")] for r in out["pairs"]]
-    model = out["flat_verify_model"]
-    for r in rows:
-        r.append(format(model[f"{r[0]} vs {r[1]} {r[2]}"], ".3f") if f"{r[0]} vs {r[1]} {r[2]}" in model else "")
-    print("\n".join(markdown_table(["a", "b", "T", "Δτ (a − b) [95%]", "tokens/s a ÷ b [95%]",
-                                    "a ÷ b if verify were flat (model)"], rows)))
+    print(verdict.pairs_table(out["pairs"], out["flat_verify_model"], "a ÷ b if verify were flat (model)"))
     print(f"wrote {OUT}")
     return 0
 

@@ -122,6 +122,8 @@ PROBE_WORK = f"{WORK}/probes"
 WORLD_PROPERTIES = f"{RESULTS}/world.json"
 TOY_REPORT = f"{RESULTS}/toy_report.json"
 TREES = f"{RESULTS}/trees.json"
+LILICORR = f"{RESULTS}/lilicorr.json"
+LILICORR_WORK = f"{WORK}/lilicorr_verdict"
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,10 @@ TOOL_OUTPUTS: tuple[ToolOutput, ...] = (
                "world's folder)"),
     ToolOutput(TOY_REPORT, "tools/toy_world.py", "the toy run's verdicts (report; in the world's folder)"),
     ToolOutput(TREES, "tools/tree_verdict.py", "trees against chains on a run's models, paired (in the run's folder)"),
+    ToolOutput(LILICORR, "tools/lilicorr_verdict.py", "LiLiCorr against the other correctors on a run's base drafter, "
+               "paired (in the run's folder)"),
+    ToolOutput(LILICORR_WORK, "tools/lilicorr_verdict.py", "--train's LiLiCorr co-trained beside the corrector stage's "
+               "variants (correctors/: links to the stage's and its own; git-ignored)"),
     ToolOutput(f"{RESULTS}/<profile>", "tools/gpu_run.py", "a fetched results bundle rendered (rendered_results: "
                "its reports, bundle.json and plots/)"),
     ToolOutput(f"{METRICS}/<profile>", "tools/gpu_run.py", "a fetched results bundle's headline metrics "

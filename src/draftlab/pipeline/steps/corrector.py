@@ -67,11 +67,7 @@ def run(params) -> None:
         out.report["specopd_base_choice"] = choice
         out.report.update(base.record())
         info = {"stage": "corrector", "profile": params.profile.name, "target": t.name, **base.record()}
-        for v, o in out.variants.items():
-            rules = {"path_rule": o.report["path_rule"], "lam": o.lam, "kernels": c.kernels, "k": o.report["k"]}
-            save_drafter(o.drafter, OUT / v / "drafter", info={**info, "variant": v, "sim_tau_uncorrected":
-                                                                o.report["sim_tau_uncorrected"]})
-            o.corrector.save(OUT / v / "corrector", info={**info, **rules, "variant": v, "sim_tau": o.report["sim_tau"]})
+        save_variants(out.variants, OUT, info, c.kernels)
         if out.control is not None:
             save_drafter(out.control, CONTROL, info={**info, "variant": "dflash-long",
                                                      "sim_tau": out.report["dflash-long"]["sim_tau"]})
@@ -93,6 +89,18 @@ def run(params) -> None:
                  f"{r['sim_tau_uncorrected']:.3f}, "
                  f"oracles {r['sim_tau_oracle']:.3f} / reachable {r['sim_tau_oracle_reachable']:.3f}), "
                  f"proposal share {'-' if share is None else f'{share:.1%}'}")
+
+
+def save_variants(variants: dict, root: Path, info: dict, kernels: str) -> None:
+    """Each co-trained variant as the arms read it: <root>/<variant>/drafter and <root>/<variant>/corrector, their
+    `info` carrying `info` (stage, profile, target, base) and the decode-time rules (path rule, λ, kernels, K)."""
+    from draftlab.drafter.checkpoint import save_drafter
+
+    for v, o in variants.items():
+        rules = {"path_rule": o.report["path_rule"], "lam": o.lam, "kernels": kernels, "k": o.report["k"]}
+        save_drafter(o.drafter, root / v / "drafter", info={**info, "variant": v, "sim_tau_uncorrected":
+                                                             o.report["sim_tau_uncorrected"]})
+        o.corrector.save(root / v / "corrector", info={**info, **rules, "variant": v, "sim_tau": o.report["sim_tau"]})
 
 
 def check_specopd_base(specopd: dict[str, str], base, variants: list[str]) -> None:

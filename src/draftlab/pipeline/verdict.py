@@ -1,0 +1,92 @@
+"""A verdict run: the benchmark's recipe over a chosen set of arms and pairs on one run's trained models, side by
+side in one process, with the benchmark's paired 95% intervals (the tools tree_verdict.py and lilicorr_verdict.py).
+The run's benchmark settings are kept (suites, prompts per suite, batch, interleave, temperatures); the concurrency
+sweep, the ablation sample, resume and the round records are off; `sampled` names the arms decoded at T>0 and
+`pair_prompts` sizes chosen pairs as benchmark.pair_prompts_per_suite does. What it keeps of the benchmark's detail
+(`record`) is the same for every verdict tool."""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+from draftlab import paths
+
+SUMMARY_KEYS = ("tau_t0", "tau_t1", "tokens_per_s_t0", "tokens_per_s_t1", "speedup_t0", "speedup_t1", "tau_t0_ci",
+                "tau_t1_ci", "tokens_per_s_t0_ci", "tokens_per_s_t1_ci", "tokens_equal_ar_t0")
+PAIR_KEYS = ("a", "b", "temperature", "tau_diff", "tau_diff_ci", "tokens_per_s_ratio", "tokens_per_s_ratio_ci")
+SETUP_KEYS = ("target", "device", "dtype", "engine", "threads", "interleave", "prompts", "timing_s")
+BENCH_KEYS = ("suites", "prompts_per_suite", "pair_prompts_per_suite", "max_new_tokens", "temperatures",
+              "batch_size", "interleave")
+
+
+def _lst(xs) -> str:
+    return "[" + ",".join(xs) + "]"
+
+
+def overrides(arms: list[str], pairs: list[list[str]], sampled: list[str],
+              pair_prompts: dict[str, int] | None = None) -> list[str]:
+    """The params overrides that turn a run's benchmark section into this verdict's (key=value, as -S takes them)."""
+    out = [f"benchmark.arms={_lst(arms)}", f"benchmark.sampled_arms={_lst(sampled)}", "benchmark.ablation_arms=[]",
+           "benchmark.concurrency=[]", "benchmark.resume=false", "benchmark.record_rounds=false",
+           "benchmark.pairs=[" + ",".join(_lst(p) for p in pairs) + "]"]
+    if pair_prompts:
+        out.append("benchmark.pair_prompts_per_suite={" + ",".join(f"{k}: {n}" for k, n in pair_prompts.items()) + "}")
+    return out
+
+
+def load(extra: list[str], arms: list[str], pairs: list[list[str]], sampled: list[str],
+         pair_prompts: dict[str, int] | None = None):
+    """The run's params.yaml with this verdict's benchmark section (and `extra` key=value overrides after it)."""
+    from draftlab.arms.grammar import arm_names
+    from draftlab.params import load_params
+
+    return load_params(paths.PARAMS, overrides(arms, pairs, sampled, pair_prompts) + list(extra), arms=arm_names())
+
+
+def run_arms(params, correctors: str | None = None) -> dict:
+    """Decode the verdict's arms on the run's models (the target as the benchmark stage loads it); `correctors`
+    replaces the corrector stage's folder (a tool's own, holding links to the stage's variants beside its own)."""
+    from draftlab.kernels.linear import install
+    from draftlab.pipeline import layout
+    from draftlab.pipeline.benchmark import BenchPaths, run
+    from draftlab.verifier.load import load_target
+
+    t = params.target
+    target = load_target(paths.TARGET, t.device, t.dtype, t.attn_implementation)
+    install(target.model, t.linear)
+    target.compile_steps(params.engine.resolved(target.device.type))
+    checkpoints = layout.checkpoints(params.benchmark.drafter)
+    if correctors is not None:
+        checkpoints = replace(checkpoints, correctors=correctors)
+    detail, _ = run(target, params, BenchPaths(checkpoints, None))
+    return detail
+
+
+def record(about: str, note: str, arms: list[str], detail: dict, params) -> dict:
+    """What a verdict file keeps: its arms' summaries, the pairs, the setup and the benchmark settings it ran."""
+    return {"about": about, "note": note, "arms": arms,
+            "summary": {a: {k: v for k, v in e.items() if k in SUMMARY_KEYS} for a, e in detail["summary"].items()},
+            "pairs": [{k: r.get(k) for k in PAIR_KEYS} for r in detail.get("pairs", [])],
+            "setup": {k: detail.get("setup", {}).get(k) for k in SETUP_KEYS},
+            "benchmark": {f.name: getattr(params.benchmark, f.name) for f in fields(params.benchmark)
+                          if f.name in BENCH_KEYS}}
+
+
+def pairs_table(pairs: list[dict], extra: dict[str, float] | None = None, extra_head: str = "") -> str:
+    """The pairs as a markdown table (Δτ and the tokens/s ratio with their intervals); `extra` adds a column keyed
+    by 'a vs b T'."""
+    from draftlab.markdown import markdown_table
+
+    def fmt(v, ci, f: str) -> str:
+        return "n/a" if v is None else format(v, f) + (f" [{format(ci[0], f)}, {format(ci[1], f)}]" if ci else "")
+
+    head = ["a", "b", "T", "Δτ (a − b) [95%]", "tokens/s a ÷ b [95%]"]
+    head += [extra_head] if extra is not None else []
+    rows = []
+    for r in pairs:
+        row = [r["a"], r["b"], r["temperature"], fmt(r["tau_diff"], r["tau_diff_ci"], "+.3f"),
+               fmt(r["tokens_per_s_ratio"], r["tokens_per_s_ratio_ci"], ".3f")]
+        if extra is not None:
+            key = f"{r['a']} vs {r['b']} {r['temperature']}"
+            row.append(format(extra[key], ".3f") if key in extra else "")
+        rows.append(row)
+    return "\n".join(markdown_table(head, rows))
