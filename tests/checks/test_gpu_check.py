@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -105,14 +106,18 @@ GATES = {"break_even_tau_ge_1": True, "verify16_ge_verify1": True, "ar_step_matc
          "first_arm_retimed": True}  # the gates a CPU can judge (the copy gate needs a datasheet bandwidth)
 
 
-def clean_concurrency(tmp: Path, tries: int = 4) -> dict:
-    """The concurrency section alone, until a run's timing gates all hold (at most `tries` runs): on a machine
-    shared with other tests a sustained slowdown during one arm's timing is real interference, which is what the
-    gates catch; a clean run must pass them all. Four tries: under make test the other worker's file runs beside each
-    one, and three runs in a row have met a slowdown there (the 5% re-time gate, 2026-12-06)."""
+def clean_concurrency(tmp: Path, tries: int = 4, budget_s: float = 150.0) -> dict:
+    """The concurrency section alone, until a run's timing gates all hold (at least `tries` runs, then more while
+    `budget_s` lasts): on a machine shared with other tests a sustained slowdown during one arm's timing is real
+    interference, which is what the gates catch; a clean run must pass them all. Under make test the other worker's
+    file runs beside each run: three runs in a row have met a slowdown there (the 5% re-time gate, 2026-12-06), and
+    once five in a row within ~40 s (a fresh clone's make test, 2026-12-06, later; the test alone passed at once): the
+    time budget outlasts a neighbour's heavy minutes (each run takes ~10 s)."""
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "DRAFTLAB_KERNELS")}
-    out = {}
-    for i in range(tries):
+    out, t0 = {}, time.perf_counter()
+    for i in itertools.count():
+        if i >= tries and time.perf_counter() - t0 > budget_s:
+            break
         subprocess.run([sys.executable, str(SCRIPT), "--dry", "--sections", "concurrency", "--out-dir", str(tmp / f"c{i}")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         out = json.loads((tmp / f"c{i}" / "gpu_check.json").read_text())
