@@ -277,6 +277,10 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
     # the ablations' share of the main arms' budget (`variant_budget`): their max_steps and epochs (and their minutes
     # where variant_max_minutes is 0) are the section's times this fraction; in (0, 1], 1 = the full budget
     variant_budget_fraction: float = 1.0
+    # step budgets by variant (updates): a variant named here trains exactly that many updates, its minutes and
+    # epochs off, so a loaded machine changes its time, not its model (the toy world's replicates: docs/decisions.md
+    # "Replicates in the toy world"); the dflash-long control follows the main variant's updates as before
+    variant_steps: dict[str, int] = field(default_factory=dict)
     drafter_lr: float = 3e-4  # drafter learning rate in co-training (`lr` is the corrector's)
     seed: int = 42
     # each family's settings, by family name (dcoco: dim, hidden, path_rule, lam; dspark: rank, gate; domino: rank;
@@ -330,12 +334,21 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
         self.check_optim(p)
         self.check_batches(p)
         _positive(f"{p}.drafter_lr", self.drafter_lr, allow_zero=True)
+        for v, n in self.variant_steps.items():
+            if v not in self.variants:
+                raise ConfigError(f"{p}.variant_steps.{v}: not a variant of {p}.variants ({', '.join(self.variants)}); "
+                                  f"a step budget names a variant the stage trains")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ConfigError(f"{p}.variant_steps.{v}={n!r} must be a whole number of updates >= 1")
 
-    def variant_budget(self, main_arm: bool) -> dict:
+    def variant_budget(self, main_arm: bool, variant: str | None = None) -> dict:
         """The budget of one variant: a main arm (the main variant, the sequential baselines) trains on this
         section's max_minutes / max_steps / epochs; an ablation on variant_max_minutes (0 = max_minutes x
         variant_budget_fraction) and max_steps / epochs x variant_budget_fraction (a step limit stays >= 1;
-        0 = no limit stays 0). Returns {max_minutes, max_steps, epochs}."""
+        0 = no limit stays 0); a variant in `variant_steps` on that many updates alone. Returns {max_minutes,
+        max_steps, epochs}."""
+        if variant in self.variant_steps:  # a step budget alone
+            return {"max_minutes": 0.0, "max_steps": int(self.variant_steps[variant]), "epochs": 0.0}
         if main_arm:
             return {"max_minutes": self.max_minutes, "max_steps": self.max_steps, "epochs": self.epochs}
         f = self.variant_budget_fraction

@@ -30,6 +30,7 @@ GiB = 2 ** 30
 BUDGET_TERM = "training budget"  # the part of a stage's time that is its minute budgets (the runner scales it)
 # the GGUF loader de-quantises every tensor on the CPU: 16-21 s for SmolLM2-135M's 134.5M parameters on the
 # project's machines (ENVIRONMENT.md): the prepare_target stage of a packaged GGUF target
+TOY_STEP_S = 0.32  # the toy target's seconds per training step: the frozen world's 1,140 s / 3,569 steps (2 cores)
 DEQUANT_S_PER_PARAM = 18.5 / 134.5e6
 
 
@@ -394,8 +395,12 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
         # the main variant, the control and the families that train on the main budget (`Family.budget`)
         full = v in (main, "dflash-long") or family[v].budget == "main" or not c.variant_max_minutes
         minutes = c.max_minutes if full else c.variant_max_minutes
-        train_s, capped, cap = _train_time(step_s, steps, minutes)
-        done = steps if not capped else int(train_s / max(step_s, 1e-9))
+        fixed = c.variant_steps.get(main if v == "dflash-long" else v)  # a step budget alone (corrector.variant_steps)
+        if fixed:
+            train_s, capped, cap = _train_time(step_s, int(fixed), 0.0)
+        else:
+            train_s, capped, cap = _train_time(step_s, steps, minutes)
+        done = (int(fixed) if fixed else steps) if not capped else int(train_s / max(step_s, 1e-9))
         done_all += done
         key = BUDGET_TERM if capped else "steps"
         times[key] = times.get(key, 0.0) + train_s
@@ -511,16 +516,22 @@ def benchmark(p: Params, t: TargetShape, dev: Device) -> Stage:
 def prepare_target(p: Params, t: TargetShape, dev: Device) -> Stage | None:
     """The packaged GGUF's de-quantisation into a model folder (CPU-bound, on the run's machine); None for the
     targets that need no preparing worth a row (a random model, a local folder, a hub id)."""
-    if p.target.source == "toy":  # the world's target is trained in the stage, for its wall-clock budget
-        budget = p.target.toy.train.get("budget_s")
-        if budget is None:
-            from draftlab.toy.train import TrainConfig
+    if p.target.source == "toy":  # the world's target is trained in the stage, for its wall-clock or step budget
+        from draftlab.toy.train import TrainConfig
 
-            budget = TrainConfig.budget_s
-        times = {BUDGET_TERM: float(budget)}
+        train = p.target.toy.train
+        budget = float(train.get("budget_s", TrainConfig.budget_s))
+        steps = int(train.get("max_steps", TrainConfig.max_steps))
+        by_steps = steps * TOY_STEP_S
+        if budget > 0 and budget <= by_steps:
+            times, note = {BUDGET_TERM: budget}, (f"the toy target trains for its budget, target.toy.train.budget_s="
+                                                  f"{budget:g} (or fewer seconds if it reaches its max_steps first)")
+        else:
+            times, note = {BUDGET_TERM: by_steps}, (f"the toy target trains for its step budget, target.toy.train."
+                                                    f"max_steps={steps} x {TOY_STEP_S} s per step (the frozen world's "
+                                                    f"12 x 96 target, batch 32, 2 cores)")
         return Stage("prepare_target", 0.0, 0.0, _h(times), "-", {}, {"target weights (fp32)": t.params() * 4},
-                     [f"the toy target trains for its budget, target.toy.train.budget_s={float(budget):g} (or fewer "
-                      f"seconds if it reaches its max_steps first)"], times=times)
+                     [note], times=times)
     if p.target.source != "packaged-gguf":
         return None
     times = {"GGUF de-quantisation (CPU)": t.params() * DEQUANT_S_PER_PARAM}

@@ -4,7 +4,7 @@ Each sequence is the ChatML-templated prompt, the canonical answer and `<|im_end
 answer tokens and the eos only. AdamW (no decay on norms and the tied embedding), linear warm-up, then a
 cosine from `lr` to `lr * min_lr_ratio` over the run's progress = max(step / max_steps, seconds / budget_s),
 so the schedule ends at whichever limit comes first (the step cap makes a run reproducible; the budget
-bounds its wall time). A curriculum (`curriculum_steps`) starts with short lists and grows them to the world's
+bounds its wall time; `budget_s: 0` = the step cap alone, so a loaded machine changes the run's time, not its model). A curriculum (`curriculum_steps`) starts with short lists and grows them to the world's
 sizes (a long list gives the copying heads little signal until they exist). Batches are drawn in chunks of `bucket` batches sorted by length (less padding);
 right padding needs no attention mask. Step `s` reads target-split examples fixed by `s`, so a run that
 resumes from its checkpoint (written every `checkpoint_s` seconds to `work_dir`: model and optimizer as
@@ -59,7 +59,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     batch: int = 48
     max_steps: int = 100_000
-    budget_s: float = 1200.0
+    budget_s: float = 1200.0    # wall-clock seconds; 0 = none (a step budget alone: the same model on any machine)
     bucket: int = 8             # batches per length-sorted chunk
     mix: tuple[tuple[str, float], ...] = ()  # training weights per family; empty = the world's weights
     curriculum_steps: int = 0   # list lengths grow from curriculum_start x the world's to the world's by this step
@@ -154,7 +154,8 @@ class Batches:
 def lr_at(cfg: TrainConfig, step: int, seconds: float) -> float:
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    progress = min(1.0, max(step / max(cfg.max_steps, 1), seconds / max(cfg.budget_s, 1e-9)))
+    by_time = seconds / cfg.budget_s if cfg.budget_s > 0 else 0.0  # budget_s 0: a step budget alone
+    progress = min(1.0, max(step / max(cfg.max_steps, 1), by_time))
     lo = cfg.lr * cfg.min_lr_ratio
     return lo + (cfg.lr - lo) * 0.5 * (1 + math.cos(math.pi * progress))
 
@@ -231,7 +232,7 @@ def train(world: WorldConfig, cfg: TrainConfig, work_dir: str | os.PathLike | No
     model.train()
     while True:
         seconds = seconds0 + time.perf_counter() - t0
-        if state["step"] >= cfg.max_steps or seconds >= cfg.budget_s:
+        if state["step"] >= cfg.max_steps or 0 < cfg.budget_s <= seconds:
             break
         ids, loss_at, real = batches(state["step"])
         for g in opt.param_groups:

@@ -40,9 +40,13 @@ def train_config(toy):
     if bad:
         raise ConfigError(f"target.toy.train has unknown keys {bad}; known: {sorted(known)}")
     try:
-        return TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        cfg = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"target.toy.train: {e}") from None
+    if cfg.max_steps <= 0 or cfg.budget_s < 0:
+        raise ConfigError(f"target.toy.train: max_steps={cfg.max_steps} must be > 0 and budget_s={cfg.budget_s} >= 0 "
+                          f"(budget_s 0 = no wall-clock limit: the run stops at max_steps)")
+    return cfg
 
 
 def write_prompts(world, folder: str | Path, train_n: int, eval_n: int) -> dict:

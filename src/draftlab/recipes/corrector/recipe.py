@@ -11,7 +11,8 @@ corrected τ, the top-K and the reachable oracle with the headroom closed agains
 rule; variants on a shorter budget also get dcoco's corrected and drafter τ at the same minutes.
 Budgets (`variant_view`): the main variant and the families whose record says `budget="main"` (the sequential
 baselines) train on the section's budget, the rest on `corrector.variant_max_minutes` and
-`corrector.variant_budget_fraction` of its steps and epochs. Nothing here names a family: each variant's family record
+`corrector.variant_budget_fraction` of its steps and epochs; a variant in `corrector.variant_steps` on that many updates
+alone. Nothing here names a family: each variant's family record
 (`draftlab.corrector.families`) builds its corrector, gives its path rules and its settings.
 """
 from __future__ import annotations
@@ -96,7 +97,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     # the budget settings enter each key as the variant's resolved budget (minutes, the view's steps and epochs)
     ckeys = {k: v for k, v in asdict(ccfg).items() if k not in ("variants", "control", "kernels", "base_drafter",
                                                                 "specopd_drafter", "variant_budget_fraction",
-                                                                "families", "family_modules")}
+                                                                "families", "family_modules", "variant_steps")}
     main = "dcoco" if "dcoco" in ccfg.variants else ccfg.variants[0]
     backend = None if ccfg.kernels == "auto" else ccfg.kernels
     before: dict[str, dict] = {}  # base -> the base drafter's own held-out τ before co-training
@@ -195,7 +196,7 @@ def variant_report(row: Variant, base_folder: str, b0: dict, drafter, corrector,
         "sim_tau_oracle_reachable": p["sim_tau_oracle_reachable"],
         "sim_tau_gain": p["sim_tau"] - p["sim_tau_uncorrected"], "headroom_closed": p["headroom_closed"],
         "headroom_closed_reachable": p["headroom_closed_reachable"],
-        # the headrooms' standard errors over blocks: a share is given only above twice its error (stats.share_closed)
+        # the headrooms' standard errors over blocks: a share is given only above NOISE_SE (5) of its error (stats.share_closed)
         "headroom_se": p.get("headroom_se"), "headroom_se_reachable": p.get("headroom_se_reachable"),
         "sim_tau_split": primary, "sim_tau_per_slot": p["sim_tau_per_slot"],
         "sim_tau_per_slot_uncorrected": p["sim_tau_per_slot_uncorrected"],
@@ -268,7 +269,7 @@ def variant_view(ccfg: CorrectorConfig, pcfg: PretrainConfig, v: str, main: str,
     `budget="main"` — the sequential baselines, whose comparison with it is the paper's, docs/algorithms.md "DCOCO";
     "ablation": every other variant) and its run settings with that budget (`CorrectorConfig.variant_budget`)."""
     role = "main" if v == main or family_of(v).budget == "main" else "ablation"
-    budget = ccfg.variant_budget(role == "main")
+    budget = ccfg.variant_budget(role == "main", v)
     return role, replace(ccfg.run_settings(pcfg, budget["max_minutes"], k=k), max_steps=budget["max_steps"],
                          epochs=budget["epochs"])
 
