@@ -29,6 +29,7 @@ PRETRAIN_FEATURES = "checkpoints/pretrain_drafter/features"  # the plain run's t
 BENCH_DETAIL = "results/benchmark.json"
 BENCH_HEADLINE = "metrics/benchmark"  # one small DVC metrics file per arm
 BENCH_ROUNDS = "data/benchmark_rounds.parquet"  # per-round rows for the explorer
+BENCH_PROMPT_RECORDS = "results/benchmark_prompts.csv"  # one row per (arm, T, prompt): committed, the verdicts' input
 BENCH_RECORD = "checkpoints/benchmark"  # finished batch groups of an interrupted run (benchmark.resume)
 LEGACY_BENCH_DETAIL = "metrics/benchmark.json"  # before the headline/detail split: the detail was a DVC metric
 BENCH_PLOTS = {
@@ -100,7 +101,8 @@ OUTPUTS: tuple[Output, ...] = (
     Output(SPECOPD_DRAFTER, "specopd", cached=True), *_reports("specopd", metrics("specopd"), CURVES["specopd"]),
     Output(CORRECTORS, "corrector", cached=True), Output(LONG_DRAFTER, "corrector", cached=True),
     *_reports("corrector", f"{METRICS}/corrector"),
-    Output(BENCH_ROUNDS, "benchmark", cached=True), *_reports("benchmark", BENCH_HEADLINE),
+    Output(BENCH_ROUNDS, "benchmark", cached=True), Output(BENCH_PROMPT_RECORDS, "benchmark"),
+    *_reports("benchmark", BENCH_HEADLINE),
     *(Output(p, "benchmark", "plots") for p in BENCH_PLOTS.values()),
 )
 

@@ -6,7 +6,9 @@
   each stream's first / (wall − prefill); per stream = mean over requests of tokens / time until that
   stream's last token.
 - speedup: aggregate tokens/s over the AR arm's on the same prompts in the same run (an arm that decoded
-  fewer prompts — an ablation arm, a T>0 subset — against AR on those prompts only).
+  fewer prompts — an ablation arm, a T>0 subset — against AR on those prompts only). Over a mix of suites (the
+  summary): total tokens / total seconds of the arm over AR's on the same prompts (`total_speedup`), with the
+  geometric mean of the per-suite ratios beside it (`speedup_geomean_<t>`); never an arithmetic mean of ratios.
 - round split: mean seconds per round of each phase (draft / propose / verify / commit; AR: verify / commit),
   from the engines' `PhaseTimer` (CUDA events on a GPU, perf_counter on CPU); `round_wall_ms`: the mean
   wall time of a round, read at its one synchronisation (None for a peer's opaque loop).
@@ -48,11 +50,12 @@ import torch
 from draftlab.bench.positions import reading as position_reading
 from draftlab.bench.copying import reading
 from draftlab.bench.oracles import (  # noqa: F401 (headroom_closed: re-exported)
-    headroom_base, headroom_closed, headroom_noise, is_lookup, mean_noise, noise_why,
+    headroom_base, headroom_closed, headroom_noise, is_lookup, mean_noise, noise_why, oracle_bounded,
 )
 from draftlab.bench.runner import BatchRun
 from draftlab.corrector.paths import oracle_path
 from draftlab.decoding.verify import greedy_accept_length
+from draftlab.stats import geometric_mean
 
 
 def tkey(t: float) -> str:
@@ -245,6 +248,8 @@ def compute(runs: list[BatchRun], arms: list[str], ar_arm: str = "ar", base_arm:
             for arm, m in by_arm.items():
                 base = bases.get((suite, tk, arm), by_arm.get(ar_arm))
                 m["speedup"] = (m["tokens_per_s"] / base["tokens_per_s"]) if base and base.get("tokens_per_s") and m.get("tokens_per_s") else None
+                if base is not None:  # AR's totals on the arm's prompts: the summary's total-time ratio reads them
+                    m["ar_tokens"], m["ar_wall_s"] = base.get("tokens"), base.get("wall_s")
                 m["break_even_tau"] = break_even(m, base) if base and arm != ar_arm else None
     conc: dict = defaultdict(lambda: defaultdict(dict))  # temperature key -> arm -> level -> metrics
     for (arm, _s, temp, c), group in sorted(_groups(runs, sweep=True).items(), key=lambda kv: kv[0][3]):
@@ -280,6 +285,26 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
+def _geomean(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return geometric_mean(xs) if xs else None
+
+
+def total_rate(ms: list[dict], tokens: str = "tokens", wall: str = "wall_s") -> float | None:
+    """Σ tokens / Σ seconds over per-suite metric rows (None when a row lacks either or no time passed)."""
+    if not ms or any(m.get(tokens) is None or m.get(wall) is None for m in ms):
+        return None
+    secs = sum(m[wall] for m in ms)
+    return sum(m[tokens] for m in ms) / secs if secs > 0 else None
+
+
+def total_speedup(ms: list[dict]) -> float | None:
+    """The speed of an arm over a mix of suites: its total tokens / total seconds over AR's total tokens / total
+    seconds on the same prompts (per suite `ar_tokens` / `ar_wall_s`, set by `compute`)."""
+    mine, ar = total_rate(ms), total_rate(ms, "ar_tokens", "ar_wall_s")
+    return mine / ar if mine is not None and ar else None
+
+
 def summary(suites: dict, conc: dict, arms: list[str]) -> dict:
     out = {}
     for arm in arms:
@@ -288,8 +313,11 @@ def summary(suites: dict, conc: dict, arms: list[str]) -> dict:
         for tk in temps:
             ms = [s[tk][arm] for s in suites.values() if arm in s.get(tk, {})]
             e[f"tau_{tk}"] = _mean([m.get("tau") for m in ms])
-            e[f"speedup_{tk}"] = _mean([m.get("speedup") for m in ms])
-            e[f"tokens_per_s_{tk}"] = _mean([m.get("tokens_per_s") for m in ms])
+            # speed over the mix: total tokens / total seconds, against AR's on the same prompts (never a mean of
+            # per-suite ratios); the geometric mean of the per-suite ratios beside it
+            e[f"tokens_per_s_{tk}"] = total_rate(ms)
+            e[f"speedup_{tk}"] = total_speedup(ms)
+            e[f"speedup_geomean_{tk}"] = _geomean([m.get("speedup") for m in ms])
             for name in ORACLES:
                 if any(name in m for m in ms):
                     e[f"{name}_{tk}"] = _mean([m.get(name) for m in ms])
@@ -342,11 +370,13 @@ def summary_headroom(out: dict, suites: dict) -> None:
             noise = mean_noise(headroom_noise(m.get("per_prompt"), name) for m in rows) if rows else None
             tau_b, orc_b = base.get("tau_t0"), base.get(f"{name}_t0")
             se = 0.0 if b == arm else noise[1] if noise else None  # a base closes 0 of its own headroom
-            e[key] = headroom_closed(e.get("tau_t0"), tau_b, orc_b, se)
+            bounded = oracle_bounded(arm)
+            e[key] = headroom_closed(e.get("tau_t0"), tau_b, orc_b, se) if bounded else None
             delta = orc_b - tau_b if orc_b is not None and tau_b is not None else None
             if b and b != arm and delta is not None and delta > 1e-9:
                 notes[name] = {"delta": round(delta, 6), "se": round(noise[1], 6) if noise else None,
-                               "why": "" if e[key] is not None else noise_why(b, delta, noise)}
+                               "why": "" if e[key] is not None else noise_why(b, delta, noise) if bounded else
+                               "a tree: the chain's oracle does not bound it"}
         if notes:
             e["headroom_t0"] = notes
 

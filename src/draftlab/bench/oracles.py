@@ -22,12 +22,13 @@ Compare pages (app/). Plain Python: no torch, no pandas.
   τ_oracle(base) is that base's oracle τ on the same prompts (suite, temperature). 0 = no better than the base
   drafter alone, 1 = as good as a perfect re-selection among the base drafter's top-K; it can exceed 1 when the
   method also retrained the drafter (SpecOPD, DCOCO's co-training), whose candidates then differ from the base's.
-  Undefined (None) for a lookup arm (its proposals are not re-selections among the drafter's candidates), an arm
-  without an oracle (AR, `pld`, the Hugging Face rows), a missing base, or a base without headroom.
+  Undefined (None) for a lookup arm (its proposals are not re-selections among the drafter's candidates), a tree arm
+  (it verifies several paths a round: the chain's oracle does not bound it, `oracle_bounded`), an arm without an
+  oracle (AR, `pld`, the Hugging Face rows), a missing base, or a base without headroom.
 - **headroom below noise**: the denominator Δ = τ_oracle(base) − τ_base is itself a measurement over prompts. Per
   sequence, the base's oracle τ and τ come from the same rounds, so Δ's standard error is the paired one over
   sequences (`headroom_noise`: sd of the per-sequence gaps / √n; a mean over suites combines the suites' errors). A ratio
-  whose Δ is less than `NOISE_SE` (2) of those standard errors is noise divided by noise (the committed `cpu` run:
+  whose Δ is less than `NOISE_SE` (5) of those standard errors is noise divided by noise (the committed `cpu` run:
   Δ = 0.027 τ for `dflash-seeded` on mt-bench, which made a corrector's "headroom closed" −1430%): it is not given
   (None) and `why` says "headroom below noise (Δ = … ± … τ)". A run whose per-prompt rows carry no oracle τ (one
   that predates them) or that has one prompt has no such error: its ratio is not given either, with the reason.
@@ -66,6 +67,14 @@ def is_lookup(metrics: Mapping) -> bool:
     suite `sources`, in the summary `sources_<t>`: a non-empty dict; a table's empty cell is not)."""
     return any((k == SOURCES_KEY or str(k).startswith(SOURCES_KEY + "_")) and isinstance(v, Mapping) and bool(v)
                for k, v in metrics.items())
+
+
+def oracle_bounded(arm: str) -> bool:
+    """Whether the base's chain oracle bounds the arm: a chain arm does (it proposes one path among its drafter's
+    candidates a round); a tree arm (`-tree<N>` / `-treecost` in its name) verifies several paths and does not."""
+    from draftlab.decoding.tree import OPTIONS as TREES
+
+    return not any(part in TREES for part in arm.split("-"))
 
 
 def headroom_closed(tau: float | None, tau_base: float | None, tau_oracle: float | None,
@@ -157,9 +166,11 @@ def headroom_rows(rows: Iterable[Mapping], oracle: str = "oracle_tau") -> list[d
         tau, tau_b, orc_b = _num(r.get("tau")), _num((b or {}).get("tau")), _num((b or {}).get(oracle))
         pp = (b or {}).get("per_prompt")
         noise = headroom_noise(pp if isinstance(pp, Mapping) else None, oracle)
-        closed = headroom_closed(tau, tau_b, orc_b, noise[1] if noise else None) if base else None
+        bounded = oracle_bounded(r["arm"])
+        closed = headroom_closed(tau, tau_b, orc_b, noise[1] if noise else None) if base and bounded else None
         delta = orc_b - tau_b if orc_b is not None and tau_b is not None else None
         why = ("lookup proposals: not re-selections among the drafter's top-K" if base is None else
+               "a tree: the chain's oracle does not bound it" if not bounded else
                f"no {base} row at this suite / temperature" if b is None else
                f"{base} has no {oracle}" if orc_b is None else
                f"{r['arm']} has no τ" if tau is None else

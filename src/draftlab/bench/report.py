@@ -4,7 +4,8 @@ arm differences), the headline `metrics/benchmark/<arm>.json` (one small DVC met
 speedup per temperature with the half-width of their interval, so `dvc metrics show` prints one row per
 arm), plot CSVs (τ per slot, coverage, speedup per suite, throughput vs concurrency, and per arm the peers
 table: τ, tokens/s, ratio to AR, the tokens-equal-AR flag and the proposal sources; τ and tokens/s by
-position in the answer) and the per-round Parquet file for the explorer. Every row of every table carries
+position in the answer), the per-prompt records `results/benchmark_prompts.csv` (`prompt_frame`: small, committed, what
+`draftlab verdicts` recomputes every figure from) and the per-round Parquet file for the explorer. Every row of every table carries
 `ablation` (the arm is one of `benchmark.ablation_arms`: a smaller sample). Every figure is an in-engine one
 (draftlab's own engine: eager PyTorch on the HF model code, not a serving engine's): `setup.engine` says so
 and how the rounds were timed, and every table with tokens/s carries `engine: draftlab` (a serving engine's
@@ -160,6 +161,46 @@ def round_frame(runs: list[BatchRun]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols + extra)
 
 
+PROMPT_COLUMNS = ("arm", "temperature", "suite", "sample", "streams", "batch", "prompt_id", "tokens", "rounds",
+                  "accepted", "tau", "loop", "copy_share", "finish", "t_done_s", "batch_tokens", "batch_wall_s",
+                  "decode_s", "oracle_tau", "oracle_tau_reachable")
+
+
+def prompt_frame(runs: list[BatchRun], extra: list[BatchRun] = ()) -> pd.DataFrame:
+    """One row per (arm, temperature, prompt, sample) of every run: the benchmark's per-prompt records
+    (`results/benchmark_prompts.csv`, committed with the run; `draftlab.verdicts` reads them). `sample`: headline
+    (the suites' prompts every arm decodes), extra (a pair's extra prompts), sweep (the concurrency sweep); `batch`:
+    the batch's index in its (arm, temperature, suite, sample, streams) group, in run order — the same index is the
+    same prompts for every arm (lockstep); `tau` = Σ (accepted + 1) / rounds (the request's τ; empty for a run
+    without rounds of its own: AR's τ is 1, a peer's is not measured); `decode_s` the stream's own seconds where
+    they are separable (one stream per batch), else empty: a lockstep batch's seconds are shared, `batch_wall_s`;
+    `t_done_s` the seconds to the stream's last token (descriptive); `oracle_*` the request's oracle τ where the
+    run kept top-K records."""
+    from draftlab.bench.copying import reading
+    from draftlab.bench.metrics import oracle_taus
+
+    rows, index = [], {}
+    for run, sample in [*((r, "sweep" if r.sweep else "headline") for r in runs), *((r, "extra") for r in extra)]:
+        key = (run.arm, run.temperature, run.suite, sample, run.concurrency)
+        b = index[key] = index.get(key, -1) + 1
+        res = run.result
+        oracles = oracle_taus(run) if any(rec.topk_ids is not None for rec in res.records) else {}
+        for s, pid in enumerate(run.prompt_ids):
+            acc = res.accepted[s] if s < len(res.accepted) else []
+            rd = reading(run.prompts[s], res.tokens[s])
+            rows.append({
+                "arm": run.arm, "temperature": float(run.temperature), "suite": run.suite, "sample": sample,
+                "streams": run.concurrency, "batch": b, "prompt_id": pid, "tokens": len(res.tokens[s]),
+                "rounds": len(acc), "accepted": sum(acc), "tau": round(sum(acc) / len(acc) + 1, 6) if acc else None,
+                "loop": bool(rd["loop"]), "copy_share": None if rd["copy_share"] is None else round(rd["copy_share"], 4),
+                "finish": res.finish_reason[s] if s < len(res.finish_reason) else None,
+                "t_done_s": round(float(res.t_done[s]), 6) if s < len(res.t_done) else None,
+                "batch_tokens": res.num_tokens, "batch_wall_s": round(float(res.wall_s), 6),
+                "decode_s": round(float(res.wall_s), 6) if len(run.prompt_ids) == 1 else None,
+                **{name: round(by[s], 6) if s in by else None for name, by in oracles.items()}})
+    return pd.DataFrame(rows, columns=list(PROMPT_COLUMNS))
+
+
 def headline(detail: dict) -> dict[str, dict]:
     """{arm: {tau_t0, tau_t0_pm, speedup_t0, speedup_t0_pm, tau_t1, ...}} from the detail's summary: the
     numbers `dvc metrics show` prints, one row per arm. `_pm` is half the width of the confidence interval
@@ -182,10 +223,14 @@ def headline(detail: dict) -> dict[str, dict]:
 
 def write_outputs(detail: dict, runs: list[BatchRun], detail_path: str | Path = DETAIL,
                   headline_dir: str | Path = HEADLINE, rounds_path: str | Path | None = paths.BENCH_ROUNDS,
-                  root: str | Path = ".") -> dict[str, Path]:
+                  root: str | Path = ".", extra: list[BatchRun] = (),
+                  prompts_path: str | Path | None = paths.BENCH_PROMPT_RECORDS) -> dict[str, Path]:
     root = Path(root)
     written = {"detail": write_json(root / detail_path, detail),
                "headline": write_json_folder(root / headline_dir, headline(detail))}
+    if prompts_path is not None:  # the per-prompt records, committed with the run (draftlab.verdicts reads them)
+        frame = prompt_frame(runs, extra)
+        written["prompts"] = atomic_write(root / prompts_path, lambda p: frame.to_csv(p, index=False))
     for name, df in plot_frames(detail).items():
         written[name] = atomic_write(root / PLOTS[name], lambda p, df=df: df.to_csv(p, index=False))
     if rounds_path is not None:

@@ -7,15 +7,21 @@ arms (the sample-size rules that read them: draftlab.measure.sizing).
   temperature on the same prompts (`Weights`): a speedup (arm tokens/s ÷ AR tokens/s), a Δτ or a tokens/s
   ratio of two arms is *paired* — the prompt-to-prompt variation both arms share cancels. An arm that
   decoded fewer prompts (an ablation arm, the T>0 arms) is compared on its prompts only, with its own draw.
-- Suites are strata: prompts are resampled within their suite, and a replicate's summary is the mean
-  over suites, the same formula as `draftlab.bench.metrics.summary`. A suite with a single prompt has no
+- Suites are strata: prompts are resampled within their suite, and a replicate's summary is the summary's own
+  formula (`draftlab.bench.metrics.summary`): τ the mean over suites; tokens/s and the speedup over the mix as total
+  tokens / total seconds (against AR's on the same prompts), with the geometric mean of the per-suite speedups beside
+  it — never an arithmetic mean of ratios. A suite with a single prompt has no
   interval (nor has any summary or pair that includes it): one prompt says nothing about the spread.
 - Per unit: τ as the sum of per-request τ and the count of requests that had a round (the estimator of
   `group_metrics`: per request, then averaged), tokens and wall seconds (aggregate tokens/s =
   Σ tokens / Σ seconds), and the copy / loop reading (draftlab.bench.copying). The point estimates are
   `compute()`'s; the intervals are percentile intervals.
-- Pairs (`benchmark.pairs`): Δτ = τ_a − τ_b and the tokens/s ratio a ÷ b (mean over suites of the
-  per-suite ratios), each with its own paired interval and half-width, on the prompts both arms decoded,
+- Units: every interval names what it resampled and how many (`units`: {unit: prompt | batch, n}); a lockstep
+  batch of several prompts is one unit, not several. Each pair row's `tau_verdict` / `speed_verdict` is the one rule
+  (`draftlab.stats.verdict`): fewer than 10 units is descriptive, a zero-width interval degenerate.
+- Pairs (`benchmark.pairs`): Δτ = τ_a − τ_b and the tokens/s ratio a ÷ b (total tokens / total seconds of each
+  over the suites, the geometric mean of the per-suite ratios beside it), each with its own paired interval and
+  half-width, on the prompts both arms decoded,
   and again (`no_loop`) without the prompts where either answer looped (those pooled over suites into one
   stratum: few prompts per suite are left); `exceeds_noise` says whether the
   interval excludes 0 (Δτ) or 1 (ratio); `ablation` whether an arm of the pair is an ablation arm. The
@@ -35,7 +41,7 @@ import numpy as np
 from draftlab.bench.copying import LOOP_SPAN, batch_reading
 from draftlab.bench.metrics import oracle_taus, summary_headroom, tkey
 from draftlab.bench.runner import BatchRun
-from draftlab.stats import percentile_interval
+from draftlab.stats import percentile_interval, verdict
 
 BEST = "best"
 
@@ -131,18 +137,33 @@ def replicates(units: dict[tuple[str, str, str], Units], n_boot: int, seed: int 
         if base is not None and arm != ar_arm:  # AR on this arm's prompts, resampled with the same weights
             idx = _match(base.keys(), u.keys())
             if idx is not None:
-                per[(s, tk, arm)]["speedup"] = _ratio(per[(s, tk, arm)]["tokens_per_s"],
-                                                      _stats(base, idx, w)["tokens_per_s"])
+                b = _stats(base, idx, w)
+                per[(s, tk, arm)].update(speedup=_ratio(per[(s, tk, arm)]["tokens_per_s"], b["tokens_per_s"]),
+                                         ar_tokens=b["tokens"], ar_wall_s=b["wall_s"])
     for (s, tk, arm), r in per.items():
         if arm == ar_arm:
-            r["speedup"] = _ratio(r["tokens_per_s"], r["tokens_per_s"])
+            r.update(speedup=_ratio(r["tokens_per_s"], r["tokens_per_s"]), ar_tokens=r["tokens"], ar_wall_s=r["wall_s"])
     summary: dict = {}
     for tk in sorted({tk for _, tk, _ in per}):
         for arm in sorted({a for _, t2, a in per if t2 == tk}):
             rows = [r for (s, t2, a), r in per.items() if t2 == tk and a == arm]
-            summary[(tk, arm)] = {m: _nanmean([r[m] for r in rows if m in r]) for m in ("tau", "tokens_per_s", "speedup")
-                                  if any(m in r for r in rows)}
+            summary[(tk, arm)] = {"tau": _nanmean([r["tau"] for r in rows]), **_speed(rows)}
     return {"per_suite": per, "summary": summary}
+
+
+def _speed(rows: list[dict]) -> dict:
+    """Speed over a mix of suites from per-suite replicate rows: tokens/s = Σ tokens / Σ seconds, the speedup =
+    that over AR's Σ tokens / Σ seconds on the same prompts, and the geometric mean of the per-suite speedups beside
+    it (draftlab.bench.metrics.total_speedup: the point estimate's formula). A row without AR on its prompts leaves
+    the speedup out."""
+    tok, wall = sum(r["tokens"] for r in rows), sum(r["wall_s"] for r in rows)
+    out = {"tokens_per_s": _ratio(tok, wall)}
+    if all("ar_tokens" in r for r in rows):
+        out["speedup"] = _ratio(out["tokens_per_s"], _ratio(sum(r["ar_tokens"] for r in rows),
+                                                            sum(r["ar_wall_s"] for r in rows)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["speedup_geomean"] = np.exp(np.mean(np.log(np.vstack([r["speedup"] for r in rows])), axis=0))
+    return out
 
 
 class Weights:
@@ -178,7 +199,8 @@ def _stats(u: Units, idx: np.ndarray, w: np.ndarray) -> dict[str, np.ndarray]:
     tau = _ratio(w @ a["tau_sum"], w @ a["tau_n"])
     if not np.isfinite(tau).any():  # AR: τ = 1 by definition
         tau = np.ones(w.shape[0])
-    return {"tau": tau, "tokens_per_s": _ratio(w @ a["tokens"], w @ a["wall_s"])}
+    tokens, wall = w @ a["tokens"], w @ a["wall_s"]
+    return {"tau": tau, "tokens_per_s": _ratio(tokens, wall), "tokens": tokens, "wall_s": wall}
 
 
 def _nanmean(xs: list[np.ndarray]) -> np.ndarray:
@@ -222,7 +244,7 @@ def pair_stats(units: dict, a: str, b: str, tk: str, weights: Weights, drop_loop
     left out of the mean). With `drop_loops` (the prompts where neither answer looped) the prompts of all suites
     are *pooled* into one stratum: after dropping the loops a suite often keeps 0 or 1 prompts (which have no
     interval of their own), and a suite with one such prompt should not weigh as much as one with several."""
-    dtau, ratio, counts = [], [], {}
+    dtau, ratio, counts, unit_keys = [], [], {}, []
     pooled: tuple[Units, Units] = (Units(), Units())
     unmeasured = False
     for s in sorted({s for s, t, x in units if t == tk and x == a}):
@@ -243,21 +265,34 @@ def pair_stats(units: dict, a: str, b: str, tk: str, weights: Weights, drop_loop
         d, r = _pair(ua, ub, keys, weights.get(s, keys), um)
         dtau.append(d)
         ratio.append(r)
+        unit_keys += keys
     if pooled[0].tokens:
         keys = pooled[0].keys()
         d, r = _pair(pooled[0], pooled[1], keys, weights.get("pooled", keys), unmeasured)
         dtau.append(d)
         ratio.append(r)
+        unit_keys += keys
     empty = np.full(weights.n_boot + 1, np.nan)
-    return {"tau_diff": _nanmean(dtau) if dtau else empty, "tokens_per_s_ratio": _nanmean(ratio) if ratio else empty,
-            "prompts": counts, **({"strata": "pooled over suites"} if drop_loops else {})}
+    speed = _speed([{"tokens": r["a_tokens"], "wall_s": r["a_wall_s"], "ar_tokens": r["b_tokens"],
+                     "ar_wall_s": r["b_wall_s"], "speedup": r["ratio"]} for r in ratio]) if ratio else {}
+    return {"tau_diff": _nanmean(dtau) if dtau else empty, "tokens_per_s_ratio": speed.get("speedup", empty),
+            "tokens_per_s_ratio_geomean": speed.get("speedup_geomean", empty), "prompts": counts,
+            "units": unit_count(unit_keys), **({"strata": "pooled over suites"} if drop_loops else {})}
 
 
-def _pair(ua: Units, ub: Units, keys: list[str], w: np.ndarray, unmeasured: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Replicates [1 + B] of Δτ and the tokens/s ratio of two arms' units `keys` under one weight matrix."""
+def unit_count(keys: list[str]) -> dict:
+    """{unit, n}: what an interval resampled — a prompt when every unit is one prompt (batch 1), else a batch of
+    several decoded together — and how many (the units' keys: their prompt ids joined by commas)."""
+    return {"unit": "batch" if any("," in k for k in keys) else "prompt", "n": len(keys)}
+
+
+def _pair(ua: Units, ub: Units, keys: list[str], w: np.ndarray, unmeasured: bool) -> tuple[np.ndarray, dict]:
+    """Replicates [1 + B] of Δτ, and of the tokens/s ratio with both arms' token and second sums, of two arms'
+    units `keys` under one weight matrix."""
     ra, rb = _stats(ua, _match(ua.keys(), keys), w), _stats(ub, _match(ub.keys(), keys), w)
     dtau = np.full(w.shape[0], np.nan) if unmeasured else ra["tau"] - rb["tau"]
-    return dtau, _ratio(ra["tokens_per_s"], rb["tokens_per_s"])
+    return dtau, {"ratio": _ratio(ra["tokens_per_s"], rb["tokens_per_s"]), "a_tokens": ra["tokens"],
+                  "a_wall_s": ra["wall_s"], "b_tokens": rb["tokens"], "b_wall_s": rb["wall_s"]}
 
 
 def _extend(into: Units, u: Units, idx: np.ndarray, suite: str) -> None:
@@ -270,11 +305,15 @@ def _extend(into: Units, u: Units, idx: np.ndarray, suite: str) -> None:
 
 def _verdict(st: dict, level: float) -> dict:
     dtau, ratio = st["tau_diff"], st["tokens_per_s_ratio"]
-    row = {"prompts": st["prompts"], **({"strata": st["strata"]} if "strata" in st else {}),
+    row = {"prompts": st["prompts"], **({"strata": st["strata"]} if "strata" in st else {}), "units": st["units"],
            "tau_diff": _round(dtau[0]), "tau_diff_ci": percentile_interval(dtau[1:], level, digits=6),
-           "tokens_per_s_ratio": _round(ratio[0]), "tokens_per_s_ratio_ci": percentile_interval(ratio[1:], level, digits=6)}
+           "tokens_per_s_ratio": _round(ratio[0]), "tokens_per_s_ratio_ci": percentile_interval(ratio[1:], level, digits=6),
+           "tokens_per_s_ratio_geomean": _round(st["tokens_per_s_ratio_geomean"][0])}
     row["tau_exceeds_noise"] = _excludes(row["tau_diff_ci"], 0.0)
     row["speed_exceeds_noise"] = _excludes(row["tokens_per_s_ratio_ci"], 1.0)
+    # the one verdict rule (draftlab.stats.verdict): fewer than 10 units is descriptive, a zero-width interval degenerate
+    row["tau_verdict"] = verdict(row["tau_diff_ci"], st["units"]["n"])
+    row["speed_verdict"] = verdict(row["tokens_per_s_ratio_ci"], st["units"]["n"], 1.0)
     row["tau_diff_halfwidth"] = _halfwidth(row["tau_diff_ci"])
     row["tokens_per_s_ratio_halfwidth"] = _halfwidth(row["tokens_per_s_ratio_ci"])
     return row
@@ -345,11 +384,13 @@ def add_intervals(detail: dict, runs: list[BatchRun], n_boot: int, level: float 
     rep = replicates(units, n_boot, seed, ar_arm, weights)
     for (s, tk, arm), r in rep["per_suite"].items():
         m = detail["suites"][s][tk][arm]
-        m["ci"] = {k: percentile_interval(v[1:], level, digits=6) for k, v in r.items()}
+        m["ci"] = {k: percentile_interval(r[k][1:], level, digits=6) for k in ("tau", "tokens_per_s", "speedup") if k in r}
+        m["ci"]["units"] = unit_count(units[(s, tk, arm)].keys())
     for (tk, arm), r in rep["summary"].items():
         e = detail["summary"].setdefault(arm, {})
         for k, v in r.items():
             e[f"{k}_{tk}_ci"] = percentile_interval(v[1:], level, digits=6)
+        e[f"units_{tk}"] = unit_count([k for (s, t2, a), u in units.items() if t2 == tk and a == arm for k in u.keys()])
     detail["pairs"] = pair_rows(pairs or [], with_extra, rep, weights, level, ar_arm, ablation)
     return detail
 

@@ -1,6 +1,6 @@
 """Stage benchmark: AR vs speculative arms on the eval suites at T=0 / T=1 and a concurrency sweep
-(the detail results/benchmark.json, the headline metrics/benchmark/<arm>.json, plots/benchmark_*.csv,
-data/benchmark_rounds.parquet).
+(the detail results/benchmark.json, the headline metrics/benchmark/<arm>.json, plots/benchmark_*.csv, the per-prompt
+records results/benchmark_prompts.csv, data/benchmark_rounds.parquet).
 The recipe is draftlab.pipeline.benchmark; this module passes the checkpoint folders the earlier
 stages wrote, then writes the outputs and the MLflow run."""
 from __future__ import annotations
@@ -64,7 +64,8 @@ def run(params) -> None:
         if bar is not None:
             bar.close()
         detail["config"] = to_dict(params.benchmark)
-        written = write_outputs(detail, runs.runs, DETAIL, HEADLINE, ROUNDS if cfg.record_rounds else None)
+        written = write_outputs(detail, runs.runs, DETAIL, HEADLINE, ROUNDS if cfg.record_rounds else None,
+                                extra=runs.extra)
         discard(paths.BENCH_RECORD)  # the outputs hold it all now: a re-run measures again
         mlrun.log_metrics({"summary": detail["summary"], "suites": detail["suites"]})
         for path in written.values():  # the detail JSON, the headline folder, plot CSVs, per-round Parquet

@@ -116,7 +116,7 @@ class SetStats:
     def summary(self, main_rule: str) -> dict:
         """The uncorrected BlockStats summary (coverage, slot accuracy) with `sim_tau` = corrected τ,
         `sim_tau_<oracle>` and `headroom_closed` / `headroom_closed_reachable` against each oracle (None when the
-        oracle's headroom is below twice its paired standard error over blocks, `headroom_se_<oracle>`:
+        oracle's headroom is below NOISE_SE (5) of its paired standard error over blocks, `headroom_se_<oracle>`:
         `draftlab.stats.share_closed`)."""
         u = self.unc.summary()
         res = {**u, "sim_tau_uncorrected": u["sim_tau"], "sim_tau_per_slot_uncorrected": u["sim_tau_per_slot"],
