@@ -3,6 +3,8 @@
     python ../../tools/toy_world.py prompts [--train N] [--eval N]   # the world's prompt files (prompts/), from the preset
     python ../../tools/toy_world.py properties [--prompts N]          # after the world's stages: results/world.json
     python ../../tools/toy_world.py report                            # after the benchmark: results/toy_report.json
+    python ../../tools/toy_world.py replicate --freeze-base           # the prepared target + references, kept in git
+    python ../../tools/toy_world.py replicate --seed 1 [--seed 2 ...] [--resume]   # replicates/<tid>/seed-N/
 
 `prompts` writes the training pool and one suite per family from the generator (`toy.world` of the target preset,
 conf/target/toy.yaml: the files must exist before params.yaml can be composed, since composing checks them);
@@ -10,7 +12,9 @@ conf/target/toy.yaml: the files must exist before params.yaml can be composed, s
 measures the world (draftlab.pipeline.toy.properties) from prepare_target's, reference's and pretrain_drafter's
 outputs and one decode of `ar` and `dflash` on its suites, and writes each property beside its bar and verdict;
 `report` reads the finished run's reports and writes the analysis plan's verdicts (draftlab.pipeline.toy.report):
-every pair overall and per family with its interval, the consistency check, the ceilings."""
+every pair overall and per family with its interval, the consistency check, the ceilings; `replicate` runs the
+method stages again with other seeds in write-once folders (draftlab.pipeline.replicate), which `draftlab verdicts`
+reads."""
 import argparse
 import json
 import sys
@@ -32,12 +36,29 @@ def main(argv: list[str]) -> int:
     q.add_argument("--out", default=paths.WORLD_PROPERTIES)
     r = sub.add_parser("report")
     r.add_argument("--out", default=paths.TOY_REPORT)
+    rp = sub.add_parser("replicate", help="the method stages again with other seeds, in a write-once folder")
+    rp.add_argument("--seed", type=int, action="append", default=[],
+                    help="a replicate's seed (repeat for several, run one after the other)")
+    rp.add_argument("--resume", action="store_true", help="continue an unfinished replicate of that seed")
+    rp.add_argument("--freeze-base", action="store_true",
+                    help="copy the world's prepared target and references into replicates/<tid>/base/ (once)")
     a = ap.parse_args(argv)
     from draftlab.errors import DraftlabError
     from draftlab.params import load_params
     from draftlab.pipeline.names import arm_names, method_names
 
     try:
+        if a.cmd == "replicate":
+            from draftlab.pipeline import replicate as R
+
+            if not a.freeze_base and not a.seed:
+                raise DraftlabError("replicate: give --seed N (one or more) or --freeze-base")
+            if a.freeze_base:
+                print(json.dumps(R.freeze_base("."), indent=1))
+            for seed in a.seed:
+                rec = R.run_replicate(".", seed, resume=a.resume)
+                print(json.dumps({k: rec.get(k) for k in ("seed", "status", "target_md5", "total")}))
+            return 0
         if a.cmd == "prompts":
             import yaml
 

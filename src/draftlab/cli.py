@@ -13,6 +13,8 @@
   (draftlab.plan) of the composition: per stage tokens, FLOPs, time, peak device memory, disk; exit 2 with one
   line when a step or a cache does not fit.
 - `draftlab explore [--root DIR]`: the Streamlit explorer on 127.0.0.1.
+- `draftlab verdicts [--check | --write-docs | --world DIR [--json FILE]]`: every pair, interval and table of the
+  current results recomputed from committed files (draftlab.verdicts.command); writes nothing unless asked.
 - `draftlab export DRAFTER_FOLDER OUT [--for dflash|vllm|sglang] [--dtype bfloat16] [--target DIR]`: our
   drafter folder -> the DFlash folder (config.json with dflash_config + model.safetensors) that the
   authors' `dflash` package, vLLM or SGLang load, checked against that loader's rules (docs/export.md);
@@ -373,6 +375,8 @@ def parser() -> argparse.ArgumentParser:
                    help="ANSI colours (auto: on a terminal); otherwise brackets mark the tokens")
     c.set_defaults(func=cmd_decode)
 
+    sub.add_parser("verdicts", help="recompute every pair, interval and table of the current results from committed "
+                                    "files (--check, --write-docs, --world DIR)", add_help=False)
     c = sub.add_parser("explore", help="start the Streamlit explorer on 127.0.0.1")
     c.add_argument("--root", default=os.environ.get("DRAFTLAB_ROOT", "."),
                    help="folder with metrics/, plots/, data/ (default: $DRAFTLAB_ROOT or .; .smoke = the smoke run)")
@@ -400,6 +404,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["verdicts"]:  # its own parser (draftlab.verdicts.command)
+        from draftlab.verdicts.command import main as verdicts
+
+        return verdicts(argv[1:])
     ap = parser()
     args, rest = ap.parse_known_args(argv)
     if args.command != "exp" and rest:

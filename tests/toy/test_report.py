@@ -47,7 +47,9 @@ def test_prompt_taus_and_family_pairs_use_each_prompt_as_the_unit():
     assert taus[("dcoco", "t0", "fill")]["fill/eval-fill-0000000"] == 3.0  # the sweep's rows left out
     rows = family_pairs(taus, [["dcoco", "dflash"]], ["copy", "fill"])
     assert [(r["family"], r["prompts"], r["tau_diff"], r["tau_diff_ci"], r["verdict"]) for r in rows] == [
-        ("all", 32, 1.0, [1.0, 1.0], "win"), ("copy", 16, 1.0, [1.0, 1.0], "win"), ("fill", 16, 1.0, [1.0, 1.0], "win")]
+        # every prompt differs by exactly 1: a zero-width interval is degenerate, never a win (stats.verdict)
+        ("all", 32, 1.0, [1.0, 1.0], "degenerate"), ("copy", 16, 1.0, [1.0, 1.0], "degenerate"),
+        ("fill", 16, 1.0, [1.0, 1.0], "degenerate")]
     few = family_pair(prompt_taus(rounds(15, 0), 8), "dcoco", "dflash", ["copy"], "t0", "copy")
     assert few["verdict"] == "descriptive" and few["tau_diff"] == 0.0
     assert family_pair(taus, "dcoco", "dflash", ["copy"], "t1", "copy") is None  # not sampled

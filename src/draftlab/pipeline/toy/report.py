@@ -5,11 +5,12 @@
   unit is a batch (at batch 8, two per family), too coarse for a family's interval; a prompt is the unit here.
 - `family_pairs`: every pair of `benchmark.pairs`, at T=0 and (where both arms sampled) T=1, per task family
   (one benchmark suite per family) and over all families: Δτ = mean over prompts of τ(a) − τ(b), the same prompts on
-  both sides (matched by prompt id), with the paired percentile bootstrap interval over prompts
-  (`stats.percentile_interval`; overall: the families weighed equally, prompts resampled within each); a family with
-  fewer than `min_prompts` prompts is descriptive. The benchmark's own rows (`overall_pairs`: batches as units,
+  both sides (matched by prompt id), with the verdicts' paired interval and sign-flip test (`stats.paired_interval`;
+  overall: the families weighed equally, prompts resampled within each); a family with fewer than `min_prompts`
+  prompts is descriptive. (The replicated re-read is `draftlab verdicts`, draftlab.verdicts.) The benchmark's own rows (`overall_pairs`: batches as units,
   suites as strata) carry the tokens/s ratios.
-- `verdict`: a win when the interval lies above 0 (a ratio's above 1), a loss when below, else no effect shown.
+- `verdict`: the one rule, `stats.verdict` (a win when the interval lies above 0 — a ratio's above 1 —, a loss when
+  below, no effect shown across it; fewer than 10 units descriptive; a zero-width interval degenerate).
 - `consistency`: τ ≈ 1 + Σₖ pₖ (pₖ the unconditional acceptance rate of slot k) — the plain drafter's per-slot
   acceptance on held-out blocks (the pretraining report) against its simulated τ and its engine τ.
 - `ceilings`: what the world makes computable — a perfect drafter's τ on each family (every round emits a whole
@@ -19,16 +20,18 @@
 from __future__ import annotations
 
 import math
-import random
 from statistics import fmean
+
+from draftlab import stats
 
 MIN_PROMPTS = 16  # a family's pair with fewer prompts is descriptive (issue 50: >= 16 prompts per family)
 
 
-def verdict(ci, null: float = 0.0) -> str:
+def verdict(ci, null: float = 0.0, units: int | None = None) -> str:
+    """The one verdict rule (`draftlab.stats.verdict`) for a row whose unit count is `units` (None: not counted)."""
     if not ci or ci[0] is None or ci[1] is None:
         return "no interval"
-    return "win" if ci[0] > null else "loss" if ci[1] < null else "no effect shown"
+    return stats.verdict(ci, units if units is not None else stats.MIN_UNITS, null)
 
 
 Taus = dict  # (arm, temperature key, suite) -> {prompt id: engine τ}
@@ -55,31 +58,24 @@ def _paired(taus: Taus, a: str, b: str, tk: str, suites: list[str]) -> dict[str,
 
 
 def family_pair(taus: Taus, a: str, b: str, suites: list[str], tk: str, label: str,
-                min_prompts: int = MIN_PROMPTS, n_boot: int = 2000) -> dict | None:
+                min_prompts: int = MIN_PROMPTS, n_boot: int = stats.DRAWS) -> dict | None:
     """One pair over `suites` (one family, or all with the families weighed equally; module doc); None when the two
-    arms share no prompt there at `tk`."""
-    from draftlab.stats import percentile_interval
-
+    arms share no prompt there at `tk`. The interval and test are the verdicts' own (`stats.paired_interval`: prompts
+    resampled within their family, the same draw for both arms; the stratified sign-flip test)."""
     by = _paired(taus, a, b, tk, suites)
     if not by:
         return None
-    flat = [(s, i) for s, ps in by.items() for i in range(len(ps))]
-
-    def stat(picks):  # the mean over families of the mean difference over each family's picked prompts
-        per: dict[str, list[float]] = {}
-        for s, i in picks:
-            per.setdefault(s, []).append(by[s][i][0] - by[s][i][1])
-        return fmean(fmean(v) for v in per.values())
-
-    rng = random.Random(0)  # resample within each family (strata), the same draw for both arms
-    boots = [stat([(s, rng.randrange(len(ps))) for s, ps in by.items() for _ in ps]) for _ in range(n_boot)]
-    mid = stat(flat)
-    ci = percentile_interval(boots, 0.95, 4)
-    n = len(flat)
+    diffs = [x - y for ps in by.values() for x, y in ps]
+    strata = [s for s, ps in by.items() for _ in ps]
+    r = stats.paired_interval(diffs, strata, n=n_boot)
+    ci = None if r["ci"] is None else [round(v, 4) for v in r["ci"]]
+    n = len(diffs)
     mean = lambda j: fmean(fmean(p[j] for p in ps) for ps in by.values())  # noqa: E731
-    return {"pair": f"{a} vs {b}", "family": label, "temperature": tk, "prompts": n,
-            "tau_a": round(mean(0), 4), "tau_b": round(mean(1), 4), "tau_diff": round(mid, 4), "tau_diff_ci": ci,
-            "verdict": verdict(ci) if min(len(ps) for ps in by.values()) >= min_prompts else "descriptive"}
+    few = min(len(ps) for ps in by.values()) < min_prompts
+    return {"pair": f"{a} vs {b}", "family": label, "temperature": tk, "prompts": n, "units": {"unit": "prompt", "n": n},
+            "tau_a": round(mean(0), 4), "tau_b": round(mean(1), 4), "tau_diff": round(r["estimate"], 4),
+            "tau_diff_ci": ci, "p": r["p"], "test": r["test"],
+            "verdict": "descriptive" if few else stats.verdict(ci, n)}
 
 
 def family_pairs(taus: Taus, pairs: list[list[str]], suites: list[str], temperatures=("t0", "t1"),
@@ -96,15 +92,25 @@ def family_pairs(taus: Taus, pairs: list[list[str]], suites: list[str], temperat
 
 def overall_pairs(bench: dict) -> list[dict]:
     """The benchmark's own paired rows with their verdicts (Δτ against 0, the tokens/s ratio against 1)."""
-    out = []
+    out, batch = [], int((bench.get("config") or {}).get("batch_size") or 1)
     for p in bench.get("pairs") or []:
         out.append({"pair": p["pair"], "temperature": p["temperature"], "ablation": p.get("ablation", False),
                     "prompts": sum((p.get("prompts") or {}).values()), "tau_diff": p.get("tau_diff"),
-                    "tau_diff_ci": p.get("tau_diff_ci"), "tau_verdict": verdict(p.get("tau_diff_ci")),
+                    "tau_diff_ci": p.get("tau_diff_ci"), "units": _units(p, batch),
+                    "tau_verdict": verdict(p.get("tau_diff_ci"), 0.0, _units(p, batch)["n"]),
                     "tokens_per_s_ratio": p.get("tokens_per_s_ratio"),
                     "tokens_per_s_ratio_ci": p.get("tokens_per_s_ratio_ci"),
-                    "speed_verdict": verdict(p.get("tokens_per_s_ratio_ci"), 1.0)})
+                    "speed_verdict": verdict(p.get("tokens_per_s_ratio_ci"), 1.0, _units(p, batch)["n"])})
     return out
+
+
+def _units(p: dict, batch: int) -> dict:
+    """A benchmark pair row's units: its own `units` where it has them, else its batches (the benchmark's unit before
+    they were named: one per `benchmark.batch_size` prompts of each suite)."""
+    if p.get("units"):
+        return p["units"]
+    n = sum(math.ceil(k / batch) for k in (p.get("prompts") or {}).values())
+    return {"unit": "batch" if batch > 1 else "prompt", "n": n}
 
 
 def consistency(pretrain: dict, bench: dict, arm: str = "dflash") -> dict:
