@@ -202,7 +202,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     t = p.target
     target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)
     install(target.model, t.linear)  # as the benchmark runs it
-    target.compile_steps(p.engine.resolved(target.device.type))
+    target.compile_steps(p.engine.resolved(target.device.type), max_graphs=p.engine.max_graphs)
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (target.eos_token_ids or [0])[0]
     arm = build_arms(target, p.benchmark, layout.checkpoints(p.benchmark.drafter), pad, p.pld, p.drafter.design().block_size,

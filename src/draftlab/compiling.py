@@ -4,8 +4,11 @@ block passes, a corrector's proposal step, the verify-width cut.
 One rule for all of them: `torch.compile(fullgraph=True, dynamic=False)` — a graph break or a symbolic shape is an
 error, not a slow path; one graph per shape —, in mode `reduce-overhead` on CUDA (CUDA graphs: a replay is one
 launch, no Python dispatch per op), inductor's default on CPU. A test (or the dry rehearsal) hands in its own
-`backend` (a counting one, or `DRAFTLAB_COMPILE_BACKEND=eager`: no inductor on 2 cores). The shapes a run meets are
-declared before anything compiles (`draftlab.decoding.shapes`), and torch's recompile limit is set from that count.
+`backend` (a counting one, or `DRAFTLAB_COMPILE_BACKEND=eager`: no inductor on 2 cores). Every `compile_steps` (the
+target's, the drafter's, a corrector proposal's, the verify-width rule's) installs its steps through `compiled_steps`,
+the one place that compiles. The shapes a run meets are planned before anything compiles (`draftlab.decoding.shapes`:
+a run's declaration, or a request's own shapes), and `plan_limit` raises torch's recompile limit to the graphs the
+process has planned per step (torch counts a step's graphs per function, across runs and targets).
 
 Two rules of CUDA graphs the callers obey (docs/decisions.md "A bounded compiled engine"):
 - a buffer that compiled steps mutate in place (K/V, the fills) is allocated once, marked a static address on CUDA
@@ -25,6 +28,8 @@ import os
 import sys
 
 import torch
+
+from draftlab.errors import DraftlabError
 
 BACKEND_ENV = "DRAFTLAB_COMPILE_BACKEND"  # a torch.compile backend name for every step (eager, aot_eager, inductor)
 EMULATE_ENV = "DRAFTLAB_EMULATE_CUDA_GRAPHS"  # 1: the CUDA-graph memory rule emulated on CPU (tests, dry rehearsal)
@@ -94,11 +99,12 @@ def _clone(out):
 class Step:
     """A compiled step: `inner` (the torch.compile'd function) behind the CUDA-graph boundary. `clones`: its outputs
     are cloned before they are handed back (they live in graph memory, or the emulation is on). `name`: the step
-    function's name (what the graph counts are keyed by)."""
+    function's name (what the graph counts are keyed by); `backend`: the backend it was compiled with (None: the
+    project's default), which torch guards on (two backend objects: two graphs of one shape)."""
 
-    def __init__(self, fn, inner, clones: bool, memory: GraphMemory | None):
+    def __init__(self, fn, inner, clones: bool, memory: GraphMemory | None, backend=None):
         self.name, self.inner, self.clones, self.memory = fn.__name__, inner, clones, memory
-        self.__name__ = fn.__name__
+        self.__name__, self.backend = fn.__name__, backend
 
     def __call__(self, *args, **kwargs):
         if self.memory is not None:
@@ -124,7 +130,18 @@ def compile_step(fn, cuda: bool, backend=None) -> Step:
     else:
         inner = torch.compile(fn, fullgraph=True, dynamic=False, mode="reduce-overhead" if cuda else None)
     memory = _MEMORY
-    return Step(fn, inner, uses_graphs(cuda, backend) or memory is not None, memory)
+    return Step(fn, inner, uses_graphs(cuda, backend) or memory is not None, memory, backend)
+
+
+def compiled_steps(mode: str, fns: tuple, cuda: bool, backend=None) -> tuple[tuple, str]:
+    """What a `compile_steps(mode)` installs: `off` -> (the functions themselves, "off"); `on` -> (each compiled with
+    the project's options behind its boundary, `compile_step`; what runs, `step_label`). Another mode is one line."""
+    if mode not in ("on", "off"):
+        raise DraftlabError(f"compile_steps mode {mode!r} is not on or off; pass engine.compile resolved for the "
+                            f"device (EngineConfig.resolved)")
+    if mode == "off":
+        return tuple(fns), "off"
+    return tuple(compile_step(fn, cuda, backend) for fn in fns), step_label(cuda, backend)
 
 
 def step_label(cuda: bool, backend=None) -> str:
@@ -151,6 +168,30 @@ def set_recompile_limit(per_function: int) -> int:
     if hasattr(cfg, "accumulated_recompile_limit"):
         cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 4 * int(per_function))
     return int(getattr(cfg, name))
+
+
+_PLANNED: dict[str, set] = {}  # step -> every graph (its key) that the compiled runs of this process planned for it
+
+
+def backend_key(step) -> object:
+    """What a step's graphs depend on through its backend: the name or None (equal names share graphs), else the
+    backend object's identity (torch tells backend objects apart; a graph keeps its backend alive)."""
+    b = getattr(step, "backend", None)
+    return b if b is None or isinstance(b, str) else ("object", id(b))
+
+
+def plan_limit(graphs: dict[str, set]) -> int:
+    """Add a run's planned graphs (step -> the keys of its graphs: what each depends on) to the process's and raise
+    torch's recompile limit to the most graphs one step has planned (a graph two runs plan counts once); -> the limit
+    in force."""
+    for step, keys in graphs.items():
+        _PLANNED.setdefault(step, set()).update(keys)
+    return set_recompile_limit(max(planned_graphs().values(), default=1))
+
+
+def planned_graphs() -> dict[str, int]:
+    """step -> the graphs the compiled runs of this process have planned for it."""
+    return {step: len(keys) for step, keys in _PLANNED.items()}
 
 
 def cudagraph_skips() -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from draftlab.checks.gates import floor_report, gates
+from draftlab.checks.gates import LIMITS, RULES, floor_report, gate_values, gates
 from draftlab.checks.timing import Rounds, rotations, summarize, time_arms
 from draftlab.stats import quantile
 
@@ -90,6 +90,23 @@ def test_every_gate_passes_on_clean_figures_and_fails_on_a_planted_violation():
     assert gates(CLEAN, {"ratio": 1.07}, FLOOR_OK)["first_arm_retimed"] is False
     slow_copy = floor_report(5.0, 16_000_000_000, 100_000_000, 3000.0, "NVIDIA H200")  # 62% of 4800
     assert gates(CLEAN, {"ratio": 1.0}, slow_copy)["copy_bandwidth"] is False and not slow_copy["valid"]
+
+
+def test_each_gate_is_reported_with_the_worst_value_it_judged():
+    """`gate_values`: per gate the worst figure over levels and arms, its limit and rule, and whether it holds —
+    the verdicts `gates` gives."""
+    v = gate_values(CLEAN, {"ratio": 1.02}, FLOOR_OK)
+    worst = {"break_even_tau_ge_1": min(14.0 / 10.0, 17.0 / 12.0), "verify16_ge_verify1": min(11.0 / 9.5, 15.0 / 11.5),
+             "ar_step_matches_verify1": max(0.5 / 9.5, 0.5 / 11.5), "first_arm_retimed": 0.02,
+             "copy_bandwidth": 4300.0 / 4800.0}
+    assert set(v) == set(worst) == set(LIMITS) == set(RULES)
+    for name, g in v.items():
+        assert g == {"value": pytest.approx(worst[name], rel=1e-12), "limit": LIMITS[name], "rule": RULES[name],
+                     "holds": True}, name
+    assert {k: g["holds"] for k, g in v.items()} == gates(CLEAN, {"ratio": 1.02}, FLOOR_OK)
+    late = gate_values(CLEAN, {"ratio": 0.93}, FLOOR_OK)["first_arm_retimed"]
+    assert late["value"] == pytest.approx(0.07) and late["holds"] is False  # |0.93 - 1| > 0.05
+    assert set(gate_values({}, None, None)) == set()  # nothing to judge: no gate
 
 
 def test_ar_step_over_floor():

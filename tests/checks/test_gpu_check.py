@@ -1,7 +1,10 @@
 """tools/gpu_check.py (over draftlab.checks), the one prepared accelerator check, kept from rotting on CPU:
 
-- its `--dry` mode (the same code at tiny sizes, Triton in its interpreter) runs in a subprocess, every section
-  passes, and every sanity gate holds on that clean run (tests/checks/test_checks_timing.py plants their violations);
+- its `--dry` mode (the same code at tiny sizes, Triton in its interpreter) runs in a subprocess and every section
+  passes; the sanity gates a CPU can judge are each evaluated and reported with the value judged, its limit and
+  rule, and recomputed here from the figures the run recorded — whether they hold is this machine's business (a
+  CPU rehearsal beside other work is not quiet, and the dry run fails nothing on them): no test asserts a timing
+  (tests/checks/test_checks_timing.py plants each gate's violation on fake figures);
 - that same run happens under an import guard that records every import of a package the accelerator machine
   lacks (mlflow, dvc, hydra, omegaconf, streamlit, gguf) together with the file that imported it;
 - bad input is a one-line error; the docs block is spliced without touching the prose; a divergence is located
@@ -9,19 +12,17 @@
 """
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from draftlab.checks import engine, models, report, run
+from draftlab.checks import engine, gates, models, report, run
 from draftlab.checks.common import SCHEMA, Budget, Ctx
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,47 +94,42 @@ def dry_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpu_check")
     rep = tmp / "imports.json"
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "DRAFTLAB_KERNELS")}
-    t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", GUARD, ",".join(FORBIDDEN), str(rep), str(SCRIPT), "--dry",
                            "--out-dir", str(tmp), "--commit", "0123abc"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     out = json.loads((tmp / "gpu_check.json").read_text()) if (tmp / "gpu_check.json").exists() else None
-    return SimpleNamespace(proc=proc, out=out, doc=tmp / "gpu.md", seconds=time.perf_counter() - t0,
+    return SimpleNamespace(proc=proc, out=out, doc=tmp / "gpu.md",
                            imports=json.loads(rep.read_text()) if rep.exists() else None)
 
 
-GATES = {"break_even_tau_ge_1": True, "verify16_ge_verify1": True, "ar_step_matches_verify1": True,
-         "first_arm_retimed": True}  # the gates a CPU can judge (the copy gate needs a datasheet bandwidth)
+CPU_GATES = {"break_even_tau_ge_1", "verify16_ge_verify1", "ar_step_matches_verify1", "first_arm_retimed"}  # the
+# gates a CPU can judge (the copy gate needs a datasheet bandwidth)
+RECORD_EPS = 5e-6  # each float of the JSON keeps 6 significant digits (`checks.common.rnd`): relative error <= 5e-6
 
 
-def clean_concurrency(tmp: Path, tries: int = 4, budget_s: float = 150.0) -> dict:
-    """The concurrency section alone, until a run's timing gates all hold (at least `tries` runs, then more while
-    `budget_s` lasts): on a machine shared with other tests a sustained slowdown during one arm's timing is real
-    interference, which is what the gates catch; a clean run must pass them all. Under make test the other worker's
-    file runs beside each run: three runs in a row have met a slowdown there (the 5% re-time gate, 2026-12-06), and
-    once five in a row within ~40 s (a fresh clone's make test, 2026-12-06, later; the test alone passed at once): the
-    time budget outlasts a neighbour's heavy minutes (each run takes ~10 s)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "DRAFTLAB_KERNELS")}
-    out, t0 = {}, time.perf_counter()
-    for i in itertools.count():
-        if i >= tries and time.perf_counter() - t0 > budget_s:
-            break
-        subprocess.run([sys.executable, str(SCRIPT), "--dry", "--sections", "concurrency", "--out-dir", str(tmp / f"c{i}")],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-        out = json.loads((tmp / f"c{i}" / "gpu_check.json").read_text())
-        if out.get("sanity_gates") == GATES:
-            break
-    return out
+def recorded_tol(value: float) -> float:
+    """How far a gate's value recomputed from the recorded (rounded) figures may lie from the recorded value: a ratio
+    a / b moves by <= 3 eps x value, |a - b| / b by <= eps (2 + 3 x value) (a / b <= 1 + value), |r - 1| by
+    <= eps (1 + 2 x value); twice the largest."""
+    return 2 * RECORD_EPS * (2 + 3 * abs(value))
 
 
-def test_dry_mode_runs_every_section_and_every_gate_holds(dry_run, tmp_path):
+def recomputed_gates(conc: dict) -> dict:
+    """The gates recomputed from what the concurrency section recorded, as the section computes them: per level the
+    p20 of the AR step, of each verify width and of each arm's round; the re-time furthest from 1; the floor."""
+    flat = {k: {"ar_step_ms": v["ar"]["step_p20_ms"], "verify_ms": v["verify_p20_ms"],
+                "arms": {a: x["round_total_p20_ms"] for a, x in v["arms"].items()}} for k, v in conc["levels"].items()}
+    retimes = [v["retime"] for v in conc["levels"].values() if v.get("retime")]
+    retime = max(retimes, key=lambda r: abs(r["ratio"] - 1.0)) if retimes else None
+    return gates.gate_values(flat, retime, conc.get("ar_step_over_floor"))
+
+
+def test_dry_mode_runs_every_section_and_reports_every_gate(dry_run):
+    """Every section passes, whatever this machine's timings; each CPU-judgeable gate is reported with its value,
+    limit and rule, its verdict is its rule applied to its value, the values are what the recorded figures give,
+    and a gate that does not hold is named in the section's notes (reported, not judged)."""
     p, out = dry_run.proc, dry_run.out
     assert out is not None, f"no result written; stderr:\n{p.stderr[-3000:]}"
-    if out.get("sanity_gates") != GATES:  # interference during the run: judge the gates on a clean re-run
-        again = clean_concurrency(tmp_path)
-        assert again["sanity_gates"] == GATES, (out["sanity_gates"], again["sanity_gates"])
-        out["sections"]["concurrency"], out["ok"] = again["sections"]["concurrency"], True
-        out["sections"]["concurrency"]["status"] = again["sections"]["concurrency"]["status"]
     status = {k: v["status"] for k, v in out["sections"].items()}
     errors = {k: v.get("error") or v.get("errors") or v.get("notes") for k, v in out["sections"].items()
               if v["status"] != "ok"}
@@ -151,12 +147,32 @@ def test_dry_mode_runs_every_section_and_every_gate_holds(dry_run, tmp_path):
     assert max(r["tau"] for r in ident if r["engine"] == "speculative/bigram") > 1.5  # blocks really get accepted
     assert {r["rule"] for r in s["engine"]["sampling"]["rules"]} == {"residual", "pointmass"}
     conc = s["concurrency"]
+    assert set(conc["levels"]) == {str(n) for n in run.DRY["streams"]}
     for lvl in conc["levels"].values():
         assert set(lvl["arms"]) == {"dflash", "dcoco", "dspark", "domino"} and set(lvl["verify_ms"]) == {"1", "8", "16"}
         for a in lvl["arms"].values():
             assert set(a["round_ms"]) == set(a["round_p20_ms"]) == {"draft", "propose", "verify", "commit"}
-            assert a["round_total_p20_ms"] <= a["round_total_ms"] and a["break_even_tau"] >= 1
+            assert a["round_total_p20_ms"] <= a["round_total_ms"]  # a quantile below the median of the same rounds
+            ratio = a["round_total_ms"] / lvl["ar"]["step_ms"]  # break-even τ as the section defines it
+            assert abs(a["break_even_tau"] - ratio) <= recorded_tol(ratio), (a["break_even_tau"], ratio)
         assert lvl["ar"]["step_ms"] > 0 and lvl["retime"]["ratio"] > 0 and len(lvl["order"]) == run.DRY["reps"]
+    # the gates: evaluated, reported with value, limit and rule, as the recorded figures give them
+    values = conc["sanity_gate_values"]
+    assert set(values) == set(conc["sanity_gates"]) == CPU_GATES
+    assert out["sanity_gates"] == conc["sanity_gates"] and out["sanity_gate_values"] == values
+    again = recomputed_gates(conc)
+    assert set(again) == CPU_GATES
+    for name, g in values.items():
+        assert set(g) == {"value", "limit", "rule", "holds"} and isinstance(g["value"], float)
+        assert (g["limit"], g["rule"]) == (gates.LIMITS[name], gates.RULES[name])
+        assert g["holds"] is conc["sanity_gates"][name]
+        tol = recorded_tol(g["value"])
+        assert abs(again[name]["value"] - g["value"]) <= tol, (name, again[name]["value"], g["value"])
+        assert g["holds"] == gates.holds(name, g["value"]) or abs(g["value"] - g["limit"]) <= tol, (name, g)
+    failed = sorted(k for k, v in conc["sanity_gates"].items() if not v)
+    named = [n for n in conc["notes"] if n.startswith("sanity gates failed")]
+    assert (named == []) == (failed == []) and all(k in named[0] for k in failed), (failed, named)
+    assert not failed or "reported, not judged" in named[0]
     assert "projected" not in json.dumps(conc)  # a CPU τ times a GPU round time of another model: dropped
     seeded = s["seeded"]  # the cycling target: the seeds are found and accepted
     assert seeded["measures_seeding"] and set(seeded["levels"]) == {"1", "2"}
@@ -167,6 +183,7 @@ def test_dry_mode_runs_every_section_and_every_gate_holds(dry_run, tmp_path):
         assert a["dflash-seeded-cut"]["mean_verified_width"] <= a["dflash-seeded"]["mean_verified_width"]
     doc = dry_run.doc.read_text()
     assert "Dry mode" in doc and "Sanity gates" in doc and "bandwidth floor" in doc and "Seeded drafter rounds" in doc
+    assert "| gate | value | limit | holds |" in doc and "reported, not judged" in doc
     assert all(h in doc for h in ("### 1.", "### 2.", "### 3."))
 
 
@@ -186,9 +203,14 @@ def test_the_compiled_section_runs_last_within_its_graphs(dry_run):
     assert "The compiled engine" in dry_run.doc.read_text()
 
 
-def test_dry_mode_is_quick(dry_run):
-    """`make gpu-check-dry` stays a rehearsal: every section in well under a minute (~30 s measured here)."""
-    assert dry_run.seconds < 90, dry_run.seconds
+def test_the_dry_run_records_its_time_against_its_budget(dry_run):
+    """The run keeps its budget and each section's, and the seconds each section took inside the run's wall time
+    (the check skips what its budget cannot hold; no test judges this machine's speed)."""
+    out = dry_run.out
+    assert out["budget_s"] == run.DRY["budget_s"] and out["section_budgets_s"] == run.DRY["section_s"]
+    secs = [v["seconds"] for v in out["sections"].values()]
+    assert all(x >= 0 for x in secs) and set(out["sections"]) == set(run.SECTIONS)
+    assert sum(secs) <= out["wall_s"] + 0.005 * (len(secs) + 1)  # each figure rounded to 0.01 s
 
 
 def test_imports_only_what_the_accelerator_has(dry_run):
@@ -254,5 +276,22 @@ def test_a_section_budget_skips_stream_counts_and_says_so():
               streams=(1, 2, 3), section=Budget(0.0))
     res = section_concurrency(ctx)
     assert list(res["levels"]) == ["1"] and res["skipped_streams"] == [2, 3]
-    assert res["status"] in ("partial", "failed")  # partial; failed where a gate fails on this one level
+    assert res["status"] == "partial"  # a dry run's gates are reported, not judged: only the skip counts
     assert "skipped [2, 3] streams" in res["notes"][0]
+
+
+def test_a_gate_that_does_not_hold_fails_the_section_only_on_an_accelerator(monkeypatch):
+    """A gate planted to fail (the re-time gate's limit below any |ratio - 1|): a rehearsal (`dry`) reports it with
+    its value and names it in the notes, its status unchanged; the same section as an accelerator run fails."""
+    from draftlab.checks.concurrency import section_concurrency
+
+    monkeypatch.setitem(gates.LIMITS, "first_arm_retimed", -1.0)
+    for dry, status in ((True, "ok"), (False, "failed")):
+        ctx = Ctx(dev=torch.device("cpu"), dry=dry, size=run.DRY, budget=Budget(600.0), sections=["concurrency"],
+                  streams=(1,), section=Budget(600.0))
+        res = section_concurrency(ctx)
+        g = res["sanity_gate_values"]["first_arm_retimed"]
+        assert res["sanity_gates"]["first_arm_retimed"] is False and g["limit"] == -1.0 and g["value"] >= 0
+        assert res["status"] == status and not res["errors"], (dry, res["status"], res["errors"], res["notes"])
+        (note,) = [n for n in res["notes"] if n.startswith("sanity gates failed")]
+        assert "first_arm_retimed" in note and ("reported, not judged" in note) == dry

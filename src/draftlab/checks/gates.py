@@ -12,7 +12,10 @@ A timing that breaks a law of the machine measures the harness, not the device; 
 - `copy_bandwidth`: the device-to-device copy reaches >= 80% of the device's datasheet bandwidth; otherwise (or
   when the datasheet is unknown) `ar_step_over_floor` is marked invalid.
 The concurrency section hands the gates the p20 of each figure (interference from elsewhere only ever adds time,
-so the faster rounds are the device's own). `ar_step_over_floor` = the AR step at 1 stream / ((the target's weight bytes + its KV bytes at that shape) / the
+so the faster rounds are the device's own). Each gate is recorded with the figure it judged, its limit and its rule
+(`gate_values`: value >= or <= limit); on an accelerator a gate that does not hold fails the section, while a CPU
+rehearsal (`--dry`) reports the gates and fails nothing on them (its timings are not a device's).
+`ar_step_over_floor` = the AR step at 1 stream / ((the target's weight bytes + its KV bytes at that shape) / the
 copy bandwidth measured in the same run): 1.0 is the hardware's limit for a memory-bound decode step.
 """
 from __future__ import annotations
@@ -21,8 +24,10 @@ from __future__ import annotations
 DATASHEET_GBPS = {"H200": 4800.0, "H100 SXM": 3350.0, "H100 PCIe": 2000.0, "H100 NVL": 3900.0, "H100": 3350.0,
                   "A100-SXM4-80GB": 2039.0, "A100 80GB PCIe": 1935.0, "A100": 1555.0, "L40S": 864.0,
                   "B200": 8000.0}
-LIMITS = {"verify16_ge_verify1": 0.95, "ar_step_matches_verify1": 0.10, "first_arm_retimed": 0.05,
-          "copy_bandwidth": 0.80}
+LIMITS = {"break_even_tau_ge_1": 1.0, "verify16_ge_verify1": 0.95, "ar_step_matches_verify1": 0.10,
+          "first_arm_retimed": 0.05, "copy_bandwidth": 0.80}
+RULES = {"break_even_tau_ge_1": ">=", "verify16_ge_verify1": ">=", "ar_step_matches_verify1": "<=",
+         "first_arm_retimed": "<=", "copy_bandwidth": ">="}  # how a gate's value must stand to its limit
 
 
 def datasheet_gbps(device_name: str) -> float | None:
@@ -83,25 +88,36 @@ def floor_report(ar_step_ms: float | None, weight_bytes: int, kv: int, copy_gbps
     return out
 
 
-def gates(levels: dict, retime: dict | None, floor: dict | None) -> dict:
-    """name -> True / False over a concurrency result: `levels` = stream count -> {"ar_step_ms", "verify_ms" {T: ms},
-    "arms" {name: round median ms}}; `retime` = {"ratio"}; `floor` = `floor_report`. A gate with nothing to judge
-    (no AR step, no verify table, no datasheet) is left out."""
-    g: dict[str, bool] = {}
+def holds(name: str, value: float) -> bool:
+    """Whether gate `name` holds at `value` (its rule against its limit)."""
+    return value >= LIMITS[name] if RULES[name] == ">=" else value <= LIMITS[name]
+
+
+def gate_values(levels: dict, retime: dict | None, floor: dict | None) -> dict:
+    """name -> {"value", "limit", "rule", "holds"} over a concurrency result: `levels` = stream count ->
+    {"ar_step_ms", "verify_ms" {T: ms}, "arms" {name: round ms}}; `retime` = {"ratio"}; `floor` = `floor_report`.
+    The value is the worst case over levels and arms: the least round / AR step, the least verify(16) / verify(1),
+    the largest |AR step - verify(1)| / verify(1); |retime ratio - 1|; copy / datasheet bandwidth. A gate with
+    nothing to judge (no AR step, no verify table, no datasheet) is left out."""
     be, v16, arv = [], [], []
     for lvl in levels.values():
         ar, v = lvl.get("ar_step_ms"), lvl.get("verify_ms") or {}
         if ar:
-            be += [ms / ar >= 1.0 for ms in (lvl.get("arms") or {}).values() if ms is not None]
+            be += [ms / ar for ms in (lvl.get("arms") or {}).values() if ms is not None]
             if v.get("1"):
-                arv.append(abs(ar - v["1"]) <= LIMITS["ar_step_matches_verify1"] * v["1"])
+                arv.append(abs(ar - v["1"]) / v["1"])
         if v.get("1") and v.get("16"):
-            v16.append(v["16"] >= LIMITS["verify16_ge_verify1"] * v["1"])
-    for name, xs in (("break_even_tau_ge_1", be), ("verify16_ge_verify1", v16), ("ar_step_matches_verify1", arv)):
-        if xs:
-            g[name] = all(xs)
+            v16.append(v["16"] / v["1"])
+    worst = {"break_even_tau_ge_1": min(be, default=None), "verify16_ge_verify1": min(v16, default=None),
+             "ar_step_matches_verify1": max(arv, default=None)}
     if retime and retime.get("ratio") is not None:
-        g["first_arm_retimed"] = abs(retime["ratio"] - 1.0) <= LIMITS["first_arm_retimed"]
+        worst["first_arm_retimed"] = abs(retime["ratio"] - 1.0)
     if floor and floor.get("datasheet_gbps"):
-        g["copy_bandwidth"] = bool(floor.get("valid"))
-    return g
+        worst["copy_bandwidth"] = floor["copy_gbps"] / floor["datasheet_gbps"]
+    return {k: {"value": v, "limit": LIMITS[k], "rule": RULES[k], "holds": holds(k, v)}
+            for k, v in worst.items() if v is not None}
+
+
+def gates(levels: dict, retime: dict | None, floor: dict | None) -> dict:
+    """name -> True / False: whether each gate of `gate_values` holds."""
+    return {k: g["holds"] for k, g in gate_values(levels, retime, floor).items()}

@@ -48,11 +48,20 @@ def header(out: dict) -> list[str]:
     if env.get("mode") == "dry":
         lines.append("\n*Dry mode: tiny shapes on CPU, Triton in its interpreter. It proves the code paths, not "
                      "the speeds: none of these times are GPU figures.*")
-    gates = out.get("sanity_gates") or {}
+    gates, values = out.get("sanity_gates") or {}, out.get("sanity_gate_values") or {}
     if gates:
-        lines += ["", "**Sanity gates** (judged on p20s of rounds; a failed gate fails its section: the timings measure "
-                  "something other than the device's work):", ""]
-        lines += markdown_table(["gate", "holds"], [[GATE_TEXT.get(k, k), 'yes' if v else '**NO**'] for k, v in gates.items()])
+        judge = ("computed on p20s of rounds; reported, not judged: a CPU rehearsal's timings are not a device's"
+                 if env.get("mode") == "dry" else "judged on p20s of rounds; a failed gate fails its section: the "
+                 "timings measure something other than the device's work")
+        lines += ["", f"**Sanity gates** ({judge}):", ""]
+        if values:  # a record of schema v2 before the values were kept renders its verdicts alone
+            lines += markdown_table(["gate", "value", "limit", "holds"],
+                                    [[GATE_TEXT.get(k, k), _f(values.get(k, {}).get("value")),
+                                      f"{values[k]['rule']} {values[k]['limit']:g}" if k in values else "–",
+                                      'yes' if v else '**NO**'] for k, v in gates.items()])
+        else:
+            lines += markdown_table(["gate", "holds"], [[GATE_TEXT.get(k, k), 'yes' if v else '**NO**']
+                                                        for k, v in gates.items()])
     fl = out.get("ar_step_over_floor")
     if fl:
         lines.append(f"\n**AR step ÷ bandwidth floor** at {fl.get('streams', 1)} stream(s): "

@@ -90,6 +90,7 @@ def run(args) -> int:
         sec["seconds"] = round(time.perf_counter() - t, 2)
         if name == "concurrency":  # the run's headline: gates and the floor, at the top of the JSON
             out["sanity_gates"] = sec.get("sanity_gates", {})
+            out["sanity_gate_values"] = sec.get("sanity_gate_values", {})
             out["ar_step_over_floor"] = sec.get("ar_step_over_floor")
         print(f"[gpu_check] {name}: {sec['status']} ({sec['seconds']} s)", file=sys.stderr, flush=True)
         out["wall_s"] = round(budget.elapsed(), 2)

@@ -22,6 +22,7 @@ from draftlab.config.checks import _choice
 from draftlab.errors import ConfigError
 
 COMPILE_MODES = ("auto", "off", "on")
+MAX_GRAPHS = 48  # the default cap on the graphs one compiled run plans (also `TargetModel.compile_steps`'s)
 
 
 @dataclass
@@ -30,7 +31,7 @@ class EngineConfig:
     kv_capacity: int = 0  # KV slots per stream; 0 = sized from each request (compiled: from the run's longest)
     batch_sizes: list[int] = field(default_factory=list)  # compiled: batch sizes declared beside the run's own
     verify_widths: list[int] = field(default_factory=list)  # compiled: verify widths; [] = powers of two + the block
-    max_graphs: int = 48  # compiled: the most graphs a run may declare (each costs seconds to compile)
+    max_graphs: int = MAX_GRAPHS  # compiled: the most graphs a run may declare (each costs seconds to compile)
 
     def check(self, p: str) -> None:
         self.compile = _choice(f"{p}.compile", self.compile, COMPILE_MODES)  # YAML's off (False) -> 'off'
@@ -42,8 +43,9 @@ class EngineConfig:
         if self.verify_widths and 1 not in self.verify_widths:
             raise ConfigError(f"{p}.verify_widths={list(self.verify_widths)} must include 1 (an AR step, a round "
                               f"with nothing proposed)")
-        if self.max_graphs < 1:
-            raise ConfigError(f"{p}.max_graphs={self.max_graphs} must be >= 1")
+        if isinstance(self.max_graphs, bool) or not isinstance(self.max_graphs, int) or self.max_graphs < 1:
+            raise ConfigError(f"{p}.max_graphs={self.max_graphs!r} must be an integer >= 1 (the most compiled graphs "
+                              f"one run may plan; default {MAX_GRAPHS})")
 
     def check_room(self, p: str, prompt_tokens: int, new_tokens: int, block: int) -> None:
         """One line when a fixed capacity cannot hold the longest request the run can make."""

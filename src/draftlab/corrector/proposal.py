@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from draftlab.compiling import compile_step, step_label
+from draftlab.compiling import compiled_steps
 from draftlab.corrector.base import Corrector, DraftBlock
 from draftlab.corrector.variants import RULES
 from draftlab.decoding.api import DraftOutput, Proposal
@@ -47,11 +47,8 @@ class CorrectorProposal:
 
     def compile_steps(self, mode: str = "on", backend=None) -> str:
         """Compile `propose_step` (`off` restores it eager); returns what runs."""
-        if mode == "off":
-            self.step, self.compiled = propose_step, "off"
-        else:
-            cuda = self.corrector.device.type == "cuda"
-            self.step, self.compiled = compile_step(propose_step, cuda, backend), step_label(cuda, backend)
+        (self.step,), self.compiled = compiled_steps(mode, (propose_step,), self.corrector.device.type == "cuda",
+                                                     backend)
         return self.compiled
 
     @torch.no_grad()

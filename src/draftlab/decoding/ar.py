@@ -35,7 +35,7 @@ def generate_ar(
     timer = PhaseTimer(dev)
     t_start = timer.now()
     n = len(prompts)
-    shapes = run_shapes(target, prompts, max_new_tokens, 1)  # compiled steps: the run's declared shapes
+    shapes = run_shapes(target, prompts, max_new_tokens, 1)  # compiled: the run's shapes, its graphs planned first
     if shapes is None:
         rows = list(range(n))  # original stream index of each active row
         sc = StreamCache(target, n, kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, 1))

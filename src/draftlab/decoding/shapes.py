@@ -18,11 +18,14 @@ torch turns the graph after its recompile limit into a hard failure (`fullgraph=
   next round's). A wider context (a prompt's, at prefill) runs the eager step, as every prefill does.
 
 `plan_graphs` enumerates, for the requests of a run (arm, batch, temperature), every (step, key) a compiled engine
-can meet: the count per step is the formula the run records, sets the recompile limit from, and refuses past
-`engine.max_graphs` in one line; `warm` compiles each of them on scratch buffers before any timed generation and
-reports the seconds per step. The keys say what a graph depends on: the target pass on (batch, width, taps); a
-drafter pass on the drafter's structure (two drafters of one architecture share graphs: their weights are inputs),
-batch and width; a proposal step on its module's structure, its constants and the batch.
+can meet: the count per step is the formula the run records and refuses past `engine.max_graphs` in one line
+(`admit`), and the graphs the process has planned set torch's recompile limit (`compiling.plan_limit`); `warm`
+compiles each of them on scratch buffers before any timed generation and reports the seconds per step. Whatever path
+compiles — a declared run (`prepare_run`), or the library's own surface (`compile_steps("on")`, then the engine's
+`generate`) —, every decode plans its request's graphs before its first compiled call (`run_shapes`). The keys say
+what a graph depends on: the target pass on (batch, width, taps); a drafter pass on the drafter's structure (two
+drafters of one architecture share graphs: their weights are inputs), batch and width; a proposal step on its
+module's structure, its constants and the batch; the process's count adds the run's capacity and the target.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from dataclasses import MISSING, dataclass, field
 
 import torch
 
+from draftlab.config.engine import MAX_GRAPHS
 from draftlab.decoding.tree import tree_nodes
 from draftlab.errors import DraftlabError
 from draftlab.verifier.slots import capacity_for
@@ -121,9 +125,12 @@ class Part:
 
 def parts(arm, temperature: float) -> list[Part]:
     """The engine parts an arm decodes with at `temperature` (an arm keeping one drafter per temperature gives the
-    one it uses; a peer run by other code — Hugging Face `generate`, the authors' loop — none; None: an AR decode)."""
+    one it uses; a peer run by other code — Hugging Face `generate`, the authors' loop — none; None: an AR decode; a
+    Part: itself, the engine's own request)."""
     if arm is None:
         return [Part()]
+    if isinstance(arm, Part):
+        return [arm]
     if hasattr(arm, "greedy") and hasattr(arm, "sampled"):
         return parts(arm.greedy if temperature == 0 else arm.sampled, temperature)
     if getattr(arm, "speculative", False) and hasattr(arm, "proposer"):
@@ -193,6 +200,14 @@ class GraphPlan:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+    def without(self, *steps: str) -> "GraphPlan":
+        """The plan less the graphs of `steps` (steps that run eagerly)."""
+        out = GraphPlan()
+        for step, key, job in self.jobs:
+            if step not in steps:
+                out.add(step, key, job)
+        return out
 
 
 def plan_graphs(shapes: Shapes, requests, target) -> GraphPlan:
@@ -305,43 +320,77 @@ def halvings(n: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def run_shapes(target, prompts: list[list[int]], max_new_tokens: int, block: int) -> Shapes | None:
-    """The shapes a decode runs under: None when the target's steps run eagerly; else the run's declared shapes
-    (`target.shapes`, set by the stage before anything compiles), or — a compiled target without a declaration (one
-    request of `draftlab decode`, a test) — the request's own: its capacity bucketed, its batch and its halvings.
-    A request the declaration cannot hold is one line before anything runs."""
-    if getattr(target, "compiled", "off") == "off":
+def compiles(target, part: Part) -> bool:
+    """Whether a decode of `part` on `target` runs a compiled step: the target's, the drafter's or a proposal
+    step's (its own, or its inner step's)."""
+    prop = part.proposer
+    steps = (target, part.drafter, prop, getattr(prop, "inner", None))
+    return any(getattr(x, "compiled", "off") != "off" for x in steps)
+
+
+def run_shapes(target, prompts: list[list[int]], max_new_tokens: int, block: int, part: Part = Part()) -> Shapes | None:
+    """The shapes a decode of `part` (default: AR) runs under, its graphs planned before the first compiled call:
+    None when every step runs eagerly; else the run's declared shapes (`target.shapes`, set before anything compiles),
+    or — no declaration (the library's own surface, one request of `draftlab decode`, a test) — the request's own:
+    its capacity bucketed, its batch and its halvings. The request's graphs are planned (`plan_graphs`) and admitted
+    under `target.max_graphs` (`admit`: the recompile limit raised to what the process planned). A request the
+    declaration cannot hold, or a plan over the cap, is one line before anything runs."""
+    if not compiles(target, part):
         return None
     longest = max(len(p) for p in prompts)
     s = getattr(target, "shapes", None)
     if s is None:
-        return declare(longest, max_new_tokens, block, halvings(len(prompts)))
-    s.batch(len(prompts))
-    s.fits(longest, max_new_tokens, block)
+        s = declare(longest, max_new_tokens, block, halvings(len(prompts)))
+    else:
+        s.batch(len(prompts))
+        s.fits(longest, max_new_tokens, block)
+    plan = plan_graphs(s, [(part, len(prompts), 0.0)], target)
+    if getattr(target, "compiled", "off") == "off":  # a compiled drafter or proposal step beside an eager target
+        plan = plan.without("stream_step", "tree_step")
+    admit(target, s, plan, getattr(target, "max_graphs", MAX_GRAPHS))
     return s
 
 
-_DECLARED: dict[str, int] = {}  # graphs declared per step by the compiled runs of this process (the recompile limit)
+def admit(target, shapes: Shapes, plan: GraphPlan, max_graphs: int, where: str = "engine") -> int:
+    """A run's plan before anything compiles: one line when it holds more than `max_graphs` graphs; else its graphs
+    join the process's (keyed by what each depends on beyond the plan's key: the run's capacity, the target and the
+    step's backend) and torch's recompile limit is raised to the most one step has planned (`compiling.plan_limit`).
+    -> the limit."""
+    from draftlab.compiling import backend_key, plan_limit
 
-
-def prepare_run(target, shapes: Shapes, requests, max_graphs: int, where: str = "engine") -> dict:
-    """Before a compiled run: plan its graphs (one line when a request lies outside the declared shapes, or when
-    they number more than `max_graphs`), raise torch's recompile limit to the most graphs one step declares, hand
-    the target its shapes, and compile every graph on scratch buffers. -> the record the run keeps: the shapes, the
-    graphs per step and in all, the limit, the compile seconds per step (apart from every timing) and inductor's
-    CUDA-graph fallbacks (`compiling.cudagraph_skips`)."""
-    from draftlab.compiling import cudagraph_skips, graph_memory, set_recompile_limit
-
-    plan = plan_graphs(shapes, requests, target)
     if plan.total > max_graphs:
         per = ", ".join(f"{k} {v}" for k, v in sorted(plan.counts.items()))
         raise DraftlabError(f"the run declares {plan.total} compiled graphs ({per}), more than {where}.max_graphs="
                             f"{max_graphs}; run fewer batch sizes, widths or arms compiled, raise {where}.max_graphs, "
                             f"or set {where}.compile=off")
-    for step, n in plan.counts.items():  # a process may run several compiled runs: their graphs add up per step
-        _DECLARED[step] = _DECLARED.get(step, 0) + n
-    limit = set_recompile_limit(max(_DECLARED.values(), default=1))
-    target.shapes = shapes
+    model = (repr(getattr(target, "config", None)), str(getattr(target, "dtype", None)), str(target.device))
+    graphs: dict[str, set] = {}
+    for step, key, job in plan.jobs:
+        graphs.setdefault(step, set()).add((shapes.capacity, model, backend_key(_compiled(job, target)), key))
+    return plan_limit(graphs)
+
+
+def _compiled(job, target):
+    """The compiled function a planned graph belongs to (a job of `GraphPlan.jobs`)."""
+    kind = job[0]
+    if kind in ("target", "tree"):
+        return target.step if kind == "target" else target.tree
+    if kind in ("context", "block"):
+        return job[1]._steps[0 if kind == "context" else 1]
+    return job[3].step if kind == "propose" else job[3]._cut
+
+
+def prepare_run(target, shapes: Shapes, requests, max_graphs: int, where: str = "engine") -> dict:
+    """Before a compiled run: plan its graphs (one line when a request lies outside the declared shapes, or when
+    they number more than `max_graphs`), raise torch's recompile limit to what the process planned (`admit`), hand
+    the target its shapes and cap, and compile every graph on scratch buffers. -> the record the run keeps: the
+    shapes, the graphs per step and in all, the limit, the compile seconds per step (apart from every timing) and
+    inductor's CUDA-graph fallbacks (`compiling.cudagraph_skips`)."""
+    from draftlab.compiling import cudagraph_skips, graph_memory
+
+    plan = plan_graphs(shapes, requests, target)
+    limit = admit(target, shapes, plan, max_graphs, where)
+    target.shapes, target.max_graphs = shapes, max_graphs  # each decode of the run plans within them (`run_shapes`)
     skips = cudagraph_skips()
     seconds = warm(plan, shapes, target)
     return {"shapes": {"capacity": shapes.capacity, "batches": list(shapes.batches), "widths": list(shapes.widths)},

@@ -20,7 +20,7 @@ from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep, Tracks
 from draftlab.decoding.common import (GenerationResult, Outputs, PhaseTimer, RoundLog, RoundRecord, live_rows,
                                      partial_on_interrupt, retire, seed_marks, seed_topk, to_host)
 from draftlab.decoding.round import PHASES, RoundResult, speculative_round, tap_ids, valid_positions
-from draftlab.decoding.shapes import pad_batch, run_shapes
+from draftlab.decoding.shapes import Part, pad_batch, run_shapes
 from draftlab.decoding.tree import tree_nodes
 from draftlab.decoding.verify import SamplingParams, sample_next
 from draftlab.verifier.model import TargetModel
@@ -47,7 +47,8 @@ class SpeculativeEngine:
         timer = PhaseTimer(dev)
         t_start = timer.now()
         span = max((S, *tree_nodes(self.proposer)))  # slots one round appends: a block, or a tree's nodes
-        shapes = run_shapes(target, prompts, max_new_tokens, span)  # compiled steps: the run's declared shapes
+        # compiled steps: the run's shapes, the request's graphs planned before its first compiled call
+        shapes = run_shapes(target, prompts, max_new_tokens, span, Part(drafter, self.proposer))
         if shapes is None:
             rows = list(range(n))  # original stream index of each active row
             cap = self.kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, span)

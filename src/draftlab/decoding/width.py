@@ -36,7 +36,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from draftlab.compiling import compile_step
+from draftlab.compiling import compiled_steps
 from draftlab.decoding.api import DraftOutput, DrafterProposal, Proposal, ProposalStep
 from draftlab.decoding.verify import SamplingParams
 from draftlab.errors import DraftlabError
@@ -113,8 +113,8 @@ class SpanProposal(DrafterProposal):
         verify width is the bound max_b m_b + extra (at most n), which the round rounds to its fixed widths, and
         no round reads L back; eager (`off`), W = max_b L_b, read from the device (free on a CPU). The inner
         step is compiled alike when it can be."""
+        (self._cut,), _ = compiled_steps(mode, (span_cut,), torch.cuda.is_available(), backend)
         self.compiled = "off" if mode == "off" else "host-widths"
-        self._cut = span_cut if mode == "off" else compile_step(span_cut, torch.cuda.is_available(), backend)
         if hasattr(self.inner, "compile_steps"):
             self.inner.compile_steps(mode, backend)
         return self.compiled

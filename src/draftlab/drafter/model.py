@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from draftlab.compiling import compile_step, step_label
+from draftlab.compiling import compiled_steps
 from draftlab.drafter.arch import FORMAT, DrafterArch, DrafterDesign, arch_from_target  # noqa: F401  (re-exported)
 from draftlab.drafter.flex import build_block_mask, flex_available, flex_supported
 from draftlab.drafter.layers import DrafterLayer, RMSNorm, Rotary
@@ -348,12 +348,8 @@ class DFlashDrafter(nn.Module):
     def compile_steps(self, mode: str = "on", backend=None) -> str:
         """Compile the two inference passes (`drafter.steps`: context_step, block_step) like the target's
         (`TargetModel.compile_steps`): full graph, fixed shapes, CUDA graphs on CUDA; `off` restores eager."""
-        if mode == "off":
-            self._steps, self.compiled = (context_step, block_step), "off"
-        else:
-            cuda = self.device.type == "cuda"
-            self._steps = (compile_step(context_step, cuda, backend), compile_step(block_step, cuda, backend))
-            self.compiled = step_label(cuda, backend)
+        self._steps, self.compiled = compiled_steps(mode, (context_step, block_step), self.device.type == "cuda",
+                                                    backend)
         return self.compiled
 
     def extend_context(self, state: DrafterState, feats: Tensor, valid: Tensor, positions: Tensor) -> None:

@@ -18,7 +18,8 @@ import torch
 from torch import Tensor, nn
 
 from draftlab.verifier.forward import KVCache, decoder_forward, stream_step, tree_step
-from draftlab.compiling import compile_step, step_label
+from draftlab.compiling import compiled_steps
+from draftlab.config.engine import MAX_GRAPHS
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 
@@ -54,18 +55,25 @@ class TargetModel(nn.Module):
         self.compiled = "off"
         self.backend = None  # the torch.compile backend the steps were compiled with (None: the project's default)
         self.shapes = None  # a compiled run's declared shapes (`decoding.shapes`), set before anything compiles
+        self.max_graphs = MAX_GRAPHS  # engine.max_graphs: the most graphs one compiled run may plan
 
-    def compile_steps(self, mode: str = "on", backend=None) -> str:
-        """Compile the streams' pass: `torch.compile(fullgraph=True, dynamic=False)`, mode `reduce-overhead` (CUDA
-        graphs) on CUDA, inductor's default on CPU; one graph per shape (batch, new tokens, slots, taps). `off`
-        restores the eager pass. Returns what runs (recorded by the benchmark)."""
-        if mode == "off":
-            self.step, self.tree, self.compiled, self.backend, self.shapes = stream_step, tree_step, "off", None, None
+    def compile_steps(self, mode: str = "on", backend=None, max_graphs: int = MAX_GRAPHS) -> str:
+        """Compile the streams' pass and the tree pass (`compiling.compiled_steps`): `torch.compile(fullgraph=True,
+        dynamic=False)`, mode `reduce-overhead` (CUDA graphs) on CUDA, inductor's default on CPU; one graph per shape
+        (batch, new tokens, slots, taps). A decode plans its graphs before its first compiled call and refuses a plan of
+        more than `max_graphs` (engine.max_graphs) in one line (`decoding.shapes.run_shapes`). `off` restores the
+        eager passes. Returns what runs (recorded by the benchmark)."""
+        if isinstance(max_graphs, bool) or not isinstance(max_graphs, int) or max_graphs < 1:
+            from draftlab.errors import DraftlabError
+
+            raise DraftlabError(f"max_graphs={max_graphs!r} must be an integer >= 1 (engine.max_graphs: the most "
+                                f"compiled graphs one run may plan)")
+        (self.step, self.tree), self.compiled = compiled_steps(mode, (stream_step, tree_step),
+                                                               self.device.type == "cuda", backend)
+        if mode == "off":  # eager: no backend, no declared run
+            self.backend, self.shapes, self.max_graphs = None, None, MAX_GRAPHS
         else:
-            cuda = self.device.type == "cuda"
-            self.step = compile_step(stream_step, cuda, backend)
-            self.tree = compile_step(tree_step, cuda, backend)
-            self.compiled, self.backend = step_label(cuda, backend), backend
+            self.backend, self.max_graphs = backend, max_graphs
         return self.compiled
 
     # ---- facts about the model ------------------------------------------------------------
