@@ -43,9 +43,11 @@ TOY_TINY = ["target.toy.train.layers=2", "target.toy.train.hidden=32", "target.t
             "target.arch.intermediate_size=64", "profile.omp_wait_policy=passive",
             "reference.num_train_prompts=24", "reference.num_heldout_prompts=4", "reference.max_new_tokens=56",
             "pretrain.max_steps=20", "pretrain.max_minutes=1.0", "pretrain.batch_size=4", "pretrain.val_every=10",
-            "pretrain.checkpoint_every=10", "seeded.pretrain.max_minutes=0.2", "specopd.max_steps=4",
+            "pretrain.checkpoint_every=10", "seeded.pretrain.max_minutes=0.2", "seeded.pretrain.max_steps=10",
+            "specopd.max_steps=4",
             "specopd.batch_size=2", "specopd.val_every=0", "specopd.checkpoint_every=2", "specopd.cost_sequences=1",
             "corrector.max_steps=6", "corrector.max_minutes=0.5", "corrector.variant_max_minutes=0.2",
+            "corrector.variant_steps={}",  # the world's step budgets are its real run's: the smoke's are tiny
             "corrector.batch_size=4", "corrector.val_every=0", "benchmark.prompts_per_suite=1",
             "benchmark.ablation_prompts_per_suite=1", "benchmark.sampled_prompts_per_suite=1",
             "benchmark.max_new_tokens=12", "benchmark.concurrency=[1,2]", "benchmark.concurrency_prompts=2",

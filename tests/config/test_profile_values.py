@@ -23,7 +23,7 @@ RENAMED = {"corrector.dim": (D + "dcoco.dim",), "corrector.hidden": (D + "dcoco.
            "corrector.seq_rank": (D + "dspark.rank", D + "domino.rank", D + "dflash2.rank"),
            "corrector.seq_gate": (D + "dspark.gate",)}
 # keys new since the fixture, with their values: a family added since (LiLiCorr, issue 54) brings its default settings
-ADDED = {"corrector.family_modules": [],
+ADDED = {"corrector.family_modules": [], "corrector.variant_steps": {},
          D + "lilicorr": {"width": 128, "factor_dim": 128, "layers": 2, "heads": 4, "scale": 8.0, "preset": "nopen",
                           "w_ce": 0.125, "w_margin": 0.125, "w_pen": 0.0, "margin": 2.0}}
 
@@ -31,7 +31,25 @@ ADDED = {"corrector.family_modules": [],
 CHANGED = {
     # issue 54's verdict: the toy world co-trains LiLiCorr and its -pair ablation beside the other correctors
     "toy/toy": {"corrector.variants": ["dcoco", "nopair", "nocand", "frozen", "specopd-dcoco", "specopd-dcoco-t1",
-                                       "dspark", "domino", "dflash2", "lilicorr", "lilicorr-nopair"]},
+                                       "dspark", "domino", "dflash2", "lilicorr", "lilicorr-nopair"],
+                # issue 61: step budgets where a verdict reads the model (the frozen run's update counts; the target's
+                # 3,569 steps with no wall-clock cap), and LiLiCorr's arms in the benchmark (a labelled addition)
+                "corrector.variant_steps": {"dcoco": 592, "nopair": 155, "nocand": 155, "frozen": 176,
+                                            "specopd-dcoco": 153, "specopd-dcoco-t1": 151, "dspark": 2520,
+                                            "domino": 2075, "dflash2": 2324, "lilicorr": 184, "lilicorr-nopair": 183},
+                "pretrain.max_steps": 2878, "pretrain.max_minutes": 0.0,
+                "seeded.pretrain.max_steps": 695, "seeded.pretrain.max_minutes": 0.0,
+                "specopd.max_minutes": 0.0, "target.toy.train.max_steps": 3569, "target.toy.train.budget_s": 0,
+                "benchmark.arms": ["ar", "pld", "dflash", "dflash-pld", "dcoco", "dspark", "domino", "dflash2",
+                                   "dflash-specopd", "dflash-seeded", "dflash-seeded-cut", "lilicorr"],
+                "benchmark.ablation_arms": ["dflash-long", "dcoco-globalsum", "dcoco-geometric", "dcoco-nopair",
+                                            "dcoco-nocand", "dcoco-frozen", "specopd-dcoco", "lilicorr-nopair"],
+                "benchmark.pairs": [["dflash", "ar"], ["dcoco", "dflash"], ["dspark", "dcoco"], ["domino", "dcoco"],
+                                    ["dflash2", "dcoco"], ["dcoco-globalsum", "dcoco"], ["dcoco-geometric", "dcoco"],
+                                    ["dcoco-nopair", "dcoco"], ["dcoco-nocand", "dcoco"], ["dcoco-frozen", "dcoco"],
+                                    ["dflash-specopd", "dflash"], ["dflash-seeded", "dflash"],
+                                    ["dflash-seeded-cut", "pld"], ["dflash-pld", "pld"], ["lilicorr", "dcoco"],
+                                    ["lilicorr", "dflash"], ["lilicorr-nopair", "lilicorr"]]},
 }
 
 

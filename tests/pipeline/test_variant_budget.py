@@ -63,3 +63,43 @@ def test_bad_fraction_is_one_line(root, value):
     with pytest.raises(ConfigError, match=r"^corrector.variant_budget_fraction=.* must lie in \(0, 1\]") as e:
         build_params(compose_params([f"corrector.variant_budget_fraction={value}"], root / "conf"))
     assert "\n" not in str(e.value)
+
+
+def test_the_toy_profile_trains_every_variant_on_a_step_budget(root, monkeypatch):
+    """A verdict reads the model, so the toy world's correctors train on the updates the frozen run made in its minutes
+    (corrector.variant_steps): a loaded machine changes their time, not their models; the plan counts those steps."""
+    from draftlab.plan import stages as plan_stages
+
+    from draftlab.pipeline.names import method_names
+
+    monkeypatch.chdir(root / "worlds" / "toy")  # the world's prompt files are relative to its folder
+    toy = build_params(compose_params(["profile=toy"], root / "conf"), names=method_names())
+    c = toy.corrector
+    assert set(c.variant_steps) == set(c.variants) and c.variant_steps["dcoco"] == 592 and c.variant_steps["dspark"] == 2520
+    main, views = _views(toy)
+    for v in c.variants:
+        _, view = views[v]
+        assert view.max_steps == c.variant_steps[v] and view.max_minutes == 0.0 and view.epochs == 0.0, v
+    assert toy.pretrain.max_steps == 2878 and toy.pretrain.max_minutes == 0.0
+    assert toy.specopd.max_steps == 60 and toy.specopd.max_minutes == 0.0
+    notes = " ".join(plan_stages.corrector(toy, *_shape_and_device(toy)).notes)
+    assert "dspark: ~2520 steps" in notes and "dflash-long: ~592 steps" in notes
+
+
+def _shape_and_device(params):
+    from draftlab.plan.arch import target_shape
+    from draftlab.plan.stages import PRESETS
+
+    return target_shape(params.target), PRESETS["cpu"]
+
+
+@pytest.mark.parametrize("steps, msg", [({"nope": 5}, "not a variant of corrector.variants"),
+                                        ({"dcoco": 0}, "whole number of updates >= 1"),
+                                        ({"dcoco": 2.5}, "variant_steps.dcoco: .*could not be converted to Integer")])
+def test_a_bad_step_budget_is_one_line(root, monkeypatch, steps, msg):
+    import json
+
+    monkeypatch.chdir(root / "worlds" / "toy")
+    with pytest.raises(ConfigError, match=msg):
+        build_params(compose_params(["profile=toy", f"+corrector.variant_steps={json.dumps(steps)}"
+                                     .replace('"', "")], root / "conf"))

@@ -80,13 +80,57 @@ def load_run(name: str, names=None):
     """(params, target shape, results folder, folder) of a committed run of `RUNS`; `names`: the method tables
     (draftlab.pipeline.names.method_names(), from the caller: this layer imports no method), which the plan's corrector
     stage needs (its families' budget roles and cost models)."""
-    from draftlab.params import load_params
+    import yaml
+
+    from draftlab.params import build_params
 
     folder = RUNS[name][0]
+    raw = yaml.safe_load((folder / paths.PARAMS).read_text())
+    for dotted, value in ran_with(folder).items():  # each stage's inputs as the run had them
+        *path, key = dotted.split(".")
+        node = raw
+        for part in path:
+            node = node.setdefault(part, {})
+        if value is DEFAULT:
+            node.pop(key, None)
+        else:
+            node[key] = value
     with _in(folder):
-        p = load_params("params.yaml", [], names=names)  # no arm names: the run is committed
+        p = build_params(raw, names=names)  # no arm names: the run is committed
         t = target_shape(p.target, None)
     return p, t, folder / paths.RESULTS, folder
+
+
+def ran_with(folder: Path) -> dict:
+    """The params each stage of the committed run ran with, as its dvc.lock records them (dotted key -> value, the
+    later stages' last): a run is predicted from its own inputs, not today's params.yaml (the toy world's method stages
+    ran on minute budgets, its replicates on step budgets: docs/decisions.md "Verdicts that survive a second look")."""
+    import yaml
+
+    lock = folder / "dvc.lock"
+    if not lock.exists():
+        return {}
+    out: dict = {}
+
+    def walk(prefix: str, value) -> None:  # only what sizes a run: its budgets and the arms it decoded
+        if isinstance(value, dict):
+            for k in RAN_WITH:  # a recorded section without a key today's has: the run had its default
+                out.setdefault(f"{prefix}.{k}", DEFAULT)
+            for k, v in value.items():
+                walk(f"{prefix}.{k}", v)
+        elif prefix.rsplit(".", 1)[-1] in RAN_WITH:
+            out[prefix] = value
+
+    for stage in (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).values():
+        for k, v in ((stage.get("params") or {}).get(paths.PARAMS) or {}).items():
+            walk(k, v)
+    return out
+
+
+DEFAULT = object()  # `ran_with`: the run's section had no such key (the schema's default applies)
+# the keys `ran_with` takes from a run's dvc.lock (older locks hold sections of an older schema: only these are read)
+RAN_WITH = ("max_steps", "max_minutes", "epochs", "variant_max_minutes", "variant_steps", "variant_budget_fraction",
+            "budget_s", "baseline_max_steps", "arms", "ablation_arms", "sampled_arms", "variants")
 
 
 def predicted(p, t, dev: Device, folder: Path) -> dict[str, float]:
