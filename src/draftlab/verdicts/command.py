@@ -49,7 +49,8 @@ def render(kind: str, args: dict, root: Path) -> str:
         return M.arm_table(rows) if kind == "arms" else M.suite_table(rows)
     plan, recs, frames, rd = B.cached("world", str(root / args["world"]))
     if kind == "replicates":
-        return M.pair_table(rd[args.get("family", "primary")], replicated=True)
+        rows = rd[args.get("family", "primary")]
+        return M.compact_table(rows) if args.get("compact") == "1" else M.pair_table(rows, replicated=True)
     if kind == "spread":
         return spread_table(rd, recs)
     if kind == "speed":

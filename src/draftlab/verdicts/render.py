@@ -50,6 +50,18 @@ def suite_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def compact_table(rows: list[dict]) -> str:
+    """The replicated pairs in four columns (the README's): pair and temperature, Δτ with its interval, the verdict."""
+    u = next((r["tau_units"] for r in rows if r.get("tau_units")), None)
+    over = f", {u['n']} prompts x {u['runs']} runs" if u and u.get("runs") else ""
+    out = [f"| pair | T | Δτ [95%{over}] | verdict |", "|---|---|---|---|"]
+    for r in rows:
+        d = (num(r["tau_diff"], ".2f", True) + ci(r.get("tau_diff_ci"), ".2f", True)) if r.get("tau_diff") is not None \
+            else "not run"
+        out.append(f"| {r['pair']} | {r['temperature']:g} | {d} | {r.get('verdict_holm') or r.get('verdict')} |")
+    return "\n".join(out)
+
+
 def pair_table(rows: list[dict], replicated: bool = False) -> str:
     head = ("| pair | T | Δτ [95%] | unit | p (test) | verdict | tokens/s ratio, total time | geometric mean | "
             "speed unit |")

@@ -142,8 +142,6 @@ def annotate_file(path) -> int:
     import json
     from pathlib import Path
 
-    from draftlab.io import atomic_write
-
     path = Path(path)
     d = json.loads(path.read_text())
     before = len(missing(d))
@@ -158,9 +156,21 @@ def annotate_file(path) -> int:
     else:
         cfg = d.get("config") or (d.get("benchmark") if isinstance(d.get("benchmark"), dict) else {}) or {}
         annotate(d, int(cfg.get("batch_size") or run_batch), "benchmark")
+    rewrite_json(path, d)
+    return before
+
+
+def rewrite_json(path, d: dict) -> None:
+    """Write `d` over the committed JSON file `path` in the file's own layout (its indent, full float precision), so
+    that only what changed shows in a diff."""
+    import json
+    from pathlib import Path
+
+    from draftlab.io import atomic_write
+
+    path = Path(path)
     text = path.read_text()
     second = text.splitlines()[1] if "\n" in text else ""
-    indent = len(second) - len(second.lstrip(" ")) or None  # the file's own layout: only the new keys differ
+    indent = len(second) - len(second.lstrip(" ")) or None
     out = json.dumps(d, indent=indent, ensure_ascii=False) + ("\n" if text.endswith("\n") else "")
     atomic_write(path, lambda p: p.write_text(out))
-    return before

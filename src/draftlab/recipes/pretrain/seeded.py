@@ -129,7 +129,8 @@ def summarise(rows: list[dict], n_boot: int = 2000, level: float = 0.95, seed: i
         for a, b in PAIRS:
             d_sum, d_mean = sums[a] - sums[b], means[a] - means[b]  # [m]
             row: dict = {"diff": float(d_sum.sum() / blocks.sum()) if m else None,
-                         "diff_per_sequence": float(d_mean.mean()) if m else None, "ci": None, "ci_per_sequence": None}
+                         "diff_per_sequence": float(d_mean.mean()) if m else None, "ci": None, "ci_per_sequence": None,
+                         "units": {"unit": "sequence", "n": m}}  # both intervals resample held-out sequences
             if boot is not None:
                 row["ci"] = percentile_interval(d_sum[boot].sum(1) / blocks[boot].sum(1), level)
                 row["ci_per_sequence"] = percentile_interval(d_mean[boot].mean(1), level)
