@@ -20,13 +20,18 @@ def json_digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
-    """The sha256 of a file's bytes, read in chunks (a GGUF's pinned digest, the offline pack's pieces)."""
-    h = hashlib.sha256()
+def file_hash(path: str | Path, algorithm: str = "sha256", chunk: int = 1 << 22) -> str:
+    """The hex digest of a file's bytes, read in chunks: sha256 (a GGUF's pinned digest, the offline pack's pieces),
+    md5 (what names a replicate's target, draftlab.pipeline.replicate)."""
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    return file_hash(path, "sha256", chunk)
 
 
 def umask() -> int:

@@ -126,6 +126,7 @@ TOY_REPORT = f"{RESULTS}/toy_report.json"
 TREES = f"{RESULTS}/trees.json"
 LILICORR = f"{RESULTS}/lilicorr.json"
 LILICORR_WORK = f"{WORK}/lilicorr_verdict"
+REPLICATES = "replicates"  # in a world's folder: <target md5[:12]>/base/ and seed-N/ (draftlab.pipeline.replicate)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,9 @@ TOOL_OUTPUTS: tuple[ToolOutput, ...] = (
                "paired (in the run's folder)"),
     ToolOutput(LILICORR_WORK, "tools/lilicorr_verdict.py", "--train's LiLiCorr co-trained beside the corrector stage's "
                "variants (correctors/: links to the stage's and its own; git-ignored)"),
+    ToolOutput(f"{REPLICATES}/<tid>/seed-<N>", "tools/toy_world.py", "a replicate of a world's method stages (replicate "
+               "--seed N; in the world's folder): its record, params, results, per-prompt records and plain drafter; "
+               "<tid>/base/ the target and references every replicate reads"),
     ToolOutput(f"{RESULTS}/<profile>", "tools/gpu_run.py", "a fetched results bundle rendered (rendered_results: "
                "its reports, bundle.json and plots/)"),
     ToolOutput(f"{METRICS}/<profile>", "tools/gpu_run.py", "a fetched results bundle's headline metrics "

@@ -20,7 +20,6 @@ plain drafter (models/drafter/pretrained: a world's small model); the rest (link
 models) is ignored (.gitignore)."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import resource
@@ -33,26 +32,21 @@ from pathlib import Path
 
 from draftlab import paths
 from draftlab.errors import DraftlabError
-from draftlab.io import atomic_write, write_json
+from draftlab.io import atomic_write, file_hash, write_json
 
-REPLICATES = "replicates"  # inside a world's folder
+REPLICATES = paths.REPLICATES  # inside a world's folder
 BASE = "base"
 BASE_RECORD = "base.json"
 RECORD = "replicate.json"
 STAGES = ("check_params", "pretrain_drafter", "pretrain_seeded", "specopd", "corrector", "benchmark")
 # the seeds a replicate sets: torch's global seed (stage_main) and each training section's initialisation and data order
 SEED_KEYS = ("profile.seed", "pretrain.seed", "specopd.seed", "corrector.seed")
-KEPT = ("replicate.json", "params.yaml", "results", "metrics", "plots", paths.PLAIN_DRAFTER)  # what git keeps
 ROOT = Path(__file__).resolve().parents[3]
 WEIGHTS = "model.safetensors"
 
 
-def md5_file(path: str | Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+def md5_file(path: str | Path) -> str:
+    return file_hash(path, "md5")
 
 
 def target_md5(folder: str | Path) -> str:

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.verdicts import blocks as B, reading as R, render as M
 
@@ -21,7 +22,7 @@ def load(kind: str, folder: Path):
 
     if kind == "run":
         df = run_records(folder)
-        cfg = json.loads((folder / "results" / "benchmark.json").read_text()).get("config") or {}
+        cfg = json.loads((folder / paths.BENCH_DETAIL).read_text()).get("config") or {}
         return df, cfg
     plan = read_plan(folder / PLAN)
     recs, frames = replicate_records(folder, plan.arms_at())
@@ -96,7 +97,7 @@ def changes_table(rd: dict, world: Path) -> str:
     """Each primary pair: the committed single-run reading (the world's toy_report.json family rows over all
     families) beside the replicated one."""
     old = {}
-    rep = world / "results" / "toy_report.json"
+    rep = world / paths.TOY_REPORT
     if rep.exists():
         for r in json.loads(rep.read_text()).get("family_pairs") or []:
             if r.get("family") == "all":
