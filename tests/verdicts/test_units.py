@@ -22,9 +22,10 @@ def test_every_committed_interval_carries_its_unit_and_count(path: Path):
 def test_a_batch_is_one_unit_and_a_pair_counts_its_batches():
     """The toy world's benchmark bootstrapped 2 batches of 8 per suite: its pairs' intervals rest on 6 units, not the
     48 prompts docs/results.md once called them."""
+    # a pair row of before 2026-12-06 counted its units per suite under `prompts` (2 batches of 8 prompts each)
     d = {"config": {"batch_size": 8, "suites": ["a", "b", "c"], "prompts_per_suite": 16},
-         "pairs": [{"a": "x", "b": "y", "prompts": {"a": 16, "b": 16, "c": 16}, "tau_diff_ci": [0.1, 0.3],
-                    "no_loop": {"prompts": {"pooled": 9}, "tau_diff_ci": [0.0, 0.2]}}],
+         "pairs": [{"a": "x", "b": "y", "prompts": {"a": 2, "b": 2, "c": 2}, "tau_diff_ci": [0.1, 0.3],
+                    "no_loop": {"prompts": {"pooled": 2}, "tau_diff_ci": [0.0, 0.2]}}],
          "summary": {"x": {"tau_t0": 2.0, "tau_t0_ci": [1.0, 3.0]}}}
     assert len(missing(d)) == 3
     annotate(d, 8)

@@ -253,7 +253,7 @@ def pair_stats(units: dict, a: str, b: str, tk: str, weights: Weights, drop_loop
             continue
         loop_a, loop_b = dict(zip(ua.keys(), ua.loop)), dict(zip(ub.keys(), ub.loop))
         keys = [k for k in ua.keys() if k in loop_b and not (drop_loops and (loop_a[k] or loop_b[k]))]
-        counts[s] = len(keys)
+        counts[s] = sum(k.count(",") + 1 for k in keys)  # prompts (a unit of a lockstep batch holds several)
         if not keys:
             continue
         um = any(x != ar_arm and not any(u.tau_n) for x, u in ((a, ua), (b, ub)))

@@ -75,8 +75,9 @@ def _pair(row: dict, batch: int, counted: bool = False, tool: dict | None = None
         if isinstance(row.get("no_loop"), dict):
             _pair(row["no_loop"], batch)
         return
-    if "prompts" in row:
-        n = int(row["prompts"]) if counted and not isinstance(row["prompts"], dict) else _count(row["prompts"], batch)
+    if "prompts" in row:  # a benchmark pair row of before 2026-12-06: its `prompts` counted its units per suite
+        pr = row["prompts"]
+        n = sum(int(v) for v in pr.values()) if isinstance(pr, dict) else int(pr) if counted else _count(pr, batch)
         row["units"] = {"unit": _unit(batch), "n": n}
     elif tool is not None and isinstance(tool.get("benchmark"), dict):  # a tool's row: its pair's prompts per suite
         cfg = tool["benchmark"]

@@ -105,12 +105,11 @@ def overall_pairs(bench: dict) -> list[dict]:
 
 
 def _units(p: dict, batch: int) -> dict:
-    """A benchmark pair row's units: its own `units` where it has them, else its batches (the benchmark's unit before
-    they were named: one per `benchmark.batch_size` prompts of each suite)."""
+    """A benchmark pair row's units: its own `units` where it has them, else what a row of before 2026-12-06 counted
+    under `prompts` (its units per suite: batches of `benchmark.batch_size` prompts)."""
     if p.get("units"):
         return p["units"]
-    n = sum(math.ceil(k / batch) for k in (p.get("prompts") or {}).values())
-    return {"unit": "batch" if batch > 1 else "prompt", "n": n}
+    return {"unit": "batch" if batch > 1 else "prompt", "n": sum((p.get("prompts") or {}).values())}
 
 
 def consistency(pretrain: dict, bench: dict, arm: str = "dflash") -> dict:
