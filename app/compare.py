@@ -4,7 +4,7 @@ A source is either a result folder (any folder with results/benchmark.json — a
 outputs in .smoke/, a copy of an older run) or a git revision / DVC experiment of the root repository: DVC
 commits an experiment as a git commit (refs/exps/...), and the benchmark detail is a `cache: false` output,
 so `git show <rev>:results/benchmark.json` reads it without checking anything out; the list of experiments
-comes from `dvc exp show --json`. Shown: each arm's τ / speedup / tokens/s (mean over suites) with its 95%
+comes from `dvc exp show --json`. Shown: each arm's τ (mean over suites) / speedup / tokens/s (total tokens / total seconds over the suites) with its 95%
 interval in both, the difference, whether the two intervals are disjoint, the per-suite numbers, the same
 chart for both (fixed arm colours) and the benchmark settings that differ.
 """
@@ -58,7 +58,7 @@ def pick_source(col, label: str, root: Path) -> tuple[str, dict | L.Missing]:
 
 
 def comparison_table(sa: pd.DataFrame, sb: pd.DataFrame, temp: str, metric: str, names=("A", "B")) -> pd.DataFrame:
-    """Per arm: the metric (mean over suites) and its interval in A and B, B − A, and whether the intervals are
+    """Per arm: the metric (the summary's: τ the mean over suites, speed over the mix in total time) and its interval in A and B, B − A, and whether the intervals are
     disjoint (None when a side has no interval). Arms present in only one side keep a row with n/a."""
     a_name, b_name = names
 
@@ -89,7 +89,7 @@ def settings_diff(da: dict, db: dict, names=("A", "B")) -> pd.DataFrame:
 def compare(root: Path) -> None:
     st.header("Compare two benchmark results")
     st.caption("Each side: a result folder, or a git revision / DVC experiment of the root repository. The numbers "
-               "are each arm's mean over suites with its 95% bootstrap interval over prompts.")
+               "are each arm's summary (τ: mean over suites; speed: total tokens / total seconds) with its 95% bootstrap interval.")
     cols = st.columns(2)
     picked = [pick_source(cols[0], "A", root), pick_source(cols[1], "B", root)]
     for col, (_, d) in zip(cols, picked):
@@ -115,7 +115,7 @@ def compare(root: Path) -> None:
                "conservative sign that a difference exceeds the noise (overlapping ones do not prove there is none).")
     long = pd.concat([sa.assign(source=na), sb.assign(source=nb)])
     long = long[(long["temperature"] == temp) & (long["metric"] == metric)]
-    st.altair_chart(P.ci_chart(long, f"{metric} per arm at {F.temp_label(temp)} (mean over suites, 95% interval)",
+    st.altair_chart(P.ci_chart(long, f"{metric} per arm at {F.temp_label(temp)} (the summary over suites, 95% interval)",
                                column="source", metric=metric))
     st.subheader("Per suite")
     ra, rb = L.benchmark_rows(da), L.benchmark_rows(db)

@@ -76,9 +76,9 @@ def peers_section(detail: dict, tk: str) -> None:
     shown = F.table(df.assign(tau=[v if isinstance(v, str) else F.fmt(v, "tau") for v in df["tau"]]))
     st.dataframe(shown, hide_index=True, width="stretch")
     ratio = df.dropna(subset=["ratio to AR"]).rename(columns={"ratio to AR": "ratio_to_ar"}).assign(
-        suite="mean", temperature=F.temp_label(tk))
+        suite="all suites", temperature=F.temp_label(tk))
     if not ratio.empty:
-        st.altair_chart(P.bar_chart(ratio, "ratio_to_ar", f"Tokens/s ratio to AR (mean over suites, {F.temp_label(tk)})",
+        st.altair_chart(P.bar_chart(ratio, "ratio_to_ar", f"Tokens/s ratio to AR (total time over suites, {F.temp_label(tk)})",
                                     rule=1.0, y_title="tokens/s ratio to AR"), width="stretch")
     st.caption("`hf-generate`: Hugging Face `generate`, greedy, batch 1 (`-pld`: with prompt_lookup_num_tokens); "
                "`dflash-ref`: the DFlash authors' `dflash_generate` with the pretrained drafter. Reference rows run "

@@ -26,16 +26,21 @@ def label(arm: str, ablation) -> str:
 
 
 def positions_rows(df: pd.DataFrame, temp: str, suites: list) -> pd.DataFrame:
-    """The bins at `temp` of `suites` pooled over those suites (tokens and rounds summed, τ = tokens ÷ rounds,
-    tokens/s and speedup averaged over suites), with the `label` column."""
+    """The bins at `temp` of `suites` pooled over those suites (tokens, rounds and seconds summed: τ = tokens ÷ rounds,
+    tokens/s = tokens ÷ seconds, the speedup that over AR's in the same bin — total time, never a mean of the suites'
+    ratios), with the `label` column. A bin's seconds are its tokens ÷ its tokens/s."""
     sel = df[(df["temperature"] == temp) & df["suite"].isin(suites)]
     if sel.empty:
         return sel.assign(label=pd.Series(dtype=str))
     if "ablation" not in sel.columns:
         sel = sel.assign(ablation=False)
+    sel = sel.assign(seconds=sel["tokens"] / sel["tokens_per_s"].where(sel["tokens_per_s"] > 0))
     g = sel.groupby(["arm", "ablation", "start"], as_index=False).agg(
-        rounds=("rounds", "sum"), tokens=("tokens", "sum"), tokens_per_s=("tokens_per_s", "mean"),
-        speedup=("speedup", "mean"))
+        rounds=("rounds", "sum"), tokens=("tokens", "sum"), seconds=("seconds", "sum"))
+    g["tokens_per_s"] = g["tokens"] / g["seconds"].where(g["seconds"] > 0)
+    ar = g[g["arm"] == "ar"].set_index("start")["tokens_per_s"]
+    g["speedup"] = [t / ar[s] if s in ar.index and ar[s] and t == t else None
+                    for t, s in zip(g["tokens_per_s"], g["start"])]
     g["tau"] = g["tokens"] / g["rounds"].where(g["rounds"] > 0)
     g["label"] = [label(a, x) for a, x in zip(g["arm"], g["ablation"])]
     return g

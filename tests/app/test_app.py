@@ -782,6 +782,11 @@ def test_positions_plot_and_ablation_marks(fixture_root):
     assert set(g["label"]) == {"ar", "dflash", "dcoco (ablation)"}
     pooled = g[(g["arm"] == "dflash") & (g["start"] == 0)].iloc[0]  # two suites pooled: tokens / rounds
     assert pooled["rounds"] == 20 and pooled["tau"] == pytest.approx(pooled["tokens"] / 20)
+    # speed pooled in total time: Σ tokens / Σ seconds (each bin's tokens / its tokens/s), over AR's in the same bin
+    rows = df[(df["temperature"] == "t0") & df["suite"].isin(["mt-bench", "humaneval"]) & (df["start"] == 0)]
+    tps = lambda arm: (lambda r: r["tokens"].sum() / (r["tokens"] / r["tokens_per_s"]).sum())(rows[rows["arm"] == arm])  # noqa: E731
+    assert pooled["tokens_per_s"] == pytest.approx(tps("dflash"))
+    assert pooled["speedup"] == pytest.approx(tps("dflash") / tps("ar"))
 
 
 # ---------------------------------------------------------------- oracles, headroom, rows without acceptance
