@@ -3,16 +3,19 @@ side in one process, with the benchmark's paired 95% intervals (the tools tree_v
 The run's benchmark settings are kept (suites, prompts per suite, batch, interleave, temperatures); the concurrency
 sweep, the ablation sample, resume and the round records are off; `sampled` names the arms decoded at T>0 and
 `pair_prompts` sizes chosen pairs as benchmark.pair_prompts_per_suite does. What it keeps of the benchmark's detail
-(`record`) is the same for every verdict tool."""
+(`record`) is the same for every verdict tool: the arms' summaries and the pairs with their units and the one
+verdict rule, and every prompt's record (`bench.report.prompt_frame`), so the file recomputes its own figures."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
 
 from draftlab import paths
 
-SUMMARY_KEYS = ("tau_t0", "tau_t1", "tokens_per_s_t0", "tokens_per_s_t1", "speedup_t0", "speedup_t1", "tau_t0_ci",
-                "tau_t1_ci", "tokens_per_s_t0_ci", "tokens_per_s_t1_ci", "tokens_equal_ar_t0")
-PAIR_KEYS = ("a", "b", "temperature", "tau_diff", "tau_diff_ci", "tokens_per_s_ratio", "tokens_per_s_ratio_ci")
+SUMMARY_KEYS = ("tau_t0", "tau_t1", "tokens_per_s_t0", "tokens_per_s_t1", "speedup_t0", "speedup_t1",
+                "speedup_geomean_t0", "speedup_geomean_t1", "tau_t0_ci", "tau_t1_ci", "tokens_per_s_t0_ci",
+                "tokens_per_s_t1_ci", "units_t0", "units_t1", "tokens_equal_ar_t0")
+PAIR_KEYS = ("a", "b", "temperature", "prompts", "units", "tau_diff", "tau_diff_ci", "tau_verdict", "tokens_per_s_ratio",
+             "tokens_per_s_ratio_ci", "tokens_per_s_ratio_geomean", "speed_verdict")
 SETUP_KEYS = ("target", "device", "dtype", "engine", "threads", "interleave", "prompts", "timing_s")
 BENCH_KEYS = ("suites", "prompts_per_suite", "pair_prompts_per_suite", "max_new_tokens", "temperatures",
               "batch_size", "interleave")
@@ -57,7 +60,11 @@ def run_arms(params, correctors: str | None = None) -> dict:
     checkpoints = layout.checkpoints(params.benchmark.drafter)
     if correctors is not None:
         checkpoints = replace(checkpoints, correctors=correctors)
-    detail, _ = run(target, params, BenchPaths(checkpoints, None))
+    from draftlab.bench.report import prompt_frame
+
+    detail, runs = run(target, params, BenchPaths(checkpoints, None))
+    frame = prompt_frame(runs.runs, runs.extra)  # the per-prompt records, kept in the verdict's file
+    detail["per_prompt"] = {c: frame[c].where(frame[c].notna(), None).tolist() for c in frame.columns}
     return detail
 
 
@@ -67,6 +74,8 @@ def record(about: str, note: str, arms: list[str], detail: dict, params) -> dict
             "summary": {a: {k: v for k, v in e.items() if k in SUMMARY_KEYS} for a, e in detail["summary"].items()},
             "pairs": [{k: r.get(k) for k in PAIR_KEYS} for r in detail.get("pairs", [])],
             "setup": {k: detail.get("setup", {}).get(k) for k in SETUP_KEYS},
+            # the per-prompt records (bench.report.prompt_frame, by column): every pair recomputes from the file
+            "per_prompt": detail.get("per_prompt"),
             "benchmark": {f.name: getattr(params.benchmark, f.name) for f in fields(params.benchmark)
                           if f.name in BENCH_KEYS}}
 
