@@ -32,7 +32,8 @@ LAYERS = [
     ["explore"],  # what the explorer reads and shows, without Streamlit (app/ holds the pages)
     ["recipes"],  # each stage's recipe: reference, pretraining, SpecOPD, corrector co-training (their Lightning modules)
     ["pipeline"],
-    ["offline"],  # the offline regime runner: the stages in order without DVC / MLflow (tools/gpu_run.py)
+    ["offline", "verdicts"],  # the offline regime runner: the stages in order without DVC / MLflow (tools/gpu_run.py);
+    # verdicts: every current figure re-read from committed files (`draftlab verdicts`; reads the replicates' folders)
     ["cli"],  # the console script
 ]
 # the plain-torch packages: no configuration, no Lightning, no MLflow, no DVC (they take tensors and small objects)

@@ -27,12 +27,14 @@ from __future__ import annotations
 import os
 import sys
 
-import torch
-
 from draftlab.errors import DraftlabError
+
+# torch is imported where it is used: the configuration (config.engine) reads MAX_GRAPHS, and a stage sets OpenMP's
+# wait policy before torch loads (draftlab.omp)
 
 BACKEND_ENV = "DRAFTLAB_COMPILE_BACKEND"  # a torch.compile backend name for every step (eager, aot_eager, inductor)
 EMULATE_ENV = "DRAFTLAB_EMULATE_CUDA_GRAPHS"  # 1: the CUDA-graph memory rule emulated on CPU (tests, dry rehearsal)
+MAX_GRAPHS = 48  # the default cap on the graphs one compiled run plans (engine.max_graphs; `TargetModel.compile_steps`'s)
 
 
 class GraphMemory:
@@ -46,6 +48,8 @@ class GraphMemory:
         self.read_after = 0  # of those, how many a caller still referenced (kept past the boundary)
 
     def before_call(self) -> None:
+        import torch
+
         self.calls += 1
         for t in self.last:
             with torch.no_grad():
@@ -74,6 +78,8 @@ def graph_memory() -> GraphMemory | None:
 
 
 def _tensors(out):
+    import torch
+
     if torch.is_tensor(out):
         yield out
     elif isinstance(out, (tuple, list)):
@@ -85,6 +91,8 @@ def _tensors(out):
 
 
 def _clone(out):
+    import torch
+
     if torch.is_tensor(out):
         return out.clone()
     if isinstance(out, tuple):
@@ -124,6 +132,8 @@ def uses_graphs(cuda: bool, backend=None) -> bool:
 
 def compile_step(fn, cuda: bool, backend=None) -> Step:
     """`fn` compiled with the project's options (see the module docstring), behind its boundary."""
+    import torch
+
     backend = backend if backend is not None else os.environ.get(BACKEND_ENV) or None
     if backend is not None:
         inner = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
@@ -154,6 +164,8 @@ def step_label(cuda: bool, backend=None) -> str:
 
 def static_buffer(t: torch.Tensor) -> torch.Tensor:
     """Mark a buffer that compiled steps mutate in place as a static address (CUDA only; a no-op elsewhere)."""
+    import torch
+
     if t.is_cuda:
         torch._dynamo.mark_static_address(t, guard=False)
     return t
@@ -162,6 +174,8 @@ def static_buffer(t: torch.Tensor) -> torch.Tensor:
 def set_recompile_limit(per_function: int) -> int:
     """Raise torch's recompile limit (graphs per function before `fullgraph=True` fails; 8 by default) to the run's
     declared count, never lower it; returns the limit in force."""
+    import torch
+
     cfg = torch._dynamo.config
     name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
     setattr(cfg, name, max(int(getattr(cfg, name)), int(per_function)))

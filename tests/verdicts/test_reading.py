@@ -11,7 +11,7 @@ import pytest
 
 from draftlab import paths
 from draftlab.errors import DraftlabError
-from draftlab.verdicts import reading as R
+from draftlab.verdicts import reading as R, render as M
 from draftlab.verdicts.plan import read_plan
 from draftlab.verdicts.records import replicate_records, run_records
 
@@ -66,6 +66,8 @@ def test_the_crossed_reading_over_replicates_and_holm_on_the_primary_pairs(tmp_p
     assert rd["secondary"][0]["verdict_holm"] == "descriptive"
     assert rd["base"]["tau_per_run"] == pytest.approx([3.3, 3.35, 3.4]) and rd["base"]["units"] == {"unit": "run", "n": 3}
     assert rd["primary"][0]["speed"] == pytest.approx(0.6 / 0.7) and rd["primary"][0]["speed_units"]["runs"] == 3
+    su = rd["primary"][0]["speed_units"]  # a run's timing units, and all of them over the runs
+    assert su["total"] == 3 * su["n"] and M.units(su) == f"{su['n']} {su['unit'][:-len(' x run')]}s x 3 runs"
 
 
 def test_a_plan_in_one_line(tmp_path: Path):

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from draftlab.compiling import MAX_GRAPHS
 from draftlab.config.checks import _choice
 from draftlab.errors import ConfigError
 
 COMPILE_MODES = ("auto", "off", "on")
-MAX_GRAPHS = 48  # the default cap on the graphs one compiled run plans (also `TargetModel.compile_steps`'s)
 
 
 @dataclass

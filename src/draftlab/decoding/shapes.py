@@ -34,7 +34,7 @@ from dataclasses import MISSING, dataclass, field
 
 import torch
 
-from draftlab.config.engine import MAX_GRAPHS
+from draftlab.compiling import MAX_GRAPHS
 from draftlab.decoding.tree import tree_nodes
 from draftlab.errors import DraftlabError
 from draftlab.verifier.slots import capacity_for

@@ -15,11 +15,14 @@ Kinds (paths relative to the repository root):
 - `changes world=DIR`: each primary pair's committed single-run reading beside the replicated one."""
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 from pathlib import Path
 
+from draftlab import paths
 from draftlab.errors import DraftlabError
+from draftlab.verdicts import reading as R, render as M
 
 DOCS = ("README.md", "docs/results.md", "docs/toy-world.md")
 BEGIN = re.compile(r"^<!-- verdicts: (?P<spec>[^>]*?) -->$")
@@ -59,10 +62,37 @@ def blocks(text: str) -> list[tuple[int, int, str]]:
 
 
 def render_block(spec: str, root: Path) -> str:
-    from draftlab.verdicts import command
-
     kind, args = parse_spec(spec)
-    return command.render(kind, args, root)
+    return render(kind, args, root)
+
+
+def render(kind: str, args: dict, root: Path) -> str:
+    """One block's table from the committed files it names (run=DIR: a run's per-prompt records; world=DIR: a world's
+    replicates read with its plan)."""
+    if kind in ("arms", "suites", "pairs"):
+        df, cfg = cached("run", str(root / args.get("run", ".")))
+        t = float(args.get("t", 0))
+        if kind == "pairs":
+            temps = [t] if "t" in args else sorted(set(df.temperature))
+            pairs = [(a, b, tt) for tt in temps for a, b in cfg.get("pairs") or [] if "best" not in (a, b)
+                     and not R._rows(df, a, tt).empty and not R._rows(df, b, tt).empty]
+            return M.pair_table([R.pair_row(df, a, b, tt) for a, b, tt in pairs])
+        arms = args["arms"].split(",") if "arms" in args else list(cfg.get("arms") or [])
+        rows = [R.arm_row(df, a, t) for a in arms if not R._rows(df, a, t).empty]
+        return M.arm_table(rows) if kind == "arms" else M.suite_table(rows)
+    if "world" not in args:
+        raise DraftlabError(f"verdicts block kind {kind!r} needs world=DIR")
+    plan, recs, frames, rd = cached("world", str(root / args["world"]))
+    if kind == "replicates":
+        rows = rd[args.get("family", "primary")]
+        return M.compact_table(rows) if args.get("compact") == "1" else M.pair_table(rows, replicated=True)
+    if kind == "spread":
+        return M.spread_table(rd, recs)
+    if kind == "speed":
+        return M.speed_table(frames, args.get("a", "dflash"), args.get("b", "ar"))
+    if kind == "changes":
+        return M.changes_table(rd, root / args["world"])
+    raise DraftlabError(f"verdicts block kind {kind!r}: one of arms, suites, pairs, replicates, spread, speed, changes")
 
 
 def rewrite(text: str, root: Path) -> str:
@@ -111,6 +141,21 @@ def check(root: Path, docs=DOCS) -> list[str]:
 @lru_cache(maxsize=None)
 def cached(kind: str, path: str):
     """Readings shared by several blocks of one command (a run's records, a world's replicates)."""
-    from draftlab.verdicts import command
+    return load(kind, Path(path))
 
-    return command.load(kind, Path(path))
+
+def load(kind: str, folder: Path):
+    """'run': (per-prompt records, the run's benchmark config); 'world': (plan, replicate records, frames, reading)."""
+    from draftlab.verdicts.plan import PLAN, read_plan
+    from draftlab.verdicts.records import replicate_records, run_records
+
+    if kind == "run":
+        df = run_records(folder)
+        cfg = json.loads((folder / paths.BENCH_DETAIL).read_text()).get("config") or {}
+        return df, cfg
+    plan = read_plan(folder / PLAN)
+    recs, frames = replicate_records(folder, plan.arms_at())
+    if len({r["world_hash"] for r in recs}) == 1 and plan.world_hash and recs[0]["world_hash"] != plan.world_hash:
+        raise DraftlabError(f"{folder}: the replicates' world {recs[0]['world_hash'][:12]} is not the plan's "
+                            f"{plan.world_hash[:12]}")
+    return plan, recs, frames, R.read_replicates(frames, plan)

@@ -191,7 +191,8 @@ def pooled_speed(frames: list[pd.DataFrame], a: str, b: str, t: float, samples=P
     r = stats.ratio_interval(u.ta, u.sa, u.tb, u.sb, list(u.suite))
     unit = "prompt" if (u.prompts == 1).all() else "batch"
     return {"": r["estimate"], "_geomean": r["geomean"], "_per_suite": r["per_stratum"], "_per_run": runs,
-            "_units": {"unit": f"{unit} x run", "n": int(len(u)), "runs": len(runs)}, "_verdict": "descriptive"}
+            "_units": {"unit": f"{unit} x run", "n": max(len(p) for p in parts), "total": int(len(u)), "runs": len(runs)},
+            "_verdict": "descriptive"}  # n: a run's units (the most any run timed), total: over the runs
 
 
 def read_replicates(frames: list[pd.DataFrame], plan, base_arm: str = "dflash") -> dict:

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from draftlab.verifier.forward import KVCache, decoder_forward, stream_step, tree_step
 from draftlab.compiling import compiled_steps
-from draftlab.config.engine import MAX_GRAPHS
+from draftlab.compiling import MAX_GRAPHS
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 
