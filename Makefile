@@ -46,8 +46,9 @@ repro: install .dvc
 
 # Unit tests (TEST_WORKERS pytest-xdist processes, one test file each at a time; every test is single-threaded),
 # then Triton kernels under the interpreter (own process), then the smoke pipeline; the 15 slowest tests are listed (the
-# suite has a 20-minute budget: a new slow test shows there). OMP_WAIT_POLICY is set here, not
-# by draftlab.omp.configure (the stages' one place): pytest's workers import torch before any test could set it.
+# suite has a 12-minute budget on a fresh clone of a 2-core machine, the install included: a new slow test shows there;
+# tests/durations.json holds the slowest tests' costs, measured by tools/test_durations.py). OMP_WAIT_POLICY is set
+# here, not by draftlab.omp.configure (the stages' one place): pytest's workers import torch before any test could set it.
 TEST_WORKERS ?= 2
 test: install
 	OMP_WAIT_POLICY=PASSIVE DRAFTLAB_INSTALL_CHROMIUM=1 $(PY) -m pytest tests --ignore=tests/kernels -n $(TEST_WORKERS) --dist loadfile --durations=15

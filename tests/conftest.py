@@ -33,6 +33,18 @@ def tiny_target(arch: str = "llama", vocab: int = 97, layers: int = 4, seed: int
     return TargetModel(build_random_model(cfg, vocab, None, None))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def gguf_tokenizer_cache(tmp_path_factory):
+    """The packaged GGUF's tokenizer converted once per test run, not once per random target a test or a stage it
+    starts prepares (~5 s each): the run's xdist workers share the folder under pytest's base temp
+    (draftlab.verifier.load.random_tokenizer)."""
+    from draftlab.verifier.load import TOKENIZER_CACHE_ENV
+
+    base = tmp_path_factory.getbasetemp()
+    os.environ.setdefault(TOKENIZER_CACHE_ENV, str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+                                                   / "gguf-tokenizers"))
+
+
 @pytest.fixture(scope="session")
 def llama_target():
     return tiny_target("llama")

@@ -2,7 +2,9 @@
 engine").
 
 The `cpu` and `gpu-small` profiles' arm lists run as their benchmark runs them — their real prompt counts per suite,
-prompt lengths up to data.max_prompt_tokens, batch sizes, concurrency levels, temperatures and new tokens —, in ONE
+prompt lengths up to data.max_prompt_tokens, batch sizes, concurrency levels, temperatures and new tokens; on as few of
+their suites as fill the largest concurrency level with distinct prompts (every suite makes the same requests, so
+the same graphs: the others only repeat those decodes) —, in ONE
 process with no dynamo reset between arms or profiles, every step compiled with a counting backend: the graphs
 compiled equal the declared formula (`decoding.shapes.plan_graphs`), all of them compiled by the warm-up before the
 first generation (the run adds none), and the count is <= 40. The world: a random Llama target made a cycler (its
@@ -143,6 +145,17 @@ def build_profile_arms(target, params, ck, sigma):
     return {name: build_arm(name, ctx) for name in cfg.running_arms()}
 
 
+def fewest_suites(cfg):
+    """The benchmark section on its first suites, as few as fill the largest concurrency level with distinct prompts
+    (the real run's sweep pool: the suites' prompts round-robin). Every suite makes the same requests (its prompt
+    count, batches, temperatures and arms), so the graphs planned are those of all suites (the test checks that);
+    the other suites only repeat the same decodes."""
+    from dataclasses import replace
+
+    n = max(1, -(-max(cfg.concurrency or [1]) // (cfg.prompts_selected() or 8)))
+    return replace(cfg, suites=list(cfg.suites[:n]))
+
+
 @pytest.fixture(scope="module")
 def world():
     t = cycler_target()
@@ -167,7 +180,8 @@ def test_the_profiles_arm_lists_compile_exactly_their_declared_graphs(world, tmp
     try:
         for name in profiles:
             params = profile_params(name)
-            cfg = replace(params.benchmark, interleave="batches")  # lockstep threads: same shapes, slower here
+            full = replace(params.benchmark, interleave="batches")  # lockstep threads: same shapes, slower here
+            cfg = fewest_suites(full)
             S, layers = params.drafter.block_size, params.drafter.num_layers
             ck = write_checkpoints(tmp_path / name, target, S, layers, params.seeded.methods, params)
             arms = build_profile_arms(target, replace(params, benchmark=cfg), ck, sigma)
@@ -177,6 +191,8 @@ def test_the_profiles_arm_lists_compile_exactly_their_declared_graphs(world, tmp
                              [cfg.batch_size, *cfg.concurrency], params.engine.verify_widths)
             reqs = requests(cfg, arms, suites, pool)
             plan = plan_graphs(shapes, reqs, target)
+            every = prompt_sets(full, budget, seed=len(name))
+            assert plan.keys == plan_graphs(shapes, requests(full, arms, *every), target).keys, name  # all suites'
             before = counter.frame_count
             record = prepare_run(target, shapes, reqs, params.engine.max_graphs)
             assert record["graphs_total"] == plan.total <= 40, (name, record["graphs"])

@@ -55,9 +55,10 @@ def test_a_stage_past_the_deadline_is_cut_and_the_bundle_keeps_it_with_its_log(l
     loop.behave.update(reference=slow, benchmark=lambda p: pytest.fail("runs after a cut stage"))
     t0 = time.time()
     code, doc = loop.run(loop.tmp / "out", deadline=1.5, reserve=0.5)
-    assert code == runner.CUT and time.time() - t0 < 5
+    assert code == runner.CUT and time.time() - t0 < 60  # cut at all (the stage itself never ends), however loaded
     cut, after = doc["stages"]
-    assert cut["stage"] == "reference" and cut["status"] == "cut" and 0.7 < cut["wall_s"] < 2.5, cut
+    # not before its deadline (1.5 s less the 0.5 s reserve); how late a loaded machine's watchdog wakes is not the rule
+    assert cut["stage"] == "reference" and cut["status"] == "cut" and cut["wall_s"] > 0.7, cut
     assert "cut by the deadline" in cut["error"] and "\n" not in cut["error"]
     assert "512/2676 sequences" in cut["log"]  # its own lines travel with it
     assert "so_far" in cut  # the reference's finished shards (none here)

@@ -4,7 +4,8 @@ the same weights with the same per-step loss as one process on the same global b
 tolerance derived from the arithmetic, below), for pretraining (pretrain_drafter), SpecOPD and corrector
 co-training; the tolerances hold when one rank's gradients carry rounding-sized noise and fail on a planted
 error (tests/ddp_perturb.py); rank 0 alone
-writes the outputs and a 2-process re-run resumes from the saved checkpoint. One scratch pipeline folder
+writes the outputs and a 2-process re-run resumes from the saved checkpoint. Each stage's one-process run is launched
+once, the reference of both tests. One scratch pipeline folder
 (tiny random target, smoke profile) per process count; specopd and corrector run on a fixed random
 base drafter before pretrain_drafter replaces it. And the trainer section's one-line errors."""
 from __future__ import annotations
@@ -108,6 +109,22 @@ def pipeline(root, tmp_path_factory):
     return wd, two
 
 
+@pytest.fixture(scope="module")
+def one_process(root, pipeline):
+    """stage -> the last checkpoints of its one-process run in `one`, the reference both tests compare with: each
+    stage launched once in this module, in STAGES order (the stages before it first: pretrain_drafter replaces the
+    base drafter that specopd and corrector start from)."""
+    one, done = pipeline[0], {}
+
+    def run(stage: str) -> dict[str, dict]:
+        for s in list(STAGES)[: list(STAGES).index(stage) + 1]:
+            if s not in done:
+                launch(root, one, s, 1)
+                done[s] = last_checkpoints(one, s)
+        return done[stage]
+    return run
+
+
 # ---- the comparison and its tolerances ---------------------------------------------------------------------------
 # One process and 2 ranks compute the same global-batch gradient in another summation order, so every number differs
 # by fp32 rounding (unit roundoff U = 2**-24 ~ 6e-8), and the optimiser propagates it. What is compared, and how:
@@ -187,16 +204,15 @@ def assert_trained(ckpts: dict[str, dict], base: dict, what: str) -> None:
 
 
 @pytest.mark.slow
-def test_torchrun_two_ranks_equal_one_process(root, pipeline):
+def test_torchrun_two_ranks_equal_one_process(root, pipeline, one_process):
     from safetensors.torch import load_file
 
     one, two = pipeline
-    base = load_file(one / "models" / "drafter" / "pretrained" / "model.safetensors")  # specopd's and corrector's start
+    base = load_file(two / "models" / "drafter" / "pretrained" / "model.safetensors")  # specopd's and corrector's start
     for stage in STAGES:
-        launch(root, one, stage, 1)
+        ones = one_process(stage)
         r2 = launch(root, two, stage, 2)
         assert r2.stderr.count(f"[{stage}] done in") == 1, r2.stderr[-2000:]  # rank 0 alone logs
-        ones = last_checkpoints(one, stage)
         assert_same_training(ones, last_checkpoints(two, stage), stage)
         if stage != "pretrain_drafter":
             assert_trained(ones, base, stage)
@@ -223,16 +239,17 @@ def test_torchrun_two_ranks_equal_one_process(root, pipeline):
 
 
 @pytest.mark.slow
-def test_rounding_sized_noise_passes_and_a_planted_error_fails(root, pipeline):
+def test_rounding_sized_noise_passes_and_a_planted_error_fails(root, pipeline, one_process):
     """The tolerances are not fitted to this machine's rounding: with relative noise of 1e-6 (the size of another
     kernel level's or summation order's rounding, 16x fp32's unit roundoff) on one rank's gradients the 2-rank
-    SpecOPD run still matches the 1-process run; with that rank's gradients scaled by 1.01 it does not."""
+    SpecOPD run still matches the 1-process run (the other test's, from the same start); with that rank's gradients
+    scaled by 1.01 it does not."""
     pristine = pipeline[0].parent / "pristine"
-    runs = {}
-    for name, ranks, perturb in (("one", 1, ""), ("noise", 2, "1:noise:1e-6"), ("planted", 2, "1:scale:1.01")):
+    runs = {"one": one_process("specopd")}
+    for name, perturb in (("noise", "1:noise:1e-6"), ("planted", "1:scale:1.01")):
         wd = pristine.parent / f"perturb-{name}"
         shutil.copytree(pristine, wd)
-        launch(root, wd, "specopd", ranks, perturb=perturb)
+        launch(root, wd, "specopd", 2, perturb=perturb)
         runs[name] = last_checkpoints(wd, "specopd")
     assert_same_training(runs["one"], runs["noise"], "specopd with rounding-sized noise")
     planted = [d for run, a in runs["one"].items() for d in differences(a, runs["planted"][run])]

@@ -210,6 +210,28 @@ def test_qwen3_with_real_tokenizer_and_thinking_switch():
     assert (b.logits - full[:, -3:]).abs().max() < TOL
 
 
+def test_the_gguf_tokenizer_is_converted_once_and_read_back_the_same(tmp_path, monkeypatch):
+    """DRAFTLAB_TOKENIZER_CACHE: the first random target converts the packaged GGUF's tokenizer and keeps it; the
+    next reads the kept one, which encodes, decodes and names its special tokens as the GGUF's own."""
+    from transformers import AutoTokenizer
+
+    from draftlab.verifier import load
+
+    monkeypatch.setenv(load.TOKENIZER_CACHE_ENV, str(tmp_path / "cache"))
+    gguf = load.packaged_gguf()
+    calls = []
+    real = AutoTokenizer.from_pretrained
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: calls.append(k.get("gguf_file")) or real(*a, **k))
+    first, second = load.random_tokenizer("smollm2"), load.random_tokenizer("smollm2")
+    assert calls == [gguf.name, None]  # converted once, then read from the cache folder
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    text = "Hello <|im_start|>world\n  x=1"
+    assert second(text).input_ids == first(text).input_ids and second.decode(first(text).input_ids) == first.decode(
+        first(text).input_ids)
+    assert (len(second), second.bos_token_id, second.eos_token_id, second.pad_token_id) == (
+        len(first), first.bos_token_id, first.eos_token_id, first.pad_token_id)
+
+
 def test_a_prepared_target_is_readable_by_others(tmp_path):
     """transformers' save_pretrained writes model.safetensors 0600; the prepared folder gets the umask's modes like
     every other output (0644 files, 0755 folders under umask 022)."""

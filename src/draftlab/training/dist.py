@@ -5,21 +5,18 @@
 - `world_size()`, `global_rank()`, `is_rank_zero()`: from the initialised process group, else from the
   launcher's environment (torchrun sets WORLD_SIZE / RANK / LOCAL_RANK before the script starts).
 - `local_device(name)`: target.device for this rank (`cuda` -> `cuda:<local rank>` when several run).
-- `StreamKeepingDDP`: Lightning's DDP strategy without its re-seeding at setup, so every rank's random
-  streams (anchors, shuffles) continue exactly as the one-process run's do.
 - `rank_zero_first(fn, device_type)`: rank 0 runs `fn` (e.g. builds the feature cache), all ranks meet
   at a barrier, then the others run it (and reuse what rank 0 wrote). The process group is created
   from the environment when it does not exist yet (Lightning then reuses it).
+Lightning is not imported here: every stage asks for its rank (tracking, the stage runner), and `import lightning`
+costs seconds a stage that does not train need not pay (the DDP strategy is `training.fit.StreamKeepingDDP`).
 """
 from __future__ import annotations
 
-import random
 from typing import Callable, TypeVar
 
-import numpy as np
 import torch
 import torch.distributed as dist
-from lightning.pytorch.strategies import DDPStrategy
 
 from draftlab.config.trainer import TrainerConfig, launched
 
@@ -72,22 +69,6 @@ def ensure_group(device_type: str) -> bool:
             torch.cuda.set_device(launched()[2])
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
     return True
-
-
-class StreamKeepingDDP(DDPStrategy):
-    """DDPStrategy whose setup leaves the random generators as they were: Lightning's re-seeds them
-    (`reset_seed` to seed_everything's seed) at every fit / validate, which a one-process run does not,
-    so a DDP run would draw other training anchors than the one-process run on the same global batch."""
-
-    def setup_distributed(self) -> None:
-        state = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
-                 torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None)
-        super().setup_distributed()
-        random.setstate(state[0])
-        np.random.set_state(state[1])
-        torch.set_rng_state(state[2])
-        if state[3] is not None:
-            torch.cuda.set_rng_state_all(state[3])
 
 
 _depth = 0  # rank_zero_first calls in progress (a nested one runs its fn directly: one barrier per outer call)

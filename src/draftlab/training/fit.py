@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import random
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -31,7 +32,9 @@ from pathlib import Path
 from typing import Callable
 
 import lightning as L
+import numpy as np
 import torch
+from lightning.pytorch.strategies import DDPStrategy
 
 from draftlab.config import PretrainConfig, TrainerConfig
 from draftlab.errors import DraftlabError
@@ -160,9 +163,25 @@ def placement(device: torch.device, par: TrainerConfig) -> dict:
         return {"accelerator": accel, "devices": devices}
     dist.ensure_group(device.type)
     # find_unused_parameters: a co-training warm-up leaves the drafter's parameters without gradients
-    strategy = dist.StreamKeepingDDP(process_group_backend="nccl" if accel == "gpu" else "gloo",
-                                     find_unused_parameters=True)
+    strategy = StreamKeepingDDP(process_group_backend="nccl" if accel == "gpu" else "gloo",
+                                find_unused_parameters=True)
     return {"accelerator": accel, "devices": par.devices, "num_nodes": par.num_nodes, "strategy": strategy}
+
+
+class StreamKeepingDDP(DDPStrategy):
+    """DDPStrategy whose setup leaves the random generators as they were: Lightning's re-seeds them
+    (`reset_seed` to seed_everything's seed) at every fit / validate, which a one-process run does not,
+    so a DDP run would draw other training anchors than the one-process run on the same global batch."""
+
+    def setup_distributed(self) -> None:
+        state = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+                 torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None)
+        super().setup_distributed()
+        random.setstate(state[0])
+        np.random.set_state(state[1])
+        torch.set_rng_state(state[2])
+        if state[3] is not None:
+            torch.cuda.set_rng_state_all(state[3])
 
 
 def budget_steps(cfg: PretrainConfig, dm: DrafterDataModule) -> int:

