@@ -1,14 +1,18 @@
 """The toy world's commands (docs/toy-world.md), run in the world's folder (worlds/toy/):
 
     python ../../tools/toy_world.py prompts [--train N] [--eval N]   # the world's prompt files (prompts/), from the preset
+    python ../../tools/toy_world.py ideal [--examples N]              # before anything trains: results/ideal.json
     python ../../tools/toy_world.py properties [--prompts N]          # after the world's stages: results/world.json
     python ../../tools/toy_world.py report                            # after the benchmark: results/toy_report.json
     python ../../tools/toy_world.py replicate --freeze-base           # the prepared target + references, kept in git
     python ../../tools/toy_world.py replicate --seed 1 [--seed 2 ...] [--resume]   # replicates/<tid>/seed-N/
 
-`prompts` writes the training pool and one suite per family from the generator (`toy.world` of the target preset,
-conf/target/toy.yaml: the files must exist before params.yaml can be composed, since composing checks them);
-`properties`
+`prompts` writes the training pool and one suite per family from the generator (`toy.world` of the target preset
+named like the world's folder, conf/target/<world>.yaml, or --preset: the files must exist before params.yaml can be composed, since composing checks them);
+`ideal`
+computes, from the generator alone, what an ideal slot-wise drafter would see in each family (draftlab.toy.ideal:
+per-slot top-1 and top-K, argmax and reachable-oracle τ, the T=1 room), the check that a world's intended structure
+exists before any target trains; `properties`
 measures the world (draftlab.pipeline.toy.properties) from prepare_target's, reference's and pretrain_drafter's
 outputs and one decode of `ar` and `dflash` on its suites, and writes each property beside its bar and verdict;
 `report` reads the finished run's reports and writes the analysis plan's verdicts (draftlab.pipeline.toy.report):
@@ -23,6 +27,22 @@ from pathlib import Path
 from draftlab import paths
 
 
+def preset_world(preset: str):
+    """The WorldConfig of a target preset's `toy.world` (one line when the file cannot be read)."""
+    import yaml
+
+    from draftlab.config.sections import ToyTargetConfig
+    from draftlab.errors import DraftlabError
+    from draftlab.toy.world import world_config
+
+    try:
+        doc = yaml.safe_load(Path(preset).read_text())
+    except OSError as e:
+        raise DraftlabError(f"--preset {preset}: cannot read it ({e.strerror}); run from the world's folder "
+                            f"(worlds/<name>) or pass --preset PATH") from None
+    return world_config(ToyTargetConfig(world=((doc or {}).get("toy") or {}).get("world") or {}))
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="toy_world.py", description="the toy world's prompt files and properties")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -30,7 +50,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--train", type=int, default=3000, help="prompts in the training pool (the train split)")
     p.add_argument("--eval", type=int, default=64, help="prompts per family suite (the eval split)")
     p.add_argument("--out", default="prompts")
-    p.add_argument("--preset", default="../../conf/target/toy.yaml", help="the toy target preset holding the world")
+    p.add_argument("--preset", help="the target preset holding the world (default: ../../conf/target/<this folder>.yaml)")
+    i = sub.add_parser("ideal")
+    i.add_argument("--preset", help="the target preset holding the world (default: ../../conf/target/<this folder>.yaml)")
+    i.add_argument("--examples", type=int, default=128, help="eval-split examples per family")
+    i.add_argument("--block", type=int, default=16, help="the drafter's block (anchor + block - 1 proposals)")
+    i.add_argument("--k", type=int, default=8, help="candidates per slot (the oracle's K)")
+    i.add_argument("--out", default=paths.WORLD_IDEAL)
     q = sub.add_parser("properties")
     q.add_argument("--prompts", type=int, default=16, help="prompts per family suite in the engine decode")
     q.add_argument("--out", default=paths.WORLD_PROPERTIES)
@@ -59,19 +85,24 @@ def main(argv: list[str]) -> int:
                 rec = R.run_replicate(".", seed, resume=a.resume)
                 print(json.dumps({k: rec.get(k) for k in ("seed", "status", "target_md5", "total")}))
             return 0
-        if a.cmd == "prompts":
-            import yaml
+        if a.cmd in ("prompts", "ideal"):
+            world = preset_world(a.preset or f"../../conf/target/{Path.cwd().name}.yaml")
+            if a.cmd == "prompts":
+                from draftlab.toy.world import write_prompts
 
-            from draftlab.config.sections import ToyTargetConfig
-            from draftlab.toy.world import world_config, write_prompts
+                print(json.dumps(write_prompts(world, a.out, a.train, a.eval), indent=1))
+                return 0
+            from draftlab.pipeline.toy.properties import write
+            from draftlab.toy.ideal import ideal_properties
 
-            try:
-                preset = yaml.safe_load(Path(a.preset).read_text())
-            except OSError as e:
-                raise DraftlabError(f"--preset {a.preset}: cannot read it ({e.strerror}); run from worlds/toy or pass "
-                                    f"--preset PATH") from None
-            world = world_config(ToyTargetConfig(world=(preset.get("toy") or {}).get("world") or {}))
-            print(json.dumps(write_prompts(world, a.out, a.train, a.eval), indent=1))
+            if min(a.examples, a.block - 1, a.k) < 1:
+                raise DraftlabError(f"ideal: --examples {a.examples}, --block {a.block} and --k {a.k} must be >= 1, 2 "
+                                    f"and 1")
+            ideal = ideal_properties(world, a.examples, a.block, a.k)
+            write(a.out, ideal)
+            print(json.dumps({f: {k: round(v, 3) for k, v in d.items() if k.startswith("tau")}
+                              for f, d in ideal["families"].items()} | {"high_entropy_share": ideal["high_entropy_share"]},
+                             indent=1))
             return 0
         params = load_params(paths.PARAMS, [], arms=arm_names(), names=method_names())
         if params.target.source != "toy":

@@ -123,6 +123,7 @@ PROBE_TABLE = f"{RESULTS}/pretrain_ablation.json"
 PROBE_WORK = f"{WORK}/probes"
 WORLD_PROPERTIES = f"{RESULTS}/world.json"
 TOY_REPORT = f"{RESULTS}/toy_report.json"
+WORLD_IDEAL = f"{RESULTS}/ideal.json"  # a world's properties from its generator alone (tools/toy_world.py ideal)
 TREES = f"{RESULTS}/trees.json"
 LILICORR = f"{RESULTS}/lilicorr.json"
 LILICORR_WORK = f"{WORK}/lilicorr_verdict"
@@ -160,6 +161,8 @@ TOOL_OUTPUTS: tuple[ToolOutput, ...] = (
     ToolOutput(WORLD_PROPERTIES, "tools/toy_world.py", "the toy world's measured properties (properties; in the "
                "world's folder)"),
     ToolOutput(TOY_REPORT, "tools/toy_world.py", "the toy run's verdicts (report; in the world's folder)"),
+    ToolOutput(WORLD_IDEAL, "tools/toy_world.py", "a world's ideal slot-wise drafter, from its generator before anything "
+               "trains (ideal; in the world's folder)"),
     ToolOutput(TREES, "tools/tree_verdict.py", "trees against chains on a run's models, paired (in the run's folder)"),
     ToolOutput(LILICORR, "tools/lilicorr_verdict.py", "LiLiCorr against the other correctors on a run's base drafter, "
                "paired (in the run's folder)"),

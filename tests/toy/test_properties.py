@@ -50,3 +50,35 @@ def test_every_verdict_holds_on_a_good_world_and_each_can_fail():
         spoil(p)
         v = verdicts(p)
         assert not v[name] and sum(not x for x in v.values()) == 1, (name, v)
+
+
+def good_drift() -> dict:
+    """A drift world that meets its bars: top-1 0.9 -> 0.4 by slot 8, top-8 − top-1 0.25 at slot 4 widening to 0.4,
+    τ 4 against a reachable oracle of 6."""
+    top1 = [0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4, 0.4, 0.4]
+    top8 = [1.0, 1.0, 0.95, 0.85, 0.85, 0.85, 0.8, 0.8, 0.8, 0.8]
+    p = good()
+    p["engine"] = {"per_suite_detail": {"drift": {"tau": 4.0, "oracle_tau_reachable": 6.0, "top1": top1, "top8": top8}}}
+    return p
+
+
+def test_the_drift_worlds_bars_hold_on_a_good_world_and_each_can_fail():
+    from draftlab.pipeline.toy.properties import DRIFT_BARS, drift_verdicts
+
+    assert all(drift_verdicts(good_drift()).values())
+    d = lambda p: p["engine"]["per_suite_detail"]["drift"]  # noqa: E731
+    breaks = {
+        "target_exact_match": lambda p: p["target"]["exact_match"].update(mark=0.94),
+        "entropy": lambda p: p["target"].update(entropy_share=DRIFT_BARS["entropy_share_min"] - 0.01),
+        "top1_drop": lambda p: d(p)["top1"].__setitem__(0, 0.55),  # falls by 0.15 from slot 1 to 8
+        "gap_from_slot_4": lambda p: d(p)["top8"].__setitem__(9, 0.55),  # slot 10's gap 0.15
+        "gap_widens": lambda p: d(p)["top8"].__setitem__(7, 0.62),  # slot 8's gap 0.22 < slot 4's 0.25 + 0.05
+        "oracle_ratio": lambda p: d(p).update(tau=4.8, oracle_tau_reachable=5.9),  # gain 1.1, ratio 1.23
+        "oracle_gain": lambda p: d(p).update(tau=3.0, oracle_tau_reachable=3.9),  # ratio 1.3, gain 0.9
+        "tau_engine_range": lambda p: d(p).update(tau=6.5, oracle_tau_reachable=9.0),
+    }
+    for name, spoil in breaks.items():
+        p = good_drift()
+        spoil(p)
+        v = drift_verdicts(p)
+        assert not v[name] and sum(not x for x in v.values()) == 1, (name, v)

@@ -13,7 +13,8 @@ SPECS = {"lookup": FamilySpec("lookup", 1.0, (10, 12), (4, 6)), "distinct": Fami
          "interleave": FamilySpec("interleave", 1.0, (24, 32)), "shuffle": FamilySpec("shuffle", 1.0, (10, 12), (4, 5)),
          "merge": FamilySpec("merge", 1.0, (24, 28)), "swap": FamilySpec("swap", 1.0, (24, 28)),
          "mark": FamilySpec("mark", 1.0, (24, 28)), "fill": FamilySpec("fill", 1.0, (24, 28)),
-         "flip": FamilySpec("flip", 1.0, (17, 20))}
+         "flip": FamilySpec("flip", 1.0, (17, 20)), "drift": FamilySpec("drift", 1.0, (66, 72), (6, 18)),
+         "pairfill": FamilySpec("pairfill", 1.0, (16, 18))}
 ALL = WorldConfig(families=tuple(SPECS.get(n, FamilySpec(n)) for n in FAMILIES))
 
 
@@ -194,3 +195,36 @@ def test_flip_is_swap_with_marked_pairs():
     firsts = {example(ALL, "target", i, "flip").answer.split()[0] == example(ALL, "target", i, "flip").prompt.split()[2]
               for i in range(40)}
     assert firsts == {True, False}
+
+
+def test_drift_applies_each_mark_to_its_symbol():
+    """`x +` is written twice, `x -` left out, the rest copied; the marks sit apart and never on the first symbol, their
+    number varies per prompt; a wrong answer (a stutter written once, a skipped symbol kept, two swapped) is refused."""
+    drift = FAMILIES["drift"]
+    assert drift.solve("a b + c d - e".split()) == "a b b c e".split()
+    counts = set()
+    for e in examples(ALL, "eval", 40, family="drift"):
+        body = e.prompt.split()[2:]
+        marks = [i for i, w in enumerate(body) if w in ("+", "-")]
+        counts.add(len(marks))
+        assert body[0] not in ("+", "-") and all(j - i > 2 for i, j in zip(marks, marks[1:]))  # a symbol between
+        assert 6 <= len(marks) <= 18 and e.valid(e.answer) and len(e.answer.split()) >= 48
+        ans = e.answer.split()
+        st = next(i for i in marks if body[i] == "+")
+        once = list(ans)
+        once.remove(body[st - 1])  # the stutter written once
+        assert not e.valid(" ".join(once))
+        assert not e.valid(" ".join(ans[:3] + ans[4:5] + ans[3:4] + ans[5:])) or ans[3] == ans[4]
+    assert len(counts) > 3  # one drift level per prompt, many levels over the suite
+    assert not valid("drift : + a b", "a b") and not valid("drift : a + - b", "a a")
+
+
+def test_pairfill_writes_two_equal_marks_after_each_symbol():
+    for e in examples(ALL, "eval", 20, family="pairfill"):
+        body, ans = e.prompt.split()[2:], e.answer.split()
+        assert body[1::3] == body[2::3] == [";"] * (len(body) // 3) and e.valid(e.answer)
+        flipped = {"+": "-", "-": "+"}
+        assert e.valid(" ".join(flipped.get(w, w) for w in ans))  # the other mark, in pairs: valid too
+        broken = list(ans)
+        broken[2] = flipped[broken[2]]  # the first pair unequal
+        assert not e.valid(" ".join(broken))

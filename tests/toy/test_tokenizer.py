@@ -7,7 +7,7 @@ from transformers import AutoTokenizer
 
 from draftlab.data.templates import encode_prompt
 from draftlab.errors import DraftlabError
-from draftlab.toy.tasks import FAMILIES, FamilySpec, WorldConfig, examples
+from draftlab.toy.tasks import FAMILIES, TASK_WORDS, FamilySpec, WorldConfig, examples
 from draftlab.toy.tokenizer import EOS, MASK, PAD, build_tokenizer, chat_ids, encode_words, vocabulary
 
 WORLD = WorldConfig()
@@ -22,9 +22,10 @@ def test_vocabulary_is_fixed_by_alphabet_and_keys(tok):
     v = vocabulary(WORLD)
     assert len(tok) == len(v) == len(set(v))
     assert tok.convert_tokens_to_ids(v) == list(range(len(v)))
-    assert all(w in v for w in FAMILIES)
-    # the families picked do not change the ids
+    assert all(w in v for w in TASK_WORDS) and not any(w in v for w in set(FAMILIES) - set(TASK_WORDS))
+    # the families picked do not change the ids; a family newer than the first world's appends its word
     assert vocabulary(WorldConfig(families=(FamilySpec("copy"),))) == v
+    assert vocabulary(WorldConfig(families=(FamilySpec("copy"), FamilySpec("drift")))) == v + ["drift"]
     assert (tok.eos_token, tok.pad_token, tok.mask_token) == (EOS, PAD, MASK)
 
 

@@ -102,7 +102,7 @@ def test_bad_input_in_the_toy_world_is_one_line(tmp_path):
 
     conf = ROOT / "conf"
     for ovs in (["target=toy"], ["target=toy", "profile=smoke"]):
-        with pytest.raises(ConfigError, match="the toy profile runs the toy world's target") as e:
+        with pytest.raises(ConfigError, match=r"a world's profile \(toy, drift\) runs that world's toy target") as e:
             build_params(compose_params(ovs, conf))
         assert "\n" not in str(e.value)
     world = WorldConfig.from_dict(small_world())
@@ -117,11 +117,12 @@ def test_bad_input_in_the_toy_world_is_one_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-def test_the_committed_prompts_are_the_preset_worlds(tmp_path):
-    """worlds/toy/prompts/ is what `toy_world.py prompts` writes from conf/target/toy.yaml's world: a change of the
-    world without new prompt files (or the reverse) fails here."""
-    committed = ROOT / "worlds" / "toy" / "prompts"
-    preset = yaml.safe_load((ROOT / "conf" / "target" / "toy.yaml").read_text())
+@pytest.mark.parametrize("name", ["toy", "drift"])
+def test_the_committed_prompts_are_the_preset_worlds(tmp_path, name):
+    """worlds/<name>/prompts/ is what `toy_world.py prompts` writes from conf/target/<name>.yaml's world: a change of
+    the world without new prompt files (or the reverse) fails here."""
+    committed = ROOT / "worlds" / name / "prompts"
+    preset = yaml.safe_load((ROOT / "conf" / "target" / f"{name}.yaml").read_text())
     world = world_config(ToyTargetConfig(world=preset["toy"]["world"]))
     sizes = {name: sum(1 for _ in (committed / name).open()) for name in (p.name for p in committed.glob("*.jsonl"))}
     fams = [f.name for f in world.families]
@@ -130,6 +131,24 @@ def test_the_committed_prompts_are_the_preset_worlds(tmp_path):
     for name in sorted(p.name for p in committed.iterdir()):
         assert (tmp_path / name).read_bytes() == (committed / name).read_bytes(), name
 
+
+
+def test_the_drift_worlds_ideal_properties_are_what_the_command_writes(tmp_path):
+    """worlds/drift/results/ideal.json (docs/drift-world.md's table) is what `toy_world.py ideal` computes from the
+    committed preset; bad input is one line."""
+    import subprocess
+    import sys
+
+    world = ROOT / "worlds" / "drift"
+    tool = [sys.executable, str(ROOT / "tools" / "toy_world.py"), "ideal"]
+    r = subprocess.run([*tool, "--out", str(tmp_path / "ideal.json")], cwd=world, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "ideal.json").read_text()) == json.loads((world / "results" / "ideal.json").read_text())
+    for args, msg in ((["--examples", "0"], "ideal: --examples 0"), (["--preset", "nosuch.yaml"], "--preset nosuch.yaml")):
+        r = subprocess.run([*tool, *args, "--out", str(tmp_path / "bad.json")], cwd=world, capture_output=True,
+                           text=True)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and msg in r.stderr, r.stderr
+    assert not (tmp_path / "bad.json").exists()
 
 
 def test_decode_asks_the_toy_target_only_for_its_worlds_families():

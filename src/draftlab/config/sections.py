@@ -14,6 +14,8 @@ from draftlab.config.training import CorrectorConfig, PretrainConfig, SpecOPDCon
 from draftlab.data.suites import CHAT_SUITE, EVAL_SUITES, SUITES, check_suite_name, load_local_file, load_local_jsonl
 from draftlab.errors import ConfigError, DraftlabError
 
+WORLD_PROFILES = ("toy", "drift")  # the profiles that run a toy world (worlds/<profile>/): target.source toy
+
 
 # ----------------------------------------------------------------------------------------------
 # shared sections
@@ -130,7 +132,7 @@ class ProfileConfig:
     omp_wait_policy: str = "passive"  # passive | active: OpenMP's idle threads sleep or spin (draftlab.omp)
 
     def check(self, p: str) -> None:
-        _choice(f"{p}.name", self.name, ("smoke", "cpu", "cpu-long", "gpu", "gpu-small", "toy", "custom"))
+        _choice(f"{p}.name", self.name, ("smoke", "cpu", "cpu-long", "gpu", "gpu-small", *WORLD_PROFILES, "custom"))
         _positive(f"{p}.threads", self.threads, allow_zero=True)
         _choice(f"{p}.omp_wait_policy", self.omp_wait_policy, ("passive", "active"))
 
@@ -356,11 +358,12 @@ class Params:
                 if folder != plain:
                     raise ConfigError(f"{key}={folder!r} conflicts with seeded.methods=true (the methods then train on "
                                       f"models/drafter/seeded); drop {key} or set seeded.methods=false")
-        if (self.profile.name == "toy") != (self.target.source == "toy"):  # the toy world: its target and its prompts
-            raise ConfigError(f"profile={self.profile.name} with target.source={self.target.source!r}: the toy profile "
-                              f"runs the toy world's target on the world's prompt files, and the toy target knows only "
-                              f"those words; use profile=toy with target=toy (cd worlds/toy), or another profile with "
-                              f"an LLM target")
+        if (self.profile.name in WORLD_PROFILES) != (self.target.source == "toy"):  # a world: its target, its prompts
+            raise ConfigError(f"profile={self.profile.name} with target.source={self.target.source!r}: a world's profile "
+                              f"({', '.join(WORLD_PROFILES)}) runs that world's toy target on the world's prompt files, "
+                              f"and a toy target knows only those words; use profile=toy with target=toy (cd worlds/toy) "
+                              f"or profile=drift with target=drift (cd worlds/drift), or another profile with an LLM "
+                              f"target")
         if CHAT_SUITE in self.benchmark.suites and self.data.train_suite != "sharegpt":
             raise ConfigError(f"benchmark.suites names '{CHAT_SUITE}', the ShareGPT prompts of the held-out pool, but "
                               f"data.train_suite={self.data.train_suite!r} has no ShareGPT pool; set "

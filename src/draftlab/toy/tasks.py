@@ -33,6 +33,17 @@ that list's, which `sort` uses); look-up keys are `#0`, `#1`, ... The families (
   the marks carry 0.61 nats at T=1.
 - `merge`: two lists of `lengths` symbols each (all distinct), `a... | b...`; the answer is ANY merge that
   keeps each list's own order (training: a uniformly random riffle).
+- `drift` (drift copy): `lengths` symbols (all distinct), `extra` of them marked, each mark right after its symbol:
+  `x +` (a stutter: the answer writes x twice) or `x -` (a skip: the answer leaves x out), a fair coin each; no two
+  marked symbols side by side and the first symbol unmarked. The answer copies the list with its marks applied, so
+  the source offset of an answer token drifts by (stutters − skips) so far: a drafter that reads the source at a fixed
+  distance from its anchor holds the answer among the few symbols near that distance, more spread with depth, while
+  "what follows this token" is one rule (the next source symbol, or the same one again after a stutter's first copy).
+  The number of marks varies per prompt (one τ level per prompt).
+- `pairfill` (paired fill): `lengths` symbols (all distinct), each followed by two blanks `; ;`; the answer writes each
+  symbol followed by two EQUAL marks, `+ +` or `- -` (training: `+` with probability MARK_P), so the first mark of a
+  pair carries 0.61 nats at T=1 and the second is fixed by it: independent per-slot sampling breaks pairs that a
+  pair-aware proposal keeps.
 
 Splits draw from disjoint seed ranges (`WorldConfig.splits`: name, first seed, size): `target` (the
 target's own training data), `train` (the pipeline's reference prompts), `eval` (benchmark suites),
@@ -459,9 +470,77 @@ class Fill(Mark):  # `mark` with a blank after each symbol in the prompt: the an
         return len(body) % 2 == 0 and body[1::2] == [ENTRY_END] * (len(body) // 2) and super().check_answer(body[0::2], answer)
 
 
+class Drift(Family):
+    name = "drift"
+    STUTTER, SKIP = MARKS  # `x +`: x written twice; `x -`: x left out
+
+    def check(self, cfg, spec):
+        super().check(cfg, spec)
+        if spec.extra[1] > spec.lengths[0] // 2:
+            raise ConfigError(f"toy world: drift.extra {spec.extra} marks more symbols than a list of "
+                              f"{spec.lengths[0]} holds with no two marked side by side and the first unmarked")
+
+    def min_answer(self, cfg, spec):
+        return spec.lengths[0] - spec.extra[1]  # every mark a skip
+
+    def make(self, rng, cfg, spec):
+        n = rng.randint(*spec.lengths)
+        syms = rng.sample(cfg.symbols(), n)
+        m = min(rng.randint(*spec.extra), n // 2)  # (a curriculum's scaled lists: at most every other symbol)
+        # m marked positions among 1..n-1 with no two adjacent: choose m of the n-m slots, spread them apart
+        picks = sorted(rng.sample(range(n - m), m))
+        marked = {p + i + 1 for i, p in enumerate(picks)}
+        body = []
+        for i, x in enumerate(syms):
+            body += [x, self.STUTTER if rng.random() < 0.5 else self.SKIP] if i in marked else [x]
+        return body, self.solve(body)
+
+    def solve(self, body):
+        out = []
+        for i, w in enumerate(body):
+            if w in MARKS:
+                continue
+            mark = body[i + 1] if i + 1 < len(body) and body[i + 1] in MARKS else None
+            out += [w, w] if mark == self.STUTTER else [] if mark == self.SKIP else [w]
+        return out
+
+    def check_answer(self, body, answer):
+        if not body or body[0] in MARKS or any(a in MARKS and b in MARKS for a, b in zip(body, body[1:])):
+            return False
+        return answer == self.solve(body)
+
+
+class PairFill(Family):
+    name = "pairfill"
+
+    def min_answer(self, cfg, spec):
+        return 3 * spec.lengths[0]
+
+    def make(self, rng, cfg, spec):
+        syms = rng.sample(cfg.symbols(), rng.randint(*spec.lengths))
+        answer = []
+        for x in syms:
+            m = MARKS[0] if rng.random() < MARK_P else MARKS[1]
+            answer += [x, m, m]
+        return [w for x in syms for w in (x, ENTRY_END, ENTRY_END)], answer
+
+    def solve(self, body):
+        return None  # several valid answers
+
+    def check_answer(self, body, answer):
+        syms = body[0::3]
+        return (len(body) % 3 == 0 and body[1::3] == body[2::3] == [ENTRY_END] * len(syms) and answer[0::3] == syms
+                and len(answer) == len(body) and answer[1::3] == answer[2::3] and set(answer[1::3]) <= set(MARKS))
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (Copy(), Reverse(), Sort(), Distinct(), Lookup(), Interleave(),
-                                                   Shuffle(), Merge(), Swap(), Flip(), Mark(), Fill())}
-TASK_WORDS = tuple(FAMILIES)  # every family's word is in every world's vocabulary
+                                                   Shuffle(), Merge(), Swap(), Flip(), Mark(), Fill(), Drift(),
+                                                   PairFill())}
+# the task words of generator version 3 (the first world's): in every world's vocabulary, in this order; a family
+# added later has its word appended after the keys, in the worlds that use it only, so an older world's vocabulary
+# (and its trained target's token ids) never changes (draftlab.toy.tokenizer.vocabulary)
+TASK_WORDS = ("copy", "reverse", "sort", "distinct", "lookup", "interleave", "shuffle", "merge", "swap", "flip",
+              "mark", "fill")
 
 
 # ---- examples ---------------------------------------------------------------------------------------------

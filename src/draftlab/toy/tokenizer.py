@@ -3,8 +3,9 @@
 A Hugging Face `tokenizers` WordLevel model behind a whitespace-split pre-tokenizer, wrapped as a
 `transformers.PreTrainedTokenizerFast` (eos `<|im_end|>`, pad `<pad>`, unk `<unk>`, mask `<|MASK|>`, which no
 text contains: the drafter's MASK), so `save_pretrained` writes it beside the model and `AutoTokenizer`
-reloads it. The vocabulary depends only on the world's alphabet and key count: specials, the role words,
-a newline token, every family's task word, the separators, the symbols, the keys (`vocabulary`).
+reloads it. The vocabulary depends only on the world's alphabet, key count and families: specials, the role words,
+a newline token, the first world's task words (`tasks.TASK_WORDS`), the separators, the symbols, the keys, then the
+words of the world's families added after those (`vocabulary`: an older world's ids never move).
 The template is `<|im_start|>{role}\\n{content}<|im_end|>\\n` per turn, then `<|im_start|>assistant\\n`, as
 SmolLM2's, so `draftlab.data.templates.encode_prompt` applies it unchanged. Decoding joins tokens with one
 space: content text (words separated by single spaces) round-trips exactly; around the newline token the
@@ -28,7 +29,9 @@ CHAT_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}
 
 def vocabulary(cfg: WorldConfig) -> list[str]:
     """Every token of the world, in id order."""
-    words = [*SPECIALS, NEWLINE, *ROLES, *TASK_WORDS, TASK_SEP, LIST_SEP, ENTRY_END, *MARKS, *cfg.symbols(), *cfg.key_words()]
+    later = [f.name for f in cfg.families if f.name not in TASK_WORDS]  # families newer than the first world's
+    words = [*SPECIALS, NEWLINE, *ROLES, *TASK_WORDS, TASK_SEP, LIST_SEP, ENTRY_END, *MARKS, *cfg.symbols(),
+             *cfg.key_words(), *later]
     if len(set(words)) != len(words):
         raise DraftlabError("toy vocabulary has a duplicate word (a symbol equals a task or role word)")
     return words

@@ -16,6 +16,12 @@ benchmark's own code (engine τ, the top-8 reachable oracle), each property with
 | the plain drafter's held-out τ at block 16, simulated and in the engine | 4 ≤ τ (aim ≤ 8) |
 | per-slot top-1 falls with depth; top-8 coverage − top-1 from slot 4 on | falls; ≥ 0.2 |
 | the top-8 reachable oracle τ − the drafter's engine τ | ≥ 0.5 |
+
+The drift world (docs/drift-world.md) is read against its own bars (`DRIFT_BARS`, chosen before it trained), on its
+corrector family's suite (`drift`) from the engine's per-slot coverage: the target's exact match (≥ 0.95 every
+family), answers and loops as above, entropy ≥ 20% of the mix, FLOPs ≥ 8×; on `drift`: per-slot top-1 falls by
+≥ 0.2 from slot 1 to slot 8, top-8 − top-1 ≥ 0.2 at every slot from 4 on and widening (slot 8's gap ≥ slot 4's +
+0.05), the reachable oracle ≥ 1.3 × the engine τ and ≥ 1.0 τ above it, the engine τ in 3–6.
 """
 from __future__ import annotations
 
@@ -26,6 +32,13 @@ from pathlib import Path
 BARS = {"target_exact_match_min": 0.95, "answer_tokens_min": 48, "loop_share_max": 0.10,
         "entropy_share_min": 0.20, "flops_ratio_min": 8.0, "tau_min": 4.0, "tau_aim_max": 8.0,
         "top8_over_top1_min": 0.20, "oracle_gain_min": 0.5}
+
+
+DRIFT_BARS = {"target_exact_match_min": 0.95, "answer_tokens_min": 48, "loop_share_max": 0.10,
+              "entropy_share_min": 0.20, "flops_ratio_min": 8.0, "family": "drift", "top1_drop_min": 0.20,
+              "gap_min": 0.20, "gap_from_slot": 4, "gap_widening_min": 0.05, "oracle_ratio_min": 1.3,
+              "oracle_gain_min": 1.0, "tau_range": (3.0, 6.0)}
+WORLD_BARS = {"toy": BARS, "drift": DRIFT_BARS}  # a world's profile -> its bars
 
 
 def _family(prompt_id: str) -> str:
@@ -80,9 +93,13 @@ def engine_tau(params, target, checkpoints, suites_n: int) -> dict:
                   prompts_per_suite=suites_n, resume=False, simulated=False, warmup=False)
     detail, _ = run(target, replace(params, benchmark=cfg), BenchPaths(checkpoints))
     s = detail["summary"]["dflash"]
+    suites = {k: v.get("t0", {}).get("dflash", {}) for k, v in detail.get("suites", {}).items()}
     return {"tau": s.get("tau_t0"), "tau_ci": s.get("tau_t0_ci"), "oracle_tau_reachable": s.get("oracle_tau_reachable_t0"),
-            "oracle_tau": s.get("oracle_tau_t0"), "per_suite": {k: v.get("t0", {}).get("dflash", {}).get("tau")
-                                                                for k, v in detail.get("suites", {}).items()},
+            "oracle_tau": s.get("oracle_tau_t0"), "per_suite": {k: v.get("tau") for k, v in suites.items()},
+            "per_suite_detail": {k: {"tau": v.get("tau"), "oracle_tau": v.get("oracle_tau"),
+                                     "oracle_tau_reachable": v.get("oracle_tau_reachable"),
+                                     "top1": [row[0] for row in v.get("coverage") or []],
+                                     "top8": [row[-1] for row in v.get("coverage") or []]} for k, v in suites.items()},
             "prompts_per_suite": suites_n}
 
 
@@ -99,8 +116,30 @@ def mix_share(params, families: dict) -> float | None:
     return sum(w * x for w, x in rows) / total if total > 0 else None
 
 
+def drift_verdicts(p: dict, b: dict = DRIFT_BARS) -> dict:
+    """The drift world's properties against its bars (module docstring): True / False."""
+    d = (p["engine"].get("per_suite_detail") or {}).get(b["family"]) or {}
+    top1, top8 = d.get("top1") or [], d.get("top8") or []
+    gaps = [c - a for a, c in zip(top1, top8)]
+    at = b["gap_from_slot"]
+    tau, orc = d.get("tau") or 0.0, d.get("oracle_tau_reachable") or 0.0
+    return {
+        "target_exact_match": all(v >= b["target_exact_match_min"] for v in p["target"]["exact_match"].values()),
+        "answer_tokens": all(v["tokens_min"] >= b["answer_tokens_min"] for v in p["answers"].values()),
+        "loops": all(v["loop_share"] <= b["loop_share_max"] for v in p["answers"].values()),
+        "entropy": (p["target"]["entropy_share"] or 0) >= b["entropy_share_min"],
+        "flops_ratio": p["flops_ratio"] >= b["flops_ratio_min"],
+        "top1_drop": len(top1) >= 8 and top1[0] - top1[7] >= b["top1_drop_min"],
+        "gap_from_slot_4": len(gaps) >= 8 and min(gaps[at - 1:]) >= b["gap_min"],
+        "gap_widens": len(gaps) >= 8 and gaps[7] >= gaps[at - 1] + b["gap_widening_min"],
+        "oracle_ratio": tau > 0 and orc / tau >= b["oracle_ratio_min"],
+        "oracle_gain": orc - tau >= b["oracle_gain_min"],
+        "tau_engine_range": b["tau_range"][0] <= tau <= b["tau_range"][1],
+    }
+
+
 def verdicts(p: dict) -> dict:
-    """Each property against its bar: True / False."""
+    """Each property against its bar (the first world's): True / False."""
     b = BARS
     tgt = p["target"]["exact_match"]
     slot1, top8 = p["drafter"]["slot_acc"], p["drafter"]["top8_cov"]
@@ -140,9 +179,9 @@ def measure(params, target, target_folder: str | Path, target_report: dict, refe
         "drafter": {k: drafter_report.get(k) for k in ("sim_tau", "sim_tau_per_slot", "slot_acc", "top8_cov",
                                                         "top1_mean", "top8_mean", "train_minutes", "steps")},
         "engine": engine_tau(params, target, checkpoints, suites_n),
-        "bars": BARS,
+        "bars": WORLD_BARS.get(params.profile.name, BARS),
     }
-    out["verdicts"] = verdicts(out)
+    out["verdicts"] = drift_verdicts(out) if params.profile.name == "drift" else verdicts(out)
     out["holds"] = all(out["verdicts"].values())
     return out
 
