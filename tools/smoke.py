@@ -52,7 +52,6 @@ TOY_TINY = ["target.toy.train.layers=2", "target.toy.train.hidden=32", "target.t
             "specopd.max_steps=4",
             "specopd.batch_size=2", "specopd.val_every=0", "specopd.checkpoint_every=2", "specopd.cost_sequences=1",
             "corrector.max_steps=6", "corrector.max_minutes=0.5", "corrector.variant_max_minutes=0.2",
-            "corrector.variant_steps={}",  # the world's step budgets are its real run's: the smoke's are tiny
             "corrector.batch_size=4", "corrector.val_every=0", "benchmark.prompts_per_suite=1",
             "benchmark.ablation_prompts_per_suite=1", "benchmark.sampled_prompts_per_suite=1",
             "benchmark.max_new_tokens=12", "benchmark.concurrency=[1,2]", "benchmark.concurrency_prompts=2",
@@ -66,10 +65,11 @@ def git(*args: str) -> str:
 
 def tracked_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-    # a committed run's outputs: the root's and each world's
+    # a committed run's outputs: the root's and each world's (and a world's replicates)
     runs = (f"{paths.METRICS}/", f"{paths.RESULTS}/", f"{paths.PLOTS_DIR}/", "dvc.lock")
+    in_world = lambda f: f.split("/", 2)[2] if f.startswith("worlds/") and f.count("/") >= 2 else ""  # noqa: E731
     return [f for f in out.stdout.splitlines()
-            if f and not f.startswith((".smoke/", *runs)) and not (f.startswith("worlds/") and f.split("/", 2)[2].startswith(runs))]
+            if f and not f.startswith((".smoke/", *runs)) and not in_world(f).startswith((*runs, "replicates/"))]
 
 
 def check_seeded(root: Path) -> str:
@@ -198,12 +198,22 @@ def unreadable(root: Path, since: float) -> list[str]:
     return sorted(out)
 
 
+def tiny_variant_steps() -> list[str]:
+    """Every corrector variant the toy profile budgets in updates at the smoke's 6 (its step budgets are the real
+    run's: thousands of updates). One override per key: an empty mapping would merge into the profile's, not replace it."""
+    import yaml
+
+    steps = yaml.safe_load((ROOT / "conf" / "profile" / "toy.yaml").read_text())["corrector"].get("variant_steps") or {}
+    return [f"corrector.variant_steps.{k}=6" for k in steps]
+
+
 def toy_world(env: dict) -> int:
     """The toy world at tiny size (module doc): compose its params, freeze it at its own hash, run its dvc.yaml."""
     world = SCRATCH / WORLD
     frozen = json.loads((world / "prompts" / "world.json").read_text())["world_hash"]
     params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "--conf", "../../conf", "profile=toy",
-                             *TOY_TINY, f"target.toy.frozen_hash={frozen}"], cwd=world, capture_output=True, text=True)
+                             *TOY_TINY, *tiny_variant_steps(), f"target.toy.frozen_hash={frozen}"], cwd=world,
+                            capture_output=True, text=True)
     if params.returncode:
         print(params.stderr.strip(), file=sys.stderr)
         return 2

@@ -36,7 +36,7 @@ OUT = ROOT / "tests" / "durations.json"
 MAKE_EXPORT = re.compile(r"^export (\w+) :?= ?(.*)$", re.M)
 MAKE_PYTEST = re.compile(r"^\t((?:\w+=\S+ )+)\$\(PY\) -m pytest tests --ignore=tests/kernels", re.M)
 DURATION = re.compile(r"^\s*([\d.]+)s (setup|call|teardown)\s+(\S.*?)\s*$")
-SESSION = re.compile(r"^=+ (.*?) in ([\d.]+)s")
+SESSION = re.compile(r"^=* ?(\d+ (?:passed|failed|error).*?) in ([\d.]+)s")  # pytest's summary line, -q or not
 TOP = 10
 
 

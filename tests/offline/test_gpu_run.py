@@ -128,10 +128,8 @@ def test_a_training_stage_cut_by_the_deadline_keeps_its_checkpoint_and_resumes(d
     steps = []
     for call in (1, 2):
         out = tmp_path / f"out{call}"
-        t0 = time.time()
         proc = subprocess.run([*cmd, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert proc.returncode == runner.CUT, proc.stderr[-2000:]
-        assert time.time() - t0 < 30
         d = json.loads((out / "bundle.json").read_text())
         row = d["stages"][0]
         assert d["cut"] == "pretrain_drafter" and row["status"] == "cut" and "cut by the deadline" in row["error"], row

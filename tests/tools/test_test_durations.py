@@ -30,6 +30,9 @@ def test_durations_lines_are_read_per_test_and_phase():
         "tests/app/test_app_browser.py::test_explorer_in_chromium": {"setup": 60.1, "teardown": 0.5}}
     m = t.SESSION.match(text.splitlines()[-1])
     assert m and (m.group(1), m.group(2)) == ("990 passed", "978.12")
+    m = t.SESSION.match("1078 passed, 4 skipped in 499.24s (0:08:19)")  # make test's -q summary
+    assert m and (m.group(1), m.group(2)) == ("1078 passed, 4 skipped", "499.24")
+    assert t.SESSION.match("....... [100%]") is None
 
 
 def test_the_environment_is_the_makefiles():
