@@ -63,7 +63,7 @@ def test_wrong_type_and_impossible_values(root):
 
 
 def test_unknown_preset_lists_presets(root):
-    with pytest.raises(ConfigError, match="choose one of: cpu, cpu-long, gpu, gpu-small, smoke, toy"):
+    with pytest.raises(ConfigError, match="choose one of: cpu, cpu-long, drift, gpu, gpu-small, smoke, toy"):
         compose_params(["profile=fast"], root / "conf")
 
 
@@ -206,7 +206,7 @@ def test_dvc_style_overrides_fail_in_one_line(root, tmp_path):
         return str(e.value)
 
     assert "unknown key 'pretrain.lrr' (did you mean 'lr'?)" in err("pretrain.lrr=1")
-    assert err("profile=nosuch") == "profile='nosuch' is not a preset; choose one of: cpu, cpu-long, gpu, gpu-small, smoke, toy"
+    assert err("profile=nosuch") == "profile='nosuch' is not a preset; choose one of: cpu, cpu-long, drift, gpu, gpu-small, smoke, toy"
     assert "add it with +benchmark.batch_size=2" in err("benchmark.batch_size=2")
     assert "drop the '+' (pretrain.lr=0.002)" in err("+pretrain.lr=0.002")
     f = tmp_path / "mine.jsonl"
