@@ -94,7 +94,8 @@ def engine_tau(params, target, checkpoints, suites_n: int) -> dict:
     detail, _ = run(target, replace(params, benchmark=cfg), BenchPaths(checkpoints))
     s = detail["summary"]["dflash"]
     suites = {k: v.get("t0", {}).get("dflash", {}) for k, v in detail.get("suites", {}).items()}
-    return {"tau": s.get("tau_t0"), "tau_ci": s.get("tau_t0_ci"), "oracle_tau_reachable": s.get("oracle_tau_reachable_t0"),
+    return {"tau": s.get("tau_t0"), "tau_ci": s.get("tau_t0_ci"), "units": s.get("units_t0"),  # the interval's unit
+            "oracle_tau_reachable": s.get("oracle_tau_reachable_t0"),
             "oracle_tau": s.get("oracle_tau_t0"), "per_suite": {k: v.get("tau") for k, v in suites.items()},
             "per_suite_detail": {k: {"tau": v.get("tau"), "oracle_tau": v.get("oracle_tau"),
                                      "oracle_tau_reachable": v.get("oracle_tau_reachable"),
