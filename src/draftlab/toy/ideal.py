@@ -20,23 +20,11 @@ The bars the trained world must meet are read against these (docs/decisions.md, 
 """
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 
-from draftlab.toy.tasks import ENTRY_END, LIST_SEP, MARK_P, MARKS, WorldConfig, examples
+from draftlab.toy.tasks import ENTRY_END, FAMILIES, LIST_SEP, MARK_P, MARKS, WorldConfig, examples
 
 ENTROPY_BAR = 0.5  # nats
-
-
-def _mark_entropy(p: float = MARK_P) -> float:
-    return -(p * math.log(p) + (1 - p) * math.log(1 - p))
-
-
-def greedy_answer(family: str, body: list[str], answer: list[str]) -> list[str]:
-    """The answer a greedy target writes: the training answer with every free mark at its likelier value."""
-    if family in ("mark", "fill", "pairfill"):
-        return [MARKS[0] if w in MARKS else w for w in answer]
-    return answer
 
 
 def _sources(body: list[str], answer: list[str]) -> list[int | None]:
@@ -70,7 +58,7 @@ def family_properties(world: WorldConfig, family: str, n: int, block: int, k: in
     seqs = []
     for e in exs:
         body = e.prompt.split()[2:]
-        ans = greedy_answer(family, body, e.answer.split())
+        ans = FAMILIES[family].greedy(e.answer.split())
         seqs.append((ans, _sources(body, ans)))
     prior: dict[tuple, Counter] = defaultdict(Counter)  # (slot, phase) -> how often each offset / mark is the answer
     for ans, src in seqs:
@@ -102,18 +90,13 @@ def family_properties(world: WorldConfig, family: str, n: int, block: int, k: in
 
 
 def entropy_positions(world: WorldConfig, family: str, n: int) -> tuple[int, int]:
-    """(answer positions with >= ENTROPY_BAR nats in the training distribution, all answer positions) over n examples."""
+    """(answer positions with >= ENTROPY_BAR nats in the training distribution, all answer positions) over n examples
+    (each family says its positions' nats: `Family.nats`)."""
     high = total = 0
-    h = _mark_entropy()
     for e in examples(world, "eval", n, family=family):
-        ans = e.answer.split()
-        total += len(ans)
-        if family in ("mark", "fill") and h >= ENTROPY_BAR:
-            high += sum(w in MARKS for w in ans)
-        elif family == "pairfill" and h >= ENTROPY_BAR:
-            high += len(ans) // 3  # the first mark of each pair; the second is fixed by it
-        elif family in ("swap", "flip") and math.log(2) >= ENTROPY_BAR:
-            high += len([w for w in ans if w != LIST_SEP]) // 2
+        nats = FAMILIES[family].nats(e.answer.split())
+        total += len(nats)
+        high += sum(h >= ENTROPY_BAR for h in nats)
     return high, total
 
 

@@ -66,6 +66,7 @@ from draftlab.errors import ConfigError, DraftlabError
 
 TASK_SEP, LIST_SEP, ENTRY_END = ":", "|", ";"
 MARKS, MARK_P = ("+", "-"), 0.7  # `mark`: the two marks and the first one's probability
+MARK_NATS = -(MARK_P * math.log(MARK_P) + (1 - MARK_P) * math.log(1 - MARK_P))  # a drawn mark's entropy (0.61 nats)
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,14 @@ class Family:
 
     def check_answer(self, body: list[str], answer: list[str]) -> bool:
         return answer == self.solve(body)
+
+    def greedy(self, answer: list[str]) -> list[str]:
+        """The answer a greedy target writes, from a training answer (a free choice at its likelier value)."""
+        return answer
+
+    def nats(self, answer: list[str]) -> list[float]:
+        """Each answer position's entropy in the training distribution that this family draws (0: determined)."""
+        return [0.0] * len(answer)
 
 
 class Copy(Family):
@@ -421,6 +430,14 @@ class Swap(Interleave):  # two symbols per unit of `lengths`: Interleave's check
         return len(answer) == len(body) and len(body) % 2 == 0 and all(
             sorted(answer[i:i + 2]) == sorted(body[i:i + 2]) for i in range(0, len(body), 2))
 
+    def nats(self, answer):
+        """A pair's first symbol is a fair coin, its second fixed by it (separators determined)."""
+        out, k = [], 0
+        for w in answer:
+            out.append(0.0 if w == LIST_SEP else (math.log(2) if k % 2 == 0 else 0.0))
+            k += w != LIST_SEP
+        return out
+
 
 class Mark(Family):
     name = "mark"
@@ -437,6 +454,12 @@ class Mark(Family):
 
     def check_answer(self, body, answer):
         return answer[0::2] == body and len(answer) == 2 * len(body) and set(answer[1::2]) <= set(MARKS)
+
+    def greedy(self, answer):
+        return [MARKS[0] if w in MARKS else w for w in answer]
+
+    def nats(self, answer):
+        return [MARK_NATS if w in MARKS else 0.0 for w in answer]
 
 
 class Flip(Swap):  # `swap` with a `|` after each pair: the pairs are marked in the prompt and in the answer
@@ -531,6 +554,11 @@ class PairFill(Family):
         syms = body[0::3]
         return (len(body) % 3 == 0 and body[1::3] == body[2::3] == [ENTRY_END] * len(syms) and answer[0::3] == syms
                 and len(answer) == len(body) and answer[1::3] == answer[2::3] and set(answer[1::3]) <= set(MARKS))
+
+    greedy = Mark.greedy
+
+    def nats(self, answer):
+        return [MARK_NATS if i % 3 == 1 else 0.0 for i in range(len(answer))]  # the pair's first mark; the second follows
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (Copy(), Reverse(), Sort(), Distinct(), Lookup(), Interleave(),
