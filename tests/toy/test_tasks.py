@@ -14,7 +14,7 @@ SPECS = {"lookup": FamilySpec("lookup", 1.0, (10, 12), (4, 6)), "distinct": Fami
          "merge": FamilySpec("merge", 1.0, (24, 28)), "swap": FamilySpec("swap", 1.0, (24, 28)),
          "mark": FamilySpec("mark", 1.0, (24, 28)), "fill": FamilySpec("fill", 1.0, (24, 28)),
          "flip": FamilySpec("flip", 1.0, (17, 20)), "drift": FamilySpec("drift", 1.0, (66, 72), (6, 18)),
-         "pairfill": FamilySpec("pairfill", 1.0, (16, 18))}
+         "pairfill": FamilySpec("pairfill", 1.0, (16, 18)), "capslock": FamilySpec("capslock", 1.0, (56, 64), (6, 18))}
 ALL = WorldConfig(families=tuple(SPECS.get(n, FamilySpec(n)) for n in FAMILIES))
 
 
@@ -217,6 +217,28 @@ def test_drift_applies_each_mark_to_its_symbol():
         assert not e.valid(" ".join(ans[:3] + ans[4:5] + ans[3:4] + ans[5:])) or ans[3] == ans[4]
     assert len(counts) > 3  # one drift level per prompt, many levels over the suite
     assert not valid("drift : + a b", "a b") and not valid("drift : a + - b", "a a")
+
+
+def test_capslock_writes_each_letter_in_the_locks_case():
+    """An upper-case letter toggles the lock (it starts off); every letter is written in the lock's case; the number of
+    toggles varies per prompt; a wrong case anywhere, or a body that is not letters, is refused."""
+    caps = FAMILIES["capslock"]
+    assert caps.solve("a b C d e F g".split()) == "a b C D E f g".split()
+    assert caps.solve("A B".split()) == "A b".split()  # a second toggle turns it off again
+    counts = set()
+    for e in examples(ALL, "eval", 40, family="capslock"):
+        body, ans = e.prompt.split()[2:], e.answer.split()
+        toggles = sum(w.isupper() for w in body)
+        counts.add(toggles)
+        assert 6 <= toggles <= 18 and 56 <= len(body) <= 64 and e.valid(e.answer)
+        assert [w.lower() for w in ans] == [w.lower() for w in body]  # the letters at one fixed distance
+        wrong = list(ans)
+        wrong[-1] = wrong[-1].swapcase()
+        assert not e.valid(" ".join(wrong))
+    assert len(counts) > 3  # one toggle rate per prompt, many over the suite
+    assert not valid("capslock : a 1 b", "a 1 b") and not valid("capslock : a B", "a B b")
+    with pytest.raises(DraftlabError, match="capslock needs the 52 letters"):
+        WorldConfig(families=(FamilySpec("capslock", 1.0, (48, 50), (2, 4)),), alphabet=40)
 
 
 def test_pairfill_writes_two_equal_marks_after_each_symbol():

@@ -4,7 +4,8 @@ The ideal slot-wise drafter knows the answer up to its anchor and where in the p
 nothing about the prompt beyond it: for slot k it spreads its mass over the source symbols at relative offsets from
 the anchor's source (and the marks), by how often each holds the answer at that slot over the family's examples (a
 prior per family, slot and the anchor's phase: whether it and its predecessor are symbols or marks, and whether it
-repeats its predecessor). So it is right at slot k exactly when the drift
+repeats its predecessor; and, where a family's source symbols come in variants, the variant it reads at its own
+source: `capslock`'s toggles, with the case relative to the anchor's as part of what it predicts). So it is right at slot k exactly when the drift
 between the anchor and slot k is the most common one, and it holds the answer among its top K while the drift stays
 within the K most common ones. Marks (`+`, `-`) are ranked by their frequency in the target's T=0 answers (greedy
 writes the likelier mark). Three figures per family and slot (T=0, the greedy answers the target is trained to
@@ -22,16 +23,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from draftlab.toy.tasks import ENTRY_END, FAMILIES, LIST_SEP, MARK_P, MARKS, WorldConfig, examples
+from draftlab.toy.tasks import FAMILIES, MARK_P, WorldConfig, examples
 
 ENTROPY_BAR = 0.5  # nats
-
-
-def _sources(body: list[str], answer: list[str]) -> list[int | None]:
-    """Each answer token's source: its index among the body's symbols (None for a mark or separator)."""
-    syms = [w for w in body if w not in MARKS and w not in (ENTRY_END, LIST_SEP)]
-    where = {w: i for i, w in enumerate(syms)}
-    return [where.get(w) for w in answer]
 
 
 def _phase(answer: list[str], src: list[int | None], t: int) -> tuple:
@@ -41,16 +35,20 @@ def _phase(answer: list[str], src: list[int | None], t: int) -> tuple:
     return (src[t] is None, t == 0 or src[t - 1] is None, answer[t] == prev)
 
 
-def _slot_events(answer: list[str], src: list[int | None], block: int):
-    """(anchor t, slot k, (phase, what the slot holds: a relative source offset or the mark)) for every anchor t
-    and slot k < block."""
-    n = len(answer)
+def _slot_events(answer: list[str], src: list[tuple], block: int):
+    """(anchor t, slot k, (what the slot knows, what it holds)) for every anchor t and slot k < block: it knows its
+    anchor's phase and what it reads at its own source (a variant: `capslock`'s toggle); it holds a relative source
+    offset and whether its variant equals the anchor's (`capslock`'s case), or the mark."""
+    n, idx = len(answer), [s for s, _, _ in src]
     for t in range(n - 1):
-        ref = next((src[j] for j in range(t, -1, -1) if src[j] is not None), None)  # the anchor's source
-        phase = _phase(answer, src, t)
+        ref = next((j for j in range(t, -1, -1) if idx[j] is not None), None)  # the anchor's source
+        phase = _phase(answer, idx, t)
         for k in range(1, min(block, n - t)):
-            w, s = answer[t + k], src[t + k]
-            yield t, k, (phase, ("mark", w) if s is None or ref is None else ("sym", s - ref))
+            w, (s, variant, seen) = answer[t + k], src[t + k]
+            if s is None or ref is None:
+                yield t, k, ((phase, None), ("mark", w))
+            else:
+                yield t, k, ((phase, seen), ("sym", s - idx[ref], variant == src[ref][1]))
 
 
 def family_properties(world: WorldConfig, family: str, n: int, block: int, k: int) -> dict:
@@ -59,18 +57,18 @@ def family_properties(world: WorldConfig, family: str, n: int, block: int, k: in
     for e in exs:
         body = e.prompt.split()[2:]
         ans = FAMILIES[family].greedy(e.answer.split())
-        seqs.append((ans, _sources(body, ans)))
+        seqs.append((ans, FAMILIES[family].align(body, ans)))
     prior: dict[tuple, Counter] = defaultdict(Counter)  # (slot, phase) -> how often each offset / mark is the answer
     for ans, src in seqs:
-        for _, slot, (phase, ev) in _slot_events(ans, src, block):
-            prior[slot, phase][ev] += 1
+        for _, slot, (knows, ev) in _slot_events(ans, src, block):
+            prior[slot, knows][ev] += 1
     rank = {key: {ev: r for r, (ev, _) in enumerate(c.most_common())} for key, c in prior.items()}
     hit1, hitk, tot = Counter(), Counter(), Counter()
     tau_a, tau_o, anchors = 0.0, 0.0, 0
     for ans, src in seqs:
         by_anchor: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for t, slot, (phase, ev) in _slot_events(ans, src, block):
-            r = rank[slot, phase][ev]
+        for t, slot, (knows, ev) in _slot_events(ans, src, block):
+            r = rank[slot, knows][ev]
             by_anchor[t].append((slot, r))
             tot[slot] += 1
             hit1[slot] += r == 0

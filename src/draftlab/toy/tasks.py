@@ -40,6 +40,14 @@ that list's, which `sort` uses); look-up keys are `#0`, `#1`, ... The families (
   distance from its anchor holds the answer among the few symbols near that distance, more spread with depth, while
   "what follows this token" is one rule (the next source symbol, or the same one again after a stutter's first copy).
   The number of marks varies per prompt (one τ level per prompt).
+- `capslock` (caps-lock copy): `lengths` letters drawn with repeats from a-z, `extra` of them (at distinct
+  positions, any) written in upper case; the answer copies the list with caps lock: the lock starts off, an upper-case
+  letter in the list toggles it, and every letter is written in the lock's current case (`a b C d e F g` ->
+  `a b C D E f g`). Every answer token sits at one fixed distance from its source (a one-layer drafter reads its
+  letter by position), but its case is the parity of the toggles since the anchor: a slot that sees its own source
+  and the anchor's case holds the answer in its top two, first only while no toggle lies in between (more rarely with
+  depth), while "this token's case given its predecessor's" is one local rule a transition score can learn. The
+  number of toggles varies per prompt (one τ level per prompt).
 - `pairfill` (paired fill): `lengths` symbols (all distinct), each followed by two blanks `; ;`; the answer writes each
   symbol followed by two EQUAL marks, `+ +` or `- -` (training: `+` with probability MARK_P), so the first mark of a
   pair carries 0.61 nats at T=1 and the second is fixed by it: independent per-slot sampling breaks pairs that a
@@ -225,6 +233,14 @@ class Family:
     def nats(self, answer: list[str]) -> list[float]:
         """Each answer position's entropy in the training distribution that this family draws (0: determined)."""
         return [0.0] * len(answer)
+
+    def align(self, body: list[str], answer: list[str]) -> list[tuple[int | None, object, object]]:
+        """Each answer token's (source: its index among the body's symbols, None for a mark or separator; its
+        variant; the variant of the source word it reads) for the ideal drafter (`draftlab.toy.ideal`). Symbols
+        are matched by identity here (the lists are distinct) and have no variants."""
+        syms = [w for w in body if w not in MARKS and w not in (ENTRY_END, LIST_SEP)]
+        where = {w: i for i, w in enumerate(syms)}
+        return [(where.get(w), None, None) for w in answer]
 
 
 class Copy(Family):
@@ -561,9 +577,41 @@ class PairFill(Family):
         return [MARK_NATS if i % 3 == 1 else 0.0 for i in range(len(answer))]  # the pair's first mark; the second follows
 
 
+class CapsLock(Family):
+    name = "capslock"
+
+    def check(self, cfg, spec):
+        if cfg.alphabet < 52:
+            raise ConfigError(f"toy world: capslock needs the 52 letters a-z, A-Z; raise alphabet={cfg.alphabet} to 52")
+        if spec.extra[1] > spec.lengths[0]:
+            raise ConfigError(f"toy world: capslock.extra {spec.extra} toggles more letters than a list of "
+                              f"{spec.lengths[0]} has")
+
+    def make(self, rng, cfg, spec):
+        n = rng.randint(*spec.lengths)
+        letters = [rng.choice(string.ascii_lowercase) for _ in range(n)]
+        toggled = set(rng.sample(range(n), min(rng.randint(*spec.extra), n)))
+        body = [x.upper() if i in toggled else x for i, x in enumerate(letters)]
+        return body, self.solve(body)
+
+    def solve(self, body):
+        out, lock = [], False
+        for w in body:
+            lock ^= w.isupper()
+            out.append(w.upper() if lock else w.lower())
+        return out
+
+    def check_answer(self, body, answer):
+        return all(len(w) == 1 and w.isalpha() and w.isascii() for w in body) and answer == self.solve(body)
+
+    def align(self, body, answer):
+        """Answer token i reads body word i: its variant is its case, its source's is whether that word toggles."""
+        return [(i, w.isupper(), body[i].isupper()) for i, w in enumerate(answer)]
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (Copy(), Reverse(), Sort(), Distinct(), Lookup(), Interleave(),
                                                    Shuffle(), Merge(), Swap(), Flip(), Mark(), Fill(), Drift(),
-                                                   PairFill())}
+                                                   PairFill(), CapsLock())}
 # the task words of generator version 3 (the first world's): in every world's vocabulary, in this order; a family
 # added later has its word appended after the keys, in the worlds that use it only, so an older world's vocabulary
 # (and its trained target's token ids) never changes (draftlab.toy.tokenizer.vocabulary)
