@@ -28,9 +28,11 @@ def test_the_world_and_recipe_come_from_target_toy_with_one_line_errors():
     assert train_config(toy).betas == (0.9, 0.95)
     for bad, msg in ((ToyTargetConfig(world={"colour": 1}), "target.toy.world: .*unknown keys"),
                      (ToyTargetConfig(world={"families": [{"name": "juggle"}]}), "target.toy.world: .*juggle"),
-                     (ToyTargetConfig(train={"depth": 3}), r"target.toy.train has unknown keys \['depth'\]")):
+                     (ToyTargetConfig(train={"depth": 3}), r"target.toy.train has unknown keys \['depth'\]"),
+                     (ToyTargetConfig(world=small_world(), train={"mix": [["drift", 3], ["copy", 1]]}),
+                      r"target.toy.train.mix names 'drift', a family this world lacks \(its families: copy, reverse\)")):
         with pytest.raises(ConfigError, match=msg) as e:
-            world_config(bad) if "world" in msg else train_config(bad)
+            world_config(bad) if msg.startswith("target.toy.world") else train_config(bad)
         assert "\n" not in str(e.value)
 
 
@@ -149,6 +151,19 @@ def test_the_drift_worlds_ideal_properties_are_what_the_command_writes(tmp_path)
                            text=True)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and msg in r.stderr, r.stderr
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_the_drift_worlds_ledger_keeps_its_rules():
+    """worlds/drift/settings.yaml (the issue's ledger): valid YAML, settings numbered 1, 2, ... with no gap, at most
+    four, each naming its world's hash (64 hex digits), its date and a verdict; the last one's world is the preset's
+    (what the world's stages run now)."""
+    ledger = yaml.safe_load((ROOT / "worlds" / "drift" / "settings.yaml").read_text())["settings"]
+    assert [s["setting"] for s in ledger] == list(range(1, len(ledger) + 1)) and len(ledger) <= 4
+    for s in ledger:
+        assert len(s["world_hash"]) == 64 and set(s["world_hash"]) <= set("0123456789abcdef"), s["setting"]
+        assert str(s["date"]) and s["verdict"].strip(), s["setting"]
+    preset = yaml.safe_load((ROOT / "conf" / "target" / "drift.yaml").read_text())["toy"]
+    assert ledger[-1]["world_hash"] == world_config(ToyTargetConfig(world=preset["world"])).config_hash()
 
 
 def test_decode_asks_the_toy_target_only_for_its_worlds_families():

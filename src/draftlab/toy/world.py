@@ -1,7 +1,8 @@
 """The toy world inside the pipeline: its config from `target.toy`, its prompt files, and the freeze.
 
 - `world_config` / `train_config`: the `target.toy.world` and `.train` mappings as the generator's `WorldConfig` and
-  the target's `TrainConfig` (an unknown key or a bad value: one line naming `target.toy...`).
+  the target's `TrainConfig` (an unknown key, a bad value or a training mix naming a family the world lacks: one line
+  naming `target.toy...`).
 - `write_prompts`: the world's prompts as the pipeline reads them — a training pool (the `train` split's mix) and
   one suite per family (the `eval` split, disjoint seeds) — as JSONL files (`{"id", "prompt"}` a line) that the
   `toy` profile names in `data.local_jsonl` and `data.local_suites`; committed beside the world's run, and a test
@@ -46,6 +47,11 @@ def train_config(toy):
     if cfg.max_steps <= 0 or cfg.budget_s < 0:
         raise ConfigError(f"target.toy.train: max_steps={cfg.max_steps} must be > 0 and budget_s={cfg.budget_s} >= 0 "
                           f"(budget_s 0 = no wall-clock limit: the run stops at max_steps)")
+    have = [f.name for f in world_config(toy).families]
+    lacks = [name for name, _ in cfg.mix if name not in have]
+    if lacks:
+        raise ConfigError(f"target.toy.train.mix names {lacks[0]!r}, a family this world lacks (its families: "
+                          f"{', '.join(have)}); name one of them or add it to target.toy.world.families")
     return cfg
 
 
