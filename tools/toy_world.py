@@ -6,6 +6,7 @@
     python ../../tools/toy_world.py report                            # after the benchmark: results/toy_report.json
     python ../../tools/toy_world.py replicate --freeze-base           # the prepared target + references, kept in git
     python ../../tools/toy_world.py replicate --seed 1 [--seed 2 ...] [--resume]   # replicates/<tid>/seed-N/
+    python ../../tools/toy_world.py reading --arm ARM [--seed N] [--variants V,...]  # a new corrector's first reading
 
 `prompts` writes the training pool and one suite per family from the generator (`toy.world` of the target preset
 named like the world's folder, conf/target/<world>.yaml, or --preset: the files must exist before params.yaml can be composed, since composing checks them);
@@ -68,6 +69,12 @@ def main(argv: list[str]) -> int:
     rp.add_argument("--resume", action="store_true", help="continue an unfinished replicate of that seed")
     rp.add_argument("--freeze-base", action="store_true",
                     help="copy the world's prepared target and references into replicates/<tid>/base/ (once)")
+    rd = sub.add_parser("reading", help="a new corrector's first reading: its stage and the benchmark on a "
+                                         "replicate's committed plain drafter (draftlab.pipeline.reading)")
+    rd.add_argument("--arm", required=True, help="the corrector's benchmark arm")
+    rd.add_argument("--seed", type=int, default=1, help="the finished replicate whose plain drafter it starts from")
+    rd.add_argument("--variants", default="", help="comma-separated corrector variants (default: the arm's)")
+    rd.add_argument("--resume", action="store_true", help="continue an unfinished reading")
     a = ap.parse_args(argv)
     from draftlab.errors import DraftlabError
     from draftlab.params import load_params
@@ -84,6 +91,12 @@ def main(argv: list[str]) -> int:
             for seed in a.seed:
                 rec = R.run_replicate(".", seed, resume=a.resume)
                 print(json.dumps({k: rec.get(k) for k in ("seed", "status", "target_md5", "total")}))
+            return 0
+        if a.cmd == "reading":
+            from draftlab.pipeline.reading import first_reading
+
+            rec = first_reading(".", a.arm, a.seed, [v for v in a.variants.split(",") if v], resume=a.resume)
+            print(json.dumps({k: rec.get(k) for k in ("arm", "variants", "seed", "status", "total")}))
             return 0
         if a.cmd in ("prompts", "ideal"):
             world = preset_world(a.preset or f"../../conf/target/{Path.cwd().name}.yaml")

@@ -175,11 +175,21 @@ def run_replicate(world: str | Path, seed: int, resume: bool = False, stages: tu
     _link(out / paths.REFERENCES, base / "references.parquet")
     _link(out / "prompts", world / "prompts")
     write_json(rec_path, rec)
+    run_stages(out, rec, stages, f"replicate seed {seed}", python, log, scripts)
+    return rec
+
+
+def run_stages(out: Path, rec: dict, stages: tuple[str, ...], what: str, python: str = sys.executable, log=print,
+               scripts: str | Path = ROOT / "stages") -> None:
+    """Run each stage not yet in rec["done"] as its own process in `out` (the stage scripts `dvc repro` runs), timing
+    it (wall and CPU seconds, the load average around it) into out/RECORD after every stage; a failed stage is one
+    line naming its log (the record says where it stopped; --resume continues)."""
+    rec_path = out / RECORD
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
     for stage in stages:
         if stage in rec["done"]:
             continue
-        log(f"[replicate seed {seed}] {stage} ...")
+        log(f"[{what}] {stage} ...")
         load0, cpu0, t0 = os.getloadavg(), _cpu_children(), time.perf_counter()
         with open(out / f"{stage}.log", "a") as f:
             code = subprocess.call([python, str(Path(scripts) / f"{stage}.py")], cwd=out, env=env, stdout=f,
@@ -188,22 +198,20 @@ def run_replicate(world: str | Path, seed: int, resume: bool = False, stages: tu
         if code != 0:
             rec["status"] = f"failed at {stage}"
             write_json(rec_path, rec)
-            raise DraftlabError(f"replicate seed {seed}: stage {stage} failed (exit {code}); its log: "
-                                f"{out / (stage + '.log')}; fix it and run again with --resume")
+            raise DraftlabError(f"{what}: stage {stage} failed (exit {code}); its log: {out / (stage + '.log')}; fix "
+                                f"it and run again with --resume")
         rec["done"].append(stage)
         rec["times"][stage] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
                                "load_before": [round(x, 2) for x in load0],
                                "load_after": [round(x, 2) for x in os.getloadavg()]}
         write_json(rec_path, rec)
-        log(f"[replicate seed {seed}] {stage} done in {wall:.0f} s (CPU {cpu:.0f} s)")
-    missing = [s for s in stages if s not in rec["done"]]
-    if not missing:
+        log(f"[{what}] {stage} done in {wall:.0f} s (CPU {cpu:.0f} s)")
+    if all(s in rec["done"] for s in stages):
         rec["status"] = "complete"
         rec["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         rec["total"] = {"wall_s": round(sum(t["wall_s"] for t in rec["times"].values()), 1),
                         "cpu_s": round(sum(t["cpu_s"] for t in rec["times"].values()), 1)}
         write_json(rec_path, rec)
-    return rec
 
 
 def _budgets(params: dict) -> dict:
@@ -212,7 +220,7 @@ def _budgets(params: dict) -> dict:
     return {"pretrain.max_steps": g("pretrain", "max_steps"), "pretrain.max_minutes": g("pretrain", "max_minutes"),
             "seeded.pretrain": (params.get("seeded") or {}).get("pretrain"),
             "specopd.max_steps": g("specopd", "max_steps"), "specopd.max_minutes": g("specopd", "max_minutes"),
-            "corrector.variant_steps": g("corrector", "variant_steps")}
+            "corrector.max_steps": g("corrector", "max_steps"), "corrector.variant_steps": g("corrector", "variant_steps")}
 
 
 def _cpu_model() -> str | None:

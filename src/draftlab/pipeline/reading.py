@@ -1,0 +1,108 @@
+"""A new corrector's first reading in a frozen world: one run of its stage and the benchmark, in minutes, on what the
+world keeps in git (docs/toy-world.md "Trying a new corrector here").
+
+The world's base (replicates/<tid>/base/: its target and references) and each finished replicate's plain drafter
+(replicates/<tid>/seed-N/models/drafter/pretrained) are committed, so nothing before the corrector stage runs again.
+`first_reading(world, arm, seed)` makes `replicates/<tid>/reading-<arm>-seed-<seed>/` (written once, like a replicate):
+the replicate's params.yaml (its seeds and every budget the world froze) with `corrector.variants` = the variants the
+arm decodes, the dflash-long control on (the plain drafter alone, as many updates: every corrector's first comparison),
+and the benchmark cut to `dflash`, `dflash-long` and the arm at T=0 with their pairs; links to the base, the world's
+prompts and the replicate's plain drafter; then `check_params`, `corrector` and `benchmark` as their own processes,
+timed into reading.json (`replicate.run_stages`). The reading is one run: its pairs are the benchmark's (per prompt,
+descriptive beside the world's replicated verdicts); a verdict is the replicates with the arm added to the plan.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from draftlab import paths
+from draftlab.errors import DraftlabError
+from draftlab.io import atomic_write, write_json
+from draftlab.pipeline.replicate import RECORD, _cpu_model, _link, folder_for, read_base, run_stages
+
+STAGES = ("check_params", "corrector", "benchmark")
+CONTROL_ARM, PLAIN_ARM = "dflash-long", "dflash"
+
+
+def reading_folder(world: Path, tid: str, arm: str, seed: int) -> Path:
+    return Path(world) / paths.REPLICATES / tid / f"reading-{arm}-seed-{seed}"
+
+
+def reading_params(replicate_params: dict, arm: str, variants: list[str]) -> dict:
+    """The replicate's params with the corrector stage cut to the arm's variants (and the control) and the benchmark to
+    the plain drafter, the control and the arm at T=0."""
+    import copy
+
+    p = copy.deepcopy(replicate_params)
+    p["corrector"]["variants"] = list(variants)
+    p["corrector"]["control"] = True
+    arms = list(dict.fromkeys([PLAIN_ARM, CONTROL_ARM, arm]))
+    p["benchmark"].update(arms=arms, ablation_arms=[], sampled_arms=[], concurrency=[], concurrency_arms=[],
+                          temperatures=[0.0], pairs=[[arm, CONTROL_ARM], [arm, PLAIN_ARM], [CONTROL_ARM, PLAIN_ARM]])
+    return p
+
+
+def arm_variants(arm: str) -> list[str]:
+    """The corrector variants the arm decodes (the control aside); one line for an arm the grammar does not know."""
+    from draftlab.arms.grammar import CONTROL, resolve
+
+    try:
+        factory = resolve(arm)
+    except (DraftlabError, KeyError, ValueError) as e:
+        raise DraftlabError(f"reading: {e}; name a benchmark arm (draftlab arms lists them) or give --variants") from None
+    return [v for v in getattr(factory, "variants", ()) if v != CONTROL]
+
+
+def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str] | None = None,
+                  resume: bool = False, log=print, stages: tuple[str, ...] = STAGES, **run) -> dict:
+    """Run (or, with `resume`, continue) the first reading of `arm` on replicate `seed`'s plain drafter -> its record."""
+    import yaml
+
+    from draftlab.checks.common import git_sha
+
+    world = Path(world).resolve()
+    base, brec = read_base(world)
+    tid = brec["target_md5"][:12]
+    source = folder_for(world, tid, seed)
+    src_rec = source / RECORD
+    if not src_rec.exists() or json.loads(src_rec.read_text()).get("status") != "complete":
+        raise DraftlabError(f"no finished replicate seed {seed} of target {tid} ({source}): its plain drafter is what a "
+                            f"reading starts from; run `python ../../tools/toy_world.py replicate --seed {seed}` first")
+    if arm in (PLAIN_ARM, CONTROL_ARM):
+        raise DraftlabError(f"reading: {arm} is what every reading compares with; name a corrector's arm")
+    variants = list(variants) if variants else arm_variants(arm)
+    if not variants:
+        raise DraftlabError(f"reading: arm {arm} decodes no trained corrector variant; a reading trains one (give "
+                            f"--variants, or name a corrector's arm)")
+    out = reading_folder(world, tid, arm, seed)
+    if (out / RECORD).exists():
+        rec = json.loads((out / RECORD).read_text())
+        if rec.get("status") == "complete":
+            raise DraftlabError(f"the reading of {arm} on seed {seed} is finished ({out}): written once; move it away "
+                                f"to read again")
+        if not resume:
+            raise DraftlabError(f"the reading of {arm} on seed {seed} is unfinished ({out}): --resume continues it")
+    elif out.exists() and any(out.iterdir()):
+        raise DraftlabError(f"{out} exists without {RECORD}: not a reading this command wrote; move it away first")
+    else:
+        rec = None
+    params = reading_params(yaml.safe_load((source / paths.PARAMS).read_text()), arm, variants)
+    out.mkdir(parents=True, exist_ok=True)
+    if rec is None:
+        atomic_write(out / paths.PARAMS, lambda p: p.write_text(
+            f"# the first reading of {arm} on replicate seed {seed} of {world.name}'s target {tid} "
+            f"(draftlab.pipeline.reading)\n" + yaml.safe_dump(params, sort_keys=False)))
+        rec = {"schema": "draftlab-reading-v1", "world": world.name, "world_hash": brec["world_hash"],
+               "target_md5": brec["target_md5"], "arm": arm, "variants": variants, "seed": seed,
+               "plain_drafter": str(Path(paths.PLAIN_DRAFTER)), "stages": list(stages), "done": [], "times": {},
+               "status": "running", "git_sha": git_sha(Path(__file__).resolve().parents[3]),
+               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": _cpu_model()}
+    _link(out / paths.TARGET, base / "target")
+    _link(out / paths.REFERENCES, base / "references.parquet")
+    _link(out / "prompts", world / "prompts")
+    _link(out / paths.PLAIN_DRAFTER, source / paths.PLAIN_DRAFTER)
+    write_json(out / RECORD, rec)
+    run_stages(out, rec, stages, f"reading {arm} seed {seed}", log=log, **run)  # run: python=, scripts= (tests)
+    return rec

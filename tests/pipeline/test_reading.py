@@ -1,0 +1,94 @@
+"""A new corrector's first reading (draftlab.pipeline.reading): it starts from a finished replicate's plain drafter
+and the world's base, trains only the arm's variants and the control, benchmarks dflash, dflash-long and the arm at
+T=0, is written once and timed, and bad input is one line. The stages are stub scripts (the real ones are the
+pipeline's; `docs/toy-world.md` gives the measured time of a real reading)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from draftlab import paths
+from draftlab.errors import DraftlabError
+from draftlab.pipeline import reading as G
+from draftlab.pipeline import replicate as R
+
+STUB = """import sys, yaml, json, pathlib
+p = yaml.safe_load(open("params.yaml"))
+for f in ("models/target/model.safetensors", "models/drafter/pretrained/model.safetensors", "prompts/x.jsonl"):
+    assert pathlib.Path(f).exists(), f
+pathlib.Path("results").mkdir(exist_ok=True)
+json.dump({"variants": p["corrector"]["variants"], "arms": p["benchmark"]["arms"]},
+          open(f"results/{pathlib.Path(sys.argv[0]).stem}.json", "w"))
+"""
+PARAMS = {"profile": {"seed": 0}, "tracking": {"enabled": False},
+          "corrector": {"variants": ["dcoco", "nopair", "lilicorr"], "control": True, "seed": 0},
+          "benchmark": {"arms": ["ar", "dflash", "dcoco", "lilicorr"], "ablation_arms": ["dcoco-nopair"],
+                        "sampled_arms": ["ar", "dflash"], "concurrency": [1, 16], "concurrency_arms": ["ar"],
+                        "temperatures": [0.0, 1.0], "pairs": [["dcoco", "dflash"]]}}
+
+
+@pytest.fixture()
+def world(tmp_path: Path) -> Path:
+    w = tmp_path / "world"
+    (w / paths.TARGET).mkdir(parents=True)
+    (w / paths.TARGET / "model.safetensors").write_bytes(b"weights")
+    (w / paths.TARGET / "toy_world.json").write_text(json.dumps({"world_hash": "cd" * 32}))
+    (w / "data").mkdir()
+    (w / paths.REFERENCES).write_bytes(b"refs")
+    (w / "prompts").mkdir()
+    (w / "prompts" / "x.jsonl").write_text("{}\n")
+    (w / paths.PARAMS).write_text(yaml.safe_dump(PARAMS))
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "b.py").write_text("import sys\n")  # a replicate's stage (stub)
+    return w
+
+
+def replicate(world: Path, seed: int) -> Path:
+    """A finished replicate with its plain drafter (stub stages)."""
+    R.run_replicate(world, seed, stages=("b",), python=sys.executable, log=lambda m: None,
+                    scripts=world.parent / "scripts")
+    folder = R.folder_for(world, R.read_base(world)[1]["target_md5"][:12], seed)
+    (folder / paths.PLAIN_DRAFTER).mkdir(parents=True)
+    (folder / paths.PLAIN_DRAFTER / "model.safetensors").write_bytes(b"drafter")
+    return folder
+
+
+def read(world: Path, arm: str, seed: int = 1, **kw) -> dict:
+    (world.parent / "scripts" / "c.py").write_text(STUB)
+    return G.first_reading(world, arm, seed, log=lambda m: None, stages=("c",), python=sys.executable,
+                           scripts=world.parent / "scripts", **kw)
+
+
+def test_a_reading_trains_the_arms_variants_and_benchmarks_it_beside_the_control(world: Path):
+    R.freeze_base(world)
+    with pytest.raises(DraftlabError, match="no finished replicate seed 1 .*replicate --seed 1"):
+        read(world, "lilicorr")
+    replicate(world, 1)
+    rec = read(world, "lilicorr")
+    out = G.reading_folder(world, rec["target_md5"][:12], "lilicorr", 1)
+    assert rec["status"] == "complete" and rec["variants"] == ["lilicorr"] and rec["times"]["c"]["wall_s"] >= 0
+    assert json.loads((out / "results" / "c.json").read_text()) == {"variants": ["lilicorr"],
+                                                                    "arms": ["dflash", "dflash-long", "lilicorr"]}
+    p = yaml.safe_load((out / paths.PARAMS).read_text())
+    assert p["corrector"]["control"] is True and p["benchmark"]["temperatures"] == [0.0]
+    assert p["benchmark"]["pairs"][0] == ["lilicorr", "dflash-long"] and not p["benchmark"]["sampled_arms"]
+    assert (out / paths.PLAIN_DRAFTER).is_symlink() and (out / paths.PLAIN_DRAFTER / "model.safetensors").exists()
+    with pytest.raises(DraftlabError, match="is finished .*written once"):
+        read(world, "lilicorr")
+    assert read(world, "dcoco-nopair")["variants"] == ["nopair"]  # the variants an arm decodes, from the grammar
+
+
+@pytest.mark.parametrize("arm, msg", [("dflash-long", "is what every reading compares with"),
+                                      ("ar", "decodes no trained corrector variant"),
+                                      ("nosuch-arm", "reading: .*nosuch-arm")])
+def test_bad_input_is_one_line(world: Path, arm: str, msg: str):
+    R.freeze_base(world)
+    replicate(world, 1)
+    with pytest.raises(DraftlabError, match=msg) as e:
+        read(world, arm)
+    assert "\n" not in str(e.value)
