@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from draftlab.config.sections import ToyTargetConfig
-from draftlab.pipeline.toy.properties import BARS, mix_share, verdicts
+from draftlab.pipeline.toy.properties import BARS, DRIFT_BARS, mix_share, verdicts
 
 WORLD = {"families": [{"name": "copy", "lengths": [48, 50]}, {"name": "mark", "weight": 3.0, "lengths": [24, 25]}]}
 
@@ -53,20 +53,21 @@ def test_every_verdict_holds_on_a_good_world_and_each_can_fail():
 
 
 def good_drift() -> dict:
-    """A drift world that meets its bars: top-1 0.9 -> 0.4 by slot 8, top-8 − top-1 0.25 at slot 4 widening to 0.4,
+    """A drift world (read on its corrector family's suite: `capslock` since setting 3) that meets its bars: top-1 0.9 -> 0.4 by slot 8, top-8 − top-1 0.25 at slot 4 widening to 0.4,
     τ 4 against a reachable oracle of 6."""
     top1 = [0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4, 0.4, 0.4]
     top8 = [1.0, 1.0, 0.95, 0.85, 0.85, 0.85, 0.8, 0.8, 0.8, 0.8]
     p = good()
-    p["engine"] = {"per_suite_detail": {"drift": {"tau": 4.0, "oracle_tau_reachable": 6.0, "top1": top1, "top8": top8}}}
+    detail = {"tau": 4.0, "oracle_tau_reachable": 6.0, "top1": top1, "top8": top8}
+    p["engine"] = {"per_suite_detail": {DRIFT_BARS["family"]: detail}}
     return p
 
 
 def test_the_drift_worlds_bars_hold_on_a_good_world_and_each_can_fail():
-    from draftlab.pipeline.toy.properties import DRIFT_BARS, drift_verdicts
+    from draftlab.pipeline.toy.properties import drift_verdicts
 
     assert all(drift_verdicts(good_drift()).values())
-    d = lambda p: p["engine"]["per_suite_detail"]["drift"]  # noqa: E731
+    d = lambda p: p["engine"]["per_suite_detail"][DRIFT_BARS["family"]]  # noqa: E731
     breaks = {
         "target_exact_match": lambda p: p["target"]["exact_match"].update(mark=0.94),
         "entropy": lambda p: p["target"].update(entropy_share=DRIFT_BARS["entropy_share_min"] - 0.01),
