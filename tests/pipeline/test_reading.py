@@ -25,7 +25,8 @@ json.dump({"variants": p["corrector"]["variants"], "arms": p["benchmark"]["arms"
           open(f"results/{pathlib.Path(sys.argv[0]).stem}.json", "w"))
 """
 PARAMS = {"profile": {"seed": 0}, "tracking": {"enabled": False},
-          "corrector": {"variants": ["dcoco", "nopair", "lilicorr"], "control": True, "seed": 0},
+          "corrector": {"variants": ["dcoco", "nopair", "lilicorr"], "control": True, "seed": 0,
+                        "variant_steps": {"dcoco": 592, "lilicorr": 184}},
           "benchmark": {"arms": ["ar", "dflash", "dcoco", "lilicorr"], "ablation_arms": ["dcoco-nopair"],
                         "sampled_arms": ["ar", "dflash"], "concurrency": [1, 16], "concurrency_arms": ["ar"],
                         "temperatures": [0.0, 1.0], "pairs": [["dcoco", "dflash"]]}}
@@ -76,11 +77,32 @@ def test_a_reading_trains_the_arms_variants_and_benchmarks_it_beside_the_control
                                                                     "arms": ["dflash", "dflash-long", "lilicorr"]}
     p = yaml.safe_load((out / paths.PARAMS).read_text())
     assert p["corrector"]["control"] is True and p["benchmark"]["temperatures"] == [0.0]
+    assert p["corrector"]["variant_steps"] == {"lilicorr": 184}  # the arm's own budget; the others' are not trained
     assert p["benchmark"]["pairs"][0] == ["lilicorr", "dflash-long"] and not p["benchmark"]["sampled_arms"]
     assert (out / paths.PLAIN_DRAFTER).is_symlink() and (out / paths.PLAIN_DRAFTER / "model.safetensors").exists()
     with pytest.raises(DraftlabError, match="is finished .*written once"):
         read(world, "lilicorr")
     assert read(world, "dcoco-nopair")["variants"] == ["nopair"]  # the variants an arm decodes, from the grammar
+
+
+def test_seed_0_reads_from_the_worlds_own_plain_drafter_kept_in_its_base(world: Path, tmp_path: Path):
+    """A world frozen without replicates (the drift world) keeps its plain drafter in its base: seed 0 starts there,
+    with the world's own params; a base frozen before a drafter trained says so in one line."""
+    bare = tmp_path / "bare"
+    import shutil
+
+    shutil.copytree(world, bare)
+    R.freeze_base(bare)
+    with pytest.raises(DraftlabError, match="holds no plain drafter .*--seed N"):
+        read(bare, "lilicorr", seed=0)
+    (world / paths.PLAIN_DRAFTER).mkdir(parents=True)
+    (world / paths.PLAIN_DRAFTER / "model.safetensors").write_bytes(b"frozen drafter")
+    base = R.freeze_base(world)
+    assert base["drafter_md5"] == R.md5_file(world / paths.PLAIN_DRAFTER / "model.safetensors")
+    rec = read(world, "dcoco", seed=0)
+    out = G.reading_folder(world, base["target_md5"][:12], "dcoco", 0)
+    assert rec["status"] == "complete" and (out / paths.PLAIN_DRAFTER / "model.safetensors").read_bytes() == b"frozen drafter"
+    assert yaml.safe_load((out / paths.PARAMS).read_text())["corrector"]["variants"] == ["dcoco"]
 
 
 @pytest.mark.parametrize("arm, msg", [("dflash-long", "is what every reading compares with"),

@@ -1,10 +1,11 @@
 """A new corrector's first reading in a frozen world: one run of its stage and the benchmark, in minutes, on what the
 world keeps in git (docs/toy-world.md "Trying a new corrector here").
 
-The world's base (replicates/<tid>/base/: its target and references) and each finished replicate's plain drafter
-(replicates/<tid>/seed-N/models/drafter/pretrained) are committed, so nothing before the corrector stage runs again.
-`first_reading(world, arm, seed)` makes `replicates/<tid>/reading-<arm>-seed-<seed>/` (written once, like a replicate):
-the replicate's params.yaml (its seeds and every budget the world froze) with `corrector.variants` = the variants the
+The world's base (replicates/<tid>/base/: its target and references, and the world's own plain drafter where the base
+was frozen after it trained) and each finished replicate's plain drafter (replicates/<tid>/seed-N/models/drafter/
+pretrained) are committed, so nothing before the corrector stage runs again. `first_reading(world, arm, seed)` makes
+`replicates/<tid>/reading-<arm>-seed-<seed>/` (written once, like a replicate): the replicate's params.yaml (its seeds
+and every budget the world froze; seed 0: the world's own params.yaml and the base's drafter, tracking off) with `corrector.variants` = the variants the
 arm decodes, the dflash-long control on (the plain drafter alone, as many updates: every corrector's first comparison),
 and the benchmark cut to `dflash`, `dflash-long` and the arm at T=0 with their pairs; links to the base, the world's
 prompts and the replicate's plain drafter; then `check_params`, `corrector` and `benchmark` as their own processes,
@@ -37,7 +38,9 @@ def reading_params(replicate_params: dict, arm: str, variants: list[str]) -> dic
 
     p = copy.deepcopy(replicate_params)
     p["corrector"]["variants"] = list(variants)
-    p["corrector"]["control"] = True
+    p["corrector"]["control"] = True  # trained as many updates as the first variant (the recipe's main one)
+    steps = p["corrector"].get("variant_steps") or {}
+    p["corrector"]["variant_steps"] = {v: n for v, n in steps.items() if v in variants}
     arms = list(dict.fromkeys([PLAIN_ARM, CONTROL_ARM, arm]))
     p["benchmark"].update(arms=arms, ablation_arms=[], sampled_arms=[], concurrency=[], concurrency_arms=[],
                           temperatures=[0.0], pairs=[[arm, CONTROL_ARM], [arm, PLAIN_ARM], [CONTROL_ARM, PLAIN_ARM]])
@@ -65,11 +68,19 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
     world = Path(world).resolve()
     base, brec = read_base(world)
     tid = brec["target_md5"][:12]
-    source = folder_for(world, tid, seed)
-    src_rec = source / RECORD
-    if not src_rec.exists() or json.loads(src_rec.read_text()).get("status") != "complete":
-        raise DraftlabError(f"no finished replicate seed {seed} of target {tid} ({source}): its plain drafter is what a "
-                            f"reading starts from; run `python ../../tools/toy_world.py replicate --seed {seed}` first")
+    if seed == 0:  # the world's own plain drafter, kept in its base
+        drafter, source_params = base / "drafter", world / paths.PARAMS
+        if not (drafter / "model.safetensors").exists():
+            raise DraftlabError(f"the base {base} holds no plain drafter (frozen before one trained, or an older base): "
+                                f"start from a finished replicate (--seed N)")
+    else:
+        source = folder_for(world, tid, seed)
+        src_rec = source / RECORD
+        if not src_rec.exists() or json.loads(src_rec.read_text()).get("status") != "complete":
+            raise DraftlabError(f"no finished replicate seed {seed} of target {tid} ({source}): its plain drafter is "
+                                f"what a reading starts from; run `python ../../tools/toy_world.py replicate --seed "
+                                f"{seed}` first (or --seed 0: the world's own, where its base holds one)")
+        drafter, source_params = source / paths.PLAIN_DRAFTER, source / paths.PARAMS
     if arm in (PLAIN_ARM, CONTROL_ARM):
         raise DraftlabError(f"reading: {arm} is what every reading compares with; name a corrector's arm")
     variants = list(variants) if variants else arm_variants(arm)
@@ -88,11 +99,13 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
         raise DraftlabError(f"{out} exists without {RECORD}: not a reading this command wrote; move it away first")
     else:
         rec = None
-    params = reading_params(yaml.safe_load((source / paths.PARAMS).read_text()), arm, variants)
+    params = reading_params(yaml.safe_load(source_params.read_text()), arm, variants)
+    params.setdefault("tracking", {})["enabled"] = False
     out.mkdir(parents=True, exist_ok=True)
     if rec is None:
         atomic_write(out / paths.PARAMS, lambda p: p.write_text(
-            f"# the first reading of {arm} on replicate seed {seed} of {world.name}'s target {tid} "
+            f"# the first reading of {arm} on {'the base' if seed == 0 else f'replicate seed {seed}'} of {world.name}'s "
+            f"target {tid} "
             f"(draftlab.pipeline.reading)\n" + yaml.safe_dump(params, sort_keys=False)))
         rec = {"schema": "draftlab-reading-v1", "world": world.name, "world_hash": brec["world_hash"],
                "target_md5": brec["target_md5"], "arm": arm, "variants": variants, "seed": seed,
@@ -102,7 +115,7 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
     _link(out / paths.TARGET, base / "target")
     _link(out / paths.REFERENCES, base / "references.parquet")
     _link(out / "prompts", world / "prompts")
-    _link(out / paths.PLAIN_DRAFTER, source / paths.PLAIN_DRAFTER)
+    _link(out / paths.PLAIN_DRAFTER, drafter)
     write_json(out / RECORD, rec)
     run_stages(out, rec, stages, f"reading {arm} seed {seed}", log=log, **run)  # run: python=, scripts= (tests)
     return rec

@@ -3,8 +3,9 @@ write-once folder beside the world's run (docs/toy-world.md "Replicates"; docs/d
 world").
 
 A replicate set belongs to one *base*: the world (its config hash) and the target and references its stages read.
-`freeze_base` copies the world folder's prepared target and references into `replicates/<tid>/base/` (tid: the first
-12 hex digits of the target weights' md5), with `base.json` naming the world hash and both md5s; the base is small
+`freeze_base` copies the world folder's prepared target and references (and its plain drafter, when trained) into
+`replicates/<tid>/base/` (tid: the first 12 hex digits of the target weights' md5), with `base.json` naming the world
+hash and the md5s; the base is small
 (the toy target is 7 MB) and lives in git, so nobody has to retrain it. `run_replicate(world, seed)` then makes
 `replicates/<tid>/seed-<seed>/`: the world's params.yaml with the replicate's seeds (`SEED_KEYS`: initialisation and
 data order of every training stage) and tracking off, links to the base and the world's prompt files, and runs
@@ -63,8 +64,8 @@ def base_dir(world: Path, tid: str) -> Path:
 
 
 def freeze_base(world: str | Path) -> dict:
-    """Copy the world folder's target and references into replicates/<tid>/base/ once (write-once: an existing base
-    of the same target is left as it is) -> its record."""
+    """Copy the world folder's target and references (and its plain drafter, when trained) into replicates/<tid>/base/
+    once (write-once: an existing base of the same target is left as it is) -> its record."""
     world = Path(world).resolve()
     target, refs = world / paths.TARGET, world / paths.REFERENCES
     if not refs.exists():
@@ -83,6 +84,10 @@ def freeze_base(world: str | Path) -> dict:
     tmp.mkdir(parents=True)
     shutil.copytree(target, tmp / "target")
     shutil.copy2(refs, tmp / "references.parquet")
+    drafter = world / paths.PLAIN_DRAFTER
+    if (drafter / WEIGHTS).exists():  # the world's own plain drafter: a first reading can start from it (seed 0)
+        shutil.copytree(drafter, tmp / "drafter")
+        rec["drafter_md5"] = md5_file(drafter / WEIGHTS)
     write_json(tmp / BASE_RECORD, rec)
     tmp.rename(out)
     return rec
