@@ -80,6 +80,7 @@ def test_a_reading_trains_the_arms_variants_and_benchmarks_it_beside_the_control
     assert p["corrector"]["variant_steps"] == {"lilicorr": 184}  # the arm's own budget; the others' are not trained
     assert p["benchmark"]["pairs"][0] == ["lilicorr", "dflash-long"] and not p["benchmark"]["sampled_arms"]
     assert (out / paths.PLAIN_DRAFTER).is_symlink() and (out / paths.PLAIN_DRAFTER / "model.safetensors").exists()
+    assert json.loads((out / G.READING).read_text()) == rec  # its own record, beside the replicates' ones
     with pytest.raises(DraftlabError, match="is finished .*written once"):
         read(world, "lilicorr")
     assert read(world, "dcoco-nopair")["variants"] == ["nopair"]  # the variants an arm decodes, from the grammar

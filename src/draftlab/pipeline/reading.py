@@ -23,6 +23,8 @@ from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write, write_json
 from draftlab.pipeline.replicate import RECORD, _cpu_model, _link, folder_for, read_base, run_stages
 
+READING = "reading.json"  # a reading's record (a replicate's is RECORD)
+
 STAGES = ("check_params", "corrector", "benchmark")
 CONTROL_ARM, PLAIN_ARM = "dflash-long", "dflash"
 
@@ -88,15 +90,15 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
         raise DraftlabError(f"reading: arm {arm} decodes no trained corrector variant; a reading trains one (give "
                             f"--variants, or name a corrector's arm)")
     out = reading_folder(world, tid, arm, seed)
-    if (out / RECORD).exists():
-        rec = json.loads((out / RECORD).read_text())
+    if (out / READING).exists():
+        rec = json.loads((out / READING).read_text())
         if rec.get("status") == "complete":
             raise DraftlabError(f"the reading of {arm} on seed {seed} is finished ({out}): written once; move it away "
                                 f"to read again")
         if not resume:
             raise DraftlabError(f"the reading of {arm} on seed {seed} is unfinished ({out}): --resume continues it")
     elif out.exists() and any(out.iterdir()):
-        raise DraftlabError(f"{out} exists without {RECORD}: not a reading this command wrote; move it away first")
+        raise DraftlabError(f"{out} exists without {READING}: not a reading this command wrote; move it away first")
     else:
         rec = None
     params = reading_params(yaml.safe_load(source_params.read_text()), arm, variants)
@@ -116,6 +118,6 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
     _link(out / paths.REFERENCES, base / "references.parquet")
     _link(out / "prompts", world / "prompts")
     _link(out / paths.PLAIN_DRAFTER, drafter)
-    write_json(out / RECORD, rec)
-    run_stages(out, rec, stages, f"reading {arm} seed {seed}", log=log, **run)  # run: python=, scripts= (tests)
+    write_json(out / READING, rec)
+    run_stages(out, rec, stages, f"reading {arm} seed {seed}", log=log, record=READING, **run)  # run: python=, scripts= (tests)
     return rec

@@ -185,11 +185,11 @@ def run_replicate(world: str | Path, seed: int, resume: bool = False, stages: tu
 
 
 def run_stages(out: Path, rec: dict, stages: tuple[str, ...], what: str, python: str = sys.executable, log=print,
-               scripts: str | Path = ROOT / "stages") -> None:
+               scripts: str | Path = ROOT / "stages", record: str = RECORD) -> None:
     """Run each stage not yet in rec["done"] as its own process in `out` (the stage scripts `dvc repro` runs), timing
-    it (wall and CPU seconds, the load average around it) into out/RECORD after every stage; a failed stage is one
+    it (wall and CPU seconds, the load average around it) into out/`record` after every stage; a failed stage is one
     line naming its log (the record says where it stopped; --resume continues)."""
-    rec_path = out / RECORD
+    rec_path = out / record
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
     for stage in stages:
         if stage in rec["done"]:
