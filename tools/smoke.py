@@ -9,10 +9,11 @@ checks that it reached results/benchmark.json, and that the seeded drafter's out
 (models/drafter/seeded, its comparison table and the `dflash-seeded` arm) are there, and, with `seeded.methods`
 (the smoke default), that the method stages recorded the seeded drafter as their base and its `-seeded` arms ran;
 MLflow runs are tagged with this repository's commit.
-Then the toy world (worlds/toy, docs/toy-world.md) at tiny size in the same scratch copy: its world and prompt
-files as committed, a 2-layer target of width 32 trained for 600 steps (a step count, not seconds: a
-slow machine must train the same target), every stage at the smoke profile's sizes,
-the world frozen at its own hash so the method stages run (`--no-toy` skips it, `--toy-only` runs only it).
+Then each toy world (WORLDS: worlds/toy, docs/toy-world.md; worlds/drift, docs/drift-world.md) at tiny size in the
+same scratch copy: its world and prompt files as committed, a 2-layer target of width 32 trained for 600 steps (a step
+count, not seconds: a slow machine must train the same target), every stage at the smoke profile's sizes,
+the world frozen at its own hash so the method stages run, all of them beside the main pipeline (each world's folder a
+DVC repository of its own in the scratch copy; `--no-toy` skips them, `--toy-only` runs only them).
 Open the result in the explorer with `draftlab explore --root .smoke` (`--root .smoke/worlds/toy`: the toy run).
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ LOCAL_SUITE = ["data.local_suites.my-prompts=examples/my_prompts.jsonl", "benchm
 # SmolLM2 target are the run's costliest stage, and nothing the run checks depends on how long they train (3 still
 # puts dcoco-warm's frozen first 30% and its joint rest in the run)
 SHORT_RUNS = ["corrector.max_steps=3"]
-WORLD = Path("worlds") / "toy"
+WORLDS = ("toy", "drift")  # every toy world's profile (config.sections.WORLD_PROFILES), run in worlds/<profile>/
 # the toy world at tiny size: the target 2 x 32 trained for 600 steps (~9 s here; budget_s only a ceiling: a time
 # budget trained fewer steps on a loaded CI machine, whose target then ended its held-out answers within one block),
 # the other stages at the smoke profile's sizes
@@ -45,7 +46,7 @@ TOY_TINY = ["target.toy.train.layers=2", "target.toy.train.hidden=32", "target.t
             "target.toy.train.curriculum_steps=0", "target.toy.train.max_steps=600", "target.toy.train.budget_s=300", "target.toy.train.eval_n=2",
             "target.toy.train.curve_every_s=0", "target.arch.num_layers=2", "target.arch.hidden_size=32",
             "target.arch.num_heads=2", "target.arch.num_kv_heads=2", "target.arch.head_dim=16",
-            "target.arch.intermediate_size=64", "profile.omp_wait_policy=passive",
+            "target.arch.intermediate_size=64", "drafter.target_layer_ids=[]", "profile.omp_wait_policy=passive",
             "reference.num_train_prompts=24", "reference.num_heldout_prompts=4", "reference.max_new_tokens=56",
             "pretrain.max_steps=20", "pretrain.max_minutes=1.0", "pretrain.batch_size=4", "pretrain.val_every=10",
             "pretrain.checkpoint_every=10", "seeded.pretrain.max_minutes=0.2", "seeded.pretrain.max_steps=10",
@@ -137,8 +138,14 @@ def main(argv: list[str]) -> int:
                DRAFTLAB_GIT_DIRTY=str(bool(git("status", "--porcelain", "--untracked-files=no"))).lower(),
                DRAFTLAB_STAGE_TRACE=str(fresh(SCRATCH / ".trace")))  # what each stage used (draftlab.pipeline.trace)
     os.umask(0o022)  # a user's usual umask: every file the run writes must be readable by others (0644)
-    if toy_only:
-        return toy_world(env)
+    worlds = None if no_toy else start_worlds(env)  # beside the main pipeline: the suite's wall time, not its CPU
+    rc = 0 if toy_only else main_pipeline(env, argv)
+    rc_worlds = worlds() if worlds else 0  # waited for even when the main pipeline failed (their lines come out)
+    return rc or rc_worlds
+
+
+def main_pipeline(env: dict, argv: list[str]) -> int:
+    """The smoke profile's pipeline in the scratch copy and its checks (module doc) -> exit code."""
     started = time.time()
     rc = subprocess.run(["dvc", "repro"], cwd=SCRATCH, env=env).returncode
     if rc:
@@ -170,7 +177,7 @@ def main(argv: list[str]) -> int:
         return 1
     print(f"smoke pipeline ok: {len(written)} reports and headline metrics files "
           f"({', '.join(m.name for m in sorted((SCRATCH / paths.RESULTS).glob('*.json')))})")
-    return 0 if no_toy else toy_world(env)
+    return 0
 
 
 def fresh(folder: Path) -> Path:
@@ -198,34 +205,57 @@ def unreadable(root: Path, since: float) -> list[str]:
     return sorted(out)
 
 
-def tiny_variant_steps() -> list[str]:
-    """Every corrector variant the toy profile budgets in updates at the smoke's 6 (its step budgets are the real
+def tiny_variant_steps(name: str) -> list[str]:
+    """Every corrector variant a world's profile budgets in updates at the smoke's 6 (its step budgets are the real
     run's: thousands of updates). One override per key: an empty mapping would merge into the profile's, not replace it."""
     import yaml
 
-    steps = yaml.safe_load((ROOT / "conf" / "profile" / "toy.yaml").read_text())["corrector"].get("variant_steps") or {}
+    steps = yaml.safe_load((ROOT / "conf" / "profile" / f"{name}.yaml").read_text())["corrector"].get("variant_steps") or {}
     return [f"corrector.variant_steps.{k}=6" for k in steps]
 
 
-def toy_world(env: dict) -> int:
-    """The toy world at tiny size (module doc): compose its params, freeze it at its own hash, run its dvc.yaml."""
-    world = SCRATCH / WORLD
+def start_worlds(env: dict):
+    """Every toy world at tiny size, each in a thread of its own beside whatever runs next (each world folder is a DVC
+    repository of its own in the scratch copy, so their `dvc repro` runs do not wait on one another's lock); -> a
+    function that waits for them and returns the first failure's exit code (0 when every world passed)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(len(WORLDS))
+    runs = [pool.submit(toy_world, env, name) for name in WORLDS]
+
+    def wait() -> int:
+        codes = [r.result() for r in runs]
+        pool.shutdown()
+        return next((c for c in codes if c), 0)
+    return wait
+
+
+def toy_world(env: dict, name: str) -> int:
+    """One toy world at tiny size (module doc): compose its params, freeze it at its own hash, run its dvc.yaml."""
+    world = SCRATCH / "worlds" / name
     frozen = json.loads((world / "prompts" / "world.json").read_text())["world_hash"]
-    params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "--conf", "../../conf", "profile=toy",
-                             *TOY_TINY, *tiny_variant_steps(), f"target.toy.frozen_hash={frozen}"], cwd=world,
+    params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "--conf", "../../conf", f"profile={name}",
+                             *TOY_TINY, *tiny_variant_steps(name), f"target.toy.frozen_hash={frozen}"], cwd=world,
                             capture_output=True, text=True)
     if params.returncode:
         print(params.stderr.strip(), file=sys.stderr)
         return 2
     (world / "params.yaml").write_text(params.stdout)
+    if not (world / ".dvc").exists():
+        subprocess.run(["dvc", "init", "--subdir", "-q"], cwd=world, env=env, check=True)
     started = time.time()
-    rc = subprocess.run(["dvc", "repro", "dvc.yaml"], cwd=world, env={**env, "DRAFTLAB_STAGE_TRACE": str(fresh(world / ".trace"))}).returncode
+    log = world / "smoke.log"
+    with open(log, "w") as f:
+        rc = subprocess.run(["dvc", "repro", "dvc.yaml"], cwd=world, stdout=f, stderr=subprocess.STDOUT,
+                            env={**env, "DRAFTLAB_STAGE_TRACE": str(fresh(world / ".trace"))}).returncode
     if rc:
-        print(f"toy world smoke failed (dvc repro exit {rc}); outputs in {world}", file=sys.stderr)
+        tail = log.read_text().splitlines()[-15:]
+        print("\n".join(tail), file=sys.stderr)
+        print(f"{name} world smoke failed (dvc repro exit {rc}); its log {log}, outputs in {world}", file=sys.stderr)
         return rc
     private = unreadable(world, started)
     if private:
-        print(f"the toy world smoke wrote files others cannot read under umask 022: {private[:8]}", file=sys.stderr)
+        print(f"the {name} world smoke wrote files others cannot read under umask 022: {private[:8]}", file=sys.stderr)
         return 1
     import yaml
 
@@ -239,10 +269,10 @@ def toy_world(env: dict) -> int:
         print(problem, file=sys.stderr)
         return 1
     if missing or suites or not toy:
-        print(f"toy world smoke: arms {missing} / suites {suites} missing from {paths.BENCH_DETAIL}, or no `toy` "
+        print(f"{name} world smoke: arms {missing} / suites {suites} missing from {paths.BENCH_DETAIL}, or no `toy` "
               f"report in {paths.results('prepare_target')}", file=sys.stderr)
         return 1
-    print(f"toy world smoke ok: {len(bench['summary'])} arms on {len(bench['suites'])} suites "
+    print(f"{name} world smoke ok: {len(bench['summary'])} arms on {len(bench['suites'])} suites "
           f"({', '.join(sorted(bench['suites']))})")
     return 0
 
