@@ -106,3 +106,29 @@ def pytest_collection_modifyitems(session, config, items):
     where = lambda item: str(Path(item.fspath).relative_to(ROOT / "tests")) if ROOT / "tests" in Path(item.fspath).parents \
         else ""  # noqa: E731
     items.sort(key=lambda item: rank.get(where(item), len(rank)))  # stable: the rest keep their order
+
+
+def stub_world(tmp_path: Path, params: dict, scripts: dict[str, str], world_hash: str) -> Path:
+    """A toy world's folder as a replicate or a reading sees it (tests/pipeline): a prepared target (stub weights and its
+    world record), references, one prompt file and params.yaml; and `scripts` (name -> source) as stub stage scripts in
+    tmp_path/scripts."""
+    import json
+
+    import yaml
+
+    from draftlab import paths
+
+    w = tmp_path / "world"
+    (w / paths.TARGET).mkdir(parents=True)
+    (w / paths.TARGET / "model.safetensors").write_bytes(b"weights")
+    (w / paths.TARGET / "toy_world.json").write_text(json.dumps({"world_hash": world_hash}))
+    (w / "data").mkdir()
+    (w / paths.REFERENCES).write_bytes(b"refs")
+    (w / "prompts").mkdir()
+    (w / "prompts" / "x.jsonl").write_text("{}\n")
+    (w / paths.PARAMS).write_text(yaml.safe_dump(params))
+    (tmp_path / "scripts").mkdir()
+    for name, source in scripts.items():
+        (tmp_path / "scripts" / f"{name}.py").write_text(source)
+    return w
+

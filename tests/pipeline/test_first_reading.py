@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import stub_world
 from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.pipeline import reading as G
@@ -34,19 +35,7 @@ PARAMS = {"profile": {"seed": 0}, "tracking": {"enabled": False},
 
 @pytest.fixture()
 def world(tmp_path: Path) -> Path:
-    w = tmp_path / "world"
-    (w / paths.TARGET).mkdir(parents=True)
-    (w / paths.TARGET / "model.safetensors").write_bytes(b"weights")
-    (w / paths.TARGET / "toy_world.json").write_text(json.dumps({"world_hash": "cd" * 32}))
-    (w / "data").mkdir()
-    (w / paths.REFERENCES).write_bytes(b"refs")
-    (w / "prompts").mkdir()
-    (w / "prompts" / "x.jsonl").write_text("{}\n")
-    (w / paths.PARAMS).write_text(yaml.safe_dump(PARAMS))
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    (scripts / "b.py").write_text("import sys\n")  # a replicate's stage (stub)
-    return w
+    return stub_world(tmp_path, PARAMS, {"b": "import sys\n"}, "cd" * 32)  # b: a replicate's stage (stub)
 
 
 def replicate(world: Path, seed: int) -> Path:

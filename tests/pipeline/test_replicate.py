@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import stub_world
 from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.pipeline import replicate as R
@@ -26,20 +27,8 @@ sys.exit(3 if pathlib.Path("../../../../fail_" + name).exists() else 0)
 
 @pytest.fixture()
 def world(tmp_path: Path) -> Path:
-    w = tmp_path / "world"
-    (w / paths.TARGET).mkdir(parents=True)
-    (w / paths.TARGET / "model.safetensors").write_bytes(b"weights")
-    (w / paths.TARGET / "toy_world.json").write_text(json.dumps({"world_hash": "ab" * 32}))
-    (w / "data").mkdir()
-    (w / paths.REFERENCES).write_bytes(b"refs")
-    (w / "prompts").mkdir()
-    (w / "prompts" / "x.jsonl").write_text("{}\n")
-    (w / paths.PARAMS).write_text(yaml.safe_dump({"profile": {"seed": 0, "threads": 2}, "tracking": {"enabled": True}}))
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    for s in ("a", "b"):
-        (scripts / f"{s}.py").write_text(STUB)
-    return w
+    return stub_world(tmp_path, {"profile": {"seed": 0, "threads": 2}, "tracking": {"enabled": True}},
+                      {"a": STUB, "b": STUB}, "ab" * 32)
 
 
 def run(world: Path, seed: int, **kw) -> dict:
