@@ -19,7 +19,7 @@ install: $(STAMP)
 # index where one is configured, else PyPI's default build); TORCH=cpu or TORCH=cu130 (cu126, cu128, ...) = PyTorch's
 # own index https://download.pytorch.org/whl/$(TORCH) for the CPU or that CUDA version (docs/install.md).
 # An existing venv keeps the torch it has (its stamp is up to date): to switch builds, `rm -rf .venv` first.
-# Every step stops `make` with one line when it fails (pipefail: pip's exit code, not the filter's). --no-compile: pip
+# Every step stops `make` with one line when it fails (pipefail: pip's exit code, not the filter's).: pip
 # leaves byte-compiling to the first import of each module (the venv is writable, so once): a fresh install took 62 s +
 # 11 s of first imports against 98 s + 4 s compiling every file of every package (2026-12-06, 2 cores).
 TORCH ?=
@@ -31,10 +31,10 @@ TORCH_BUILD := import torch; print(f"installed torch {torch.__version__}: " + (f
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	@case "$(TORCH)" in ""|cpu|cu[0-9]*|rocm[0-9]*) ;; *) echo "error: TORCH=$(TORCH) is not a PyTorch wheel index: use cpu, cu126, cu128, cu130 (CUDA) or rocm6.4, or leave it empty" >&2; exit 2;; esac
 	test -x $(PY) || python3 -m venv $(VENV)
-	@$(call STEP,$(PIP) install --no-compile $(TORCH_INDEX) torch==2.13.0)
-	@$(call STEP,$(PIP) install --no-compile -r requirements.txt)
-	@$(call STEP,$(PIP) install --no-compile --no-deps -r requirements-nodeps.txt)
-	@$(call STEP,$(PIP) install --no-compile --no-deps -e .)
+	@$(call STEP,$(PIP) install $(TORCH_INDEX) torch==2.13.0)
+	@$(call STEP,$(PIP) install -r requirements.txt)
+	@$(call STEP,$(PIP) install --no-deps -r requirements-nodeps.txt)
+	@$(call STEP,$(PIP) install --no-deps -e .)
 	$(PY) -c "import torch, lightning, transformers, mlflow, dvc, draftlab"
 	@$(PY) -c '$(TORCH_BUILD)'
 	touch $(STAMP)
