@@ -234,7 +234,8 @@ def cmd_decode(a: argparse.Namespace) -> int:
     from draftlab.bench.marks import legend, mark_tokens, render, seed_counts
 
     seeds = seed_counts(res)
-    print(legend(color, seeds is not None) if arm.speculative else "legend: plain = the target's own token (AR)")
+    tree = any("tree_rejected" in r.extras for r in res.records)
+    print(legend(color, seeds is not None, tree) if arm.speculative else "legend: plain = the target's own token (AR)")
     print(render(mark_tokens(res, corrects), dec, color))
     print(f"arm {a.arm} · T={a.temperature:g} · {n} tokens in {len(acc) or n} {'rounds' if acc else 'steps'} · "
           f"τ {tau:.2f} · {n / max(res.wall_s, 1e-9):.1f} tokens/s ({wall:.2f} s incl. prefill "

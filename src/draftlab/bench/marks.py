@@ -12,7 +12,8 @@ from typing import Callable
 class Mark:
     token: int
     kind: str  # target (the verifier's own token) | accepted | corrected (accepted, a corrector changed it) | rejected
-    # | seed-kept / seed-changed (accepted from a seeded slot whose seed the drafter kept / changed)
+    # | seed-kept / seed-changed (accepted from a seeded slot whose seed the drafter kept / changed) | branch (a tree
+    # round's accepted node that is not the drafter's first choice at its depth)
 
 
 def mark_tokens(result, corrects: bool, stream: int = 0) -> list[Mark]:
@@ -20,7 +21,10 @@ def mark_tokens(result, corrects: bool, stream: int = 0) -> list[Mark]:
     proposals of each round (`corrected` when the proposal step changed the drafter's argmax and
     `corrects`; `seed-kept` / `seed-changed` from a seeded slot, by the round's `seed_kept` record), the first
     rejected proposal of the round (not in the text; shown before the token the verifier put in its place),
-    and the verifier's own tokens (the first token, each round's bonus)."""
+    and the verifier's own tokens (the first token, each round's bonus). A tree round (its `tree_rejected` record)
+    proposes nodes, not a chain: its proposals are the accepted path (then the bonus), an accepted node off the
+    drafter's first choice is a `branch` (never `corrected`: the tree offered it, no corrector changed a token), and its
+    rejected proposal is the best child of the path's last node (none when that node is a leaf)."""
     tokens = result.tokens[stream]
     kinds = ["target"] * len(tokens)
     rejected: dict[int, int] = {}
@@ -32,12 +36,16 @@ def mark_tokens(result, corrects: bool, stream: int = 0) -> list[Mark]:
             props = rec.proposals[i].tolist()
             argmax = rec.topk_ids[i, :, 0].tolist() if rec.topk_ids is not None else props
             kept = rec.extras["seed_kept"][i].tolist() if "seed_kept" in rec.extras else [-1] * len(props)
+            tree = int(rec.extras["tree_rejected"][i]) if "tree_rejected" in rec.extras else None
             for j in range(1, acc + 1):
                 if off + j < len(tokens):
                     seed = SEED_KINDS.get(kept[j - 1], "accepted")
-                    kinds[off + j] = "corrected" if corrects and props[j - 1] != argmax[j - 1] else seed
-            if acc < len(props) and off + acc + 1 < len(tokens):
-                rejected[off + acc + 1] = props[acc]
+                    off_first = props[j - 1] != argmax[j - 1]
+                    kinds[off + j] = ("branch" if off_first else seed) if tree is not None else \
+                        "corrected" if corrects and off_first else seed
+            miss = props[acc] if tree is None and acc < len(props) else tree
+            if miss is not None and miss >= 0 and off + acc + 1 < len(tokens):
+                rejected[off + acc + 1] = miss
     out: list[Mark] = []
     for i, (t, k) in enumerate(zip(tokens, kinds)):
         if i in rejected:
@@ -61,10 +69,12 @@ STYLE = {  # kind -> (ANSI SGR, bracket open, bracket close)
     "corrected": ("1;36", "{", "}"),
     "seed-kept": ("33", "«", "»"),
     "seed-changed": ("35", "‹", "›"),
+    "branch": ("34", "<", ">"),
     "rejected": ("9;31", "(~", "~)"),
     "target": ("", "", ""),
 }
 LEGEND = {"accepted": "accepted draft token", "corrected": "corrected by the corrector, accepted",
+          "branch": "accepted from another branch of the tree (not the drafter's first choice)",
           "seed-kept": "accepted, the drafter kept the slot's seed", "seed-changed": "accepted, the drafter changed the seed",
           "rejected": "rejected proposal (not in the text)", "target": "the target's own token"}
 
@@ -98,12 +108,13 @@ def render(marks: list[Mark], decode: Callable[[list[int]], str], color: bool) -
     return "".join(out)
 
 
-def legend(color: bool, seeded: bool = False) -> str:
-    """The legend line; the seed kinds only for a seeded drafter's output."""
+def legend(color: bool, seeded: bool = False, tree: bool = False) -> str:
+    """The legend line; the seed kinds only for a seeded drafter's output, `branch` only for a tree's, `corrected`
+    not for a tree's."""
     parts = []
     for kind, what in LEGEND.items():
         sgr, left, right = STYLE[kind]
-        if kind.startswith("seed-") and not seeded:
+        if (kind.startswith("seed-") and not seeded) or (kind == "branch" and not tree) or (kind == "corrected" and tree):
             continue
         if kind == "target":
             parts.append(f"plain = {what}")

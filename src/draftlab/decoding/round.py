@@ -133,6 +133,15 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     return RoundResult(d, prop, v, res, acc_l, pos, ctx, committed, host)
 
 
+def first_child(tree, node: Tensor) -> Tensor:
+    """[b] the token of `node`'s best child (the lowest node index: a best-first tree's order), -1 where it has none:
+    after the walk, the proposal the target rejected below the accepted path (every child of the path's last node
+    failed; the decode marks show the first)."""
+    kids = tree.valid & (tree.parent == node[:, None])
+    first = kids.float().argmax(-1)
+    return torch.where(kids.any(-1), tree.tokens.gather(1, first[:, None]).squeeze(1), torch.full_like(node, -1))
+
+
 def _tree_round(cache: StreamCache, drafter, prop: Proposal, d, sp: SamplingParams, generator, mark, live,
                 pending, slots: Tensor, pos: Tensor) -> RoundResult:
     """Steps 3-4 for a tree (`decoding.tree`): one target pass over its N nodes, the acceptance walk, then the
@@ -153,6 +162,7 @@ def _tree_round(cache: StreamCache, drafter, prop: Proposal, d, sp: SamplingPara
     ctx = (taps, slots[None, :k] < kept[:, None], pos[:, :k])
     if pending is not None:
         ctx = join_context(pending, ctx)
-    shown = Proposal(w.tokens, extras={**(prop.extras or {}), "tree_nodes": tree.valid.long().sum(-1)})
+    shown = Proposal(w.tokens, extras={**(prop.extras or {}), "tree_nodes": tree.valid.long().sum(-1),
+                                       "tree_rejected": first_child(tree, w.path.gather(1, acc[:, None]).squeeze(1))})
     res = VerifyResult(acc, w.next_token, w.target_tokens.gather(1, w.path) if sp.greedy else None)
     return RoundResult(d, shown, v, res, acc_l, pos, ctx, committed, host)
