@@ -174,8 +174,12 @@ def cmd_decode(a: argparse.Namespace) -> int:
         os.chdir(a.root)
     p = validate(a.params, a.overrides, [])
     if a.arm not in _arm_names():
-        raise DraftlabError(f"unknown arm '{a.arm}'; known arms: {', '.join(_arm_names())} (the arm table, "
-                            "draftlab/arms/grammar.py)")
+        import difflib
+
+        near = difflib.get_close_matches(a.arm, list(_arm_names()), n=3)
+        hint = f"did you mean {', '.join(repr(n) for n in near)}? " if near else ""
+        raise DraftlabError(f"unknown arm '{a.arm}'; {hint}this run's arms: {', '.join(p.benchmark.arms)} (all "
+                            f"{len(_arm_names())}: the arm table, draftlab/arms/grammar.py)")
     if p.target.source == "toy":  # a toy target knows its world's families only: one line before loading anything
         from draftlab.toy.tasks import family_of
         from draftlab.toy.world import world_config
