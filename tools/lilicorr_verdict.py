@@ -122,22 +122,30 @@ def main(argv: list[str]) -> int:
     from draftlab.pipeline import verdict
 
     trees, greedy, do_train, pair_n, note, out_path, rest = [16], False, False, 0, "", OUT, []
-    it = iter(argv)
-    for a in it:
-        if a == "--trees":
-            trees = [int(x) for x in next(it).split(",")]
-        elif a == "--greedy":
-            greedy = True
-        elif a == "--train":
-            do_train = True
-        elif a == "--pair-prompts":
-            pair_n = int(next(it))
-        elif a == "--note":
-            note = next(it)
-        elif a == "--out":
-            out_path = next(it)
-        else:
-            rest.append(a)
+    try:
+        it = iter(argv)
+        for a in it:
+            if a in ("-h", "--help"):
+                print(__doc__.strip())
+                return 0
+            elif a == "--trees":
+                trees = [int(x) for x in next(it).split(",")]
+            elif a == "--greedy":
+                greedy = True
+            elif a == "--train":
+                do_train = True
+            elif a == "--pair-prompts":
+                pair_n = int(next(it))
+            elif a == "--note":
+                note = next(it)
+            elif a == "--out":
+                out_path = next(it)
+            else:
+                rest.append(a)
+    except (ValueError, StopIteration):
+        print(f"error: {' '.join(argv)}: an option's value is missing or not a number (--help shows the options)",
+              file=sys.stderr)
+        return 2
     try:
         from draftlab.params import load_params
         from draftlab.pipeline.names import method_names

@@ -114,6 +114,9 @@ def check_seeded_methods(root: Path, summary: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(__doc__.strip())
+        return 0
     no_toy, toy_only = "--no-toy" in argv, "--toy-only" in argv
     argv = [a for a in argv if a not in ("--no-toy", "--toy-only")]
     SCRATCH.mkdir(exist_ok=True)

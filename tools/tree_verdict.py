@@ -59,16 +59,24 @@ def main(argv: list[str]) -> int:
     from draftlab.pipeline import verdict
 
     budgets, pair, rest, note = [8, 16, 32, 64], True, [], ""
-    it = iter(argv)
-    for a in it:
-        if a == "--budgets":
-            budgets = [int(x) for x in next(it).split(",")]
-        elif a == "--no-pair":
-            pair = False
-        elif a == "--note":
-            note = next(it)
-        else:
-            rest.append(a)
+    try:
+        it = iter(argv)
+        for a in it:
+            if a in ("-h", "--help"):
+                print(__doc__.strip())
+                return 0
+            elif a == "--budgets":
+                budgets = [int(x) for x in next(it).split(",")]
+            elif a == "--no-pair":
+                pair = False
+            elif a == "--note":
+                note = next(it)
+            else:
+                rest.append(a)
+    except (ValueError, StopIteration):
+        print(f"error: {' '.join(argv)}: an option's value is missing or not a number (--help shows the options)",
+              file=sys.stderr)
+        return 2
     arms, pairs = arms_and_pairs(budgets, pair)
     try:
         params = verdict.load(rest, arms, pairs, sampled=arms)
