@@ -265,6 +265,8 @@ def test_bad_input_is_one_line_naming_the_value_and_the_fix(root, outputs, tmp_p
         (("plan", "--efficiency", "1.5"), "--efficiency 1.5 is not possible"),
         (("plan", "--disk", "0"), "--disk 0 is not possible"),
         (("decode", "--root", "/nonexistent", "--arm", "ar", "--prompt", "x"), "--root /nonexistent is not a folder"),
+        (("decode", "--root", str(tmp_path), "--arm", "ar", "--prompt", "x"),
+         f"{tmp_path.resolve()}/params.yaml not found; run where a run's params.yaml is"),
         (("decode", "--arm", "ar", "--prompt", ""), "--prompt is empty"),
         (("decode", "--arm", "ar", "--prompt", "   "), "--prompt is empty"),
         (("decode", "--root", str(outputs), "--arm", "nosuch", "--prompt", "x"),

@@ -142,7 +142,8 @@ def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, sch
             if given is None:
                 given = OmegaConf.select(OmegaConf.create(raw), key, default="...") if isinstance(raw, (dict, DictConfig)) else "..."
             raise ConfigError(f"{key} takes a list: write {key}=[{given}] (several: {key}=[a,b])") from None
-        raise ConfigError(f"{key}: {msg}") from None
+        given = next((ov.split("=", 1)[1] for ov in overrides or [] if ov.split("=", 1)[0] == key), None)
+        raise ConfigError(_value_message(key, msg, given)) from None
     except OmegaConfBaseException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
     _walk_check(obj, "")
@@ -155,11 +156,30 @@ def build_params(raw: dict | DictConfig, overrides: list[str] | None = None, sch
     return obj
 
 
+# what a schema field takes, in the words of a line a user reads (OmegaConf's type names never reach them)
+KINDS = {"str": "text (write '' for none)", "float": "a number", "Float": "a number", "int": "a whole number",
+         "Integer": "a whole number", "bool": "true or false", "Boolean": "true or false"}
+
+
+def _value_message(key: str, msg: str, given: str | None) -> str:
+    """One line for a value the schema refuses (OmegaConf's ValidationError `msg`): the key, the value given, what the
+    key takes."""
+    import re
+
+    m = re.search(r"Incompatible value '(.*)' for field of type '(\w+)'", msg) or \
+        re.search(r"Value '(.*)' of type '\w+' could not be converted to (\w+)", msg)
+    if m is None:
+        return f"{key}: the value is not one this key takes ({msg.split(':')[0]})"
+    value = given if given is not None else "null" if m.group(1) == "None" else m.group(1)
+    return f"{key}={value} is not valid: {key} takes {KINDS.get(m.group(2), m.group(2))}"
+
+
 def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = None,
                 arms: Collection[str] | None = None, names: MethodNames | None = None) -> Params:
     path = Path(path)
     if not path.exists():
-        raise ConfigError(f"{path} not found; run from the repository root or compose it: draftlab compose > params.yaml")
+        raise ConfigError(f"{path.resolve()} not found; run where a run's params.yaml is (the repository root, a world's "
+                          f"folder, or --root FOLDER) or compose it: draftlab compose > params.yaml")
     try:
         raw = OmegaConf.load(path)
     except Exception as e:  # yaml syntax error: name the line (PyYAML's mark is 0-based)

@@ -218,6 +218,19 @@ def test_dvc_style_overrides_fail_in_one_line(root, tmp_path):
     assert raw["pretrain"]["lr"] == 0.002
 
 
+@pytest.mark.parametrize("override, line", [
+    ("target.toy.frozen_hash=null", "target.toy.frozen_hash=null is not valid: target.toy.frozen_hash takes text (write '' "
+                                    "for none)"),
+    ("pretrain.lr=null", "pretrain.lr=null is not valid: pretrain.lr takes a number"),
+    ("pretrain.max_steps=abc", "pretrain.max_steps=abc is not valid: pretrain.max_steps takes a whole number")])
+def test_a_value_of_the_wrong_type_is_our_line_not_omegaconfs(root, override, line):
+    """The schema's refusals in the workbench's words (the key, the value, what it takes), never OmegaConf's
+    ("Incompatible value 'None' for field of type 'str'")."""
+    with pytest.raises(ConfigError) as e:
+        build_params(compose_params(["target=toy", override], root / "conf"))
+    assert str(e.value) == line and "Incompatible" not in str(e.value) and "field of type" not in str(e.value)
+
+
 def test_seeded_section_resolves_and_fails_in_one_line(root):
     """The `seeded` section (issue 20): overrides of drafter / pretrain with seed=lookup implied; bad keys, types
     and values name `seeded.<section>.<key>`; a disabled seeded drafter refuses the dflash-seeded arm."""

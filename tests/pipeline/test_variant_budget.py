@@ -95,7 +95,7 @@ def _shape_and_device(params):
 
 @pytest.mark.parametrize("steps, msg", [({"nope": 5}, "not a variant of corrector.variants"),
                                         ({"dcoco": 0}, "whole number of updates >= 1"),
-                                        ({"dcoco": 2.5}, "variant_steps.dcoco: .*could not be converted to Integer")])
+                                        ({"dcoco": 2.5}, r"variant_steps.dcoco=2.5 is not valid: .*takes a whole number")])
 def test_a_bad_step_budget_is_one_line(root, monkeypatch, steps, msg):
     import json
 
