@@ -243,6 +243,9 @@ def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "c
     from hydra.errors import HydraException
 
     conf_dir = Path(conf_dir).resolve()
+    if not (conf_dir / "config.yaml").is_file():
+        raise ConfigError(f"no presets folder {conf_dir} (its config.yaml); run from the repository root, or in a "
+                          f"world's folder give the root's: --conf ../../conf")
     known = groups(conf_dir)
     picked, keys = [], []
     for ov in overrides or []:

@@ -231,6 +231,14 @@ def test_a_value_of_the_wrong_type_is_our_line_not_omegaconfs(root, override, li
     assert str(e.value) == line and "Incompatible" not in str(e.value) and "field of type" not in str(e.value)
 
 
+def test_composing_where_there_are_no_presets_is_one_line(tmp_path):
+    """Hydra's "Primary config directory not found." never reaches a user: the folder and the fix, in one line."""
+    with pytest.raises(ConfigError, match=r"no presets folder .*conf \(its config.yaml\); run from the repository root, "
+                                          r"or in a world's folder give the root's: --conf ../../conf") as e:
+        compose_params(["profile=toy"], tmp_path / "conf")
+    assert "\n" not in str(e.value)
+
+
 def test_seeded_section_resolves_and_fails_in_one_line(root):
     """The `seeded` section (issue 20): overrides of drafter / pretrain with seed=lookup implied; bad keys, types
     and values name `seeded.<section>.<key>`; a disabled seeded drafter refuses the dflash-seeded arm."""
