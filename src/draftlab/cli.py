@@ -136,19 +136,30 @@ def cmd_exp(a: argparse.Namespace, rest: list[str]) -> int:
     return 0  # not reached
 
 
+def plan_device(params) -> tuple[str, str]:
+    """The device kind a run's stages use, from its params: target.device when it names one, else its profile's (the
+    gpu profiles run on CUDA, every other one on the CPU) -> (kind, why)."""
+    dev, profile = params.target.device, params.profile.name
+    if dev != "auto":
+        return ("cpu" if dev == "cpu" else "cuda"), f"target.device={dev}"
+    return ("cuda" if profile.startswith("gpu") else "cpu"), f"profile {profile}, target.device=auto"
+
+
 def cmd_plan(a: argparse.Namespace) -> int:
     from draftlab.plan.report import render
     from draftlab.plan.stages import Device
 
-    dev = Device.of(a.device, gpus=a.gpus, tflops=a.tflops, efficiency=a.efficiency, bandwidth=a.bandwidth,
+    params = validate(a.params, a.overrides, a.set, a.conf)
+    kind, why = (a.device, "given") if a.device else plan_device(params)
+    dev = Device.of(kind, gpus=a.gpus, tflops=a.tflops, efficiency=a.efficiency, bandwidth=a.bandwidth,
                     memory_gib=a.gpu_mem, fill=a.fill, tau=a.tau, per_op_us=a.per_op_us,
                     prompt_fill=a.prompt_fill)  # None: the preset's
     dev.check()
     if a.disk is not None and not a.disk > 0:
         raise DraftlabError(f"--disk {a.disk:g} is not possible: give the free disk of the run's machine in GiB, > 0")
-    text, err = render(validate(a.params, a.overrides, a.set, a.conf), dev, a.json, disk_gib=a.disk)
+    text, err = render(params, dev, a.json, disk_gib=a.disk)
     if not err:  # an error is the one line
-        print(f"plan of {applied(a.params, a.overrides, a.set)} on --device {a.device}", file=sys.stderr)
+        print(f"plan of {applied(a.params, a.overrides, a.set)} on --device {kind} ({why})", file=sys.stderr)
     try:
         print(text, flush=True)
     except BrokenPipeError:  # `draftlab plan | head -1`: the reader closed the pipe; stop quietly
@@ -344,9 +355,10 @@ def parser() -> argparse.ArgumentParser:
             ("--tau", float, "TAU", "tokens committed per round by the benchmark's speculative arms (default 3)")):
         c.add_argument(flag, type=kind, default=None, metavar=var, help=what)
     c.add_argument("--disk", type=float, default=None, help="free disk GiB of the run's machine (default: free here)")
-    c.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+    c.add_argument("--device", choices=("cuda", "cpu"), default=None,
                    help="the device kind the stages run on: cuda (bf16, an H100 by default) or cpu (fp32, the "
-                        "project's 2-core machine); sets the defaults of the rates above (default cuda)")
+                        "project's 2-core machine); sets the defaults of the rates above (default: the run's own, "
+                        "target.device or its profile: gpu profiles cuda, the others cpu)")
     c.add_argument("--json", action="store_true", help="machine output")
     c.set_defaults(func=cmd_plan)
 

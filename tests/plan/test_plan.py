@@ -27,6 +27,21 @@ def _plan_json(capsys, *extra):
     return rc, json.loads(cap.out), cap.err
 
 
+@pytest.mark.parametrize("sets, kind, why", [(["-S", "profile=cpu"], "cpu", "profile cpu, target.device=auto"),
+                                             (["-S", "profile=gpu"], "cuda", "profile gpu, target.device=auto"),
+                                             (["-S", "profile=gpu", "-S", "target.device=cpu"], "cpu",
+                                              "target.device=cpu"),
+                                             (["-S", "profile=cpu", "--device", "cuda"], "cuda", "given")])
+def test_the_plan_is_for_the_device_the_run_uses_and_says_so(capsys, sets, kind, why):
+    """Without --device the plan is for the run's own device (target.device, else its profile's: gpu profiles CUDA, the
+    others the CPU), named in its first line; the CPU plan's rates are the CPU preset's."""
+    assert main(["plan", *sets, "--disk", "100000"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err.splitlines()[0].endswith(f"on --device {kind} ({why})"), cap.err
+    last = cap.out.splitlines()[-1]
+    assert last.startswith("assumptions: ") and ("of the CPU" in last) == (kind == "cpu"), last
+
+
 def test_qwen3_8b_on_8_gpus_runs_offline_and_fits(capsys):
     rc = main(["plan", *GPU])
     out = capsys.readouterr().out
