@@ -121,31 +121,13 @@ def main(argv: list[str]) -> int:
     from draftlab.io import write_json
     from draftlab.pipeline import verdict
 
-    trees, greedy, do_train, pair_n, note, out_path, rest = [16], False, False, 0, "", OUT, []
-    try:
-        it = iter(argv)
-        for a in it:
-            if a in ("-h", "--help"):
-                print(__doc__.strip())
-                return 0
-            elif a == "--trees":
-                trees = [int(x) for x in next(it).split(",")]
-            elif a == "--greedy":
-                greedy = True
-            elif a == "--train":
-                do_train = True
-            elif a == "--pair-prompts":
-                pair_n = int(next(it))
-            elif a == "--note":
-                note = next(it)
-            elif a == "--out":
-                out_path = next(it)
-            else:
-                rest.append(a)
-    except (ValueError, StopIteration):
-        print(f"error: {' '.join(argv)}: an option's value is missing or not a number (--help shows the options)",
-              file=sys.stderr)
-        return 2
+    got = verdict.options(argv, {"--trees": verdict.ints, "--greedy": None, "--train": None, "--pair-prompts": int,
+                                 "--note": str, "--out": str}, __doc__)
+    if isinstance(got, int):
+        return got
+    opts, rest = got
+    trees, greedy, do_train = opts.get("--trees", [16]), opts.get("--greedy", False), opts.get("--train", False)
+    pair_n, note, out_path = opts.get("--pair-prompts", 0), opts.get("--note", ""), opts.get("--out", OUT)
     try:
         from draftlab.params import load_params
         from draftlab.pipeline.names import method_names

@@ -58,25 +58,11 @@ def main(argv: list[str]) -> int:
     from draftlab.io import write_json
     from draftlab.pipeline import verdict
 
-    budgets, pair, rest, note = [8, 16, 32, 64], True, [], ""
-    try:
-        it = iter(argv)
-        for a in it:
-            if a in ("-h", "--help"):
-                print(__doc__.strip())
-                return 0
-            elif a == "--budgets":
-                budgets = [int(x) for x in next(it).split(",")]
-            elif a == "--no-pair":
-                pair = False
-            elif a == "--note":
-                note = next(it)
-            else:
-                rest.append(a)
-    except (ValueError, StopIteration):
-        print(f"error: {' '.join(argv)}: an option's value is missing or not a number (--help shows the options)",
-              file=sys.stderr)
-        return 2
+    got = verdict.options(argv, {"--budgets": verdict.ints, "--no-pair": None, "--note": str}, __doc__)
+    if isinstance(got, int):
+        return got
+    opts, rest = got
+    budgets, pair, note = opts.get("--budgets", [8, 16, 32, 64]), not opts.get("--no-pair"), opts.get("--note", "")
     arms, pairs = arms_and_pairs(budgets, pair)
     try:
         params = verdict.load(rest, arms, pairs, sampled=arms)

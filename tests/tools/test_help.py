@@ -33,4 +33,4 @@ def test_help_prints_the_docstring_and_runs_nothing(tool, tmp_path):
 def test_a_bad_option_value_is_one_line(tool, args, tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "tools" / tool), *args], cwd=tmp_path, capture_output=True,
                        text=True, timeout=60)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--help shows the options" in r.stderr, r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "(--help shows the options)" in r.stderr, r.stderr

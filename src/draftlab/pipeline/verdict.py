@@ -21,6 +21,40 @@ BENCH_KEYS = ("suites", "prompts_per_suite", "pair_prompts_per_suite", "max_new_
               "batch_size", "interleave")
 
 
+def options(argv: list[str], spec: dict[str, object], doc: str) -> tuple[dict, list[str]] | int:
+    """A verdict tool's own options: `spec` maps each option to the callable that parses its value, or to None for a
+    flag (True when given); every other argument is a params override. -> (the options given, the overrides), or the
+    exit code when the tool is done: 0 after printing `doc` for -h / --help, 2 after one line for a missing or bad
+    value."""
+    import sys
+
+    got, rest, it = {}, [], iter(argv)
+    for a in it:
+        if a in ("-h", "--help"):
+            print(doc.strip())
+            return 0
+        if a not in spec:
+            rest.append(a)
+        elif spec[a] is None:
+            got[a] = True
+        else:
+            value = next(it, None)
+            try:
+                if value is None:
+                    raise ValueError
+                got[a] = spec[a](value)
+            except ValueError:
+                print(f"error: {a}{' ' + value if value else ''}: the value is missing or not one {a} takes (--help shows the options)",
+                      file=sys.stderr)
+                return 2
+    return got, rest
+
+
+def ints(text: str) -> list[int]:
+    """A comma-separated list of whole numbers (`--budgets 8,16`)."""
+    return [int(x) for x in text.split(",")]
+
+
 def _lst(xs) -> str:
     return "[" + ",".join(xs) + "]"
 
