@@ -9,9 +9,10 @@ checks that it reached results/benchmark.json, and that the seeded drafter's out
 (models/drafter/seeded, its comparison table and the `dflash-seeded` arm) are there, and, with `seeded.methods`
 (the smoke default), that the method stages recorded the seeded drafter as their base and its `-seeded` arms ran;
 MLflow runs are tagged with this repository's commit.
-Then each toy world (WORLDS: worlds/toy, docs/toy-world.md; worlds/drift, docs/drift-world.md) at tiny size in the
-same scratch copy: its world and prompt files as committed, a 2-layer target of width 32 trained for 600 steps (a step
-count, not seconds: a slow machine must train the same target), every stage at the smoke profile's sizes,
+Then each toy world (config.sections.WORLD_PROFILES: worlds/toy, docs/toy-world.md; worlds/drift,
+docs/drift-world.md) at tiny size in the same scratch copy: its world and prompt files as committed, a 2-layer target
+of width 32 trained for 600 steps (a step count, not seconds: a slow machine must train the same target), every stage
+at the smoke profile's sizes,
 the world frozen at its own hash so the method stages run, all of them beside the main pipeline (each world's folder a
 DVC repository of its own in the scratch copy; `--no-toy` skips them, `--toy-only` runs only them).
 Open the result in the explorer with `draftlab explore --root .smoke` (`--root .smoke/worlds/toy`: the toy run).
@@ -37,7 +38,6 @@ LOCAL_SUITE = ["data.local_suites.my-prompts=examples/my_prompts.jsonl", "benchm
 # SmolLM2 target are the run's costliest stage, and nothing the run checks depends on how long they train (3 still
 # puts dcoco-warm's frozen first 30% and its joint rest in the run)
 SHORT_RUNS = ["corrector.max_steps=3"]
-WORLDS = ("toy", "drift")  # every toy world's profile (config.sections.WORLD_PROFILES), run in worlds/<profile>/
 # the toy world at tiny size: the target 2 x 32 trained for 600 steps (~9 s here; budget_s only a ceiling: a time
 # budget trained fewer steps on a loaded CI machine, whose target then ended its held-out answers within one block),
 # the other stages at the smoke profile's sizes
@@ -223,8 +223,10 @@ def start_worlds(env: dict):
     function that waits for them and returns the first failure's exit code (0 when every world passed)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    pool = ThreadPoolExecutor(len(WORLDS))
-    runs = [pool.submit(toy_world, env, name) for name in WORLDS]
+    from draftlab.config.sections import WORLD_PROFILES
+
+    pool = ThreadPoolExecutor(len(WORLD_PROFILES))
+    runs = [pool.submit(toy_world, env, name) for name in WORLD_PROFILES]
 
     def wait() -> int:
         codes = [r.result() for r in runs]

@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
     rd = sub.add_parser("reading", help="a new corrector's first reading: its stage and the benchmark on a "
                                          "replicate's committed plain drafter (draftlab.pipeline.reading)")
     rd.add_argument("--arm", required=True, help="the corrector's benchmark arm")
-    rd.add_argument("--seed", type=int, default=1, help="the finished replicate whose plain drafter it starts from")
+    rd.add_argument("--seed", type=int, default=1, help="the finished replicate whose plain drafter it starts from (0: the world's own, kept in its base)")
     rd.add_argument("--variants", default="", help="comma-separated corrector variants (default: the arm's)")
     rd.add_argument("--resume", action="store_true", help="continue an unfinished reading")
     a = ap.parse_args(argv)

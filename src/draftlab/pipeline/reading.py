@@ -21,7 +21,8 @@ from pathlib import Path
 from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write, write_json
-from draftlab.pipeline.replicate import RECORD, _cpu_model, _link, folder_for, read_base, run_stages
+from draftlab.pipeline.replicate import (RECORD, ROOT, cpu_model, folder_for, link, link_base, read_base,
+                                        run_stages)
 
 READING = "reading.json"  # a reading's record (a replicate's is RECORD)
 
@@ -56,7 +57,8 @@ def arm_variants(arm: str) -> list[str]:
     try:
         factory = resolve(arm)
     except (DraftlabError, KeyError, ValueError) as e:
-        raise DraftlabError(f"reading: {e}; name a benchmark arm (draftlab arms lists them) or give --variants") from None
+        raise DraftlabError(f"reading: {e}; name a corrector's benchmark arm (the arm table, "
+                            f"draftlab/arms/grammar.py) or give --variants") from None
     return [v for v in getattr(factory, "variants", ()) if v != CONTROL]
 
 
@@ -107,17 +109,14 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
     if rec is None:
         atomic_write(out / paths.PARAMS, lambda p: p.write_text(
             f"# the first reading of {arm} on {'the base' if seed == 0 else f'replicate seed {seed}'} of {world.name}'s "
-            f"target {tid} "
-            f"(draftlab.pipeline.reading)\n" + yaml.safe_dump(params, sort_keys=False)))
+            f"target {tid} (draftlab.pipeline.reading)\n" + yaml.safe_dump(params, sort_keys=False)))
         rec = {"schema": "draftlab-reading-v1", "world": world.name, "world_hash": brec["world_hash"],
                "target_md5": brec["target_md5"], "arm": arm, "variants": variants, "seed": seed,
                "plain_drafter": str(Path(paths.PLAIN_DRAFTER)), "stages": list(stages), "done": [], "times": {},
-               "status": "running", "git_sha": git_sha(Path(__file__).resolve().parents[3]),
-               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": _cpu_model()}
-    _link(out / paths.TARGET, base / "target")
-    _link(out / paths.REFERENCES, base / "references.parquet")
-    _link(out / "prompts", world / "prompts")
-    _link(out / paths.PLAIN_DRAFTER, drafter)
+               "status": "running", "git_sha": git_sha(ROOT),
+               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model()}
+    link_base(out, base, world)
+    link(out / paths.PLAIN_DRAFTER, drafter)
     write_json(out / READING, rec)
-    run_stages(out, rec, stages, f"reading {arm} seed {seed}", log=log, record=READING, **run)  # run: python=, scripts= (tests)
+    run_stages(out, rec, stages, f"reading {arm} seed {seed}", log=log, record=READING, **run)  # run: python, scripts
     return rec

@@ -121,7 +121,14 @@ def replicate_params(world_params: dict, seed: int) -> dict:
     return p
 
 
-def _link(link: Path, to: Path) -> None:
+def link_base(out: Path, base: Path, world: Path) -> None:
+    """A run folder's links to the base's target and references and to the world's prompt files."""
+    link(out / paths.TARGET, base / "target")
+    link(out / paths.REFERENCES, base / "references.parquet")
+    link(out / "prompts", world / "prompts")
+
+
+def link(link: Path, to: Path) -> None:
     link.parent.mkdir(parents=True, exist_ok=True)
     if link.is_symlink() or link.exists():
         return
@@ -171,14 +178,12 @@ def run_replicate(world: str | Path, seed: int, resume: bool = False, stages: tu
                "status": "running", "git_sha": git_sha(ROOT),
                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "budgets": _budgets(params), "threads": params.get("profile", {}).get("threads"),
-               "omp_wait_policy": params.get("profile", {}).get("omp_wait_policy"), "cpu": _cpu_model()}
+               "omp_wait_policy": params.get("profile", {}).get("omp_wait_policy"), "cpu": cpu_model()}
     elif yaml.safe_load((out / paths.PARAMS).read_text()) != params:
         raise DraftlabError(f"{out / paths.PARAMS} differs from the world's params.yaml with seed {seed}: the world's "
                             f"settings changed since the replicate started; finish it with the old settings or start "
                             f"another seed")
-    _link(out / paths.TARGET, base / "target")
-    _link(out / paths.REFERENCES, base / "references.parquet")
-    _link(out / "prompts", world / "prompts")
+    link_base(out, base, world)
     write_json(rec_path, rec)
     run_stages(out, rec, stages, f"replicate seed {seed}", python, log, scripts)
     return rec
@@ -228,7 +233,7 @@ def _budgets(params: dict) -> dict:
             "corrector.max_steps": g("corrector", "max_steps"), "corrector.variant_steps": g("corrector", "variant_steps")}
 
 
-def _cpu_model() -> str | None:
+def cpu_model() -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

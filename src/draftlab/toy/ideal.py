@@ -5,9 +5,9 @@ nothing about the prompt beyond it: for slot k it spreads its mass over the sour
 the anchor's source (and the marks), by how often each holds the answer at that slot over the family's examples (a
 prior per family, slot and the anchor's phase: whether it and its predecessor are symbols or marks, and whether it
 repeats its predecessor; and, where a family's source symbols come in variants, the variant it reads at its own
-source: `capslock`'s toggles, with the case relative to the anchor's as part of what it predicts). So it is right at slot k exactly when the drift
-between the anchor and slot k is the most common one, and it holds the answer among its top K while the drift stays
-within the K most common ones. Marks (`+`, `-`) are ranked by their frequency in the target's T=0 answers (greedy
+source: `capslock`'s toggles, with the case relative to the anchor's as part of what it predicts). So it is right at
+slot k exactly when the drift between the anchor and slot k is the most common one, and it holds the answer among its
+top K while the drift stays within the K most common ones. Marks (`+`, `-`) are ranked by their frequency in the target's T=0 answers (greedy
 writes the likelier mark). Three figures per family and slot (T=0, the greedy answers the target is trained to
 write, marks at their likelier value):
 - `top1[k]`, `topk[k]`: the share of anchors whose slot-k answer is the drafter's first candidate / among its K;
