@@ -15,8 +15,8 @@ from draftlab.errors import DraftlabError
 
 def test_a_dozen_entries_resolve_every_name_once():
     names = arm_names()
-    assert len(GRAMMAR) <= 12 and len(names) == len(set(names)) == 71  # 35 + the tree options (dflash-, dcoco-,
-    # lilicorr-[-seeded]) + the lilicorr arms (and -seeded)
+    assert len(GRAMMAR) <= 12 and len(names) == len(set(names)) == 83  # 35 + the tree options (dflash-, dcoco-,
+    # lilicorr-[-seeded]) + the lilicorr arms (and -seeded) + the sampled walks (six, and -seeded)
     assert all(arm_name(*parse(n)) == n for n in names)  # the grammar writes each name back as it read it
     assert tuple(ARM_TABLE) == names
 
@@ -46,7 +46,8 @@ def test_an_unknown_arm_is_one_line_naming_the_grammar(name):
         resolve(name)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"unknown benchmark arm '{name}'; an arm is method[-option][-seeded][-cut]: ")
-    assert "dcoco[-seeded] (globalsum, geometric, nopair, nocand, frozen, tree8, tree16, tree32, tree64, treecost)" in msg
+    assert ("dcoco[-seeded] (globalsum, geometric, nopair, nocand, frozen, tree8, tree16, tree32, tree64, treecost, "
+            "sampled)") in msg
     assert "hf-generate (pld)" in msg
 
 

@@ -15,7 +15,9 @@ twice: the plain name decodes the stages' checkpoints trained on the plain draft
 name + `-seeded` the same folders trained on the seeded drafter (`seeded.methods=true`); an arm whose name does not
 match the base its checkpoint records is one line (`on_base`). `dflash-pld`, `dflash-ref` always use the plain
 drafter, `dflash-seeded` (and `-seeded-cut`, its verify-width rule) the seeded one alone.
-Corrector and lookup proposals are deterministic, so at T>0 the verifier applies the point-mass rule. Arms built on
+Corrector and lookup proposals are deterministic, so at T>0 the verifier applies the point-mass rule; a walking
+corrector family's `-sampled` option (`dcoco-sampled`, ...) samples its walk at T>0 and reports the rows it drew from
+(`draftlab.corrector.walks`). Arms built on
 SpecOPD decode each temperature with the state selected by that temperature's metric (`ByTemperature`).
 The reference rows (`dflash-ref`, `hf-generate*`) are greedy only: the runner skips them at T>0.
 """
@@ -33,6 +35,8 @@ from draftlab.corrector.families import load_corrector, read_corrector_info, rec
 from draftlab.corrector.family import ArmEntry
 from draftlab.corrector.proposal import CorrectorProposal
 from draftlab.corrector.tree import PairTreeProposal
+from draftlab.corrector.variants import RULES
+from draftlab.corrector.walks import SUFFIX as SAMPLED
 from draftlab.decoding.api import Drafter, DrafterProposal, ProposalStep
 from draftlab.decoding.ar import generate_ar
 from draftlab.decoding.lookup import LookupHybrid, PromptLookup
@@ -260,10 +264,11 @@ def tree_arm(option: str, seeded: bool = False) -> ArmFactory:
     return build
 
 
-def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
+def corrector_arm(variant: str, rule: str = "greedy", walk: str = "") -> ArmFactory:
     """A corrector variant's co-trained drafter + its corrector as the proposal step (any family), read
     from <checkpoints.correctors>/<variant>/{drafter,corrector}; `rule` is DCOCO's path rule, or a tree option
-    (`TREES`: the tree ranked by the corrector's pair scores)."""
+    (`TREES`: the tree ranked by the corrector's pair scores); `walk` "sampled": the family's sampled walk at T>0
+    (`draftlab.corrector.walks`)."""
     def build(name: str, ctx: ArmContext) -> Arm:
         folder = Path(ctx.checkpoints.correctors) / variant
         if not (folder / "corrector" / "config.json").exists():
@@ -278,7 +283,7 @@ def corrector_arm(variant: str, rule: str = "greedy") -> ArmFactory:
             return SpeculativeArm(name, ctx.target, drafter, tree_step(rule, ranking, ctx, drafter), ctx.pad_id,
                                   ctx.kv_capacity)
         prop = ctx.like_target(CorrectorProposal(corrector, rule, float(info.get("lam", 0.75)),
-                                                 None if kernels == "auto" else kernels))
+                                                 None if kernels == "auto" else kernels, walk))
         return SpeculativeArm(name, ctx.target, drafter, prop, ctx.pad_id, ctx.kv_capacity)
 
     build.variants = (variant,)
@@ -382,8 +387,8 @@ LEAD = ("ar", "dflash")  # the target alone and the plain drafter: first in the 
 
 def entry_arm(e: ArmEntry) -> ArmFactory:
     """The factory of a corrector family's arm entry (its variant at T=0, another one at T>0 where it names one)."""
-    greedy = corrector_arm(e.variant, e.rule)
-    return by_temperature(greedy, corrector_arm(e.sampled, e.rule)) if e.sampled else greedy
+    greedy = corrector_arm(e.variant, e.rule, e.walk)
+    return by_temperature(greedy, corrector_arm(e.sampled, e.rule, e.walk)) if e.sampled else greedy
 
 
 def grammar() -> dict[str, Method]:
@@ -440,11 +445,25 @@ def resolve(name: str) -> ArmFactory:
                    m.seeded.get(option) if option != "cut" else None)  # "" the seeded drafter, or a tree of it
     elif m is not None and not option:
         factory = m.seeded.get("cut")
+    if factory is None and parts and (parts[1] == SAMPLED or parts[1].endswith("-" + SAMPLED)):
+        raise DraftlabError(no_sampled_walk(name, parts[0], parts[1][: -len(SAMPLED)].rstrip("-")))
     if factory is None:
         raise DraftlabError(f"unknown benchmark arm '{name}'; an arm is method[-option][-seeded][-cut]: {grammar_line()} "
                             f"(a new arm is an entry in the grammar, draftlab/arms/grammar.py, or a corrector family's "
                             f"record)")
     return factory
+
+
+def no_sampled_walk(name: str, method: str, option: str) -> str:
+    """Why arm `name` (method[-option]-sampled) has no sampled walk, in one line."""
+    walking = [m for m, meth in grammar().items() if SAMPLED in meth.trained]
+    if option in RULES:
+        return (f"arm '{name}': only the greedy path rule has a sampled walk ({option} picks a whole path by Viterbi; "
+                f"its conditionals would need a forward-backward pass); use '{method}-{SAMPLED}'")
+    if method not in walking:
+        return (f"arm '{name}': {method} has no corrector walk to sample (the families that walk: "
+                f"{', '.join(f'{m}-{SAMPLED}' for m in walking)})")
+    return f"arm '{name}': option '{option}' has no sampled walk; the sampled arm is '{method}-{SAMPLED}'"
 
 
 def arm_names() -> tuple[str, ...]:

@@ -144,7 +144,8 @@ def requests(cfg: BenchmarkConfig, arms: dict, suites: dict[str, list[PromptItem
     """(arm, streams, temperature) of every decode the run makes, the warm-up included: what the compiled engine's
     shapes are planned from (`draftlab.decoding.shapes.plan_graphs`)."""
     out = [(arms[name], 1, 0.0) for name in arms] if cfg.warmup else []
-    return out + [(arms[name], len(g.batch), g.temp) for g in groups(cfg, arms, suites, sweep_pool) for name in g.which]
+    return out + [(arms[name], len(g.batch), SamplingParams(g.temp, cfg.top_p, cfg.top_k))
+                  for g in groups(cfg, arms, suites, sweep_pool) for name in g.which]
 
 
 def run_benchmark(arms: dict, suites: dict[str, list[PromptItem]], cfg: BenchmarkConfig, eos_ids: list[int],

@@ -5,7 +5,8 @@ the engine's proposal step (`draftlab.corrector.proposal`), the stage's checkpoi
 arms — talks to a `Corrector` through these methods only, never by type:
 
 - `propose(block, rule, lam, backend) -> Correction`: the corrected tokens of drafted blocks (+ what
-  the round records for the explorer); `propose_rules` does it for several path rules at once;
+  the round records for the explorer); `propose_rules` does it for several path rules at once; `sample(block, sp, u)`
+  the sampled walk at T > 0 with the rows it drew from (`draftlab.corrector.walks`; the families that walk);
 - `loss(block, labels, valid, ...) -> CorrectionLoss`: the corrector's training loss, as a numerator and
   a denominator so data-parallel training can sum both over ranks before dividing;
 - `save(folder, info)`: config.json (the architecture + `format`) and model.safetensors via
@@ -214,6 +215,12 @@ class Corrector(nn.Module):
     def propose(self, block: DraftBlock, rule: str = "greedy", lam: float = 0.75,
                 backend: str | None = None) -> Correction:
         raise NotImplementedError
+
+    def sample(self, block: DraftBlock, sp, u: Tensor):
+        """The sampled walk at T > 0 (`draftlab.corrector.walks`): sp a `SamplingParams`, u [*, n] uniforms drawn
+        outside -> a `SampledWalk` (tokens [*, n], the rows q [*, n, M] they were drawn from, their ids [*, n, M]).
+        A family without one has no `sampled` arm option (its record's `arms`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no sampled walk")
 
     def propose_rules(self, block: DraftBlock, rules: tuple[str, ...], lam: float = 0.75,
                       backend: str | None = None) -> dict[str, Tensor]:

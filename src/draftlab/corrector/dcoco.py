@@ -48,6 +48,7 @@ from draftlab.decoding.tree import OPTIONS as TREES
 from draftlab.corrector.loss import corrector_loss
 from draftlab.corrector.paths import path_tokens, select_path
 from draftlab.corrector.variants import LOSSES, RULES, Variant
+from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, pair_walk, reshaped
 from draftlab.errors import ConfigError, DraftlabError
 from draftlab.kernels.dispatch import transition_scores
 
@@ -222,6 +223,17 @@ class DCOCOCorrector(Corrector):
         return Correction(path_tokens(idx, ids), {"transition_scores": scores, f"path_{rule}": idx})
 
     @torch.no_grad()
+    def sample(self, block: DraftBlock, sp, u: Tensor) -> SampledWalk:
+        """The sampled walk (`draftlab.corrector.walks`): slot 1 from ℓ_1 over the K candidates, slot p+1 from the row
+        S_p(y_p, ·) of the sampled y_p; u [*, n]."""
+        ids, logits = block.candidates(self.arch.k)  # [*, n, K]
+        scores = self(block.hidden, ids, logits)  # [*, n−1, K, K]
+        lead, (n, K) = ids.shape[:-2], ids.shape[-2:]
+        walk = pair_walk(logits.reshape(-1, n, K)[:, 0], scores.reshape(-1, n - 1, K, K), ids.reshape(-1, n, K), sp,
+                         u.reshape(-1, n))
+        return reshaped(walk, lead)
+
+    @torch.no_grad()
     def propose_rules(self, block: DraftBlock, rules: tuple[str, ...], lam: float = 0.75,
                       backend: str | None = None) -> dict[str, Tensor]:
         ids, logits = block.candidates(self.arch.k)
@@ -340,6 +352,8 @@ FAMILY = Family(
                     "geometric": ArmEntry("dcoco", "geometric", colour="#e377c2"),
                     "nopair": ArmEntry("nopair", colour="#ff7f0e"), "nocand": ArmEntry("nocand", colour="#ffbb78"),
                     "frozen": ArmEntry("frozen", colour="#8c564b"),
-                    **{t: ArmEntry("dcoco", t) for t in TREES}},  # trees ranked by its pair scores
-          "specopd-dcoco": {"": ArmEntry("specopd-dcoco", sampled="specopd-dcoco-t1", colour="#9467bd")}},
+                    **{t: ArmEntry("dcoco", t) for t in TREES},  # trees ranked by its pair scores
+                    SAMPLED: ArmEntry("dcoco", walk=SAMPLED)},  # its sampled walk at T>0
+          "specopd-dcoco": {"": ArmEntry("specopd-dcoco", sampled="specopd-dcoco-t1", colour="#9467bd"),
+                            SAMPLED: ArmEntry("specopd-dcoco", sampled="specopd-dcoco-t1", walk=SAMPLED)}},
 )

@@ -19,7 +19,8 @@ What a record holds:
   the geometric rule's λ (the proposal step's argument; families without that rule ignore it);
 - `cost(section, shape)`: what `draftlab plan` counts for it (`Cost`: parameters, activation width per candidate);
 - `arms`: its entries of the arm grammar, method -> option -> `ArmEntry` (the variant it decodes, the rule, the
-  variant at T>0 where another, the explorer's colour).
+  variant at T>0 where another, the walk at T>0 — the point mass, or `sampled`: the family's `Corrector.sample`,
+  `draftlab.corrector.walks` —, the explorer's colour).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class ArmEntry:
     variant: str  # the corrector stage's variant whose drafter + corrector the arm decodes
     rule: str = "greedy"  # the path rule of the proposal step
     sampled: str = ""  # the variant decoded at T>0 ("" = the same)
+    walk: str = ""  # "" = the point-mass proposal at every temperature; "sampled" = the sampled walk at T>0
     colour: str = ""  # the explorer's colour of the plain-drafter arm ("" = one from the name's hash)
 
 

@@ -48,6 +48,7 @@ from draftlab.corrector.dcoco import ArchDict
 from draftlab.corrector.family import ArmEntry, Cost, Family, Shape
 from draftlab.corrector.paths import path_tokens
 from draftlab.corrector.variants import Variant
+from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, pair_walk, reshaped
 from draftlab.decoding.tree import OPTIONS as TREES
 from draftlab.errors import ConfigError, DraftlabError
 from draftlab.kernels.dispatch import greedy_walk
@@ -262,6 +263,18 @@ class LiLiCorrCorrector(Corrector):
         # the explorer's candidate grid shows the chosen path (not `transition_scores`: it would replay DCOCO's rules)
         return Correction(path_tokens(idx, ids), {"path_greedy": idx})
 
+    @torch.no_grad()
+    def sample(self, block: DraftBlock, sp, u: Tensor) -> SampledWalk:
+        """The sampled walk (`draftlab.corrector.walks`): over the K candidates, slot 1 from ℓ_1 + start, slot s+1 from
+        ℓ_{s+1} + pair_s(y_s, ·) of the sampled y_s (the drafter's logits supply the marginal: module doc); u [*, n]."""
+        ids, start, pair = self.scores(block)
+        vals = block.candidates(self.arch.k)[1].float()  # [*, n, K]
+        lead, (n, K) = ids.shape[:-2], ids.shape[-2:]
+        vals = vals.reshape(-1, n, K)
+        walk = pair_walk(vals[:, 0] + start.reshape(-1, K), pair.reshape(-1, n - 1, K, K) + vals[:, 1:, None, :],
+                         ids.reshape(-1, n, K), sp, u.reshape(-1, n))
+        return reshaped(walk, lead)
+
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
         """w_ce·CE + w_margin·hinge + w_pen·penalty per supervised slot (module docstring), summed (num) and counted
@@ -395,5 +408,6 @@ FAMILY = Family(
     arms={"lilicorr": {"": ArmEntry("lilicorr", colour="#e6550d"),
                        "nopair": ArmEntry("lilicorr-nopair", colour="#fdae6b"),
                        "frozen": ArmEntry("lilicorr-frozen", colour="#843c39"),
-                       **{t: ArmEntry("lilicorr", t) for t in TREES}}},  # trees ranked by its start and pair scores
+                       **{t: ArmEntry("lilicorr", t) for t in TREES},  # trees ranked by its start and pair scores
+                       SAMPLED: ArmEntry("lilicorr", walk=SAMPLED)}},  # its sampled walk at T>0
 )

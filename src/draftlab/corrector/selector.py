@@ -11,9 +11,9 @@ hidden projection; prev_1 = the block's slot-0 token, prev_{p+1} = the candidate
 sequential walk, like DSpark / Domino, that re-selects among the top-K like DCOCO. The successor
 codebook is zero-initialised here, so the untrained selector returns the drafter's argmax block.
 
-Differences from the reference, both deliberate: the proposal is the argmax path at every temperature
-(like the other correctors, verified with the point-mass rule at T>0; the reference samples from
-softmax(score/T) over the K candidates and reports that q), and candidates come from the drafter's draft
+Differences from the reference, both deliberate: the `dflash2` arm proposes the argmax path at every temperature
+(like the other correctors' point-mass arms, verified with the point-mass rule at T>0); `dflash2-sampled` samples
+from softmax(score/T) over the K candidates and reports that q, as the reference does (`sample`); and candidates come from the drafter's draft
 vocabulary when it has one (on a seeded drafter with the seed column, from it and each slot's seed column:
 `extra`, `draftlab.corrector.base.drafter_block`). Training (the reference's recipe is not in the package):
 decay-weighted cross-entropy over the K candidates of each slot under teacher forcing (prev = the previous label),
@@ -34,6 +34,7 @@ from draftlab.corrector.family import ArmEntry, Family
 from draftlab.corrector.sequential import (FORMAT, SequentialArch, SequentialCorrector, checked_load, sequential_arch,
                                            teacher_tokens, walk_cost)
 from draftlab.corrector.variants import Variant
+from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, draw, reshaped
 from draftlab.errors import ConfigError, DraftlabError
 
 
@@ -73,6 +74,23 @@ class CandidateSelector(SequentialCorrector):
             out.append(prev)
         return torch.stack(out, -1).reshape(*lead, n)
 
+    @torch.no_grad()
+    def sample(self, block, sp, u: Tensor) -> SampledWalk:
+        """The sampled walk (`draftlab.corrector.walks`), as the reference samples: slot p from softmax(score_p/T) over
+        its K candidates given the sampled predecessor; u [*, n]."""
+        hidden, logits, extra = block.hidden, block.full_logits(), block.extra
+        lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
+        cand, unary = draft_candidates(logits.reshape(-1, n, logits.shape[-1]), self.top_k, block.vocab,
+                                       None if extra is None else extra.reshape(-1, n))  # [N, n, K]
+        h, uu = hidden.reshape(-1, n, H), u.reshape(-1, n)
+        prev, out, qs = block.slot0.reshape(-1), [], []
+        for p in range(n):
+            idx, q = draw(self.scores(h[:, p], unary[:, p], cand[:, p], prev), sp, uu[:, p])
+            prev = cand[:, p].gather(-1, idx[:, None])[:, 0]
+            out.append(prev)
+            qs.append(q)
+        return reshaped(SampledWalk(torch.stack(out, -1), torch.stack(qs, 1), cand), lead)
+
     def loss(self, block, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
         """CE over each slot's K candidates (teacher-forced prev), w_p = exp(−(p−1)/ρ); a slot counts when
@@ -107,4 +125,4 @@ FAMILY = Family(
     load=lambda arch, drafter: checked_load(arch, drafter, lambda a, d: CandidateSelector(a)),
     cost=lambda cfg, s: walk_cost("dflash2", cfg.rank, True, s),
     variants=(Variant("dflash2", "dflash2"),),  # DFlash-2's candidate selector
-    arms={"dflash2": {"": ArmEntry("dflash2", colour="#393b79")}})
+    arms={"dflash2": {"": ArmEntry("dflash2", colour="#393b79"), SAMPLED: ArmEntry("dflash2", walk=SAMPLED)}})

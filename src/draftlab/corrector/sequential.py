@@ -42,6 +42,7 @@ from draftlab.corrector.dcoco import ArchDict
 from draftlab.corrector.family import ArmEntry, Cost, Family, Shape
 from draftlab.corrector.loss import transition_weights
 from draftlab.corrector.variants import Variant
+from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, draw, reshaped
 from draftlab.errors import ConfigError, DraftlabError
 
 FORMAT = "draftlab-seqcorr-v1"
@@ -109,6 +110,28 @@ class SequentialCorrector(Corrector):
                 backend: str | None = None) -> Correction:
         """The slot-by-slot walk from the block's slot-0 token (its only path rule; `rule` is ignored)."""
         return Correction(self.walk(block.hidden, block.full_logits(), block.slot0, block.vocab, block.extra))
+
+    @torch.no_grad()
+    def sample(self, block: DraftBlock, sp, u: Tensor) -> SampledWalk:
+        """The sampled walk (`draftlab.corrector.walks`): slot p drawn from ℓ_p + δ_p(y_{p−1}) over the draft vocabulary
+        (and the seed column) given the sampled predecessor; u [*, n]."""
+        hidden, logits, extra = block.hidden, block.full_logits(), block.extra
+        lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
+        h = hidden.reshape(-1, n, H).to(self.dtype)  # [N, n, H]
+        lg = logits.reshape(-1, n, logits.shape[-1])  # [N, n, Vd(+1)]
+        ex = None if extra is None else extra.reshape(-1, n)  # [N, n]
+        uu = u.reshape(-1, n)
+        cols = torch.arange(lg.shape[-1], device=lg.device)  # draft indices (Vd: the seed column)
+        prev, state, out, qs, ids = block.slot0.reshape(-1), None, [], [], []
+        for p in range(n):
+            col = None if ex is None else ex[:, p]  # [N]
+            delta, state = self.step(h[:, p], prev, state, col)  # [N, Vd(+1)]
+            idx, q = draw(lg[:, p].float() + delta, sp, uu[:, p])
+            prev = target_ids(idx, block.vocab, col)
+            out.append(prev)
+            qs.append(q)
+            ids.append(target_ids(cols.expand(lg.shape[0], -1), block.vocab, None if col is None else col[:, None]))
+        return reshaped(SampledWalk(torch.stack(out, -1), torch.stack(qs, 1), torch.stack(ids, 1)), lead)
 
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
@@ -292,11 +315,11 @@ DSPARK = Family(
     build=lambda cfg, drafter, v, k: build_sequential(sequential_arch("dspark", drafter, cfg.rank, cfg.gate), drafter),
     load=lambda arch, drafter: checked_load(arch, drafter, build_sequential),
     cost=lambda cfg, s: walk_cost("dspark", cfg.rank, cfg.gate, s),
-    variants=(Variant("dspark", "dspark"),), arms={"dspark": {"": ArmEntry("dspark", colour="#bcbd22")}})
+    variants=(Variant("dspark", "dspark"),), arms={"dspark": {"": ArmEntry("dspark", colour="#bcbd22"), SAMPLED: ArmEntry("dspark", walk=SAMPLED)}})
 DOMINO = Family(
     name="domino", module=__name__, arch=SequentialArch, format=FORMAT, config=DominoConfig, budget="main",
     build=lambda cfg, drafter, v, k: build_sequential(sequential_arch("domino", drafter, cfg.rank), drafter),
     load=lambda arch, drafter: checked_load(arch, drafter, build_sequential),
     cost=lambda cfg, s: walk_cost("domino", cfg.rank, True, s),
-    variants=(Variant("domino", "domino"),), arms={"domino": {"": ArmEntry("domino", colour="#7f7f7f")}})
+    variants=(Variant("domino", "domino"),), arms={"domino": {"": ArmEntry("domino", colour="#7f7f7f"), SAMPLED: ArmEntry("domino", walk=SAMPLED)}})
 FAMILIES = (DSPARK, DOMINO)

@@ -95,7 +95,8 @@ class Proposal:
     tokens: Tensor  # [B, n] proposed target ids (n may be < S−1: a shorter block is verified)
     q: Tensor | None = None  # [B, n, Vq] distribution they were sampled from; None = deterministic
     # (verified with the point-mass rule at T>0)
-    q_vocab: Tensor | None = None  # [Vq] q-index -> target id; None = full target vocab
+    q_vocab: Tensor | None = None  # [Vq] q-index -> target id, or [B, n, Vq] per slot (a sparse row: a corrector's
+    # sampled walk); None = full target vocab
     extras: dict[str, Tensor] | None = None  # per-stream [B, ...] tensors recorded with the round (explorer)
     tree: object | None = None  # a `decoding.tree.Tree` of N nodes: the round verifies it instead of the chain
     # (tokens are then its nodes 1..N-1, for the record)

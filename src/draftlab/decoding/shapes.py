@@ -36,6 +36,7 @@ import torch
 
 from draftlab.compiling import MAX_GRAPHS
 from draftlab.decoding.tree import tree_nodes
+from draftlab.decoding.verify import SamplingParams
 from draftlab.errors import DraftlabError
 from draftlab.verifier.slots import capacity_for
 
@@ -211,18 +212,21 @@ class GraphPlan:
 
 
 def plan_graphs(shapes: Shapes, requests, target) -> GraphPlan:
-    """requests: (arm, streams, temperature) of a run -> the graphs its compiled steps meet (a formula of the
-    config: the arms' parts, the declared batches at or below each request's, the widths of each proposal step)."""
+    """requests: (arm, streams, temperature or SamplingParams) of a run -> the graphs its compiled steps meet (a formula
+    of the config: the arms' parts, the declared batches at or below each request's, the widths of each proposal step,
+    and a sampled walk's sampling setting)."""
     plan = GraphPlan()
     for arm, n, temp in requests:
+        sp = temp if isinstance(temp, SamplingParams) else SamplingParams(float(temp))
         top = shapes.batch(n)
-        for part in parts(arm, temp):
+        for part in parts(arm, sp.temperature):
             for b in (x for x in shapes.batches if x <= top):
-                _plan_part(plan, shapes, target, part, b)
+                _plan_part(plan, shapes, target, part, b, sp)
     return plan
 
 
-def _plan_part(plan: GraphPlan, shapes: Shapes, target, part: Part, b: int) -> None:
+def _plan_part(plan: GraphPlan, shapes: Shapes, target, part: Part, b: int,
+               sp: SamplingParams = SamplingParams()) -> None:
     d, prop = part.drafter, part.proposer
     if prop is None:  # AR: one token per stream, no taps
         plan.add("stream_step", (b, 1, ()), ("target", b, 1, ()))
@@ -243,7 +247,9 @@ def _plan_part(plan: GraphPlan, shapes: Shapes, target, part: Part, b: int) -> N
     corr = getattr(prop, "corrector", None) or getattr(getattr(prop, "inner", None), "corrector", None)
     step = prop if corr is not None and hasattr(prop, "rule") else getattr(prop, "inner", None)
     if corr is not None and getattr(step, "compiled", "off") != "off":
-        plan.add("propose_step", (signature(corr), step.rule, step.lam, b), ("propose", d, b, step))
+        walks = getattr(step, "walk", "") and not sp.greedy  # a sampled walk: one graph per sampling setting
+        plan.add("propose_step", (signature(corr), step.rule, step.lam, b, sp if walks else None),
+                 ("propose", d, b, step, sp if walks else None))
     if hasattr(prop, "_cut") and getattr(prop, "compiled", "off") != "off":
         plan.add("span_cut", (prop.mask_token_id, prop.rule, prop.extra, prop.min_prob, S - 1, b), ("cut", d, b, prop))
 
@@ -294,7 +300,7 @@ def warm(plan: GraphPlan, shapes: Shapes, target) -> dict[str, float]:
                     else:
                         draft = d.draft(state, block, pos)
                         if kind == "propose":
-                            job[3](draft)
+                            job[3](draft, job[4])
                         else:  # the verify-width cut
                             prop = job[3]
                             prop._cut(draft.block_ids, draft.logits, prop.mask_token_id, prop.rule, prop.extra,
@@ -328,7 +334,8 @@ def compiles(target, part: Part) -> bool:
     return any(getattr(x, "compiled", "off") != "off" for x in steps)
 
 
-def run_shapes(target, prompts: list[list[int]], max_new_tokens: int, block: int, part: Part = Part()) -> Shapes | None:
+def run_shapes(target, prompts: list[list[int]], max_new_tokens: int, block: int, part: Part = Part(),
+               sp: SamplingParams = SamplingParams()) -> Shapes | None:
     """The shapes a decode of `part` (default: AR) runs under, its graphs planned before the first compiled call:
     None when every step runs eagerly; else the run's declared shapes (`target.shapes`, set before anything compiles),
     or — no declaration (the library's own surface, one request of `draftlab decode`, a test) — the request's own:
@@ -344,7 +351,7 @@ def run_shapes(target, prompts: list[list[int]], max_new_tokens: int, block: int
     else:
         s.batch(len(prompts))
         s.fits(longest, max_new_tokens, block)
-    plan = plan_graphs(s, [(part, len(prompts), 0.0)], target)
+    plan = plan_graphs(s, [(part, len(prompts), sp)], target)
     if getattr(target, "compiled", "off") == "off":  # a compiled drafter or proposal step beside an eager target
         plan = plan.without("stream_step", "tree_step")
     admit(target, s, plan, getattr(target, "max_graphs", MAX_GRAPHS))

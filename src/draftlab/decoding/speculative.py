@@ -48,7 +48,7 @@ class SpeculativeEngine:
         t_start = timer.now()
         span = max((S, *tree_nodes(self.proposer)))  # slots one round appends: a block, or a tree's nodes
         # compiled steps: the run's shapes, the request's graphs planned before its first compiled call
-        shapes = run_shapes(target, prompts, max_new_tokens, span, Part(drafter, self.proposer))
+        shapes = run_shapes(target, prompts, max_new_tokens, span, Part(drafter, self.proposer), sp)
         if shapes is None:
             rows = list(range(n))  # original stream index of each active row
             cap = self.kv_capacity or capacity_for([len(p) for p in prompts], max_new_tokens, span)

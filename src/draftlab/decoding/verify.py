@@ -6,6 +6,8 @@ explorer replay, training metrics and tests — judges drafted blocks here.
 - Lossless sampling (T>0) with a proposal distribution q: slot j is accepted with probability
   min(1, p_j(ŷ_j) / q_j(ŷ_j)); on the first rejection the replacement is drawn from
   norm(max(0, p_j − q_j)); when every slot is accepted the bonus is drawn from p_{n+1}.
+- q is the whole row each proposal was drawn from: dense over the draft vocabulary (q_vocab [Vq] its target ids), or
+  sparse per slot (q_vocab [B, n, Vq]: a corrector's sampled walk over its candidates, duplicates summed).
 - Point-mass rule (T>0, deterministic proposal, q = None): accept with probability p_j(ŷ_j); on
   rejection draw from p_j with ŷ_j removed (p_j(v)·1[v≠ŷ_j] / (1 − p_j(ŷ_j))). This is the
   min(1, p/q) rule with a one-hot q, written without materialising q.
@@ -100,7 +102,8 @@ def speculative_accept(
     p: Tensor,  # [B, n+1, V] target probabilities at the verified slots (slot j predicts proposal j+1)
     proposals: Tensor,  # [B, n] proposed target ids
     q: Tensor | None = None,  # [B, n, Vq] proposal probabilities, or None = point mass on each proposal
-    q_vocab: Tensor | None = None,  # [Vq] q-index -> target id (None: q is over the full target vocab)
+    q_vocab: Tensor | None = None,  # [Vq] q-index -> target id, or [B, n, Vq] per slot (a sparse row; None: q is
+    # over the full target vocab)
     generator: torch.Generator | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Lossless speculative sampling of one block (min(1, p/q) rule, or the point-mass rule when q is
@@ -121,7 +124,8 @@ def speculative_accept(
             resid = p_next.clone()
             resid[rows, proposals[rows, at]] = 0.0  # p with ŷ removed
         else:
-            resid = (p_next - _q_full_row(q[rows, at], q_vocab, V)).clamp_min(0.0)  # max(0, p − q)
+            ids = q_vocab[rows, at] if q_vocab is not None and q_vocab.dim() > 1 else q_vocab
+            resid = residual(p_next, _q_full_row(q[rows, at], ids, V))  # max(0, p − q) over the whole vocabulary
         # a residual of zero mass can only arise from rounding (p == q); fall back to p
         empty = resid.sum(-1, keepdim=True) <= 0
         resid = torch.where(empty, p_next, resid)
@@ -131,10 +135,20 @@ def speculative_accept(
     return accepted, sample(dist, generator)
 
 
+def residual(p: Tensor, q: Tensor) -> Tensor:
+    """The unnormalised residual max(0, p − q) of rows p, q [B, V] over the whole target vocabulary (the draw after a
+    rejection; `sample` normalises)."""
+    return (p - q).clamp_min(0.0)
+
+
 def proposal_prob(q: Tensor, tokens: Tensor, q_vocab: Tensor | None) -> Tensor:
-    """q [..., Vq] evaluated at target ids tokens [...] (0 where the token is outside q's vocab)."""
+    """q [..., Vq] evaluated at target ids tokens [...] (0 where the token is outside q's vocab). q_vocab [Vq] maps
+    q's columns to target ids; [..., Vq] (a sparse row per slot, e.g. a sampled walk's K candidates): every entry
+    whose id is the token counts, duplicates summed."""
     if q_vocab is None:
         return q.gather(-1, tokens[..., None]).squeeze(-1)
+    if q_vocab.dim() > 1:
+        return (q * (q_vocab == tokens[..., None])).sum(-1)
     inv = torch.full((int(q_vocab.max()) + 2,), -1, dtype=torch.long, device=q.device)
     inv[q_vocab] = torch.arange(q_vocab.numel(), device=q.device)
     idx = inv[tokens.clamp(max=inv.numel() - 1)]  # [B, n] q-index or -1
@@ -143,9 +157,13 @@ def proposal_prob(q: Tensor, tokens: Tensor, q_vocab: Tensor | None) -> Tensor:
 
 
 def _q_full_row(q_row: Tensor, q_vocab: Tensor | None, V: int) -> Tensor:
-    """q rows [B, Vq] -> [B, V] over the target vocabulary."""
+    """q rows [B, Vq] -> [B, V] over the target vocabulary (q_vocab [Vq], or [B, Vq] per row: a sparse row whose
+    duplicate ids are summed and whose -1 entries hold nothing)."""
     if q_vocab is None:
         return q_row
+    if q_vocab.dim() > 1:
+        full = torch.zeros(q_row.shape[0], V, dtype=q_row.dtype, device=q_row.device)
+        return full.scatter_add_(1, q_vocab.clamp(min=0), q_row.masked_fill(q_vocab < 0, 0.0))
     return torch.zeros(q_row.shape[0], V, dtype=q_row.dtype, device=q_row.device).index_copy_(1, q_vocab, q_row)
 
 

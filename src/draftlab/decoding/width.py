@@ -157,4 +157,5 @@ class SpanProposal(DrafterProposal):
             extras = {**(base.extras or {}), "verify_len": L.cpu(), "seed_span": span.cpu(),
                       "drafted": torch.ones_like(L).cpu()}
         q = None if base.q is None else base.q[:, :W]
-        return Proposal(base.tokens[:, :W], q, base.q_vocab, extras)
+        ids = base.q_vocab[:, :W] if base.q_vocab is not None and base.q_vocab.dim() > 1 else base.q_vocab
+        return Proposal(base.tokens[:, :W], q, ids, extras)
