@@ -7,6 +7,7 @@
     python ../../tools/toy_world.py replicate --freeze-base           # the prepared target + references, kept in git
     python ../../tools/toy_world.py replicate --seed 1 [--seed 2 ...] [--resume]   # replicates/<tid>/seed-N/
     python ../../tools/toy_world.py reading --arm ARM [--seed N] [--variants V,...]  # a new corrector's first reading
+    python ../../tools/toy_world.py addition --name NAME --seed N [--seed M ...]  # untrained arms on the replicates
 
 `prompts` writes the training pool and one suite per family from the generator (`toy.world` of the target preset
 named like the world's folder, conf/target/<world>.yaml, or --preset: the files must exist before params.yaml can be composed, since composing checks them);
@@ -75,6 +76,11 @@ def main(argv: list[str]) -> int:
     rd.add_argument("--seed", type=int, default=1, help="the finished replicate whose plain drafter it starts from (0: the world's own, kept in its base)")
     rd.add_argument("--variants", default="", help="comma-separated corrector variants (default: the arm's)")
     rd.add_argument("--resume", action="store_true", help="continue an unfinished reading")
+    ad = sub.add_parser("addition", help="arms that train nothing new, benchmarked on each finished replicate's models "
+                                          "under the addition's own plan (draftlab.pipeline.addition)")
+    ad.add_argument("--name", required=True, help="the addition: additions/NAME/ holds its analysis_plan.yaml")
+    ad.add_argument("--seed", type=int, action="append", default=[], help="a finished replicate's seed (repeat)")
+    ad.add_argument("--resume", action="store_true", help="continue an unfinished run of the addition")
     a = ap.parse_args(argv)
     from draftlab.errors import DraftlabError
     from draftlab.params import load_params
@@ -91,6 +97,17 @@ def main(argv: list[str]) -> int:
             for seed in a.seed:
                 rec = R.run_replicate(".", seed, resume=a.resume)
                 print(json.dumps({k: rec.get(k) for k in ("seed", "status", "target_md5", "total")}))
+            return 0
+        if a.cmd == "addition":
+            from draftlab.pipeline.addition import run_addition
+            from draftlab.pipeline.calibration import write_calibration
+
+            if not a.seed:
+                raise DraftlabError("addition: give --seed N (one or more finished replicates)")
+            for seed in a.seed:
+                rec = run_addition(".", a.name, seed, resume=a.resume)
+                print(json.dumps({k: rec.get(k) for k in ("addition", "seed", "status", "total")}))
+            print(json.dumps(write_calibration("."), indent=1))
             return 0
         if a.cmd == "reading":
             from draftlab.pipeline.reading import first_reading

@@ -1,0 +1,91 @@
+"""An addition to a world's replicated reading: arms that train nothing new (a corrector's sampled walk, another rule
+on trained models) benchmarked on each finished replicate's own models, read under a plan of their own (docs/toy-world.md
+"Additions"; docs/decisions.md "Additions to a frozen world's replicates").
+
+An addition is a folder `<world>/additions/<name>/` holding its analysis plan (analysis_plan.yaml, committed before any
+of its runs) and, per replicate seed N, the run `replicates/<tid>/seed-N/` — laid out as a world's replicates, so
+`draftlab verdicts --world <world>/additions/<name>` reads it with the same code and rules (per-prompt units, runs x
+prompts, Holm over the plan's primary pairs). A run is written once: the replicate's params.yaml with the benchmark cut
+to the plan's arms at the plan's temperatures (every arm at every one of them, the plan's pairs as the benchmark's),
+links to the world's base, its prompts and the replicate's trained drafter and correctors, then `check_params` and
+`benchmark` as their own processes, timed into replicate.json (`replicate.run_stages`). Every pair is read inside one
+run (both arms on the same prompts in the same benchmark), never across an addition and its replicate.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from draftlab import paths
+from draftlab.errors import DraftlabError
+from draftlab.io import atomic_write, write_json
+from draftlab.pipeline.replicate import RECORD, ROOT, cpu_model, folder_for, link, link_base, read_base, run_stages
+
+ADDITIONS = "additions"  # in a world's folder
+STAGES = ("check_params", "benchmark")
+
+
+def addition_folder(world: Path, name: str) -> Path:
+    return Path(world) / ADDITIONS / name
+
+
+def addition_params(replicate_params: dict, arms: list[str], temperatures: list[float], pairs: list) -> dict:
+    """The replicate's params with the benchmark cut to `arms` at `temperatures` (every arm at each) and `pairs`."""
+    import copy
+
+    p = copy.deepcopy(replicate_params)
+    p["benchmark"].update(arms=list(arms), ablation_arms=[], sampled_arms=[], concurrency=[], concurrency_arms=[],
+                          temperatures=list(temperatures), pairs=[list(x) for x in pairs])
+    p.setdefault("tracking", {})["enabled"] = False
+    return p
+
+
+def run_addition(world: str | Path, name: str, seed: int, resume: bool = False, log=print, **run) -> dict:
+    """Run (or, with `resume`, continue) the addition `name` on replicate `seed` -> its record."""
+    import yaml
+
+    from draftlab.checks.common import git_sha
+    from draftlab.verdicts.plan import PLAN, read_plan
+
+    world = Path(world).resolve()
+    home = addition_folder(world, name)
+    plan = read_plan(home / PLAN)  # one line when the plan is missing: it comes first
+    base, brec = read_base(world)
+    tid = brec["target_md5"][:12]
+    source = folder_for(world, tid, seed)
+    if not (source / RECORD).exists() or json.loads((source / RECORD).read_text()).get("status") != "complete":
+        raise DraftlabError(f"no finished replicate seed {seed} of target {tid} ({source}): an addition decodes its "
+                            f"trained models; run `python ../../tools/toy_world.py replicate --seed {seed}` first")
+    if plan.world_hash and plan.world_hash != brec["world_hash"]:
+        raise DraftlabError(f"{home / PLAN} names world {plan.world_hash[:12]}, the base is {brec['world_hash'][:12]}")
+    arms = list(dict.fromkeys(a for pair in plan.pairs for a in pair[:2]))
+    temps = sorted({t for *_, t in plan.pairs})
+    pairs = list(dict.fromkeys((a, b) for a, b, _ in plan.pairs))
+    out = folder_for(home, tid, seed)
+    rec = json.loads((out / RECORD).read_text()) if (out / RECORD).exists() else None
+    if rec is not None and rec.get("status") == "complete":
+        raise DraftlabError(f"the addition {name} on seed {seed} is finished ({out}): written once")
+    if rec is not None and not resume:
+        raise DraftlabError(f"the addition {name} on seed {seed} is unfinished ({out}): --resume continues it")
+    if rec is None and out.exists() and any(out.iterdir()):
+        raise DraftlabError(f"{out} exists without {RECORD}: not a run this command wrote; move it away first")
+    params = addition_params(yaml.safe_load((source / paths.PARAMS).read_text()), arms, temps, pairs)
+    out.mkdir(parents=True, exist_ok=True)
+    if rec is None:
+        atomic_write(out / paths.PARAMS, lambda p: p.write_text(
+            f"# the addition {name} on replicate seed {seed} of {world.name}'s target {tid}: the replicate's params "
+            f"with the benchmark cut to the plan's arms (draftlab.pipeline.addition)\n"
+            + yaml.safe_dump(params, sort_keys=False)))
+        rec = {"schema": "draftlab-addition-v1", "world": world.name, "addition": name, "world_hash": brec["world_hash"],
+               "target_md5": brec["target_md5"], "references_md5": brec["references_md5"], "seed": seed,
+               "replicate": str(Path("..", "..", "..", "..", paths.REPLICATES, tid, f"seed-{seed}")),
+               "arms": arms, "temperatures": temps, "stages": list(STAGES), "done": [], "times": {},
+               "status": "running", "git_sha": git_sha(ROOT),
+               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model()}
+    link_base(out, base, world)
+    link(out / paths.PLAIN_DRAFTER, source / paths.PLAIN_DRAFTER)
+    link(out / paths.CORRECTORS, source / paths.CORRECTORS)
+    write_json(out / RECORD, rec)
+    run_stages(out, rec, STAGES, f"addition {name} seed {seed}", log=log, **run)
+    return rec
