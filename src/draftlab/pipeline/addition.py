@@ -8,7 +8,11 @@ of its runs) and, per replicate seed N, the run `replicates/<tid>/seed-N/` — l
 prompts, Holm over the plan's primary pairs). A run is written once: the replicate's params.yaml with the benchmark cut
 to the plan's arms at the plan's temperatures (every arm at every one of them, the plan's pairs as the benchmark's),
 links to the world's base, its prompts and the replicate's trained drafter and correctors, then `check_params` and
-`benchmark` as their own processes, timed into replicate.json (`replicate.run_stages`). Every pair is read inside one
+`benchmark` as their own processes, timed into replicate.json (`replicate.run_stages`). An addition may carry a
+labelled recipe (addition.yaml: params overrides and the corrector variants it co-trains again under them, e.g. on
+references sampled at T=1): then its runs make their references (`reference`, when the overrides touch it) and train
+those variants (`corrector`) on the replicate's plain drafter before the benchmark; the replicate's own models stay
+as they are. Every pair is read inside one
 run (both arms on the same prompts in the same benchmark), never across an addition and its replicate.
 """
 from __future__ import annotations
@@ -20,21 +24,51 @@ from pathlib import Path
 from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write, write_json
-from draftlab.pipeline.replicate import RECORD, ROOT, cpu_model, folder_for, link, link_base, read_base, run_stages
+from draftlab.pipeline.replicate import RECORD, ROOT, cpu_model, folder_for, link, read_base, run_stages
 
 ADDITIONS = "additions"  # in a world's folder
 STAGES = ("check_params", "benchmark")
+RECIPE = "addition.yaml"  # an addition that trains: its labelled recipe (optional; none = decode the replicate's models)
 
 
 def addition_folder(world: Path, name: str) -> Path:
     return Path(world) / ADDITIONS / name
 
 
-def addition_params(replicate_params: dict, arms: list[str], temperatures: list[float], pairs: list) -> dict:
-    """The replicate's params with the benchmark cut to `arms` at `temperatures` (every arm at each) and `pairs`."""
+def read_recipe(home: Path) -> dict:
+    """An addition's labelled recipe (addition.yaml): `overrides` (dotted params keys -> values, e.g.
+    reference.temperature: 1.0) and `train` (the corrector variants it co-trains again under them, on the replicate's
+    plain drafter); {} when the addition trains nothing. One line for anything else."""
+    import yaml
+
+    f = home / RECIPE
+    if not f.exists():
+        return {}
+    raw = yaml.safe_load(f.read_text()) or {}
+    bad = sorted(set(raw) - {"about", "overrides", "train"})
+    if bad or not isinstance(raw.get("overrides", {}), dict) or not isinstance(raw.get("train", []), list):
+        raise DraftlabError(f"{f}: an addition's recipe holds `about`, `overrides` (a mapping of dotted params keys) "
+                            f"and `train` (a list of corrector variants){'; unknown: ' + ', '.join(bad) if bad else ''}")
+    return raw
+
+
+def addition_params(replicate_params: dict, arms: list[str], temperatures: list[float], pairs: list,
+                    recipe: dict | None = None) -> dict:
+    """The replicate's params with the recipe's overrides (and the corrector stage cut to its `train` variants, no
+    control), the benchmark cut to `arms` at `temperatures` (every arm at each) and `pairs`."""
     import copy
 
     p = copy.deepcopy(replicate_params)
+    recipe = recipe or {}
+    for dotted, value in (recipe.get("overrides") or {}).items():
+        sec, _, key = str(dotted).partition(".")
+        if sec not in p or not key or key not in p[sec]:
+            raise DraftlabError(f"addition recipe: {dotted} is not a params key of the replicate (section.key)")
+        p[sec][key] = value
+    if recipe.get("train"):
+        p["corrector"].update(variants=list(recipe["train"]), control=False)
+        steps = p["corrector"].get("variant_steps") or {}
+        p["corrector"]["variant_steps"] = {v: n for v, n in steps.items() if v in recipe["train"]}
     p["benchmark"].update(arms=list(arms), ablation_arms=[], sampled_arms=[], concurrency=[], concurrency_arms=[],
                           temperatures=list(temperatures), pairs=[list(x) for x in pairs])
     p.setdefault("tracking", {})["enabled"] = False
@@ -70,7 +104,11 @@ def run_addition(world: str | Path, name: str, seed: int, resume: bool = False, 
         raise DraftlabError(f"the addition {name} on seed {seed} is unfinished ({out}): --resume continues it")
     if rec is None and out.exists() and any(out.iterdir()):
         raise DraftlabError(f"{out} exists without {RECORD}: not a run this command wrote; move it away first")
-    params = addition_params(yaml.safe_load((source / paths.PARAMS).read_text()), arms, temps, pairs)
+    recipe = read_recipe(home)
+    trains = bool(recipe.get("train"))
+    refs = any(str(k).startswith("reference.") for k in (recipe.get("overrides") or {}))  # references made again
+    stages = ("check_params", *(("reference",) if refs else ()), *(("corrector",) if trains else ()), "benchmark")
+    params = addition_params(yaml.safe_load((source / paths.PARAMS).read_text()), arms, temps, pairs, recipe)
     out.mkdir(parents=True, exist_ok=True)
     if rec is None:
         atomic_write(out / paths.PARAMS, lambda p: p.write_text(
@@ -80,12 +118,16 @@ def run_addition(world: str | Path, name: str, seed: int, resume: bool = False, 
         rec = {"schema": "draftlab-addition-v1", "world": world.name, "addition": name, "world_hash": brec["world_hash"],
                "target_md5": brec["target_md5"], "references_md5": brec["references_md5"], "seed": seed,
                "replicate": str(Path("..", "..", "..", "..", paths.REPLICATES, tid, f"seed-{seed}")),
-               "arms": arms, "temperatures": temps, "stages": list(STAGES), "done": [], "times": {},
+               "arms": arms, "temperatures": temps, "recipe": recipe, "stages": list(stages), "done": [], "times": {},
                "status": "running", "git_sha": git_sha(ROOT),
                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model()}
-    link_base(out, base, world)
+    link(out / paths.TARGET, base / "target")
+    link(out / "prompts", world / "prompts")
+    if not refs:
+        link(out / paths.REFERENCES, base / "references.parquet")
     link(out / paths.PLAIN_DRAFTER, source / paths.PLAIN_DRAFTER)
-    link(out / paths.CORRECTORS, source / paths.CORRECTORS)
+    if not trains:
+        link(out / paths.CORRECTORS, source / paths.CORRECTORS)
     write_json(out / RECORD, rec)
-    run_stages(out, rec, STAGES, f"addition {name} seed {seed}", log=log, **run)
+    run_stages(out, rec, tuple(rec["stages"]), f"addition {name} seed {seed}", log=log, **run)
     return rec

@@ -206,11 +206,13 @@ def read_replicates(frames: list[pd.DataFrame], plan, base_arm: str = "dflash") 
     for r in sec:
         r["family"] = "secondary"
         r["verdict_holm"] = "descriptive"
-    base = [arm_row(df, base_arm, 0.0) for df in frames]
+    # the base drafter at T=0, or at the lowest temperature the plan reads it (an addition read at T=1 only)
+    bt = 0.0 if not plan.pairs else min((t for a, b, t in plan.pairs if base_arm in (a, b)), default=0.0)
+    base = [arm_row(df, base_arm, bt) for df in frames]
     taus_ = [r["tau"] for r in base]
     resolvable = [r["resolvable"] for r in prim if r.get("resolvable") is not None]
     return {"primary": prim, "secondary": sec,
-            "base": {"arm": base_arm, "tau_per_run": taus_, "sd": float(np.std(taus_, ddof=1)) if len(taus_) > 1 else None,
+            "base": {"arm": base_arm, "temperature": bt, "tau_per_run": taus_, "sd": float(np.std(taus_, ddof=1)) if len(taus_) > 1 else None,
                      "range": [min(taus_), max(taus_)], "units": {"unit": "run", "n": len(taus_)}},
             "resolution": {"median_resolvable_tau_diff": float(np.median(resolvable)) if resolvable else None,
                            "range": [min(resolvable), max(resolvable)] if resolvable else None,

@@ -118,7 +118,7 @@ def spread_table(rd: dict, recs: list[dict]) -> str:
     res = rd["resolution"]
     lo, hi = (res.get("range") or [None, None])[:2]
     return "\n".join([
-        table(["replicate", "seeds", "base drafter τ (T=0)", "stages' CPU time", "wall time",
+        table(["replicate", "seeds", f"base drafter τ (T={base.get('temperature', 0.0):g})", "stages' CPU time", "wall time",
                "load average (1 min, max)"], rows), "",
         f"Base drafter (`{base['arm']}`) τ over {base['units']['n']} runs: sd {num(base['sd'], '.3f')}, range "
         f"{num(base['range'][0], '.2f')}–{num(base['range'][1], '.2f')}. Smallest |Δτ| a primary pair's interval "
