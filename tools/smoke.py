@@ -66,11 +66,11 @@ def git(*args: str) -> str:
 
 def tracked_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-    # a committed run's outputs: the root's and each world's (and a world's replicates)
+    # a committed run's outputs: the root's and each world's (and a world's replicates and additions)
     runs = (f"{paths.METRICS}/", f"{paths.RESULTS}/", f"{paths.PLOTS_DIR}/", "dvc.lock")
     in_world = lambda f: f.split("/", 2)[2] if f.startswith("worlds/") and f.count("/") >= 2 else ""  # noqa: E731
     return [f for f in out.stdout.splitlines()
-            if f and not f.startswith((".smoke/", *runs)) and not in_world(f).startswith((*runs, "replicates/"))]
+            if f and not f.startswith((".smoke/", *runs)) and not in_world(f).startswith((*runs, "replicates/", "additions/"))]
 
 
 def check_seeded(root: Path) -> str:
