@@ -85,6 +85,7 @@ def run_addition(world: str | Path, name: str, seed: int, resume: bool = False, 
     world = Path(world).resolve()
     home = addition_folder(world, name)
     plan = read_plan(home / PLAN)  # one line when the plan is missing: it comes first
+    recipe = read_recipe(home)
     base, brec = read_base(world)
     tid = brec["target_md5"][:12]
     source = folder_for(world, tid, seed)
@@ -104,7 +105,6 @@ def run_addition(world: str | Path, name: str, seed: int, resume: bool = False, 
         raise DraftlabError(f"the addition {name} on seed {seed} is unfinished ({out}): --resume continues it")
     if rec is None and out.exists() and any(out.iterdir()):
         raise DraftlabError(f"{out} exists without {RECORD}: not a run this command wrote; move it away first")
-    recipe = read_recipe(home)
     trains = bool(recipe.get("train"))
     refs = any(str(k).startswith("reference.") for k in (recipe.get("overrides") or {}))  # references made again
     stages = ("check_params", *(("reference",) if refs else ()), *(("corrector",) if trains else ()), "benchmark")

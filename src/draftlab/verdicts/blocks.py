@@ -12,7 +12,9 @@ Kinds (paths relative to the repository root):
 - `spread world=DIR`: the base drafter's τ per replicate, the design's resolution, each replicate's CPU time;
 - `speed world=DIR a=ARM b=ARM`: a ÷ b speed per suite and per run, pooled over the replicates (batches and the
   one-stream section);
-- `changes world=DIR`: each primary pair's committed single-run reading beside the replicated one."""
+- `changes world=DIR`: each primary pair's committed single-run reading beside the replicated one;
+- `calibration world=DIR`: an addition's calibration.json (draftlab.pipeline.calibration): each arm's share of `+`
+  among the marks it proposed beside the target's among those emitted, and its acceptance share per slot."""
 from __future__ import annotations
 
 import json
@@ -82,6 +84,11 @@ def render(kind: str, args: dict, root: Path) -> str:
         return M.arm_table(rows) if kind == "arms" else M.suite_table(rows)
     if "world" not in args:
         raise DraftlabError(f"verdicts block kind {kind!r} needs world=DIR")
+    if kind == "calibration":
+        f = root / args["world"] / "calibration.json"
+        if not f.exists():
+            raise DraftlabError(f"{f} not found: an addition's runs write it (toy_world.py addition)")
+        return M.calibration_table(json.loads(f.read_text()))
     plan, recs, frames, rd = cached("world", str(root / args["world"]))
     if kind == "replicates":
         rows = rd[args.get("family", "primary")]
@@ -92,7 +99,8 @@ def render(kind: str, args: dict, root: Path) -> str:
         return M.speed_table(frames, args.get("a", "dflash"), args.get("b", "ar"))
     if kind == "changes":
         return M.changes_table(rd, root / args["world"])
-    raise DraftlabError(f"verdicts block kind {kind!r}: one of arms, suites, pairs, replicates, spread, speed, changes")
+    raise DraftlabError(f"verdicts block kind {kind!r}: one of arms, suites, pairs, replicates, spread, speed, changes, "
+                        f"calibration")
 
 
 def rewrite(text: str, root: Path) -> str:

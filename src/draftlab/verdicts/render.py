@@ -158,3 +158,19 @@ def changes_table(rd: dict, world: Path) -> str:
         out.append([r["pair"], f"{r['temperature']:g}", then, o.get("verdict") if o else "–", now,
                     r.get("verdict_holm") or r.get("verdict")])
     return table(["pair", "T", "single run (committed, 1 training run)", "verdict then", "replicated", "verdict now"], out)
+
+
+def calibration_table(cal: dict, slots: int = 4) -> str:
+    """An addition's calibration (pooled over its runs): per arm and temperature, the marks it proposed with their
+    `+` share beside the target's `+` share among the marks emitted, and the share of rounds accepting slot j."""
+    rows = []
+    for arm, temps in cal["total"].items():
+        for t, f in temps.items():
+            m = f["marks"]
+            share = lambda k: num(f.get(k), ".3f") if f.get(k) is not None else "–"  # noqa: E731
+            rows.append([f"`{arm}`", t, f["rounds"], m["proposed"], share("proposed_plus_share"), m["emitted"],
+                         share("emitted_plus_share"), *(num(x, ".3f") for x in f["accept_share"][:slots])])
+    head = ["arm", "T", "rounds", "marks proposed", "`+` share proposed", "marks emitted", "`+` share emitted",
+            *(f"slot {j} accepted" for j in range(1, slots + 1))]
+    return table(head, rows) + f"\n\nUnit: {cal.get('unit', 'a round or a mark, pooled over the runs')}; " \
+                                 f"{len(cal.get('runs', {}))} runs."
