@@ -1,5 +1,5 @@
-"""`draftlab decode`'s marks are true for trees as for chains (draftlab.bench.marks): decoded at T=0 and T=1 through the
-engine with a tree of 16 nodes and with the chain, the marked text is the output (at T=0 the AR output), no rejected
+"""`draftlab decode`'s marks are true for trees, chains and correctors (draftlab.bench.marks): decoded at T=0 and T=1
+through the engine with a tree of 16 nodes, with the chain and with a corrector (its point-mass and sampled walks), the marked text is the output (at T=0 the AR output), no rejected
 mark is the token the target wrote in its place, a tree's accepted tokens are its walk's path (each node's parent on
 the path before it, read from the tree's own parent array), and no arm without a corrector shows a correction."""
 from __future__ import annotations
@@ -66,3 +66,62 @@ def test_marks_say_what_the_round_did(target, temperature, nodes, monkeypatch):
                 assert path[0] == 0 and all(int(tree.parent[b, c]) == p for p, c in zip(path, path[1:]))
                 assert w.tokens[b, : len(path) - 1].tolist() == [int(tree.tokens[b, c]) for c in path[1:]]
         assert "another branch" in legend(False, tree=True) and "corrected" not in legend(False, tree=True)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("walk", ["", "sampled"])
+def test_a_correctors_marks_say_where_it_changed_the_drafters_token(target, temperature, walk):
+    """A corrector arm (a random DCOCO corrector over the ranked oracle's blocks, its point-mass and its sampled walk):
+    the text is the output (at T=0 the AR output), a rejected mark is never the token written in its place, and a token
+    is marked `corrected` exactly where it differs from the drafter's argmax at its slot — the argmax captured from
+    the drafter's own output as it drafted (a spy on `draft`), not from the round's records of the draft; a corrector
+    that adds nothing corrects nothing."""
+    from torch import nn
+
+    from draftlab.corrector.dcoco import DCOCOArch, DCOCOCorrector
+    from draftlab.corrector.proposal import CorrectorProposal
+
+    V, H = target.vocab_size, target.hidden_size
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(1, V, (n,), generator=g).tolist() for n in (6, 11)]
+    sp = SamplingParams(temperature=temperature)
+    for scale in (0.0, 4.0):
+        torch.manual_seed(5)
+        corr = DCOCOCorrector(DCOCOArch(H, 8, V, k=2, dim=8, mlp_hidden=16), nn.Embedding(V, 8))
+        with torch.no_grad():
+            for prm in corr.mlp_out.parameters():
+                prm.normal_(0.0, scale) if scale else prm.zero_()
+        corrected = 0
+        for prompt in prompts:  # one stream per decode: the drafter's calls are that stream's rounds, in order
+            drafter, drafted = RankedOracle(target, block_size=5, ranks=(0.6, 0.35), seed=1), []  # the truth in the top 2
+            draft = drafter.draft
+
+            def spy(state, ids, positions, draft=draft, drafted=drafted):
+                out = draft(state, ids, positions)
+                drafted.append(out.logits[0, 1:].argmax(-1).tolist())  # the drafter's top-1 at slots 1..n
+                return out
+            drafter.draft = spy
+            eng = SpeculativeEngine(target, drafter, CorrectorProposal(corr.eval(), walk=walk), record_topk=1)
+            res = eng.generate([prompt], 16, sp, eos_ids=[], generator=torch.Generator().manual_seed(7))
+            if temperature == 0:
+                assert res.tokens == generate_ar(target, [prompt], 16, eos_ids=[]).tokens
+            marks = mark_tokens(res, corrects=True, stream=0)
+            assert [m.token for m in marks if m.kind != "rejected"] == res.tokens[0]
+            for m, nxt in zip(marks, marks[1:]):
+                if m.kind == "rejected":
+                    assert nxt.kind != "rejected" and nxt.token != m.token
+            assert len(drafted) == len(res.records)
+            off = {}  # output position -> the drafter's top-1 at the slot that proposed it (accepted proposals)
+            for top, rec in zip(drafted, res.records):
+                for j in range(1, int(rec.accepted[0]) + 1):
+                    off[int(rec.offset[0]) + j] = top[j - 1]
+            for pos, m in enumerate(m for m in marks if m.kind != "rejected"):
+                assert (m.kind == "corrected") == (pos in off and res.tokens[0][pos] != off[pos]), (scale, pos, m)
+                corrected += m.kind == "corrected"
+        # a corrector that adds nothing corrects nothing where its walk is a point mass (a sampled walk at T>0 draws off
+        # the argmax on its own: marked where it differs, as above); a real one's corrections are seen at T=0 (at T=1
+        # the random target accepts too little to count on one)
+        if scale == 0 and not (walk and temperature > 0):
+            assert corrected == 0
+        if scale > 0 and temperature == 0:
+            assert corrected > 0
