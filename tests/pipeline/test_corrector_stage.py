@@ -485,3 +485,29 @@ def test_specopd_dcoco_builds_on_a_state_specopd_changed(target, tmp_path):
     assert bases["specopd"] == str(tmp_path / "t0") and note == {"specopd": "t0"}
     save_drafter(d, tmp_path / "plain")
     assert base_state(tmp_path / "plain") == {}  # not a SpecOPD state
+
+
+def test_corrector_labels_greedy_or_the_references_own(target, data, monkeypatch):
+    """corrector.labels: the corrector loss supervises the target's greedy tokens (the default) or, with `reference`,
+    the reference's own tokens (sampled references: sampled labels), the drafter's own CE untouched; a bad value is
+    one line."""
+    import draftlab.recipes.corrector.cotrain as cotrain
+    from draftlab.errors import ConfigError
+
+    seqs, store, state = data
+    seen = []
+    real = cotrain.block_targets
+    monkeypatch.setattr(cotrain, "block_targets", lambda *a, **k: seen.append(a[3] if len(a) > 3 else k) or real(*a, **k))
+    for labels, greedy in (("greedy", True), ("reference", False)):
+        c = ccfg()
+        c.labels = labels
+        d = base_drafter(target, state)
+        m = CoTrainModule(d, build_corrector(c, d, "dcoco"), c.run_settings(pcfg(), 0.0), c, val_names=["heldout"],
+                          target=target)
+        out = m.compute_losses(one_batch(seqs, store, c))
+        assert seen[-1] is greedy and out["den_corr"] > 0
+    c = ccfg()
+    c.labels = "sampled"
+    with pytest.raises(ConfigError, match="labels") as e:
+        c.check("corrector")
+    assert "\n" not in str(e.value)

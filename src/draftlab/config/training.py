@@ -254,6 +254,10 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
 
     k: int = 16  # candidates per slot (the paper does not state its K; 16 matches its top-16 coverage)
     rho: float = 4.0  # loss weights exp(-(p-1)/ρ)
+    # the corrector loss's labels: greedy = the target's greedy token at each slot under teacher forcing (the paper's,
+    # the default); reference = the reference's own token there (references sampled at T=1: a sampled label, so the
+    # corrector's rows learn the target's conditional law, what a sampled walk needs; docs/algorithms.md)
+    labels: str = "greedy"
     cumulative_mask: bool = False  # stop supervising a block after its first masked transition
     lambda_corr: float = 1.0  # L = L_drafter + λ_corr · L_corr
     frozen_backbone: bool = False  # train only the corrector on the fixed drafter
@@ -315,6 +319,7 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
         _positive(f"{p}.k", self.k)
         if self.k < 2:
             raise ConfigError(f"{p}.k={self.k} must be >= 2 (re-selection needs alternatives)")
+        _choice(f"{p}.labels", self.labels, ("greedy", "reference"))
         _choice(f"{p}.kernels", self.kernels, KERNEL_BACKENDS)
         for name, v in self.families.items():
             if not isinstance(v, dict) and not dataclasses.is_dataclass(v):

@@ -52,6 +52,16 @@ def read_recipe(home: Path) -> dict:
     return raw
 
 
+def schema_keys(section: str) -> set[str]:
+    """The keys the configuration knows in `section` (a key left at its default is absent from a params.yaml)."""
+    from dataclasses import fields
+
+    from draftlab.config.sections import Params
+
+    kind = {f.name: f.default_factory for f in fields(Params)}.get(section)
+    return {f.name for f in fields(kind())} if kind is not None else set()
+
+
 def addition_params(replicate_params: dict, arms: list[str], temperatures: list[float], pairs: list,
                     recipe: dict | None = None) -> dict:
     """The replicate's params with the recipe's overrides (and the corrector stage cut to its `train` variants, no
@@ -62,7 +72,7 @@ def addition_params(replicate_params: dict, arms: list[str], temperatures: list[
     recipe = recipe or {}
     for dotted, value in (recipe.get("overrides") or {}).items():
         sec, _, key = str(dotted).partition(".")
-        if sec not in p or not key or key not in p[sec]:
+        if sec not in p or not key or (key not in p[sec] and key not in schema_keys(sec)):
             raise DraftlabError(f"addition recipe: {dotted} is not a params key of the replicate (section.key)")
         p[sec][key] = value
     if recipe.get("train"):

@@ -110,7 +110,8 @@ class CoTrainModule(DrafterModule):
             hidden, logits = hidden.detach(), logits.detach()
         else:  # the corrector loss's gradient into the drafter, weighted per path
             hidden, logits = scale_grad(hidden, self.grad_hidden), scale_grad(logits, self.grad_logits)
-        labels, valid = block_targets(batch, d["greedy"], self.drafter.block_size)  # [B, A, n]
+        # the target's greedy tokens, or (corrector.labels=reference) the reference's own: sampled at T>0
+        labels, valid = block_targets(batch, d["greedy"], self.drafter.block_size, self.ccfg.labels == "greedy")
         slot0 = batch["ids"].gather(1, batch["anchors"])  # [B, A] the blocks' slot-0 tokens
         # a seeded drafter's logits already read the blocks' seeds (seed bias / seed column); the block maps them
         anchor = anchor_taps(d["feats"], batch["anchors"], batch["ctx_valid"]) if self.reads_anchor else None
