@@ -28,13 +28,27 @@ QUIET := { grep -v "is ignored" || true; }
 STEP = set -o pipefail; $(1) 2>&1 | $(QUIET) || { echo "error: make install: '$(strip $(1))' failed (its output is above); fix that and run make install again" >&2; exit 1; }
 TORCH_BUILD := import torch; print(f"installed torch {torch.__version__}: " + (f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU build" if not torch.version.hip else f"ROCm {torch.version.hip} build"))
 
+# INSTALLER=uv (the default): the same four steps with uv (pinned, itself installed by pip into the venv; pip's
+# find-links honoured), byte-compiled at install as pip does: 47 s against pip's 135 s for a fresh venv here
+# (2026-12-07, 2 cores). Where uv cannot be installed or one of its steps fails, the steps run again with pip, and
+# INSTALLER=pip uses pip alone.
+INSTALLER ?= uv
+UV_VERSION := 0.13.9
+UV = $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),)
+TRY_UV = $(if $(filter uv,$(INSTALLER)),( set -o pipefail; $(PIP) install -q uv==$(UV_VERSION) 2>&1 | $(QUIET) && \
+	$(UV) $(TORCH_INDEX) torch==2.13.0 && $(UV) -r requirements.txt && $(UV) --no-deps -r requirements-nodeps.txt && \
+	$(UV) --no-deps -e . ),false)
+
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	@case "$(TORCH)" in ""|cpu|cu[0-9]*|rocm[0-9]*) ;; *) echo "error: TORCH=$(TORCH) is not a PyTorch wheel index: use cpu, cu126, cu128, cu130 (CUDA) or rocm6.4, or leave it empty" >&2; exit 2;; esac
+	@case "$(INSTALLER)" in uv|pip) ;; *) echo "error: INSTALLER=$(INSTALLER) is not an installer: use uv (the default) or pip" >&2; exit 2;; esac
 	test -x $(PY) || python3 -m venv $(VENV)
-	@$(call STEP,$(PIP) install $(TORCH_INDEX) torch==2.13.0)
-	@$(call STEP,$(PIP) install -r requirements.txt)
-	@$(call STEP,$(PIP) install --no-deps -r requirements-nodeps.txt)
-	@$(call STEP,$(PIP) install --no-deps -e .)
+	@if $(TRY_UV); then echo "installed with uv $(UV_VERSION)"; else \
+	  [ "$(INSTALLER)" = pip ] || echo "uv did not install (its output is above): installing with pip"; \
+	  $(call STEP,$(PIP) install $(TORCH_INDEX) torch==2.13.0); \
+	  $(call STEP,$(PIP) install -r requirements.txt); \
+	  $(call STEP,$(PIP) install --no-deps -r requirements-nodeps.txt); \
+	  $(call STEP,$(PIP) install --no-deps -e .); fi
 	$(PY) -c "import torch, lightning, transformers, mlflow, dvc, draftlab"
 	@$(PY) -c '$(TORCH_BUILD)'
 	touch $(STAMP)
