@@ -23,12 +23,17 @@ RENAMED = {"corrector.dim": (D + "dcoco.dim",), "corrector.hidden": (D + "dcoco.
            "corrector.seq_rank": (D + "dspark.rank", D + "domino.rank", D + "dflash2.rank"),
            "corrector.seq_gate": (D + "dspark.gate",)}
 # keys new since the fixture, with their values: a family added since (LiLiCorr, issue 54) brings its default settings
-ADDED = {"corrector.family_modules": [], "corrector.variant_steps": {},
+# (issue 64: corrector.labels, the corrector loss's labels, greedy as before)
+ADDED = {"corrector.family_modules": [], "corrector.variant_steps": {}, "corrector.labels": "greedy",
          D + "lilicorr": {"width": 128, "factor_dim": 128, "layers": 2, "heads": 4, "scale": 8.0, "preset": "nopen",
                           "w_ce": 0.125, "w_margin": 0.125, "w_pen": 0.0, "margin": 2.0}}
 
 # values changed on purpose since the fixture, per profile/target: key -> new value (each with its reason)
 CHANGED = {
+    # issue 64: the smoke run decodes a corrector's sampled walk too (dcoco-sampled-seeded)
+    "smoke/smollm2-135m": {"benchmark.arms": ["ar", "dflash", "dflash-seeded", "dflash-specopd-seeded", "dcoco-seeded",
+                                              "dcoco-sampled-seeded", "dspark-seeded", "domino-seeded",
+                                              "dflash2-seeded", "pld", "dflash-pld", "hf-generate", "hf-generate-pld"]},
     # issue 54's verdict: the toy world co-trains LiLiCorr and its -pair ablation beside the other correctors
     "toy/toy": {"corrector.variants": ["dcoco", "nopair", "nocand", "frozen", "specopd-dcoco", "specopd-dcoco-t1",
                                        "dspark", "domino", "dflash2", "lilicorr", "lilicorr-nopair"],

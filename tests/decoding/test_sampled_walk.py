@@ -259,3 +259,24 @@ def test_the_compiled_sampled_step_draws_what_the_eager_one_draws(target, family
                                                                  generator=torch.Generator().manual_seed(9)).tokens
                 for _ in range(2)]
         assert runs[0] == runs[1], (family, sp)
+
+
+@pytest.mark.parametrize("arm, why", [("dcoco-globalsum-sampled", "only the greedy path rule has a sampled walk"),
+                                      ("dflash-sampled", "dflash has no corrector walk to sample"),
+                                      ("pld-sampled", "pld has no corrector walk to sample")])
+def test_a_sampled_arm_without_a_walk_is_one_line(arm, why):
+    """The arm grammar and the params check both say it in one line (a sampled arm at T=0 is allowed: its argmax)."""
+    from pathlib import Path
+
+    from draftlab.arms.grammar import arm_names, resolve
+    from draftlab.errors import ConfigError
+    from draftlab.params import build_params, compose_params
+
+    with pytest.raises(DraftlabError, match=why) as e:
+        resolve(arm)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match=f"names '{arm}', which has no sampled walk") as e:
+        build_params(compose_params([f"benchmark.arms=[ar,{arm}]"], Path(__file__).resolve().parents[2] / "conf"),
+                     arms=arm_names())
+    assert "\n" not in str(e.value) and "dcoco-sampled" in str(e.value)
+    assert callable(resolve("dcoco-sampled-seeded")) and callable(resolve("dflash2-sampled"))

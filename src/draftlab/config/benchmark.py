@@ -167,6 +167,11 @@ class BenchmarkConfig:
                            ("pairs", [a for pair in self.pairs for a in pair if a != "best"]),
                            ("pair_prompts_per_suite", [a for k in self.pair_prompts_per_suite for a in k.split(" vs ")])):
             for a in names:
+                if a not in known and "-sampled" in a:  # a sampled walk where none exists: say which do
+                    walks = [k for k in known if k.endswith("-sampled")]
+                    raise ConfigError(f"{p}.{key} names '{a}', which has no sampled walk: only a corrector family that "
+                                      f"walks has one, with the greedy path rule ({', '.join(walks)}, and their -seeded "
+                                      f"forms)")
                 if a not in known:
                     near = difflib.get_close_matches(a, list(known), n=1)
                     hint = f" (did you mean '{near[0]}'?)" if near else ""
