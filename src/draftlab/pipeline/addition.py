@@ -23,8 +23,9 @@ from pathlib import Path
 
 from draftlab import paths
 from draftlab.errors import DraftlabError
-from draftlab.io import atomic_write, write_json
-from draftlab.pipeline.replicate import RECORD, ROOT, cpu_model, folder_for, link, read_base, run_stages
+from draftlab.io import write_json
+from draftlab.pipeline.replicate import (RECORD, ROOT, cpu_model, folder_for, link, read_base, run_stages,
+                                        write_params)
 
 ADDITIONS = "additions"  # in a world's folder
 STAGES = ("check_params", "benchmark")
@@ -121,10 +122,8 @@ def run_addition(world: str | Path, name: str, seed: int, resume: bool = False, 
     params = addition_params(yaml.safe_load((source / paths.PARAMS).read_text()), arms, temps, pairs, recipe)
     out.mkdir(parents=True, exist_ok=True)
     if rec is None:
-        atomic_write(out / paths.PARAMS, lambda p: p.write_text(
-            f"# the addition {name} on replicate seed {seed} of {world.name}'s target {tid}: the replicate's params "
-            f"with the benchmark cut to the plan's arms (draftlab.pipeline.addition)\n"
-            + yaml.safe_dump(params, sort_keys=False)))
+        write_params(out, params, f"the addition {name} on replicate seed {seed} of {world.name}'s target {tid}: the "
+                                  f"replicate's params with the benchmark cut to the plan's arms (draftlab.pipeline.addition)")
         rec = {"schema": "draftlab-addition-v1", "world": world.name, "addition": name, "world_hash": brec["world_hash"],
                "target_md5": brec["target_md5"], "references_md5": brec["references_md5"], "seed": seed,
                "replicate": str(Path("..", "..", "..", "..", paths.REPLICATES, tid, f"seed-{seed}")),

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from draftlab import paths
 from draftlab.errors import DraftlabError
-from draftlab.io import atomic_write, write_json
+from draftlab.io import write_json
 from draftlab.pipeline.replicate import (RECORD, ROOT, cpu_model, folder_for, link, link_base, read_base,
-                                        run_stages)
+                                        run_stages, write_params)
 
 READING = "reading.json"  # a reading's record (a replicate's is RECORD)
 
@@ -107,9 +107,8 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
     params.setdefault("tracking", {})["enabled"] = False
     out.mkdir(parents=True, exist_ok=True)
     if rec is None:
-        atomic_write(out / paths.PARAMS, lambda p: p.write_text(
-            f"# the first reading of {arm} on {'the base' if seed == 0 else f'replicate seed {seed}'} of {world.name}'s "
-            f"target {tid} (draftlab.pipeline.reading)\n" + yaml.safe_dump(params, sort_keys=False)))
+        write_params(out, params, f"the first reading of {arm} on {'the base' if seed == 0 else f'replicate seed {seed}'} "
+                                  f"of {world.name}'s target {tid} (draftlab.pipeline.reading)")
         rec = {"schema": "draftlab-reading-v1", "world": world.name, "world_hash": brec["world_hash"],
                "target_md5": brec["target_md5"], "arm": arm, "variants": variants, "seed": seed,
                "plain_drafter": str(Path(paths.PLAIN_DRAFTER)), "stages": list(stages), "done": [], "times": {},

@@ -121,6 +121,13 @@ def replicate_params(world_params: dict, seed: int) -> dict:
     return p
 
 
+def write_params(out: Path, params: dict, header: str) -> None:
+    """A run folder's params.yaml under a one-line comment saying what made it (written to a temp file, renamed)."""
+    import yaml
+
+    atomic_write(out / paths.PARAMS, lambda p: p.write_text(f"# {header}\n" + yaml.safe_dump(params, sort_keys=False)))
+
+
 def link_base(out: Path, base: Path, world: Path) -> None:
     """A run folder's links to the base's target and references and to the world's prompt files."""
     link(out / paths.TARGET, base / "target")
@@ -168,10 +175,8 @@ def run_replicate(world: str | Path, seed: int, resume: bool = False, stages: tu
     params = replicate_params(world_params, seed)
     out.mkdir(parents=True, exist_ok=True)
     if rec is None:
-        atomic_write(out / paths.PARAMS, lambda p: p.write_text(
-            f"# replicate seed {seed} of {world.name}'s target {tid}: the world's params.yaml with the seeds "
-            f"{', '.join(SEED_KEYS)} = {seed}, tracking off (draftlab.pipeline.replicate)\n"
-            + yaml.safe_dump(params, sort_keys=False)))
+        write_params(out, params, f"replicate seed {seed} of {world.name}'s target {tid}: the world's params.yaml with "
+                                  f"the seeds {', '.join(SEED_KEYS)} = {seed}, tracking off (draftlab.pipeline.replicate)")
         rec = {"schema": "draftlab-replicate-v1", "world": world.name, "world_hash": brec["world_hash"],
                "target_md5": brec["target_md5"], "references_md5": brec["references_md5"], "seed": seed,
                "seeds": {k: seed for k in SEED_KEYS}, "stages": list(stages), "done": [], "times": {},
