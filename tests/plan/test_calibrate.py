@@ -119,3 +119,21 @@ def test_a_closed_pipe_ends_the_plan_quietly(root):
                           "-S target=qwen3-8b -S profile=gpu --gpus 8 --disk 1000 | head -1", shell=True, cwd=root,
                           capture_output=True, text=True, timeout=120)
     assert head.stdout.startswith("target qwen3-8b") and "Traceback" not in head.stderr, head.stderr
+
+
+def test_each_familys_corrector_steps_are_its_own():
+    """Per-family step rates (`Cost.flops_per_block`): the corrector stage of a replicate of the toy world (held out:
+    not the run the constants were fitted on, LiLiCorr's two variants in it) within x1.5 of its measured wall time, and
+    LiLiCorr's own step — its lattice transformer, ~4x DCOCO's step here — within x1.5 of the step it measured."""
+    import json
+
+    rows = {s: r for s, _, _, r in C.compare("toy-seed-3", names=method_names())}
+    assert 1 / 1.5 <= rows["corrector"] <= 1.5, rows
+    p, t, results, folder = C.load_run("toy-seed-3", method_names())
+    stage = next(s for s in C.plan(p, t, C.PRESETS["cpu"]) if s.name == "corrector")
+    step_ms = {n.split(":")[0]: float(n.split(" of ")[1].split(" ms")[0]) for n in stage.notes if " steps of " in n}
+    v = json.loads((results / "corrector.json").read_text())["variants"]
+    for name in ("lilicorr", "lilicorr-nopair"):
+        measured_ms = 1e3 * v[name]["wall_s"] / v[name]["steps"]
+        assert 1 / 1.5 <= step_ms[name] / measured_ms <= 1.5, (name, step_ms[name], measured_ms)
+    assert step_ms["lilicorr"] > 3 * step_ms["dcoco"] > 3 * step_ms["dflash-long"] / 1.5

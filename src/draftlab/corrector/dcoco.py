@@ -318,8 +318,13 @@ def _load(arch: DCOCOArch, drafter) -> DCOCOCorrector:
 
 def _cost(cfg: DCOCOConfig, s: Shape) -> Cost:
     """The candidate and pair projections (4 H × dim) and the two-layer MLP (~3 dim × hidden): 2.2M at H=4096,
-    dim=128, hidden=256 (the paper's 2.23M); dim + hidden activation values per candidate."""
-    return Cost(4 * s.hidden * cfg.dim + 3 * cfg.dim * cfg.hidden, cfg.dim + cfg.hidden)
+    dim=128, hidden=256 (the paper's 2.23M); dim + hidden activation values per candidate; its forward FLOPs per block
+    (per candidate, per slot, per slot pair and over the K x K grid)."""
+    r, m, n, K, H = cfg.dim, cfg.hidden, s.slots, s.k, s.hidden
+    flops = (2 * n * K * (s.embed_dim * r + r * r + 2 * r * m)  # candidate projections, fuse, both sides of W_1
+             + 2 * n * (H * r + r * r) + 2 * (n - 1) * (2 * H * r + r * m)  # slot states, pair states
+             + 4 * (n - 1) * K * K * m)  # the K x K grid: add, silu, w_out
+    return Cost(4 * s.hidden * cfg.dim + 3 * cfg.dim * cfg.hidden, cfg.dim + cfg.hidden, flops)
 
 
 FAMILY = Family(

@@ -17,7 +17,8 @@ What a record holds:
   compares with) or "ablation" (on the ablations' budget unless it is the main variant);
 - `rules(section)`: its path rules, the first one the rule it decodes and validates with by default; `lam(section)`:
   the geometric rule's λ (the proposal step's argument; families without that rule ignore it);
-- `cost(section, shape)`: what `draftlab plan` counts for it (`Cost`: parameters, activation width per candidate);
+- `cost(section, shape)`: what `draftlab plan` counts for it (`Cost`: parameters, activation width per candidate, forward
+  FLOPs per drafted block);
 - `arms`: its entries of the arm grammar, method -> option -> `ArmEntry` (the variant it decodes, the rule, the
   variant at T>0 where another, the walk at T>0 — the point mass, or `sampled`: the family's `Corrector.sample`,
   `draftlab.corrector.walks` —, the explorer's colour).
@@ -50,6 +51,7 @@ class Shape:
     draft_vocab: int  # Vd: the drafter's draft vocabulary
     embed_dim: int  # De: the target's embedding width
     k: int  # candidates per slot (corrector.k)
+    slots: int = 15  # n: proposed slots per block (the drafter's block size − 1)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,10 @@ class Cost:
 
     params: int
     activation_width: int
+    # the corrector's forward FLOPs on one drafted block of `Shape.slots` slots (a co-training step: ~3x per block,
+    # forward and backward): what sets its step time beside the drafter's (LiLiCorr's lattice transformer is not
+    # DCOCO's MLP); 0 = not counted
+    flops_per_block: float = 0.0
 
 
 def greedy_only(section: Any) -> tuple[str, ...]:

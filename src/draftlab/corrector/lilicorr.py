@@ -395,8 +395,13 @@ def _load(arch: LiLiCorrArch, drafter) -> LiLiCorrCorrector:
 def _cost(cfg: LiLiCorrConfig, s: Shape) -> Cost:
     """Its parameters (the analytic count: input projections (De + 2H)·h, ~8h² per layer, heads 3h² + 3hf: 6.6M at
     H = 4096, h = f = 128, 15 slots); per candidate ~(4 per layer + 4)·h + 2f activation values."""
-    arch = LiLiCorrArch(s.hidden, s.embed_dim, s.vocab, 15, s.k, cfg.width, cfg.factor_dim, cfg.layers, cfg.heads)
-    return Cost(count_parameters(arch)["total"], (4 * cfg.layers + 4) * cfg.width + 2 * cfg.factor_dim)
+    arch = LiLiCorrArch(s.hidden, s.embed_dim, s.vocab, s.slots, s.k, cfg.width, cfg.factor_dim, cfg.layers, cfg.heads)
+    h, f, n, K, T = cfg.width, cfg.factor_dim, s.slots, s.k, s.slots * s.k  # T: the lattice's tokens per block
+    per_token = (2 * (N_FEATURES * h + h * h) + 2 * s.embed_dim * h  # the features' MLP, the token projection
+                 + cfg.layers * (8 * h * h + 4 * arch.mlp_ratio * h * h + 4 * T * h)  # attention, MLP, scores
+                 + 6 * h * h + 4 * h * f)  # factor_in, the out and in heads
+    flops = T * per_token + 2 * n * s.hidden * h + 2 * (n - 1) * K * K * f
+    return Cost(count_parameters(arch)["total"], (4 * cfg.layers + 4) * cfg.width + 2 * cfg.factor_dim, flops)
 
 
 FAMILY = Family(

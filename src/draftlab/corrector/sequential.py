@@ -306,7 +306,12 @@ def checked_load(arch: SequentialArch, drafter, build: Callable[[SequentialArch,
 def walk_cost(kind: str, rank: int, gate: bool, s: Shape) -> Cost:
     """A walk's parameters (`count_parameters`) and, per candidate, its state and its share of the slot's δ."""
     arch = SequentialArch(kind, s.hidden, s.vocab, s.draft_vocab, s.embed_dim, rank, gate, s.k)
-    return Cost(count_parameters(arch)["total"], (rank + (s.draft_vocab if kind == "dspark" else s.hidden)) // s.k + 1)
+    H, r, Vd = s.hidden, rank, s.draft_vocab
+    per_slot = {"dspark": 2 * H * r * gate + 2 * r * Vd,  # the gate, W2 over the draft vocabulary
+                "domino": 2 * s.embed_dim * r + 12 * r * r + 2 * r * H + 2 * H * Vd,  # W_in, the GRU, U, the head
+                "dflash2": 2 * H * r + 2 * s.k * r}.get(kind, 0)  # W h, the K candidates' codebook products
+    return Cost(count_parameters(arch)["total"], (rank + (s.draft_vocab if kind == "dspark" else s.hidden)) // s.k + 1,
+                s.slots * per_slot)
 
 
 # the baselines the paper compares with train on the main arms' budget (docs/algorithms.md "DCOCO")

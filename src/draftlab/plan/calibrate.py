@@ -36,7 +36,11 @@ from draftlab.plan.stages import BUDGET_TERM, PRESETS, Device, plan, round_secon
 REPO = Path(__file__).resolve().parents[3]
 # the committed runs: name -> (folder holding params.yaml and results/, what it is)
 RUNS = {"cpu": (REPO, "the cpu profile's run of 2026-12-04 (the fitting run)"),
-        "toy": (REPO / "worlds" / "toy", "the toy world's run of 2026-12-05 (held out)")}
+        "toy": (REPO / "worlds" / "toy", "the toy world's run of 2026-12-05 (held out)"),
+        # a replicate of the toy world (its method stages on step budgets, LiLiCorr included; held out): the one of the
+        # three whose stages ran on the least loaded machine (its record's load averages)
+        "toy-seed-3": (REPO / "worlds" / "toy" / "replicates" / "ef7fef18a8d9" / "seed-3",
+                       "a replicate of the toy world, 2026-12-06 (held out; LiLiCorr included)")}
 # the plan's terms each stage's measurement covers (None: all of them)
 COMPARED: dict[str, tuple[str, ...] | None] = {"specopd": ("steps", BUDGET_TERM)}
 
@@ -160,8 +164,11 @@ def run_inputs(name: str) -> dict[str, float]:
     data.max_prompt_tokens, and `tau`, the tokens a stream commits per round of its batch over the benchmark's
     speculative arms (results/benchmark.json `suites`: tokens per stream / the batch's rounds; with a batch of
     several streams this is below the arms' τ, as a batch decodes until its slowest stream stops)."""
-    p, _, results, _ = load_run(name)
-    r = json.loads((results / "reference.json").read_text())
+    p, _, results, folder = load_run(name)
+    ref = results / "reference.json"
+    if not ref.exists():  # a replicate reads its world's references (replicates/<tid>/seed-N -> the world's results)
+        ref = folder.parents[2] / paths.RESULTS / "reference.json"
+    r = json.loads(ref.read_text())
     fill = r["tokens"] / r["sequences"] / p.reference.max_new_tokens
     prompt_fill = r["prompt_tokens"] / r["sequences"] / p.data.max_prompt_tokens
     bench = json.loads((results / "benchmark.json").read_text())

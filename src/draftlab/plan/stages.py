@@ -361,7 +361,8 @@ def corrector_cost(t: TargetShape, d, c, variant: str):
     from types import SimpleNamespace
 
     f = corrector_families(c)[variant]
-    shape = SimpleNamespace(hidden=t.hidden, vocab=t.vocab, draft_vocab=d.draft_vocab, embed_dim=t.hidden, k=c.k)
+    shape = SimpleNamespace(hidden=t.hidden, vocab=t.vocab, draft_vocab=d.draft_vocab, embed_dim=t.hidden, k=c.k,
+                            slots=d.block_size - 1)
     return f.cost(f.section(c), shape)
 
 
@@ -396,23 +397,30 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
         full = v in (main, "dflash-long") or family[v].budget == "main" or not c.variant_max_minutes
         minutes = c.max_minutes if full else c.variant_max_minutes
         fixed = c.variant_steps.get(main if v == "dflash-long" else v)  # a step budget alone (corrector.variant_steps)
+        # the variant's own corrector on each of the step's B·A blocks, forward and backward (~3x): its family's
+        # FLOPs (`Cost.flops_per_block`; the control has none)
+        own = 0.0 if v == "dflash-long" else 3 * c.batch_size * c.anchors_per_seq * corrector_cost(t, d, c, v).flops_per_block
+        v_step_s = step_s + dev.flop_s(own, dev.gpus)
         if fixed:
-            train_s, capped, cap = _train_time(step_s, int(fixed), 0.0)
+            train_s, capped, cap = _train_time(v_step_s, int(fixed), 0.0)
         else:
-            train_s, capped, cap = _train_time(step_s, steps, minutes)
-        done = (int(fixed) if fixed else steps) if not capped else int(train_s / max(step_s, 1e-9))
+            train_s, capped, cap = _train_time(v_step_s, steps, minutes)
+        done = (int(fixed) if fixed else steps) if not capped else int(train_s / max(v_step_s, 1e-9))
         done_all += done
         key = BUDGET_TERM if capped else "steps"
         times[key] = times.get(key, 0.0) + train_s
         vals = (done // c.val_every if c.val_every and v == main else 0) + 1  # the others validate at their end
         times["validation"] = times.get("validation", 0.0) + vals * val_one + 3 * heldout  # + the three path rules
-        notes += [f"{v}: ~{done} steps, {vals} validation{'s' if vals > 1 else ''}"] + [f"{v}: {x}" for x in cap]
+        notes += [f"{v}: ~{done} steps of {v_step_s * 1e3:.0f} ms, {vals} validation{'s' if vals > 1 else ''}"] + \
+            [f"{v}: {x}" for x in cap]
     mem = {**M.cotrain_step(t, d, _local(c.batch_size, dev), L, c.anchors_per_seq, c.k, cost.activation_width, tb,
                             ab, fused, cost.params),
            **M.ddp_buckets(d.params() + cost.params, dev.gpus)}
     disk = {"checkpoints (drafter + corrector per run)": len(runs) * (d.params() + cost.params) * 16}
     return Stage("corrector", done_all * c.batch_size * (L + c.anchors_per_seq * d.block_size),
-                 done_all * step, _h(times), (f"{len(runs)} runs x {steps} steps" if steps else f"{len(runs)} runs (minute budgets)") + "; co-training step "
+                 done_all * step, _h(times), (f"{len(runs)} runs x {steps} steps" if steps else f"{len(runs)} runs (step budgets)"
+                                if all(c.variant_steps.get(main if v == "dflash-long" else v) for v in runs)
+                                else f"{len(runs)} runs (minute budgets)") + "; co-training step "
                  f"B={_local(c.batch_size, dev)}{_of(c.batch_size, dev)}, A={c.anchors_per_seq}", mem, disk, notes,
                  key="corrector.batch_size", times=times)
 
