@@ -99,13 +99,15 @@ def main(argv: list[str]) -> int:
                 print(json.dumps({k: rec.get(k) for k in ("seed", "status", "target_md5", "total")}))
             return 0
         if a.cmd == "addition":
-            from draftlab.pipeline.addition import run_addition
+            from draftlab.pipeline.addition import addition_folder, run_addition
             from draftlab.pipeline.calibration import write_calibration
+            from draftlab.verdicts.plan import PLAN, read_plan
 
+            plan = read_plan(addition_folder(Path("."), a.name) / PLAN)  # the plan first: it fixes the arms
             if not a.seed:
                 raise DraftlabError("addition: give --seed N (one or more finished replicates)")
             for seed in a.seed:
-                rec = run_addition(".", a.name, seed, resume=a.resume)
+                rec = run_addition(".", a.name, seed, plan, resume=a.resume)
                 print(json.dumps({k: rec.get(k) for k in ("addition", "seed", "status", "total")}))
             print(json.dumps(write_calibration("."), indent=1))
             return 0

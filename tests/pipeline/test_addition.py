@@ -49,7 +49,10 @@ def world(tmp_path: Path) -> Path:
 
 
 def run(world: Path, name: str = "t1", seed: int = 1, **kw) -> dict:
-    return A.run_addition(world, name, seed, log=lambda m: None, python=sys.executable,
+    from draftlab.verdicts.plan import PLAN, read_plan
+
+    plan = read_plan(A.addition_folder(world, name) / PLAN)  # as tools/toy_world.py reads it, first
+    return A.run_addition(world, name, seed, plan, log=lambda m: None, python=sys.executable,
                           scripts=world.parent / "scripts", **kw)
 
 

@@ -86,16 +86,16 @@ def addition_params(replicate_params: dict, arms: list[str], temperatures: list[
     return p
 
 
-def run_addition(world: str | Path, name: str, seed: int, resume: bool = False, log=print, **run) -> dict:
-    """Run (or, with `resume`, continue) the addition `name` on replicate `seed` -> its record."""
+def run_addition(world: str | Path, name: str, seed: int, plan, resume: bool = False, log=print, **run) -> dict:
+    """Run (or, with `resume`, continue) the addition `name` on replicate `seed` -> its record. `plan`: the addition's
+    analysis plan as `draftlab.verdicts.plan.read_plan` reads additions/<name>/analysis_plan.yaml (its pairs fix the
+    arms and temperatures; the caller reads it first, so a missing plan is one line before anything runs)."""
     import yaml
 
     from draftlab.checks.common import git_sha
-    from draftlab.verdicts.plan import PLAN, read_plan
 
     world = Path(world).resolve()
     home = addition_folder(world, name)
-    plan = read_plan(home / PLAN)  # one line when the plan is missing: it comes first
     recipe = read_recipe(home)
     base, brec = read_base(world)
     tid = brec["target_md5"][:12]
@@ -104,7 +104,7 @@ def run_addition(world: str | Path, name: str, seed: int, resume: bool = False, 
         raise DraftlabError(f"no finished replicate seed {seed} of target {tid} ({source}): an addition decodes its "
                             f"trained models; run `python ../../tools/toy_world.py replicate --seed {seed}` first")
     if plan.world_hash and plan.world_hash != brec["world_hash"]:
-        raise DraftlabError(f"{home / PLAN} names world {plan.world_hash[:12]}, the base is {brec['world_hash'][:12]}")
+        raise DraftlabError(f"the plan of {home} names world {plan.world_hash[:12]}, the base is {brec['world_hash'][:12]}")
     arms = list(dict.fromkeys(a for pair in plan.pairs for a in pair[:2]))
     temps = sorted({t for *_, t in plan.pairs})
     pairs = list(dict.fromkeys((a, b) for a, b, _ in plan.pairs))

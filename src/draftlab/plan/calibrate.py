@@ -71,8 +71,12 @@ def measured(results: str | Path) -> dict[str, float]:
 
 @contextlib.contextmanager
 def _in(folder: Path):
-    """Run with `folder` as the working directory (a run's local suite files are relative to it)."""
+    """Run with `folder` as the working directory (a run's local suite files are relative to it); a replicate's
+    prompts/ is a link git does not keep, so a replicate runs in its world's folder (replicates/<tid>/seed-N ->
+    the world), whose prompt files its params name."""
     here = os.getcwd()
+    if not (folder / "prompts").exists() and folder.parent.parent.name == paths.REPLICATES:
+        folder = folder.parents[2]
     os.chdir(folder)
     try:
         yield
