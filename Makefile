@@ -19,9 +19,9 @@ install: $(STAMP)
 # index where one is configured, else PyPI's default build); TORCH=cpu or TORCH=cu130 (cu126, cu128, ...) = PyTorch's
 # own index https://download.pytorch.org/whl/$(TORCH) for the CPU or that CUDA version (docs/install.md).
 # An existing venv keeps the torch it has (its stamp is up to date): to switch builds, `rm -rf .venv` first.
-# Every step stops `make` with one line when it fails (pipefail: pip's exit code, not the filter's).: pip
-# leaves byte-compiling to the first import of each module (the venv is writable, so once): a fresh install took 62 s +
-# 11 s of first imports against 98 s + 4 s compiling every file of every package (2026-12-06, 2 cores).
+# Every pip step stops `make` with one line when it fails (pipefail: pip's exit code, not the filter's). Both
+# installers byte-compile at install: this machine sets PYTHONDONTWRITEBYTECODE=1, so a module left uncompiled would be
+# compiled again by every process that imports it (the unit tests: +240 s with `pip install --no-compile`).
 TORCH ?=
 TORCH_INDEX := $(if $(TORCH),--index-url https://download.pytorch.org/whl/$(TORCH),)
 QUIET := { grep -v "is ignored" || true; }
