@@ -29,7 +29,8 @@ seed bias in their logits (`draftlab.corrector.base.drafter_block`): the seed co
 alternatives as in the engine's draft, and nothing else in the scorer changes.
 
 It implements the corrector interface (`draftlab.corrector.base.Corrector`): `propose` scores the
-top-K candidates of a drafted block and walks a path rule, `loss` is the joint K² loss of
+top-K candidates of a drafted block and walks a path rule, `sample` walks the greedy rule's rows sampled at T>0
+(`draftlab.corrector.walks`), `loss` is the joint K² loss of
 `draftlab.corrector.loss`, `save` writes config.json (the `DCOCOArch`) + model.safetensors;
 `draftlab.corrector.families.load_corrector` re-attaches the frozen embedding and checks its shape.
 Its settings (`DCOCOConfig`, `corrector.families.dcoco`), its variants and its arms are its record, `FAMILY`, at the end.

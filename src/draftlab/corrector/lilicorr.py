@@ -19,7 +19,9 @@ anchor is given); it enters only the heads:
     u = SiLU(factor_in([ĥ, a, ĥ ⊙ a])),  out = unit(out_head(u)),  in = unit(in_head(u)),  a_out = unit(anchor_head(a))
     start_j = σ · ⟨a_out, in_{1,j}⟩,   pair_s(i, j) = σ · ⟨out_{s,i}, in_{s+1,j}⟩,   σ fixed (8 by default)
 
-The walk: j_1 = argmax start, j_{s+1} = argmax_j pair_s(j_s, j) (ties to the lower rank: the drafter's order). Our
+The walk: j_1 = argmax start, j_{s+1} = argmax_j pair_s(j_s, j) (ties to the lower rank: the drafter's order). The
+sampled walk at T>0 (`sample`, `draftlab.corrector.walks`) draws j_1 from ℓ_1 + start and j_{s+1} from
+ℓ_{s+1} + pair_s(j_s, ·) over the K candidates: the drafter's logits supply the marginal its bounded σ·cos lacks. Our
 choice beyond the sources: `in_head`'s weight is zero-initialised and its bias is one fixed unit-scale vector, so at
 init every candidate's `in` is the same vector, every score row is constant and the walk returns the drafter's top-1
 path (DCOCO's and the sequential correctors' fallback), while the gradient is that of a unit-norm input (a zero in

@@ -1,11 +1,12 @@
 """A trained corrector as the speculative engine's proposal step (docs/algorithms.md "Rounds, τ and verification",
 "Path rules", "Baselines and controls").
 
-`CorrectorProposal(corrector, rule, lam, backend)` implements `draftlab.decoding.api.ProposalStep` for
+`CorrectorProposal(corrector, rule, lam, backend, walk)` implements `draftlab.decoding.api.ProposalStep` for
 every corrector family: called once per round with the drafter's draft output (logits [B, S, Vd],
 hidden [B, S, H], vocab, block_ids [B, S]), it hands the n = S−1 proposed slots to
 `corrector.propose` (DCOCO: score the top-K grid in one batched op and walk the path rule; DSpark /
-Domino: walk slot by slot from the block's slot-0 token) and returns `Proposal(tokens [B, n], q=None)`.
+Domino: walk slot by slot from the block's slot-0 token) and returns `Proposal(tokens [B, n], q=None)` — or, for a
+sampled walk at T>0, to `corrector.sample` and returns the tokens with the rows they were drawn from.
 On a seeded drafter the draft's logits already carry the seed bias and, with the seed column, one column
 more whose target id per slot is the draft's `extra_ids`: the block hands both on, so the candidates and
 the walks see what the training side's `drafter_block` gives them. With the point-mass walk (`walk=""`) the

@@ -21,7 +21,8 @@ outside its Vd outputs and adds 0 to the column. The seed bias is a constant per
 
 The zero-initialised output (W2, U) makes δ ≡ 0 at init: the walk returns the drafter's argmax block.
 `forward(hidden, prev)` is the teacher-forced δ of every slot at once (training; prev from
-`teacher_tokens`); `step` is one slot of inference and `walk` walks a block with it.
+`teacher_tokens`); `step` is one slot of inference, `walk` walks a block with it (the argmax path) and `sample`
+draws it at T>0 from softmax((ℓ_p + δ_p)/T) given the sampled predecessor (`draftlab.corrector.walks`).
 Both implement the corrector interface (`draftlab.corrector.base.Corrector`): `propose` is the walk
 from the block's slot-0 token, `loss` the decay-weighted CE of the teacher-forced ℓ + δ, `save`
 writes config.json (the `SequentialArch`) + model.safetensors; `draftlab.corrector.families.load_corrector`
