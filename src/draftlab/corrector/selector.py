@@ -63,33 +63,32 @@ class CandidateSelector(SequentialCorrector):
              extra: Tensor | None = None) -> Tensor:
         """hidden [*, n, H], logits [*, n, Vd] ([*, n, Vd+1] with the seed column, extra [*, n] its target ids),
         slot0 [*] -> tokens [*, n] target ids (the argmax path)."""
-        lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
-        cand, unary = draft_candidates(logits.reshape(-1, n, logits.shape[-1]), self.top_k, vocab,
-                                       None if extra is None else extra.reshape(-1, n))  # [N, n, K]
-        h = hidden.reshape(-1, n, H)
-        prev, out = slot0.reshape(-1), []
-        for p in range(n):
-            idx = self.scores(h[:, p], unary[:, p], cand[:, p], prev).argmax(-1)  # [N]
-            prev = cand[:, p].gather(-1, idx[:, None])[:, 0]
-            out.append(prev)
-        return torch.stack(out, -1).reshape(*lead, n)
+        return self._pick_walk(hidden, logits, slot0, vocab, extra, lambda s, p: (s.argmax(-1), None))[0]
 
     @torch.no_grad()
     def sample(self, block, sp, u: Tensor) -> SampledWalk:
         """The sampled walk (`draftlab.corrector.walks`), as the reference samples: slot p from softmax(score_p/T) over
         its K candidates given the sampled predecessor; u [*, n]."""
-        hidden, logits, extra = block.hidden, block.full_logits(), block.extra
+        uu = u.reshape(-1, u.shape[-1])
+        tokens, qs, cand = self._pick_walk(block.hidden, block.full_logits(), block.slot0, block.vocab, block.extra,
+                                           lambda s, p: draw(s, sp, uu[:, p]))
+        return reshaped(SampledWalk(tokens.reshape(uu.shape[0], -1), torch.stack(qs, 1), cand),
+                        block.hidden.shape[:-2])
+
+    def _pick_walk(self, hidden, logits, slot0, vocab, extra, pick) -> tuple[Tensor, list, Tensor]:
+        """The walk over each slot's K candidates with `pick(score [N, K], p) -> (index [N], the row drawn from or
+        None)` -> (tokens [*, n], the rows, the candidates [N, n, K] target ids)."""
         lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
-        cand, unary = draft_candidates(logits.reshape(-1, n, logits.shape[-1]), self.top_k, block.vocab,
+        cand, unary = draft_candidates(logits.reshape(-1, n, logits.shape[-1]), self.top_k, vocab,
                                        None if extra is None else extra.reshape(-1, n))  # [N, n, K]
-        h, uu = hidden.reshape(-1, n, H), u.reshape(-1, n)
-        prev, out, qs = block.slot0.reshape(-1), [], []
+        h = hidden.reshape(-1, n, H)
+        prev, out, rows = slot0.reshape(-1), [], []
         for p in range(n):
-            idx, q = draw(self.scores(h[:, p], unary[:, p], cand[:, p], prev), sp, uu[:, p])
+            idx, row = pick(self.scores(h[:, p], unary[:, p], cand[:, p], prev), p)  # [N]
             prev = cand[:, p].gather(-1, idx[:, None])[:, 0]
             out.append(prev)
-            qs.append(q)
-        return reshaped(SampledWalk(torch.stack(out, -1), torch.stack(qs, 1), cand), lead)
+            rows.append(row)
+        return torch.stack(out, -1).reshape(*lead, n), rows, cand
 
     def loss(self, block, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:

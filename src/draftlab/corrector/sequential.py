@@ -116,23 +116,13 @@ class SequentialCorrector(Corrector):
     def sample(self, block: DraftBlock, sp, u: Tensor) -> SampledWalk:
         """The sampled walk (`draftlab.corrector.walks`): slot p drawn from ℓ_p + δ_p(y_{p−1}) over the draft vocabulary
         (and the seed column) given the sampled predecessor; u [*, n]."""
-        hidden, logits, extra = block.hidden, block.full_logits(), block.extra
-        lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
-        h = hidden.reshape(-1, n, H).to(self.dtype)  # [N, n, H]
-        lg = logits.reshape(-1, n, logits.shape[-1])  # [N, n, Vd(+1)]
-        ex = None if extra is None else extra.reshape(-1, n)  # [N, n]
-        uu = u.reshape(-1, n)
-        cols = torch.arange(lg.shape[-1], device=lg.device)  # draft indices (Vd: the seed column)
-        prev, state, out, qs, ids = block.slot0.reshape(-1), None, [], [], []
-        for p in range(n):
-            col = None if ex is None else ex[:, p]  # [N]
-            delta, state = self.step(h[:, p], prev, state, col)  # [N, Vd(+1)]
-            idx, q = draw(lg[:, p].float() + delta, sp, uu[:, p])
-            prev = target_ids(idx, block.vocab, col)
-            out.append(prev)
-            qs.append(q)
-            ids.append(target_ids(cols.expand(lg.shape[0], -1), block.vocab, None if col is None else col[:, None]))
-        return reshaped(SampledWalk(torch.stack(out, -1), torch.stack(qs, 1), torch.stack(ids, 1)), lead)
+        uu = u.reshape(-1, u.shape[-1])
+        tokens, qs, cols = self._walk(block.hidden, block.full_logits(), block.slot0, block.vocab, block.extra,
+                                      lambda row, p: draw(row, sp, uu[:, p]))
+        lead, N = block.hidden.shape[:-2], uu.shape[0]
+        idx = torch.arange(qs[0].shape[-1], device=qs[0].device).expand(N, -1)  # draft indices (Vd: the seed column)
+        ids = [target_ids(idx, block.vocab, None if c is None else c[:, None]) for c in cols]
+        return reshaped(SampledWalk(tokens.reshape(N, -1), torch.stack(qs, 1), torch.stack(ids, 1)), lead)
 
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
@@ -157,18 +147,27 @@ class SequentialCorrector(Corrector):
         """Slot-by-slot walk: hidden [*, n, H], logits [*, n, Vd] (slots 1..n), slot0 [*] target ids,
         vocab [Vd] draft index -> target id (None: identity); with the seed column logits [*, n, Vd+1] and
         extra [*, n] its target ids -> tokens [*, n] target ids."""
+        return self._walk(hidden, logits, slot0, vocab, extra, lambda row, p: (row.argmax(-1), None))[0]
+
+    def _walk(self, hidden: Tensor, logits: Tensor, slot0: Tensor, vocab: Tensor | None, extra: Tensor | None,
+              pick) -> tuple[Tensor, list, list]:
+        """The slot-by-slot walk with `pick(row [N, Vd(+1)] fp32, p) -> (draft indices [N], the row it drew from or
+        None)`: the argmax (`walk`) or a draw (`sample`) -> (tokens [*, n] target ids, the rows, each slot's seed
+        column ids [N] or None)."""
         lead, (n, H) = hidden.shape[:-2], hidden.shape[-2:]
         h = hidden.reshape(-1, n, H).to(self.dtype)  # [N, n, H]
         lg = logits.reshape(-1, n, logits.shape[-1])  # [N, n, Vd(+1)]
         ex = None if extra is None else extra.reshape(-1, n)  # [N, n]
-        prev, state, out = slot0.reshape(-1), None, []
+        prev, state, out, rows, cols = slot0.reshape(-1), None, [], [], []
         for p in range(n):
             col = None if ex is None else ex[:, p]  # [N]
             delta, state = self.step(h[:, p], prev, state, col)  # [N, Vd(+1)]
-            idx = (lg[:, p].float() + delta).argmax(-1)  # [N] draft indices
+            idx, row = pick(lg[:, p].float() + delta, p)  # [N] draft indices
             prev = target_ids(idx, vocab, col)
             out.append(prev)
-        return torch.stack(out, -1).reshape(*lead, n)
+            rows.append(row)
+            cols.append(col)
+        return torch.stack(out, -1).reshape(*lead, n), rows, cols
 
 
 class DSparkCorrector(SequentialCorrector):
