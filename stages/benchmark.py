@@ -3,8 +3,12 @@ The stage's body is draftlab.pipeline.steps.benchmark (its docstring says what i
 what dvc.yaml runs (written from the stage table, draftlab.pipeline.table)."""
 from __future__ import annotations
 
-from draftlab.pipeline.stage import stage_main  # first: it sets OpenMP's wait policy before torch (draftlab.omp)
-from draftlab.pipeline.steps.benchmark import run
+from draftlab import omp, paths
+
+omp.configure(paths.PARAMS, decoding=True)  # first: a decoding process's wait policy, before torch (draftlab.omp)
+
+from draftlab.pipeline.stage import stage_main  # noqa: E402  (its own configure keeps the policy set above)
+from draftlab.pipeline.steps.benchmark import run  # noqa: E402
 
 if __name__ == "__main__":
     raise SystemExit(stage_main("benchmark", run))

@@ -71,3 +71,60 @@ def test_a_bad_policy_is_one_line(root):
 
     with pytest.raises(ConfigError, match=r"profile.omp_wait_policy='spin' is not valid; choose one of: passive, active"):
         load_params(root / "params.yaml", ["profile.omp_wait_policy=spin"])
+
+
+def test_a_decoding_process_reads_the_engines_policy(tmp_path, monkeypatch):
+    """The benchmark stage and `draftlab decode` decode under `engine.omp_wait_policy` (default active), the other
+    stages under the profile's; the environment still wins."""
+    f = tmp_path / "params.yaml"
+    f.write_text("profile:\n  omp_wait_policy: passive\n")
+    assert wanted(str(f)) == "passive" and wanted(str(f), decoding=True) == "active"  # the engine's default
+    f.write_text("profile:\n  omp_wait_policy: active\nengine:\n  omp_wait_policy: passive\n")
+    assert wanted(str(f)) == "active" and wanted(str(f), decoding=True) == "passive"
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert configure(f, decoding=True) == "PASSIVE"
+
+
+def test_the_benchmark_stage_sets_the_engines_policy_before_torch_loads(tmp_path, root):
+    (tmp_path / "params.yaml").write_text("profile:\n  omp_wait_policy: passive\n")
+    code = (f"import os, sys, runpy; sys.argv = ['x']; "
+            f"src = open({str(root / 'stages' / 'benchmark.py')!r}).read().split('if __name__')[0]; "
+            "exec(compile(src, 'benchmark.py', 'exec')); print(os.environ['OMP_WAIT_POLICY'])")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["ACTIVE"]
+
+
+def test_more_threads_than_cores_is_one_line():
+    import pytest
+
+    from draftlab.errors import ConfigError
+
+    n = os.cpu_count() or 1
+    with pytest.raises(ConfigError, match=rf"{n + 1} threads asked for, but this machine has {n} cores; set the "
+                                          rf"profile's threads \(or engine.threads\) to at most {n}"):
+        configure(None, n + 1)
+
+
+def test_setup_records_the_machine_and_warns_when_others_compete(monkeypatch):
+    from draftlab import omp
+
+    monkeypatch.setitem(omp._START, "load_avg", [0.1, 0.2, 0.3])
+    monkeypatch.setitem(omp._START, "others_running", 0)
+    s = omp.setup()
+    assert s["load_avg_start"] == [0.1, 0.2, 0.3] and s["cores"] == (os.cpu_count() or 1) and "warning" not in s
+    assert s["threads"] >= 1 and s["wait_policy"]
+    monkeypatch.setitem(omp._START, "others_running", os.cpu_count() or 1)
+    assert "run ~10x slower" in omp.setup()["warning"]
+
+
+def test_a_bad_engine_setting_is_one_line(root):
+    import pytest
+
+    from draftlab.errors import ConfigError
+    from draftlab.params import load_params
+
+    with pytest.raises(ConfigError, match=r"engine.omp_wait_policy='spin' is not valid; choose one of: passive, active"):
+        load_params(root / "params.yaml", ["engine.omp_wait_policy=spin"])
+    with pytest.raises(ConfigError, match=r"engine.threads=-1 must be an integer >= 0"):
+        load_params(root / "params.yaml", ["engine.threads=-1"])

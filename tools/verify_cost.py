@@ -3,7 +3,8 @@
     .venv/bin/python tools/verify_cost.py            # the pipeline's target (models/target), params.yaml's drafters
     .venv/bin/python tools/verify_cost.py --quick    # fewer repetitions, one context length, batch 1 and 4
     .venv/bin/python tools/verify_cost.py --tiny --quick --out /tmp/vc.json   # a tiny random model (the test)
-    .venv/bin/python tools/verify_cost.py --quick --linear auto,torch   # the few-row linears vs F.linear, side by side
+    .venv/bin/python tools/verify_cost.py --quick --linear auto,torch   # the measured plan vs F.linear, side by side
+    .venv/bin/python tools/verify_cost.py --batches 1 --widths 1-17 --linear torch,few-row,onednn,auto  # by width
 
 What it times, and how (interleaved repetitions, medians with a distribution-free 95% interval): the module
 docstring of draftlab.measure.verify_cost, which computes it.
@@ -33,13 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default=str(ROOT / paths.TARGET))
     ap.add_argument("--linear", default="", help="target.linear mode(s), comma list measured side by side, e.g. "
                                                  "auto,torch (default: params.yaml's target.linear)")
+    ap.add_argument("--widths", default="", help="verify widths, e.g. 1-17 or 1,2,8 (default 1..drafter.block_size)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (default engine.threads or profile.threads)")
     ap.add_argument("--out", default=str(ROOT / paths.VERIFY_COST))
     a = ap.parse_args(argv)
     from draftlab.errors import DraftlabError
 
     try:
         out = run(a.params, a.target, a.out, tiny=a.tiny, quick=a.quick, batches=a.batches, contexts=a.contexts,
-                  reps=a.reps, warmup=a.warmup, linear=a.linear)
+                  reps=a.reps, warmup=a.warmup, linear=a.linear, widths=a.widths, threads=a.threads)
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -198,7 +198,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
         world_config(p.target.toy).family(family_of(a.prompt))
     from draftlab.omp import configure
 
-    configure(a.params)
+    configure(a.params, decoding=True)  # the engine's wait policy (engine.omp_wait_policy), before torch loads
     import time
 
     import torch
@@ -212,7 +212,7 @@ def cmd_decode(a: argparse.Namespace) -> int:
     from draftlab.kernels.linear import install
     from draftlab.verifier.load import load_target
 
-    configure(a.params, p.profile.threads)
+    configure(a.params, p.engine.threads or p.profile.threads)
     hf_logging.disable_progress_bar()  # the output is the decoded text, not loading bars
     t = p.target
     target = load_target(TARGET, t.device, t.dtype, t.attn_implementation)

@@ -113,6 +113,7 @@ OUTPUTS: tuple[Output, ...] = (
 GPU_CHECK = f"{METRICS}/gpu_check.json"
 VERIFY_COST = f"{METRICS}/verify_cost.json"
 VERIFY_COST_LINEAR = f"{METRICS}/verify_cost_linear.json"
+VERIFY_COST_WIDTH = f"{METRICS}/verify_cost_width.json"
 ENGINE_SPEED = f"{METRICS}/engine_speed.json"
 SEEDS_ONLY = f"{METRICS}/seeds_only.json"
 SEEDS_ONLY_CONTEXT = f"{METRICS}/seeds_only_context.json"
@@ -146,6 +147,9 @@ TOOL_OUTPUTS: tuple[ToolOutput, ...] = (
                ".verify_cost)"),
     ToolOutput(VERIFY_COST_LINEAR, "tools/verify_cost.py", "the few-row linears against F.linear side by side "
                "(--linear auto,torch --out this)"),
+    ToolOutput(VERIFY_COST_WIDTH, "tools/verify_cost.py", "the verify pass by width 1-17 under each target.linear "
+               "path and the measured plan, beside this machine's floor (--batches 1 --widths 1-17 --linear "
+               "torch,few-row,onednn,auto --out this)"),
     ToolOutput(ENGINE_SPEED, "tools/probes/engine_speed.py", "the engine before and after the static-slot rebuild"),
     ToolOutput(SEEDS_ONLY, "tools/probes/seeds_only_probe.py", "what seeds-only rounds buy the dflash-seeded-cut arm"),
     ToolOutput(SEEDS_ONLY_CONTEXT, "tools/probes/seeds_only_probe.py", "the same in the benchmark's company "

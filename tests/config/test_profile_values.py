@@ -23,8 +23,10 @@ RENAMED = {"corrector.dim": (D + "dcoco.dim",), "corrector.hidden": (D + "dcoco.
            "corrector.seq_rank": (D + "dspark.rank", D + "domino.rank", D + "dflash2.rank"),
            "corrector.seq_gate": (D + "dspark.gate",)}
 # keys new since the fixture, with their values: a family added since (LiLiCorr, issue 54) brings its default settings
-# (issue 64: corrector.labels, the corrector loss's labels, greedy as before)
+# (issue 64: corrector.labels, the corrector loss's labels, greedy as before; issue 65: the decoding processes'
+# OpenMP wait policy and threads, engine.omp_wait_policy / engine.threads)
 ADDED = {"corrector.family_modules": [], "corrector.variant_steps": {}, "corrector.labels": "greedy",
+         "engine.omp_wait_policy": "active", "engine.threads": 0,
          D + "lilicorr": {"width": 128, "factor_dim": 128, "layers": 2, "heads": 4, "scale": 8.0, "preset": "nopen",
                           "w_ce": 0.125, "w_margin": 0.125, "w_pen": 0.0, "margin": 2.0}}
 

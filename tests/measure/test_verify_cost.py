@@ -66,9 +66,31 @@ def test_helpers():
 @pytest.mark.parametrize("args,msg", [(["--batches", "0"], "--batches '0' must be a comma list of positive integers"),
                                       (["--contexts", "x"], "--contexts 'x' must be"),
                                       (["--reps", "-1"], "--reps -1 must be >= 1"),
-                                      (["--linear", "fast"], "--linear 'fast' must be a comma list of auto / torch")])
+                                      (["--linear", "fast"], "--linear 'fast' must be a comma list of auto / torch / few-row / onednn"),
+                                      (["--widths", "2-x"], "--widths '2-x' must be a comma list of widths or ranges"),
+                                      (["--widths", "0"], "--widths '0' must name positive widths")])
 def test_bad_input_is_one_line(cli, tmp_path, capsys, args, msg):
     assert cli(["--tiny", "--quick", "--out", str(tmp_path / "x.json"), *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and msg in err and "\n" not in err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_widths_floor_and_plans(cli, tmp_path, capsys):
+    """--widths beyond the block (a tree's 17), each mode's plan, and the machine's floor beside every width: the
+    weights read once or their arithmetic at the measured rates, plus what a pass spends besides its products."""
+    out = tmp_path / "vc.json"
+    assert cli(["--tiny", "--reps", "2", "--warmup", "1", "--batches", "1", "--contexts", "24", "--widths", "2,5-6",
+                "--linear", "torch,few-row", "--out", str(out)]) == 0, capsys.readouterr().err
+    d = json.loads(out.read_text())
+    assert d["setup"]["widths"] == [1, 2, 5, 6]  # 1 (the AR step) always
+    assert {r["width"] for r in d["verify"]} == {1, 2, 5, 6}
+    assert d["plans"]["torch"]["summary"] == "torch" and d["plans"]["few-row"]["summary"] == "few-row"
+    r = d["rates"]
+    assert r["read_gb_s"] > 0 and r["matmul_gflop_s"] > 0
+    assert [f["width"] for f in d["floor"]] == [1, 2, 5, 6]
+    for f in d["floor"]:
+        assert f["floor_ms"] == pytest.approx(f["floor_linear_ms"] + f["non_matmul_w1_ms"], abs=1e-5)  # 6 decimals
+        assert set(f["products_ms"]) >= {"torch", "few-row"}
+    assert d["floor"][0]["floor_linear_ms"] <= d["floor"][-1]["floor_linear_ms"]  # more rows: never a lower floor
+    assert d["setup"]["omp"]["cores"] >= 1 and "floor" in capsys.readouterr().out

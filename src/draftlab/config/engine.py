@@ -13,6 +13,12 @@
   shapes before anything compiles — the batch sizes it asks for (a stage's batch, the benchmark's batch and
   concurrency levels) plus `batch_sizes`, and the verify widths (`[]` = powers of two up to the block, and the
   block) —; a run whose declared graphs exceed `max_graphs` is one line before anything runs.
+- `omp_wait_policy`, `threads` (decoding processes: the benchmark stage and `draftlab decode`; `draftlab.omp`):
+  OpenMP's wait policy while decoding (`active`: the threads spin between the many small ops of a step —
+  measured best for decoding on the project's 2-core CPUs, docs/decisions.md "Threads that do not sleep while
+  decoding"; `passive` for a machine shared with other heavy work) and torch's thread count (0 = the profile's
+  `threads`; above the machine's cores is one line at run time). AR and every arm of a run decode under the same
+  setting; what ran is in the results' setup (`omp`).
 """
 from __future__ import annotations
 
@@ -32,9 +38,14 @@ class EngineConfig:
     batch_sizes: list[int] = field(default_factory=list)  # compiled: batch sizes declared beside the run's own
     verify_widths: list[int] = field(default_factory=list)  # compiled: verify widths; [] = powers of two + the block
     max_graphs: int = MAX_GRAPHS  # compiled: the most graphs a run may declare (each costs seconds to compile)
+    omp_wait_policy: str = "active"  # decoding processes: active (threads spin between ops) | passive (draftlab.omp)
+    threads: int = 0  # decoding processes: torch's thread count; 0 = profile.threads
 
     def check(self, p: str) -> None:
         self.compile = _choice(f"{p}.compile", self.compile, COMPILE_MODES)  # YAML's off (False) -> 'off'
+        self.omp_wait_policy = _choice(f"{p}.omp_wait_policy", self.omp_wait_policy, ("passive", "active"))
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 0:
+            raise ConfigError(f"{p}.threads={self.threads!r} must be an integer >= 0 (0 = the profile's threads)")
         if self.kv_capacity < 0:
             raise ConfigError(f"{p}.kv_capacity={self.kv_capacity} must be >= 0 (0 = sized from each request)")
         for key, vals in (("batch_sizes", self.batch_sizes), ("verify_widths", self.verify_widths)):

@@ -100,8 +100,9 @@ class TargetConfig:
     dtype: str = "auto"  # auto = float32 on CPU, bfloat16 on CUDA
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     attn_implementation: str = "sdpa"  # sdpa | eager
-    # auto: the decode-time linear layers multiply few rows as W @ xT on CPU (draftlab.kernels.linear; the benchmark
-    # and `draftlab decode`, every arm alike); torch: F.linear everywhere. CUDA always keeps F.linear.
+    # the decode-time linear layers on CPU (draftlab.kernels.linear; the benchmark and `draftlab decode`, every arm
+    # alike): auto = per row count the fastest of F.linear, few-row (W @ xT) and oneDNN (a packed weight), measured
+    # on this machine at load; torch | few-row | onednn = that path for every row count. CUDA keeps F.linear.
     linear: str = "auto"
     random: RandomModelConfig = field(default_factory=RandomModelConfig)
     toy: ToyTargetConfig = field(default_factory=ToyTargetConfig)  # source=toy: the world and its target's recipe
@@ -112,7 +113,7 @@ class TargetConfig:
         _choice(f"{p}.dtype", self.dtype, ("auto", "float32", "bfloat16", "float16"))
         _choice(f"{p}.save_dtype", self.save_dtype, ("float32", "bfloat16", "float16"))
         _choice(f"{p}.attn_implementation", self.attn_implementation, ("sdpa", "eager"))
-        _choice(f"{p}.linear", self.linear, ("auto", "torch"))
+        _choice(f"{p}.linear", self.linear, ("auto", "torch", "few-row", "onednn"))  # kernels.linear.MODES
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ConfigError(f"{p}.device={self.device!r} is not valid; choose auto, cpu, cuda or cuda:N")
         if self.source in ("local", "hub") and not self.path:

@@ -47,14 +47,14 @@ from draftlab.drafter.state import DraftOutput, DrafterState, seed_column_ids  #
 from draftlab.drafter.steps import block_step, context_step, pad_context, padded_width
 from draftlab.drafter.vocab import target_to_draft
 from draftlab.errors import DraftlabError
-from draftlab.kernels.linear import few_row_linear
+from draftlab.kernels.linear import decode_linear
 from draftlab.ngram import StreamSeeds, sequence_seeds
 
 # ---- the drafter ----------------------------------------------------------------------------------------
 
 
 class DFlashDrafter(nn.Module):
-    few_row = False  # the head's products as kernels.linear.few_row_linear (set by kernels.linear.install)
+    decode_plan = None  # the head's products by kernels.linear.decode_linear under this plan (set by its install)
     compiled = "off"  # what runs the inference passes (`compile_steps`)
 
     def __init__(self, arch: DrafterArch, embed_tokens: nn.Embedding, lm_head: nn.Linear, vocab: Tensor | None = None):
@@ -247,7 +247,8 @@ class DFlashDrafter(nn.Module):
         else:
             w, b = self.head_weight, self.head_bias
         flat = hidden.reshape(-1, hidden.shape[-1]).to(w.dtype)  # 2-D: a strided N-D input becomes a slow bmm
-        out = (few_row_linear if self.few_row else F.linear)(flat, w, b).float().view(*hidden.shape[:-1], w.shape[0])
+        out = decode_linear(flat, w, b, self) if self.decode_plan is not None else F.linear(flat, w, b)
+        out = out.float().view(*hidden.shape[:-1], w.shape[0])
         if seeds is None or not self.reads_seeds:
             return out
         if self.seed_column:

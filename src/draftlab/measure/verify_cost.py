@@ -121,10 +121,55 @@ def build_drafters(target, params, mask: int, taps: list[int], vd: int) -> dict:
     return out
 
 
-def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup: int, log=print,
-            linears: tuple[str, ...] = ("torch",)) -> dict:
+def machine_rates(reps: int = 5, read_mib: int = 1024) -> dict:
+    """This machine's streaming read bandwidth (GB/s: a sum over `read_mib` MiB of float32, well above the last
+    cache level) and matrix-product rate (GFLOP/s: 2048³ float32 products), medians of `reps`, on torch's current
+    threads."""
+    import torch
+
+    big = torch.ones(read_mib << 18)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    bw, mm = [], []
+    for _ in range(reps + 1):
+        t = time.perf_counter()
+        big.sum()
+        bw.append(big.numel() * 4 / (time.perf_counter() - t) / 1e9)
+        t = time.perf_counter()
+        a @ b
+        mm.append(2 * 2048 ** 3 / (time.perf_counter() - t) / 1e9)
+    return {"read_gb_s": statistics.median(bw[1:]), "matmul_gflop_s": statistics.median(mm[1:]), "reps": reps,
+            "read_mib": read_mib}
+
+
+def floor_ms(target, rows: int, rates: dict) -> float:
+    """The time the linear layers of one pass need at least on this machine: the weights read once at the
+    measured bandwidth, or their arithmetic (2 FLOPs per weight per row) at the measured product rate, whichever
+    is longer."""
+    from draftlab.kernels.linear import _linears
+
+    n = sum(m.weight.numel() for m in _linears(target.model))
+    size = sum(m.weight.numel() * m.weight.element_size() for m in _linears(target.model))
+    return 1e3 * max(size / (rates["read_gb_s"] * 1e9), 2 * n * rows / (rates["matmul_gflop_s"] * 1e9))
+
+
+def plans(target, linears: tuple[str, ...]) -> dict:
+    """mode -> the linear `Plan` it runs on the target's device (auto measured once, here; torch: F.linear's)."""
+    from draftlab.kernels.linear import Plan, install, plan_of, uninstall
+
+    out = {}
+    for mode in linears:
+        uninstall(target.model)
+        out[mode] = plan_of(target.model) if install(target.model, mode) else Plan.fixed("torch")
+    uninstall(target.model)
+    return out
+
+
+def measure(target, drafters: dict, widths, batches, contexts, reps: int, warmup: int, log=print,
+            linears: tuple[str, ...] = ("torch",), read_mib: int = 1024) -> dict:
     """Interleaved timings (ms) of the verify forward per width and target.linear mode, and of each drafter's
-    draft pass per mode (the benchmark installs the target's mode on its drafters: their layers and head)."""
+    draft pass per mode (the benchmark installs the target's plan on its drafters: their layers and head). The
+    modes' plans are set once (`plans`) and switched between jobs; the packed weights of the oneDNN path are
+    made in the untimed repetitions."""
     import torch
 
     from draftlab.decoding.round import valid_positions
@@ -133,7 +178,9 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
 
     taps = next(iter(drafters.values())).target_layer_ids
     dev, V = target.device, target.vocab_size
+    S = max(widths)
     rows_v, rows_d = [], []
+    by_mode = plans(target, linears)
     sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)  # noqa: E731
     for B in batches:
         for C in contexts:
@@ -142,14 +189,13 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                 sc = StreamCache(target, B)
                 pre = sc.prefill(prompts, 0, taps=taps, last_logits_only=True)
                 last = pre.logits[:, -1].argmax(-1)  # [B]
-                pos = sc.next_pos[:, None] + torch.arange(S, device=dev)  # [B, S]
                 states = {}
                 for name, d in drafters.items():
                     st = d.new_state(B)
                     d.extend_context(st, pre.taps, sc.prompt_valid, valid_positions(sc.prompt_valid))
                     st.start(prompts, last)
                     states[name] = st
-            jobs = {("verify", (w, mode)): None for mode in linears for w in range(1, S + 1)}
+            jobs = {("verify", (w, mode)): None for mode in linears for w in widths}
             jobs.update({("draft", (n, mode)): None for mode in linears for n in drafters})
             order = list(jobs)
             times: dict = {k: [] for k in order}
@@ -157,11 +203,7 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                 k0 = r % len(order)
                 for job in order[k0:] + order[:k0]:
                     kind, arg = job
-                    uninstall(target.model)
-                    install(target.model, arg[1])
-                    if kind == "draft":
-                        uninstall(drafters[arg[0]])
-                        install(drafters[arg[0]], arg[1])
+                    install(target.model, by_mode[arg[1]])
                     with torch.no_grad():
                         if kind == "verify":
                             w = arg[0]
@@ -174,6 +216,8 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                             sc.commit(torch.zeros(B, dtype=torch.long, device=dev), w)  # put the cache back
                         else:
                             d, st = drafters[arg[0]], states[arg[0]]
+                            install(d, by_mode[arg[1]])
+                            pos = sc.next_pos[:, None] + torch.arange(d.arch.block_size, device=dev)  # [B, S]
                             sync()
                             t = time.perf_counter()
                             d.draft(st, d.block_input(st, last), pos)
@@ -185,7 +229,7 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
             for d in drafters.values():
                 uninstall(d)
             for mode in linears:
-                for w in range(1, S + 1):
+                for w in widths:
                     m, lo, hi = median_ci(times[("verify", (w, mode))])
                     rows_v.append({"batch": B, "context": C, "linear": mode, "width": w, "median_ms": m,
                                    "ci_ms": [lo, hi], "n": reps})
@@ -196,7 +240,26 @@ def measure(target, drafters: dict, S: int, batches, contexts, reps: int, warmup
                     rows_d.append({"drafter": n, "seeded": d.arch.seeded, "head_vocab": vd, "batch": B, "context": C,
                                    "linear": mode, "median_ms": m, "ci_ms": [lo, hi], "n": reps})
             log(f"[verify_cost] B={B} C={C}: done")
-    return {"verify": rows_v, "draft": rows_d}
+    # the products alone (every linear weight once, per path and row count) and the machine's floor beside them
+    from draftlab.kernels.linear import measure_plan
+
+    rates = machine_rates(read_mib=read_mib)
+    floor = []
+    for B in batches:
+        prod = measure_plan(target.model, rows=tuple(B * w for w in widths), reps=max(3, reps // 2))
+        non_mm = {r["linear"]: r["median_ms"] for r in rows_v
+                  if r["batch"] == B and r["context"] == contexts[0] and r["width"] == 1}
+        for i, w in enumerate(widths):
+            floor.append({"batch": B, "width": w, "floor_linear_ms": floor_ms(target, B * w, rates),
+                          "products_ms": {p: ms[i] for p, ms in prod.ms.items()}})
+        best1 = min(v[0] for v in prod.ms.values())  # one row per stream: the fastest path's products
+        for f in floor:
+            if f["batch"] == B:
+                # + what a pass does besides its products, as measured at width 1 (attention, norms, glue)
+                f["non_matmul_w1_ms"] = min(non_mm.values()) - best1
+                f["floor_ms"] = f["floor_linear_ms"] + f["non_matmul_w1_ms"]
+    return {"verify": rows_v, "draft": rows_d, "plans": {mode: p.as_dict() for mode, p in by_mode.items()},
+            "rates": rates, "floor": floor}
 
 
 def derive(res: dict, S: int) -> list[dict]:
@@ -209,25 +272,34 @@ def derive(res: dict, S: int) -> list[dict]:
                       key=lambda r: r["width"])
         ws, ms = [r["width"] for r in rows], [r["median_ms"] for r in rows]
         per = slope(ws, ms)
-        ar = ms[0]
+        ar = ms[0]  # width 1 (parse_widths keeps it)
+        full = ms[ws.index(S)] if S in ws else ms[-1]
         drafts = {r["drafter"]: r["median_ms"] for r in res["draft"] if (r["batch"], r["context"], r["linear"]) == (B, C, L)}
         head = {k: drafts[f"{k}/full-vocab"] - drafts[f"{k}/draft-vocab"] for k in ("plain", "seeded")
                 if f"{k}/draft-vocab" in drafts and f"{k}/full-vocab" in drafts}
-        out.append({"batch": B, "context": C, "linear": L, "ar_ms": ar, "full_block_ms": ms[-1], "per_position_ms": per,
-                    "full_over_ar": ms[-1] / ar if ar else None, "break_even_min_prob": per / ar if ar else None,
+        out.append({"batch": B, "context": C, "linear": L, "ar_ms": ar, "full_block_ms": full, "per_position_ms": per,
+                    "full_over_ar": full / ar if ar else None, "break_even_min_prob": per / ar if ar else None,
                     "full_head_extra_ms": head, "block_size": S})
     return out
 
 
 def table(out: dict) -> str:
     lines = []
+    if out.get("rates"):
+        r = out["rates"]
+        lines.append(f"machine: read {r['read_gb_s']:.1f} GB/s, products {r['matmul_gflop_s']:.0f} GFLOP/s; floor = the "
+                     "linear weights read once (or their arithmetic) + the non-matmul time measured at width 1")
+    for mode, p in out.get("plans", {}).items():
+        lines.append(f"target.linear={mode}: {p['summary']}")
     for f in out["fits"]:
         B, C, L = f["batch"], f["context"], f["linear"]
         lines.append(f"batch {B}, context {C}, target.linear={L}: verify forward by width (ms, median [95% interval])")
         for r in out["verify"]:
             if (r["batch"], r["context"], r["linear"]) == (B, C, L):
                 lo, hi = r["ci_ms"]
-                lines.append(f"  w={r['width']:>2}  {r['median_ms']:8.2f}  [{lo:.2f}, {hi:.2f}]  ×{r['median_ms'] / f['ar_ms']:.2f}")
+                fl = next((x for x in out.get("floor", []) if (x["batch"], x["width"]) == (B, r["width"])), None)
+                lines.append(f"  w={r['width']:>2}  {r['median_ms']:8.2f}  [{lo:.2f}, {hi:.2f}]  ×{r['median_ms'] / f['ar_ms']:.2f}"
+                             + (f"   floor {fl['floor_ms']:.1f}" if fl else ""))
         head = ", ".join(f"{k} {v:+.2f} ms" for k, v in f["full_head_extra_ms"].items())
         lines.append(f"  per position {f['per_position_ms']:.2f} ms; w=S/w=1 {f['full_over_ar']:.2f}; break-even "
                      f"min_prob {f['break_even_min_prob']:.3f}" + (f"; full-vocabulary head {head}" if head else ""))
@@ -248,14 +320,32 @@ def parse_ints(text: str, flag: str) -> tuple[int, ...]:
     return vals
 
 
+def parse_widths(text: str, block: int) -> tuple[int, ...]:
+    """"1-17" or "1,2,8" -> sorted widths with 1 (the AR step) among them; empty: 1..block."""
+    if not text:
+        return tuple(range(1, block + 1))
+    vals: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            vals.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise UsageError(f"--widths {text!r} must be a comma list of widths or ranges, e.g. 1-17 or 1,2,8") from None
+    if not vals or min(vals) < 1:
+        raise UsageError(f"--widths {text!r} must name positive widths, e.g. 1-17")
+    return tuple(sorted(vals | {1}))
+
+
 def run(params_file, target_dir, out_file, *, tiny: bool = False, quick: bool = False, batches: str = "",
-        contexts: str = "", reps: int = 0, warmup: int | None = None, linear: str = "") -> dict:
+        contexts: str = "", reps: int = 0, warmup: int | None = None, linear: str = "", widths: str = "",
+        threads: int = 0) -> dict:
     """Measure and write `out_file` (atomically); returns its content. The text arguments are the command line's
     (`batches`, `contexts`, `linear`: comma lists, empty for the defaults; `reps` 0 for the default); bad ones
     raise UsageError naming the flag."""
+    from draftlab import omp
     from draftlab.omp import configure
 
-    configure(params_file)
+    configure(params_file, decoding=True)  # the decoding processes' wait policy (engine.omp_wait_policy)
     import torch
 
     from draftlab.io import write_json
@@ -269,20 +359,22 @@ def run(params_file, target_dir, out_file, *, tiny: bool = False, quick: bool = 
         raise UsageError(f"--reps {given_reps} must be >= 1 and --warmup {warmup} >= 0")
     warmup = size["warmup"] if warmup is None else warmup
     target, params, mask, taps, vd = load_setup(params_file, target_dir, tiny)
-    configure(params_file, 0 if tiny else params.profile.threads)
+    configure(params_file, threads or (0 if tiny else params.engine.threads or params.profile.threads))
     drafters = build_drafters(target, params, mask, taps, vd)
     S = params.drafter.design().block_size
+    ws = parse_widths(widths, S)
     t0 = time.perf_counter()
     from draftlab.kernels.linear import MODES
 
     linears = tuple(x.strip() for x in (linear or params.target.linear).split(",") if x.strip())
     if not linears or any(x not in MODES for x in linears):
-        raise UsageError(f"--linear {linear!r} must be a comma list of auto / torch (target.linear's modes)")
-    res = measure(target, drafters, S, batches, contexts, reps, warmup, linears=linears)
+        raise UsageError(f"--linear {linear!r} must be a comma list of {' / '.join(MODES)} (target.linear's modes)")
+    res = measure(target, drafters, ws, batches, contexts, reps, warmup, linears=linears, read_mib=64 if tiny else 1024)
     out = {"schema": SCHEMA,
            "setup": {"target": getattr(target, "name", ""), "tiny": tiny, "quick": quick, "device": str(target.device),
                      "dtype": str(target.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
-                     "block_size": S, "batches": list(batches), "contexts": list(contexts), "reps": reps,
+                     "omp": omp.setup(),
+                     "block_size": S, "widths": list(ws), "batches": list(batches), "contexts": list(contexts), "reps": reps,
                      "warmup": warmup, "taps": taps, "linear": list(linears), "wall_s": time.perf_counter() - t0,
                      "drafters": {n: {"seeded": d.arch.seeded, "seed_logit": d.arch.seed_logit, "layers": d.arch.num_layers,
                                       "head_vocab": d.arch.draft_vocab_size or target.vocab_size}

@@ -24,7 +24,8 @@ from draftlab.data.references import suite_prompts
 from draftlab.data.suites import dedupe, rank
 from draftlab.data.templates import encode_prompt
 from draftlab.drafter.checkpoint import load_drafter
-from draftlab.kernels.linear import describe, install, installed
+from draftlab import omp
+from draftlab.kernels.linear import Plan, describe, install, plan_of
 from draftlab.recipes.common import run_key
 
 
@@ -83,8 +84,8 @@ def build_arms(target, cfg: BenchmarkConfig, checkpoints: Checkpoints, pad_id: i
     def load(folder: str):
         if folder not in drafters:
             drafters[folder] = load_drafter(folder, target, dtype=dtype)
-            if installed(target.model):  # the drafters run the target's linear layers (target.linear)
-                install(drafters[folder])
+            if plan_of(target.model) is not None:  # the drafters run the target's linear plan (target.linear)
+                install(drafters[folder], plan_of(target.model))
         return drafters[folder]
 
     ctx = ArmContext(target, cfg, checkpoints, pad_id, load, pld=pld, block_size=block_size, seeded_verify=seeded_verify,
@@ -145,8 +146,9 @@ def run(target, params, where: BenchPaths, progress: Callable[[int], Callable[[s
                                   "seeded_verify": _plain(seeded_verify), "block_size": block_size,
                                   "prompts": run_key(prompts, [(p.id, p.ids) for p in pool]),
                                   "device": str(target.device), "dtype": str(target.dtype),
-                                  "linear": describe(target.model), "threads": torch.get_num_threads(),
-                                  "torch": torch.__version__})
+                                  # the mode, not the plan it measured: a measured plan varies between processes
+                                  "linear": (plan_of(target.model) or Plan.fixed("torch")).mode,
+                                  "threads": torch.get_num_threads(), "torch": torch.__version__})
     with torch.no_grad():
         runs = run_benchmark(arms, suites, cfg, target.eos_token_ids, target.device, tick, pool, store)
     detail = compute(runs.runs, runs.arms, base_arm=cfg.concurrency_base)
@@ -160,6 +162,8 @@ def run(target, params, where: BenchPaths, progress: Callable[[int], Callable[[s
     detail["setup"] = {**setup, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
                        "engine": engine_label(target.device, engine, getattr(target, "compiled", "off"), compiled),
                        "linear": describe(target.model), "threads": torch.get_num_threads(),
+                       "linear_plan": plan.as_dict() if (plan := plan_of(target.model)) else None,
+                       "omp": omp.setup(),  # wait policy, threads, the load average at the start (draftlab.omp)
                        "interleave": cfg.interleave,  # arms one after the other, or in lockstep (bench/lockstep.py)
                        # when the results were made (the explorer's "results made … ago"; file times are a checkout's)
                        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

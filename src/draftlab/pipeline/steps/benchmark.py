@@ -24,13 +24,16 @@ def run(params) -> None:
     from draftlab.params import to_dict
     from draftlab.pipeline import layout
     from draftlab.pipeline.benchmark import BenchPaths, run as run_benchmark
+    from draftlab import omp
     from draftlab.tracking import stage_run
-    from draftlab.kernels.linear import install
+    from draftlab.kernels.linear import describe, install
     from draftlab.verifier.load import load_target
 
     cfg, t = params.benchmark, params.target
+    omp.configure(None, params.engine.threads)  # engine.threads (0: the profile's, set by the stage)
     target = load_target(paths.TARGET, t.device, t.dtype, t.attn_implementation)
     install(target.model, t.linear)  # every arm, AR and the HF peers included, runs the same linear layers
+    print(f"[benchmark] linear layers: {describe(target.model)}; OpenMP: {omp.setup()}", flush=True)
     target.compile_steps(params.engine.resolved(target.device.type))  # engine.compile (auto: on CUDA only)
     checkpoints = layout.checkpoints(cfg.drafter)  # the folders the earlier stages wrote
     p = to_dict(params)
