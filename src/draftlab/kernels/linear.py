@@ -251,13 +251,15 @@ def installed(model: nn.Module) -> bool:
 
 
 def describe(model: nn.Module) -> str:
-    """What a report records: "onednn up to 64 rows on N layers", "auto: torch for 1-2 rows, ... on N layers", or
-    "torch" (none switched)."""
+    """What a report records: "onednn up to 64 rows on N layers", "auto: torch for 1-2 rows, ... on N layers (F.linear
+    above 64)", or "torch" (none switched)."""
     n = sum(map(_switched, model.modules()))
     plan = plan_of(model)
     if not n or plan is None:
         return "torch"
-    return f"{'auto: ' if plan.mode == 'auto' else ''}{plan.summary()} up to {MAX_ROWS} rows on {n} layers"
+    if plan.mode == "auto":
+        return f"auto: {plan.summary()} on {n} layers (F.linear above {MAX_ROWS})"
+    return f"{plan.summary()} up to {MAX_ROWS} rows on {n} layers"
 
 
 def uninstall(model: nn.Module) -> int:

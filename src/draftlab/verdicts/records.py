@@ -60,7 +60,7 @@ def _from_detail(detail: dict, folder: Path) -> pd.DataFrame:
                     get = lambda k: (pp.get(k) or [None] * len(ids))[i]  # noqa: E731
                     rows.append({"arm": arm, "temperature": 0.0 if tk == "t0" else float(tk[1:]), "suite": suite,
                                  "sample": "extra" if i < len(extra) and extra[i] else "headline", "streams": 1,
-                                 "batch": i, "prompt_id": str(pid), "tokens": get("tokens"), "tau": get("tau"),
+                                 "batch": i, "prompt_id": str(pid), "tokens": get("tokens"), "tau": get("tau"), "rounds": get("rounds"),
                                  "loop": bool(get("loop")), "batch_tokens": get("tokens"), "batch_wall_s": get("wall_s"),
                                  "decode_s": get("wall_s"), "oracle_tau": get("oracle_tau"),
                                  "oracle_tau_reachable": get("oracle_tau_reachable"), "source": paths.BENCH_DETAIL})

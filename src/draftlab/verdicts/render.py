@@ -45,8 +45,10 @@ def arm_table(rows: list[dict]) -> str:
         sp = "1" if r["arm"] == "ar" else num(r.get("speedup"), ".2f") + "×" + ci(r.get("speedup_ci"), ".2f")
         geo = "1" if r["arm"] == "ar" else num(r.get("speedup_geomean"), ".2f") + "×"
         u = units(r.get("speedup_units") or r.get("tau_units")) or f"{r['prompts']} prompts"
-        out.append([f"`{r['arm']}`", tau, num(r.get("tokens_per_s"), ".1f"), sp, geo, u])
-    return table(["arm", "τ [95%]", "tokens/s", "ratio to AR, total time [95%]", "geometric mean of suites", "unit"], out)
+        out.append([f"`{r['arm']}`", tau, num(r.get("tokens_per_s"), ".1f"), num(r.get("ms_per_round"), ".1f"), sp, geo,
+                    u])
+    return table(["arm", "τ [95%]", "tokens/s", "ms per round (AR: per step)", "ratio to AR, total time [95%]",
+                  "geometric mean of suites", "unit"], out)
 
 
 def suite_table(rows: list[dict]) -> str:
