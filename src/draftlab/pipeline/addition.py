@@ -7,7 +7,7 @@ of its runs) and, per replicate seed N, the run `replicates/<tid>/seed-N/` — l
 `draftlab verdicts --world <world>/additions/<name>` reads it with the same code and rules (per-prompt units, runs x
 prompts, Holm over the plan's primary pairs). A run is written once: the replicate's params.yaml with the benchmark cut
 to the plan's arms at the plan's temperatures (every arm at every one of them, the plan's pairs as the benchmark's),
-links to the world's base, its prompts and the replicate's trained drafter and correctors, then `check_params` and
+links to the world's base, its prompts and the replicate's trained drafters and correctors, then `check_params` and
 `benchmark` as their own processes, timed into replicate.json (`replicate.run_stages`). An addition may carry a
 labelled recipe (addition.yaml: params overrides and the corrector variants it co-trains again under them, e.g. on
 references sampled at T=1): then its runs make their references (`reference`, when the overrides touch it) and train
@@ -134,7 +134,11 @@ def run_addition(world: str | Path, name: str, seed: int, plan, resume: bool = F
     link(out / "prompts", world / "prompts")
     if not refs:
         link(out / paths.REFERENCES, base / "references.parquet")
-    link(out / paths.PLAIN_DRAFTER, source / paths.PLAIN_DRAFTER)
+    # an addition that trains nothing decodes every drafter the replicate trained (plain, seeded, SpecOPD's, the
+    # long baseline); one that co-trains reads the plain drafter only, as its variants start from it
+    drafters = (source / paths.PLAIN_DRAFTER).parent
+    for drafter in sorted(drafters.iterdir()) if not trains else [source / paths.PLAIN_DRAFTER]:
+        link(out / Path(paths.PLAIN_DRAFTER).parent / drafter.name, drafter)
     if not trains:
         link(out / paths.CORRECTORS, source / paths.CORRECTORS)
     write_json(out / RECORD, rec)
