@@ -66,6 +66,7 @@ def test_an_addition_decodes_the_replicates_models_under_its_own_plan(world: Pat
         run(world)
     src = replicate(world, 1)
     (src / paths.CORRECTORS).mkdir(parents=True)
+    (src / "models" / "drafter" / "seeded").mkdir(parents=True)  # another drafter the replicate trained
     rec = run(world)
     out = R.folder_for(home, rec["target_md5"][:12], 1)
     assert rec["status"] == "complete" and rec["stages"] == ["check_params", "benchmark"]
@@ -73,6 +74,7 @@ def test_an_addition_decodes_the_replicates_models_under_its_own_plan(world: Pat
     assert got["arms"] == ["dcoco-sampled", "dcoco", "dflash"] and got["temps"] == [1.0]
     assert all(got["seen"].values())  # the base's target and references, the replicate's drafter and correctors
     assert (out / paths.CORRECTORS).is_symlink() and (out / paths.REFERENCES).is_symlink()
+    assert (out / "models" / "drafter" / "seeded").is_symlink()  # every drafter: a seeded or SpecOPD arm reads its own
     assert R.list_replicates(home)[0][1]["status"] == "complete"  # what `draftlab verdicts --world` reads
     with pytest.raises(DraftlabError, match="is finished .*written once"):
         run(world)
