@@ -5,6 +5,7 @@
     .venv/bin/python tools/verify_cost.py --tiny --quick --out /tmp/vc.json   # a tiny random model (the test)
     .venv/bin/python tools/verify_cost.py --quick --linear auto,torch   # the measured plan vs F.linear, side by side
     .venv/bin/python tools/verify_cost.py --batches 1 --widths 1-17 --linear torch,few-row,onednn,auto  # by width
+    .venv/bin/python tools/verify_cost.py --show metrics/verify_cost_width.json   # its table, from the file
 
 What it times, and how (interleaved repetitions, medians with a distribution-free 95% interval): the module
 docstring of draftlab.measure.verify_cost, which computes it.
@@ -37,7 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--widths", default="", help="verify widths, e.g. 1-17 or 1,2,8 (default 1..drafter.block_size)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default engine.threads or profile.threads)")
     ap.add_argument("--out", default=str(ROOT / paths.VERIFY_COST))
+    ap.add_argument("--show", metavar="FILE", help="print a measured file's by-width table (markdown) and exit")
     a = ap.parse_args(argv)
+    if a.show:
+        import json
+
+        from draftlab.measure.verify_cost import width_table
+
+        try:
+            print(width_table(json.loads(Path(a.show).read_text())))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: --show {a.show}: not a verify-cost file this tool wrote ({type(e).__name__}: {e})",
+                  file=sys.stderr)
+            return 2
+        return 0
     from draftlab.errors import DraftlabError
 
     try:

@@ -94,3 +94,12 @@ def test_widths_floor_and_plans(cli, tmp_path, capsys):
         assert set(f["products_ms"]) >= {"torch", "few-row"}
     assert d["floor"][0]["floor_linear_ms"] <= d["floor"][-1]["floor_linear_ms"]  # more rows: never a lower floor
     assert d["setup"]["omp"]["cores"] >= 1 and "floor" in capsys.readouterr().out
+    assert cli(["--show", str(out)]) == 0  # the by-width table from the file: one row per width, the floor beside
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| width | `torch` ms | `few-row` ms |") and len([x for x in table if x[:3] == "| 1"]) == 1
+    v1 = {r["linear"]: r["median_ms"] for r in d["verify"] if r["width"] == 6}
+    assert f"| 6 | {v1['torch']:.1f} | {v1['few-row']:.1f} |" in "\n".join(table)
+    (tmp_path / "bad.json").write_text("{}")
+    assert cli(["--show", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --show") and "not a verify-cost file" in err and "\n" not in err

@@ -310,6 +310,29 @@ def table(out: dict) -> str:
     return "\n".join(lines)
 
 
+def width_table(out: dict, batch: int = 1) -> str:
+    """Markdown: the verify pass by width under each mode side by side (median ms), each mode's passes in AR steps
+    of the fastest AR step measured (the fastest mode's width 1), and the machine's floor beside them."""
+    modes = list(out["setup"]["linear"])
+    ctx = out["setup"]["contexts"][0]
+    ms = {(r["linear"], r["width"]): r["median_ms"] for r in out["verify"] if (r["batch"], r["context"]) == (batch, ctx)}
+    floor = {f["width"]: f["floor_ms"] for f in out.get("floor", []) if f["batch"] == batch}
+    widths = sorted({w for _, w in ms})
+    ar = min(ms[(m, 1)] for m in modes)
+    head = ["width", *(f"`{m}` ms" for m in modes), *(f"`{m}` / AR" for m in modes), "floor ms"]
+    rows = [[str(w), *(f"{ms[(m, w)]:.1f}" for m in modes), *(f"{ms[(m, w)] / ar:.2f}" for m in modes),
+             f"{floor[w]:.1f}" if w in floor else "–"] for w in widths]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+    r = out.get("rates") or {}
+    plans = "; ".join(f"{m}: {p['summary']}" for m, p in (out.get("plans") or {}).items() if m == "auto")
+    lines.append("")
+    lines.append(f"Batch {batch}, context {ctx}, {out['setup']['reps']} interleaved repetitions (medians); AR = the fastest "
+                 f"width-1 pass, {ar:.1f} ms. Floor = the linear weights read once at {r.get('read_gb_s', 0):.1f} GB/s "
+                 f"(or their arithmetic at {r.get('matmul_gflop_s', 0):.0f} GFLOP/s) + the non-matmul time of a "
+                 f"width-1 pass. Measured plan ({plans or 'none'}).")
+    return "\n".join(lines)
+
+
 def parse_ints(text: str, flag: str) -> tuple[int, ...]:
     try:
         vals = tuple(int(x) for x in text.split(",") if x.strip())
