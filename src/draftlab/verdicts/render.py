@@ -40,15 +40,17 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 def arm_table(rows: list[dict]) -> str:
     out = []
+    ar_ms = next((r.get("ms_per_round") for r in rows if r["arm"] == "ar"), None)
     for r in rows:
+        ms = r.get("ms_per_round")
+        steps = f" ({ms / ar_ms:.2f})" if ms and ar_ms and r["arm"] != "ar" else ""
         tau = num(r.get("tau"), ".2f") + ci(r.get("tau_ci"), ".2f") if r.get("tau") is not None else "not measured"
         sp = "1" if r["arm"] == "ar" else num(r.get("speedup"), ".2f") + "×" + ci(r.get("speedup_ci"), ".2f")
         geo = "1" if r["arm"] == "ar" else num(r.get("speedup_geomean"), ".2f") + "×"
         u = units(r.get("speedup_units") or r.get("tau_units")) or f"{r['prompts']} prompts"
-        out.append([f"`{r['arm']}`", tau, num(r.get("tokens_per_s"), ".1f"), num(r.get("ms_per_round"), ".1f"), sp, geo,
-                    u])
-    return table(["arm", "τ [95%]", "tokens/s", "ms per round (AR: per step)", "ratio to AR, total time [95%]",
-                  "geometric mean of suites", "unit"], out)
+        out.append([f"`{r['arm']}`", tau, num(r.get("tokens_per_s"), ".1f"), num(ms, ".1f") + steps, sp, geo, u])
+    return table(["arm", "τ [95%]", "tokens/s", "ms per round (in AR steps; AR: per step)",
+                  "ratio to AR, total time [95%]", "geometric mean of suites", "unit"], out)
 
 
 def suite_table(rows: list[dict]) -> str:
