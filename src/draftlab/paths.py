@@ -114,6 +114,7 @@ GPU_CHECK = f"{METRICS}/gpu_check.json"
 VERIFY_COST = f"{METRICS}/verify_cost.json"
 VERIFY_COST_LINEAR = f"{METRICS}/verify_cost_linear.json"
 VERIFY_COST_WIDTH = f"{METRICS}/verify_cost_width.json"
+DECODE_POLICY = f"{METRICS}/decode_policy.json"
 ENGINE_SPEED = f"{METRICS}/engine_speed.json"
 SEEDS_ONLY = f"{METRICS}/seeds_only.json"
 SEEDS_ONLY_CONTEXT = f"{METRICS}/seeds_only_context.json"
@@ -150,6 +151,8 @@ TOOL_OUTPUTS: tuple[ToolOutput, ...] = (
     ToolOutput(VERIFY_COST_WIDTH, "tools/verify_cost.py", "the verify pass by width 1-17 under each target.linear "
                "path and the measured plan, beside this machine's floor (--batches 1 --widths 1-17 --linear "
                "torch,few-row,onednn,auto --out this)"),
+    ToolOutput(DECODE_POLICY, "tools/probes/decode_policy.py", "the verify pass under each OpenMP wait policy and "
+               "thread count, one process per setting: what engine.omp_wait_policy / engine.threads should say"),
     ToolOutput(ENGINE_SPEED, "tools/probes/engine_speed.py", "the engine before and after the static-slot rebuild"),
     ToolOutput(SEEDS_ONLY, "tools/probes/seeds_only_probe.py", "what seeds-only rounds buy the dflash-seeded-cut arm"),
     ToolOutput(SEEDS_ONLY_CONTEXT, "tools/probes/seeds_only_probe.py", "the same in the benchmark's company "
