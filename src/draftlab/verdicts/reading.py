@@ -46,15 +46,16 @@ def timing_units(df: pd.DataFrame, arm: str, t: float, samples=("headline",), st
     if streams is not None:
         r = r[r.streams == streams]
     if r.empty:
-        return pd.DataFrame(columns=["tokens", "seconds", "prompts", "rounds"])
+        return pd.DataFrame(columns=["tokens", "seconds", "prompts", "rounds", "steps"])
     if "rounds" not in r:
         r = r.assign(rounds=float("nan"))  # records written before rounds were
     g = r.groupby(["suite", "sample", "streams", "batch"], sort=True)
     out = g.agg(tokens=("batch_tokens", "first"), seconds=("batch_wall_s", "first"),
                 key=("prompt_id", lambda s: ",".join(sorted(map(str, s)))), prompts=("prompt_id", "size"),
-                rounds=("rounds", "max"))  # a lockstep batch runs as many rounds as its longest stream
+                rounds=("rounds", "max"),  # a lockstep batch runs as many rounds as its longest stream
+                steps=("tokens", "max"))  # ... and an AR batch (no rounds recorded) one step per token of it
     out = out.reset_index()
-    return out.set_index(["suite", "key"])[["tokens", "seconds", "prompts", "rounds"]]
+    return out.set_index(["suite", "key"])[["tokens", "seconds", "prompts", "rounds", "steps"]]
 
 
 def unit_of(units: pd.DataFrame) -> dict:
@@ -77,6 +78,8 @@ def arm_row(df: pd.DataFrame, arm: str, t: float, min_units: int = stats.MIN_UNI
     row["tokens_per_s"] = float(units.tokens.sum() / units.seconds.sum()) if len(units) else None
     # what a round costs in absolute time (AR: a step), so that no ratio hides a slow baseline
     rounds = units.rounds.sum(min_count=1) if len(units) else float("nan")
+    if arm == AR and not rounds > 0:
+        rounds = units.steps.sum()  # the AR arm records no rounds: one step per token
     row["ms_per_round"] = float(1e3 * units.seconds.sum() / rounds) if rounds == rounds and rounds > 0 else None
     if arm != AR:
         sp = speed(df, arm, AR, t, samples=("headline",))
