@@ -21,8 +21,8 @@ def test_every_docs_block_equals_what_the_command_prints_from_committed_files():
 
 def test_a_changed_figure_or_a_stray_interval_is_caught(tmp_path: Path, capsys):
     (tmp_path / "results").mkdir()
-    for f in ("results/benchmark.json",):
-        (tmp_path / f).write_text((ROOT / f).read_text())
+    for f in ("results/benchmark.json",):  # a frozen run's detail (the root's changes with every cpu run)
+        (tmp_path / f).write_text((ROOT / "runs" / "cpu-2026-12-06" / f).read_text())
     block = "<!-- verdicts: arms run=. t=0 arms=ar,dflash -->\n<!-- /verdicts -->\n"
     doc = tmp_path / "README.md"
     doc.write_text("# x\n\n" + block + "\nprose 1.13 [1.12, 1.14] here\n\n<!-- history -->\n\nold 0.5 [0.1, 0.9]\n")

@@ -31,7 +31,7 @@ def one(policy: str, threads: int, reps: int, widths: str) -> dict:
     """One verify_cost run in its own process -> {width: median ms}."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "vc.json"
-        env = {**os.environ, "OMP_WAIT_POLICY": policy.upper()}
+        env = dict(os.environ, OMP_WAIT_POLICY=policy.upper())  # the child's policy: its configure keeps it
         cmd = [sys.executable, str(ROOT / "tools" / "verify_cost.py"), "--batches", "1", "--contexts", "256",
                "--widths", widths, "--reps", str(reps), "--threads", str(threads), "--out", str(out)]
         subprocess.run(cmd, env=env, cwd=ROOT, check=True, capture_output=True, text=True)
@@ -74,10 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     from draftlab.io import write_json
 
     write_json(a.out, out)
-    print("| policy | threads | " + " | ".join(f"width {w} ms" for w in widths) + " |")
-    print("|---|---|" + "---|" * len(widths))
-    for r in rows:
-        print(f"| {r['policy']} | {r['threads']} | " + " | ".join(f"{r['ms'][str(w)]:.1f}" for w in widths) + " |")
+    from draftlab.markdown import markdown_table
+
+    print("\n".join(markdown_table(["policy", "threads", *(f"width {w} ms" for w in widths)],
+                                   [[r["policy"], r["threads"], *(f"{r['ms'][str(w)]:.1f}" for w in widths)]
+                                    for r in rows])))
     print("fastest: " + ", ".join(f"width {w}: {b['policy']} x {b['threads']}" for w, b in out["best"].items()))
     print(f"[decode_policy] wrote {a.out}")
     return 0

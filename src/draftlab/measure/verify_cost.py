@@ -319,10 +319,12 @@ def width_table(out: dict, batch: int = 1) -> str:
     floor = {f["width"]: f["floor_ms"] for f in out.get("floor", []) if f["batch"] == batch}
     widths = sorted({w for _, w in ms})
     ar = min(ms[(m, 1)] for m in modes)
+    from draftlab.markdown import markdown_table
+
     head = ["width", *(f"`{m}` ms" for m in modes), *(f"`{m}` / AR" for m in modes), "floor ms"]
     rows = [[str(w), *(f"{ms[(m, w)]:.1f}" for m in modes), *(f"{ms[(m, w)] / ar:.2f}" for m in modes),
              f"{floor[w]:.1f}" if w in floor else "–"] for w in widths]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+    lines = list(markdown_table(head, rows))
     r = out.get("rates") or {}
     plans = "; ".join(f"{m}: {p['summary']}" for m, p in (out.get("plans") or {}).items() if m == "auto")
     lines.append("")

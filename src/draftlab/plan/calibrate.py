@@ -35,7 +35,8 @@ from draftlab.plan.stages import BUDGET_TERM, PRESETS, Device, plan, round_secon
 
 REPO = Path(__file__).resolve().parents[3]
 # the committed runs: name -> (folder holding params.yaml and results/, what it is)
-RUNS = {"cpu": (REPO, "the cpu profile's run of 2026-12-04 (the fitting run)"),
+RUNS = {"cpu": (REPO / "runs" / "cpu-2026-12-06", "the cpu profile's run of 2026-12-06 on a 2-core AVX2 host (the "
+                                                  "fitting run; its small files frozen in runs/)"),
         "toy": (REPO / "worlds" / "toy", "the toy world's run of 2026-12-05 (held out)"),
         # a replicate of the toy world (its method stages on step budgets, LiLiCorr included; held out): the one of the
         # three whose stages ran on the least loaded machine (its record's load averages)
