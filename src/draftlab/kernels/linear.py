@@ -60,15 +60,18 @@ class Plan:
     mode: str  # the target.linear mode it came from
     ms: dict = field(default_factory=dict, compare=False)  # measured: path -> [median ms of a pass per row count]
 
+    def __post_init__(self):  # the path of each row count 0..MAX_ROWS, looked up once per product (a hot path)
+        table = [self.paths[0]] * (MAX_ROWS + 1)
+        for lo, p in zip(self.rows, self.paths):
+            table[lo:] = [p] * (MAX_ROWS + 1 - lo)
+        object.__setattr__(self, "_table", tuple(table))
+
     @classmethod
     def fixed(cls, path: str) -> "Plan":
         return cls((1,), (path,), path)
 
     def path(self, rows: int) -> str:
-        i = 0
-        while i + 1 < len(self.rows) and self.rows[i + 1] <= rows:
-            i += 1
-        return self.paths[i]
+        return self._table[min(rows, MAX_ROWS)]
 
     def summary(self) -> str:
         """"onednn" or, measured, "torch for 1-2 rows, onednn for 3-64 rows"."""
@@ -153,7 +156,8 @@ class DecodeLinear(nn.Linear):
         return decode_linear(x, self.weight, self.bias, self)
 
 
-def _linears(model: nn.Module) -> list[nn.Linear]:
+def linear_layers(model: nn.Module) -> list[nn.Linear]:
+    """The model's plain and switched linear layers, in module order (a forward's)."""
     return [m for m in model.modules() if type(m) in (nn.Linear, DecodeLinear)]
 
 
@@ -164,7 +168,7 @@ def measure_plan(model: nn.Module, rows: tuple[int, ...] = PLAN_ROWS, reps: int 
     the lowest median, where it is at least PLAN_MARGIN faster than F.linear's (near-equal paths would otherwise
     flip from one row count to the next on the timing noise alone)."""
     paths = paths or tuple(p for p in PATHS if p != "onednn" or onednn_available())
-    layers = _linears(model)
+    layers = linear_layers(model)
     if not layers:
         return Plan.fixed("torch")
     dev, dtype = layers[0].weight.device, layers[0].weight.dtype

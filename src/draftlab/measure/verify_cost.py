@@ -145,10 +145,10 @@ def floor_ms(target, rows: int, rates: dict) -> float:
     """The time the linear layers of one pass need at least on this machine: the weights read once at the
     measured bandwidth, or their arithmetic (2 FLOPs per weight per row) at the measured product rate, whichever
     is longer."""
-    from draftlab.kernels.linear import _linears
+    from draftlab.kernels.linear import linear_layers
 
-    n = sum(m.weight.numel() for m in _linears(target.model))
-    size = sum(m.weight.numel() * m.weight.element_size() for m in _linears(target.model))
+    n = sum(m.weight.numel() for m in linear_layers(target.model))
+    size = sum(m.weight.numel() * m.weight.element_size() for m in linear_layers(target.model))
     return 1e3 * max(size / (rates["read_gb_s"] * 1e9), 2 * n * rows / (rates["matmul_gflop_s"] * 1e9))
 
 
