@@ -5,8 +5,9 @@ result ("A refactor proves on the smoke pipeline that no result changed").
 
 Reads every JSON and CSV under each folder's results/, metrics/ and plots/ and prints each difference as one line
 (`file.key[i].key: base != new`), or `equal in every non-timing field`; exits 1 when anything differs (2 on a bad
-folder). Skipped as timings: a key naming a clock, a speed, a rate or a memory peak (TIMING), and what is chosen by a
-measured speed (a pair's `best` arm, `without_speed_choices`), which differs between two runs of the same code. Floats must
+folder). Skipped as timings: a key naming a clock, a speed, a rate, a memory peak or the machine's load at the start
+(TIMING), and what is chosen by a measured speed (a pair's `best` arm, `without_speed_choices`, the linear layers'
+measured plan `setup.linear`), which differs between two runs of the same code. Floats must
 agree to 1e-9 relative: the runs are the same arithmetic on the same machine.
 
 How to get the two folders: clone the commit before and the commit after, and in each run
@@ -26,7 +27,7 @@ from draftlab import paths
 FOLDERS = (paths.RESULTS, paths.METRICS, paths.PLOTS_DIR)
 TIMING = re.compile(r"wall|_s$|_ms|per_s|speed|minutes|seconds|timing|time|finished|ratio|break_even|prefill|"
                     r"round_share|proposal_share|overhead|concurrency|share_of_round|peak|rss|duration|elapsed|tok_s|latency|git|"
-                    r"commit|host|started|date", re.I)
+                    r"commit|host|started|date|load_avg|others_running|^linear", re.I)
 BEST = "best"  # a pair's arm chosen by measured speed (benchmark.pairs: the headline arm of highest mean speedup)
 
 
