@@ -163,3 +163,17 @@ def fmt_na(df: pd.DataFrame, digits: int = 3, percent: tuple[str, ...] = ()) -> 
 def options(values) -> list:
     """The distinct values of a column, sorted (numbers and text apart), for a page's select boxes."""
     return sorted(pd.unique(pd.Series(list(values))).tolist(), key=lambda v: (str(type(v)), v))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _verdict_file(root: str, name: str, stamp: tuple):
+    from draftlab.explore import verdict_files as VF
+
+    return VF.load(Path(root), name)
+
+
+def verdict_file(root: Path, name: str):
+    """A verdict tool's file (draftlab.explore.verdict_files.FILES[name]), read again when it changes."""
+    from draftlab.explore import verdict_files as VF
+
+    return _verdict_file(str(root), name, L.stamp(Path(root) / VF.FILES[name].rel))

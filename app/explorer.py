@@ -26,7 +26,8 @@ st.set_page_config(page_title="draftlab explorer", layout="wide")
 
 # Deep links: ?page=Acceptance opens a page; these widget keys can be preset the same way on a session's first
 # run (e.g. ?page=Candidate+grid&grid_arm=dcoco&grid_temp=0); a value a widget does not offer is ignored.
-DEEP_LINK_KEYS = {"grid_arm": str, "grid_suite": str, "grid_temp": float, "grid_prompt": str, "grid_heat_value": str,
+DEEP_LINK_KEYS = {"grid_arm": str, "grid_suite": str, "grid_temp": float, "grid_prompt": str, "grid_round": int,
+                  "grid_heat_value": str,
                   "acc_temp": str, "speed_temp": str, "speed_conc_t": str, "plots_temp": str,
                   "cmp_A_kind": str, "cmp_B_kind": str, "cmp_A_folder": str, "cmp_B_folder": str, "cmp_A_rev": str,
                   "cmp_B_rev": str, "cmp_temp": str, "cmp_metric": str}

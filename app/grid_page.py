@@ -14,9 +14,11 @@ import streamlit as st
 import cached as C
 from draftlab.explore import grid as G
 from draftlab.explore import loaders as L
+from draftlab.explore import tree_view as TV
 import plots as P
 from cached import missing, options
 from colours import arm_order
+from tree_view import tree_section
 
 
 def candidate_grid(root: Path) -> None:
@@ -73,20 +75,25 @@ def candidate_grid(root: Path) -> None:
                        "token: τ = 1); the dots mark the zeros.")
     with right:
         if g.scores is not None:
-            st.subheader("Transition scores of one predecessor")
+            st.subheader("Transition scores of one predecessor" if g.score_kind == "transition"
+                         else "Pair scores of one predecessor")
             rule_paths = [p for p in g.paths if p.name.startswith("corrected")]
             pname = st.selectbox("predecessor from path", [p.name for p in rule_paths], key="grid_pred_path")
             slot = st.selectbox("from slot p → p+1", list(range(1, g.n)), key="grid_pred_slot")
             path = next(p for p in rule_paths if p.name == pname)
             a = g.cand_ids[slot - 1].index(path.tokens[slot - 1])
-            st.caption(f"S_p(a, b) for a = {tok(path.tokens[slot - 1])} (rank {a + 1} at slot {slot}) "
+            what = "S_p(a, b)" if g.score_kind == "transition" else "pair_s(a, b)"
+            st.caption(f"{what} for a = {tok(path.tokens[slot - 1])} (rank {a + 1} at slot {slot}) "
                        f"into slot {slot + 1}")
             st.dataframe(G.transition_table(g, slot - 1, a, tok), hide_index=True, width="stretch")
         else:
-            st.caption("Per-slot transition scores: none recorded for this arm (a DCOCO arm that records "
-                       "`transition_scores` adds them here).")
+            st.caption("Per-slot transition scores: none recorded for this arm (a DCOCO arm's `transition_scores` "
+                       "or LiLiCorr's `pair_rows` show here).")
     if g.scores is not None:
         transition_heatmap(g, tok)
+    if TV.is_tree(row):
+        later = d[d["round"] == rnd + 1]
+        tree_section(row, tok, later.iloc[0] if len(later) else None)
     with st.expander("Output so far (committed tokens of the earlier rounds, then this round's block)"):
         before = [t for _, r in d[d["round"] < rnd].iterrows() for t in (G.as_list(r["committed"]) or [])[: int(r["accepted"]) + 1]]
         this = (g.committed or [])[: g.accepted + 1]
@@ -121,13 +128,31 @@ HEATMAP_HELP = (
 )
 
 
+PAIR_HELP = (
+    "**How LiLiCorr picks the block.** One pass of a small transformer over the block's n × K candidates gives every "
+    "candidate an `out` and an `in` unit vector; **pair_s(a, b) = σ · ⟨out_{s,a}, in_{s+1,b}⟩** scores candidate b "
+    "after candidate a (docs/algorithms.md \"LiLiCorr\"). Unlike DCOCO's S_p, the drafter's logit is not in the score. "
+    "The walk takes slot 1's candidate with the best start score, then in the row of the token it chose at slot s the "
+    "column with the highest pair score (markers: the cells its walk went through; dashed white outline: rank 1 → "
+    "rank 1, the drafter's argmax transition)."
+)
+
+
 def transition_heatmap(g: G.RoundGrid, tok) -> None:
-    """Every slot pair's K×K transition scores of the round, with the paths drawn on them."""
+    """Every slot pair's K×K transition (DCOCO) or pair (LiLiCorr) scores of the round, with the paths drawn on them."""
+    frame = G.heatmap_frame(g, tok)
+    if g.score_kind == "pair":
+        st.subheader("K×K pair scores, every slot pair")
+        st.markdown(PAIR_HELP)
+        if g.start:
+            st.caption("Start scores of slot 1's candidates (rank: score): " +
+                       ", ".join(f"{k + 1}·{tok(g.cand_ids[0][k])}: {v:+.2f}" for k, v in enumerate(g.start)))
+        st.altair_chart(P.heatmap_chart(frame, "S", title="pair_s(a, b) = σ·⟨out_a, in_b⟩"))
+        return
     st.subheader("K×K transition scores, every slot pair")
     st.markdown(HEATMAP_HELP)
     value = st.radio("colour by", ["S", "dtheta", "logit"], horizontal=True, key="grid_heat_value",
                      format_func={"S": "S_p(a, b)", "dtheta": "Δθ (the correction)", "logit": "ℓ_{p+1}(b) (drafter)"}.get)
-    frame = G.heatmap_frame(g, tok)
     st.altair_chart(P.heatmap_chart(frame, value))
     cells = frame[frame["rule"] == ""]
     st.caption(f"Δθ over this round: mean {cells['dtheta'].mean():+.3f}, range {cells['dtheta'].min():+.3f} … "

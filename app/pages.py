@@ -2,7 +2,7 @@
 `PAGES` (title -> function) is the sidebar's list. Every loader returns a `Missing` (shown with st.info, or
 st.warning for a corrupt file, naming the stage to run) instead of raising. Readers are cached by file stamp
 (app/cached.py); charts come from app/plots.py with one fixed colour per arm (app/colours.py). The Candidate
-grid lives in app/grid_page.py, Acceptance and Speed in app/bench_pages.py, Compare in app/compare.py; this
+grid lives in app/grid_page.py, Acceptance and Speed in app/bench_pages.py, Compare in app/compare.py, Trees and LiLiCorr in app/verdict_pages.py; this
 file holds the Runs (MLflow) and Pipeline plots (DVC) pages."""
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ import streamlit as st
 import bench_pages
 import cached as C
 import compare
+from draftlab import paths
 from draftlab.explore import formats as F
 import grid_page
 from draftlab.explore import loaders as L
 import plots as P
 import runs_data as M
+import verdict_pages
 from cached import missing, options
 
 
@@ -149,6 +151,8 @@ def plot_dimensions(root: Path, defs: list[dict]) -> tuple[list, list]:
             continue
         temps |= set(cols["temperature"].dropna()) if "temperature" in cols else set()
         suites |= set(cols["suite"].dropna()) if "suite" in cols else set()
+        if d["path"] in paths.CURVES.values():  # a training curve names its suites in its columns
+            suites |= set(P.curve_suites(pd.read_csv(f, nrows=0), d.get("x") or "train_minutes"))
     return sorted(temps, key=str), sorted(s for s in suites if s != "mixed")
 
 
@@ -159,4 +163,6 @@ PAGES = {
     "Runs": runs,
     "Pipeline plots": pipeline_plots,
     "Compare": compare.compare,
+    "Trees": verdict_pages.trees,
+    "LiLiCorr": verdict_pages.lilicorr,
 }

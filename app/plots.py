@@ -19,6 +19,7 @@ import altair as alt
 import pandas as pd
 
 from colours import arm_color, arm_legend, arm_order
+from draftlab import paths
 from draftlab.explore.formats import D3, kind, temp_label
 
 alt.data_transformers.disable_max_rows()
@@ -255,8 +256,9 @@ def round_split_chart(df: pd.DataFrame, columns: int = 3):
     return wrap(ch, df, columns=columns, panel_w=max(PANEL_W, 30 * len(arms)), reserve=80)  # the phase legend
 
 
-def line_chart(df: pd.DataFrame, x: str, y: str | list[str], title: str = "") -> alt.Chart:
-    """A generic DVC-style x/y plot; several y columns are folded into one coloured line each."""
+def line_chart(df: pd.DataFrame, x: str, y: str | list[str], title: str = "", y_label: str | None = None) -> alt.Chart:
+    """A generic DVC-style x/y plot; several y columns are folded into one coloured line each, the y-axis titled
+    `y_label` (default: the column, or the columns joined)."""
     ys = [y] if isinstance(y, str) else list(y)
     d = df.melt(id_vars=[x], value_vars=ys, var_name="series", value_name="value")
     integer = pd.api.types.is_integer_dtype(df[x])
@@ -266,19 +268,22 @@ def line_chart(df: pd.DataFrame, x: str, y: str | list[str], title: str = "") ->
     else:
         x_enc = alt.X(f"{x}:N")
     return fit_x(alt.Chart(d, title=title).mark_line(point=True).encode(
-        x=x_enc, y=alt.Y("value:Q", scale=spread(d["value"]) or alt.Scale(zero=False)),
-        color=alt.Color("series:N", legend=alt.Legend(labelLimit=0)), tooltip=[x, "series", alt.Tooltip("value:Q", format=".4g")]))
+        x=x_enc, y=alt.Y("value:Q", title=y_label or " / ".join(ys),
+                         scale=spread(d["value"]) or alt.Scale(zero=False)),
+        color=alt.Color("series:N", legend=alt.Legend(labelLimit=0), title="series"),
+        tooltip=[x, "series", alt.Tooltip("value:Q", format=".4g")]))
 
 
 # ---------------------------------------------------------------- the K×K transition scores (DCOCO)
 PATH_SHAPES = {"greedy": "square", "globalsum": "triangle-up", "geometric": "diamond"}
 
 
-def heatmap_chart(frame: pd.DataFrame, value: str = "S", columns: int = 4):
+def heatmap_chart(frame: pd.DataFrame, value: str = "S", columns: int = 4, title: str | None = None):
     """frame (draftlab grid.heatmap_frame): one panel per slot pair p → p+1, rows = predecessor candidates a at
     slot p, columns = candidates b at slot p+1, colour = `value` (S = S_p(a, b); dtheta = Δθ; logit = ℓ_{p+1}(b));
     the cells each path rule walked through are marked (shape per rule), the drafter's argmax cell outlined."""
-    title = {"S": "S_p(a, b) = ℓ_{p+1}(b) + Δθ", "dtheta": "Δθ(z_{p,a}, z_{p+1,b}, s_p)", "logit": "ℓ_{p+1}(b)"}[value]
+    title = title or {"S": "S_p(a, b) = ℓ_{p+1}(b) + Δθ", "dtheta": "Δθ(z_{p,a}, z_{p+1,b}, s_p)",
+                      "logit": "ℓ_{p+1}(b)"}[value]
     lim = float(frame[value].abs().max() or 1.0)
     scale = (alt.Scale(scheme="redblue", domain=[-lim, lim], reverse=True) if value == "dtheta"
              else alt.Scale(scheme="viridis"))
@@ -337,6 +342,22 @@ DIMENSIONS = ("suite", "temperature", "arm")  # kept apart in every chart, never
 COUNTS = ("rounds", "tokens", "requests", "prompts", "answers")  # whole-number measures, not a dimension to average over
 
 
+CURVE_SPLITS = ("heldout", "train_sample")  # a training curve's columns that are no suite (the rest after x are suites)
+
+
+def curve_suites(df: pd.DataFrame, x: str) -> list[str]:
+    """The suite columns of a training stage's budget curve (paths.CURVES): every numeric column but the step, the
+    minutes and the non-suite splits."""
+    return [c for c in df.columns if c not in (x, "step", "train_minutes", *CURVE_SPLITS)]
+
+
+def y_title(rel: str, ys: list[str]) -> str:
+    """What a pipeline plot's y-axis shows, in words: a training curve's simulated τ, else the column's name."""
+    if rel in paths.CURVES.values():
+        return "simulated τ (acceptance length)"
+    return ys[0] if len(ys) == 1 else " / ".join(ys)
+
+
 def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: list[str] | None = None):
     """Altair chart of one dvc.yaml plot, or a `Missing` (absent, corrupt or empty CSV, naming the stage that
     writes it). Rows are never summed across temperatures, suites or slots: the chart shows the rows at
@@ -365,7 +386,7 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
         temps = sorted(pd.unique(df["temperature"]).tolist(), key=str)
         t = temperature if temperature in temps else temps[0]
         df, title = df[df["temperature"] == t], f"{title} ({temp_label(t)})"
-    if suites is not None and "suite" in df.columns and x != "suite":
+    if suites is not None and "suite" in df.columns:
         df = df[df["suite"].isin(suites)]
     if df.empty:
         return L.Missing(f"`{d['path']}` has no rows for these suites / temperature.")
@@ -374,9 +395,11 @@ def chart_for_def(root: Path, d: dict, temperature: str | None = None, suites: l
                                                             f"dashed tokens/s)")
     if len(num) == len(df.columns) and x in num:
         extra = [c for c in num if c not in (x, *ys) and c != "step"]
-        return line_chart(df, x, [*ys, *extra], d["path"])
+        if suites is not None and d["path"] in paths.CURVES.values():  # a curve's suites are its columns
+            extra = [c for c in extra if c not in curve_suites(df, x) or c in suites]
+        return line_chart(df, x, [*ys, *extra], d["path"], y_title(d["path"], ys))
     if len(ys) > 1:
-        return line_chart(df, x, ys, d["path"])
+        return line_chart(df, x, ys, d["path"], y_title(d["path"], ys))
     y = ys[0]
     dims = [c for c in df.columns if c in DIMENSIONS and c != x]
     rest = [c for c in df.columns if c not in (x, y, *DIMENSIONS, *COUNTS) and pd.api.types.is_integer_dtype(df[c])]

@@ -151,7 +151,7 @@ def main(argv: list[str]) -> int:
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    out = {**verdict.record(__doc__.split("\n")[0], note, arms, detail, params), "trees": trees_of(trees),
+    out = {**verdict.record(" ".join(__doc__.split("\n\n")[0].split()), note, arms, detail, params), "trees": trees_of(trees),
            "correctors": str(folder), "trained": trained,
            "stage": stage_report([*OTHERS, *([] if do_train else ["lilicorr"]), *ablations])}
     write_json(out_path, out)

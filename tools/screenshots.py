@@ -8,9 +8,11 @@ It serves the explorer on `--root` and drives one headless Debian Chromium over 
 (app/browser.py, the same code as tests/app/test_app_browser.py). For each view it opens the view's deep
 link (`?page=...&<widget key>=<value>`), waits until Streamlit has finished, every chart has drawn and the
 page has stayed still for a moment, then captures the whole page (not just the window). Views: each page;
-the candidate grid a second time on an arm that records DCOCO transition scores (the K×K heatmap); the
+the candidate grid again on an arm that records DCOCO transition scores (the K×K heatmap), one that records
+LiLiCorr's pair rows, and a tree arm (the round's tree); the
 Compare page against `--compare` (a folder, or a git revision / DVC experiment of the root) when given.
-Writes <out>/explorer_<view>.png and <out>/screenshots.json (view -> file, address, seconds, problems).
+Writes <out>/explorer_<view>.png and <out>/screenshots.json (view -> file, root, address, seconds, problems; views
+already listed there from another root, e.g. with --only, are kept).
 Exit status 1 when a page showed a Python exception or never settled.
 """
 from __future__ import annotations
@@ -27,29 +29,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))  # app/brow
 from browser import CHROMIUM, explorer  # noqa: E402
 
 PAGES = {"grid": "Candidate grid", "acceptance": "Acceptance", "speed": "Speed", "runs": "Runs",
-         "pipeline-plots": "Pipeline plots", "compare": "Compare"}
+         "pipeline-plots": "Pipeline plots", "trees": "Trees", "lilicorr": "LiLiCorr", "compare": "Compare"}
 EXCEPTION = "[...document.querySelectorAll('[data-testid=\"stException\"]')].map(e => e.innerText.slice(0, 300))"
 
 
-def scored_arm(root: Path) -> str | None:
-    """An arm whose recorded rounds carry DCOCO transition scores (dcoco preferred, on either drafter: `dcoco`,
-    `dcoco-seeded`), for the heatmap view."""
+GRID_VIEWS = (("transition_scores", ("dcoco", "dcoco-seeded"), "{arm}"),  # DCOCO's K×K heatmap
+              ("pair_rows", ("lilicorr", "lilicorr-seeded"), "{arm}"),  # LiLiCorr's pair rows
+              ("tree_tokens", ("dflash-tree16", "dcoco-tree16", "lilicorr-tree16"), "tree-{arm}"))  # a round's tree
+
+
+def recorded_arm(root: Path, column: str, prefer: tuple[str, ...]) -> str | None:
+    """An arm whose recorded rounds carry `column` (one of `prefer` when there is one), for a candidate-grid view."""
     import pandas as pd
 
-    f = root / "data" / "benchmark_rounds.parquet"
     try:
-        df = pd.read_parquet(f, columns=["arm", "transition_scores"])
-    except Exception:  # noqa: BLE001 - no rounds, or no arm records scores: no heatmap view
+        df = pd.read_parquet(root / "data" / "benchmark_rounds.parquet", columns=["arm", column])
+    except Exception:  # noqa: BLE001 - no rounds, or no arm records it: no such view
         return None
-    arms = sorted(set(df.loc[df["transition_scores"].notna(), "arm"]))
-    return next((a for a in ("dcoco", "dcoco-seeded") if a in arms), arms[0] if arms else None)
+    arms = sorted(set(df.loc[df[column].notna(), "arm"]))
+    return next((a for a in prefer if a in arms), arms[0] if arms else None)
+
+
+def tree_round(root: Path, arm: str) -> dict:
+    """The deep link's suite, prompt and round of a tree round worth showing (draftlab.explore.tree_view.interesting)."""
+    import pandas as pd
+
+    from draftlab.explore.tree_view import interesting
+
+    df = pd.read_parquet(root / "data" / "benchmark_rounds.parquet")
+    r = interesting(df[df["arm"] == arm])
+    return {} if r is None else {"grid_suite": r["suite"], "grid_prompt": r["prompt_id"], "grid_round": int(r["round"])}
 
 
 def views(root: Path, compare: str | None) -> list[tuple[str, dict]]:
     out = [(name, {"page": page}) for name, page in PAGES.items() if name != "compare"]
-    arm = scored_arm(root)
-    if arm:
-        out.insert(1, (f"grid-{arm}", {"page": PAGES["grid"], "grid_arm": arm, "grid_temp": "0"}))
+    for column, prefer, name in GRID_VIEWS:
+        arm = recorded_arm(root, column, prefer)
+        if arm:
+            out.insert(1, (f"grid-{name.format(arm=arm)}", {"page": PAGES["grid"], "grid_arm": arm, "grid_temp": "0",
+                                                             **(tree_round(root, arm) if column == "tree_tokens" else {})}))
     cmp: dict = {"page": PAGES["compare"]}
     if compare:
         folder = Path(compare).expanduser()
@@ -93,12 +111,15 @@ def main(argv: list[str] | None = None) -> int:
             errors = cdp.js(EXCEPTION) or []
             f = cdp.screenshot(out / f"explorer_{name}.png", a.width)
             title = cdp.js("(document.querySelector('h2') || {}).innerText || ''")
-            report[name] = {"file": f.name, "url": url.replace(ex["url"], "/"), "seconds": round(time.time() - t, 1),
-                            "header": title, "settled": settled, "exceptions": errors}
+            report[name] = {"file": f.name, "root": str(root), "url": url.replace(ex["url"], "/"),
+                            "seconds": round(time.time() - t, 1), "header": title, "settled": settled,
+                            "exceptions": errors}
             bad += (not settled) or bool(errors)
             print(f"{name}: {f} ({report[name]['seconds']} s){'' if settled else ' NOT SETTLED'}"
                   f"{' EXCEPTION: ' + errors[0] if errors else ''}")
-    (out / "screenshots.json").write_text(json.dumps({"root": str(root), "views": report}, indent=2) + "\n")
+    index = out / "screenshots.json"  # views taken from other roots before (--only) stay listed with theirs
+    kept = json.loads(index.read_text()).get("views", {}) if index.exists() else {}
+    index.write_text(json.dumps({"views": {**kept, **report}}, indent=2) + "\n")
     return 1 if bad else 0
 
 

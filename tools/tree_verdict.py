@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    out = {**verdict.record(__doc__.split("\n")[0], note, arms, detail, params), "budgets": budgets}
+    out = {**verdict.record(" ".join(__doc__.split("\n\n")[0].split()), note, arms, detail, params), "budgets": budgets}
     out["flat_verify_model"] = flat_verify(detail, pairs)
     write_json(OUT, out)
     print(verdict.pairs_table(out["pairs"], out["flat_verify_model"], "a ÷ b if verify were flat (model)"))

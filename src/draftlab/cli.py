@@ -250,8 +250,9 @@ def cmd_decode(a: argparse.Namespace) -> int:
 
     seeds = seed_counts(res)
     tree = any("tree_rejected" in r.extras for r in res.records)
-    print(legend(color, seeds is not None, tree) if arm.speculative else "legend: plain = the target's own token (AR)")
-    print(render(mark_tokens(res, corrects), dec, color))
+    print(legend(color, seeds is not None, tree, a.show_tree) if arm.speculative else
+          "legend: plain = the target's own token (AR)")
+    print(render(mark_tokens(res, corrects, show_tree=a.show_tree), dec, color))
     print(f"arm {a.arm} · T={a.temperature:g} · {n} tokens in {len(acc) or n} {'rounds' if acc else 'steps'} · "
           f"τ {tau:.2f} · {n / max(res.wall_s, 1e-9):.1f} tokens/s ({wall:.2f} s incl. prefill "
           f"{res.prefill_s:.2f} s) · finish: {res.finish_reason[0]}"
@@ -390,6 +391,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--root", default="", help="the folder with params.yaml and the pipeline's outputs (default: .)")
     c.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="ANSI colours (auto: on a terminal); otherwise brackets mark the tokens")
+    c.add_argument("--show-tree", action="store_true",
+                   help="a tree arm: also mark every other node the walk rejected (the path's off-path children)")
     c.set_defaults(func=cmd_decode)
 
     sub.add_parser("verdicts", help="recompute every pair, interval and table of the current results from committed "

@@ -14,9 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app"
 sys.path.insert(0, str(APP))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tree_fixture
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from draftlab import paths  # noqa: E402
 from draftlab.explore import grid as G  # noqa: E402
 from draftlab.explore import loaders as L  # noqa: E402
 import plots as P  # noqa: E402
@@ -149,8 +151,9 @@ def _rounds() -> pd.DataFrame:
                     if arm == "dcoco":
                         row["transition_scores"] = scores
                     rows.append(row)
-    df = pd.DataFrame(rows)
-    return df
+    from tree_fixture import extra_rounds
+
+    return pd.DataFrame(rows + extra_rounds())
 
 
 def write_fixture(root: Path, mlflow_runs: bool = True) -> Path:
@@ -168,6 +171,8 @@ def write_fixture(root: Path, mlflow_runs: bool = True) -> Path:
     (root / "data").mkdir(exist_ok=True)
     _rounds().to_parquet(root / L.ROUNDS)
     write_tokenizer(root / "models/target")
+    for rel in (paths.TREES, paths.LILICORR):  # the verdict tools' files: the toy world's, as committed
+        (root / rel).write_text((ROOT / "worlds/toy" / rel).read_text())
     (root / "params.yaml").write_text("tracking:\n  uri: sqlite:///mlruns.db\n  experiment: draftlab\n  enabled: true\n")
     (root / "dvc.yaml").write_text(
         "stages:\n  pretrain_drafter:\n    cmd: x\n    plots:\n      - plots/pretrain_budget.csv:\n"
@@ -228,7 +233,7 @@ def test_every_page_renders(fixture_root):
     assert any("headroom" in s.value.lower() for s in at.subheader)
 
 
-L_PAGES = ["Candidate grid", "Acceptance", "Speed", "Runs", "Pipeline plots", "Compare"]
+L_PAGES = ["Candidate grid", "Acceptance", "Speed", "Runs", "Pipeline plots", "Compare", "Trees", "LiLiCorr"]
 
 
 def test_grid_cells_tokens_and_rounds(fixture_root):

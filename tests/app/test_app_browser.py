@@ -295,6 +295,35 @@ def test_what_a_user_reads(served):
     assert not [m for t in pages_text for m in re.findall(r"\bt[01]\b", t)], "a temperature shown as t0 / t1"
 
 
+def test_trees_and_lilicorr_in_chromium(served):
+    """Issue "A newcomer's third hour", item 2: a tree round's view, LiLiCorr's pair rows in the candidate grid, and the
+    Trees / LiLiCorr verdict pages, drawn in the browser (screenshots under the module's tmp dir)."""
+    cdp = served["cdp"]
+    open_view(served, page="Candidate grid", grid_arm="dflash-tree8", grid_temp="0")
+    text = body(cdp)
+    assert "The round's tree" in text and "the block's marginals" in text
+    assert cdp.wait(f"{SVG_TEXT}.includes('bonus: the target')", 30), "the tree never drew"
+    svg = cdp.js(SVG_TEXT)
+    assert "16 nodes" not in svg and "8 nodes, 2 accepted below the root" in svg and "after the walk" in svg
+    rows = table_with(cdp, "status")
+    assert {r["status"] for r in rows} == {"root", "accepted", "rejected", "not reached"}
+    cdp.screenshot(served["dir"] / "explorer_grid-tree.png")
+
+    open_view(served, page="Candidate grid", grid_arm="lilicorr", grid_temp="0")
+    assert "K×K pair scores, every slot pair" in body(cdp) and "Start scores" in body(cdp)
+    assert cdp.wait(f"{SVG_TEXT}.includes('slot 3 → 4')", 30), "the pair-score heatmap never drew"
+    assert "pair_s(a, b)" in cdp.js(SVG_TEXT)
+    cdp.screenshot(served["dir"] / "explorer_grid-lilicorr.png")
+
+    for page, arm in (("Trees", "dcoco-tree16"), ("LiLiCorr", "lilicorr-tree16")):
+        open_view(served, page=page)
+        text = body(cdp)
+        assert "Intervals: 95% over 6 batches" in text and "Pairs" in text, text[:400]
+        arms = {r["arm"]: r for r in table_with(cdp, "× AR (total time)")}
+        assert arm in arms and arms[arm]["unit"] == "batch" and arms[arm]["T"] == "T=0"
+        cdp.screenshot(served["dir"] / f"explorer_{page.lower()}.png")
+
+
 def _rewrite_tau(f: Path, old: str, new: str, keep_stamp: bool) -> None:
     """Replace dcoco's τ text in the benchmark file; with keep_stamp, restore its mtime (size is unchanged)."""
     st = f.stat()

@@ -125,3 +125,39 @@ def test_a_correctors_marks_say_where_it_changed_the_drafters_token(target, temp
             assert corrected == 0
         if scale > 0 and temperature == 0:
             assert corrected > 0
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_show_tree_marks_every_node_the_walk_rejected(target, temperature, monkeypatch):
+    """`draftlab decode --show-tree`: before each written token, the other nodes the walk rejected there — each a child
+    of a node on the accepted path (the verified tree's own parent array), none the token written in its place, and
+    together with the accepted and best-rejected nodes exactly the children of the path's nodes."""
+    seen = []
+    walk = round_mod.walk
+
+    def spy(logits, tree, *a, **k):
+        w = walk(logits, tree, *a, **k)
+        seen.append((tree, w))
+        return w
+    monkeypatch.setattr(round_mod, "walk", spy)
+    prompts, res = decode(target, TreeProposal(16, k=4), temperature)
+    shown = 0
+    for stream in range(len(prompts)):
+        marks = mark_tokens(res, corrects=False, stream=stream, show_tree=True)
+        assert [m.token for m in marks if m.kind not in ("rejected", "sibling")] == res.tokens[stream]
+        plain = mark_tokens(res, corrects=False, stream=stream)
+        assert [m for m in marks if m.kind != "sibling"] == plain  # --show-tree only adds
+        for k, m in enumerate(marks):
+            if m.kind == "sibling":
+                shown += 1
+                written = next(x for x in marks[k:] if x.kind not in ("rejected", "sibling"))
+                assert m.token != written.token
+    assert shown > 0
+    # every child of an accepted path node is on the path, the best rejected, or a sibling mark: counted per round
+    total = sum(len([n for n in range(tree.nodes) if int(tree.parent[b, n]) in w.path[b, : int(w.accepted[b]) + 1]
+                     .tolist() and n not in w.path[b, 1: int(w.accepted[b]) + 1].tolist()])
+                for tree, w in seen for b in range(tree.tokens.shape[0]) if int(tree.valid[b].sum()) > 1)
+    marked = sum(m.kind in ("rejected", "sibling") for s in range(len(prompts))
+                 for m in mark_tokens(res, corrects=False, stream=s, show_tree=True))
+    assert 0 < marked <= total  # the last round of a stream can stop before its rejected nodes' positions
+    assert "--show-tree" in legend(False, tree=True, show_tree=True) and "--show-tree" not in legend(False, tree=True)

@@ -262,8 +262,9 @@ class LiLiCorrCorrector(Corrector):
         ids, start, pair = self.scores(block)
         lead, (n, K) = ids.shape[:-2], ids.shape[-2:]
         idx = greedy_walk(pair.reshape(-1, n - 1, K, K), start.reshape(-1, K).argmax(-1), backend).reshape(*lead, n)
-        # the explorer's candidate grid shows the chosen path (not `transition_scores`: it would replay DCOCO's rules)
-        return Correction(path_tokens(idx, ids), {"path_greedy": idx})
+        # recorded for the explorer's candidate grid: the chosen path and the rows it walked (`pair_start`,
+        # `pair_rows`; not `transition_scores`, which the grid replays with DCOCO's path rules)
+        return Correction(path_tokens(idx, ids), {"path_greedy": idx, "pair_start": start, "pair_rows": pair})
 
     @torch.no_grad()
     def sample(self, block: DraftBlock, sp, u: Tensor) -> SampledWalk:

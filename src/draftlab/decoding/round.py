@@ -133,6 +133,16 @@ def speculative_round(cache: StreamCache, drafter: Drafter | None, state, propos
     return RoundResult(d, prop, v, res, acc_l, pos, ctx, committed, host)
 
 
+def tree_record(tree, path: Tensor) -> dict[str, Tensor]:
+    """What a tree round records for the explorer's tree view and `draftlab decode --show-tree` (references to tensors
+    the round holds anyway; copied to the host only when rounds are recorded): its nodes' tokens, parents and path
+    scores (the summed log-probability under the ranking's lattice; padding -inf), the node count, and the walk's
+    accepted path as node indices by depth (past the accepted depth: the leaf again)."""
+    rec = {"tree_nodes": tree.valid.long().sum(-1), "tree_tokens": tree.tokens, "tree_parent": tree.parent,
+           "tree_path": path}
+    return rec if tree.score is None else {**rec, "tree_score": tree.score}
+
+
 def first_child(tree, node: Tensor) -> Tensor:
     """[b] the token of `node`'s best child (the lowest node index: a best-first tree's order), -1 where it has none:
     after the walk, the proposal the target rejected below the accepted path (every child of the path's last node
@@ -162,7 +172,7 @@ def _tree_round(cache: StreamCache, drafter, prop: Proposal, d, sp: SamplingPara
     ctx = (taps, slots[None, :k] < kept[:, None], pos[:, :k])
     if pending is not None:
         ctx = join_context(pending, ctx)
-    shown = Proposal(w.tokens, extras={**(prop.extras or {}), "tree_nodes": tree.valid.long().sum(-1),
+    shown = Proposal(w.tokens, extras={**(prop.extras or {}), **tree_record(tree, w.path),
                                        "tree_rejected": first_child(tree, w.path.gather(1, acc[:, None]).squeeze(1))})
     res = VerifyResult(acc, w.next_token, w.target_tokens.gather(1, w.path) if sp.greedy else None)
     return RoundResult(d, shown, v, res, acc_l, pos, ctx, committed, host)

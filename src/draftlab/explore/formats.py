@@ -111,3 +111,10 @@ def temp_suffix(name: str) -> str:
     """A column or metric name ending in a temperature key as the user reads it: `engine_tau_t0` -> `engine_tau (T=0)`."""
     m = re.match(r"^(.*)_t(\d+(?:\.\d+)?)$", str(name))
     return f"{m.group(1)} ({temp_label('t' + m.group(2))})" if m else str(name)
+
+
+def count(n, unit: str | None) -> str:
+    """'6 batches', '1 prompt', '12 prompts': an interval's count with its unit (a unit not given: 'units')."""
+    unit = unit or "unit"
+    many = unit + ("es" if unit.endswith(("s", "x", "ch", "sh")) else "s")
+    return f"{n} {unit if n == 1 else many}"

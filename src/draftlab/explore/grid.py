@@ -8,7 +8,9 @@ column j for slot j+1), `committed` [n] (the final output token at each slot, -1
 - `transition_scores` [n−1][K][K]: S_p(a, b) (docs/algorithms.md "Transition scores"); every rule in
   draftlab.corrector.paths.RULES is
   then replayed with `select_path`;
-- `path_<rule>` [n]: candidate indices chosen by that rule (e.g. the live proposal step's `last_extras["path_<rule>"]`).
+- `path_<rule>` [n]: candidate indices chosen by that rule (e.g. the live proposal step's `last_extras["path_<rule>"]`);
+- `pair_rows` [n−1][K][K] and `pair_start` [K]: a pair-scoring family's rows (LiLiCorr's pair_s(a, b) = σ·⟨out_a, in_b⟩
+  and its start scores), shown like DCOCO's scores but never replayed with DCOCO's path rules (its walk is recorded).
 A seeded drafter's arms add (draftlab.decoding.common.seed_marks), shown as the grid's first row when present:
 - `seed_ids` [n]: the block's seed at each slot (its input; -1 = MASK, no seed);
 - `seed_kept` [n]: 1 = the drafter's top-1 kept the seed, 0 = it changed it, -1 = no seed.
@@ -89,6 +91,8 @@ class RoundGrid:
     path_ranks: dict[str, list[int]] = field(default_factory=dict)  # rule -> candidate rank per slot [n]
     seeds: list[int] | None = None  # [n] the block's seed per slot (-1 = MASK); None: not a seeded drafter
     seed_kept: list[int] | None = None  # [n] 1 kept / 0 changed by the drafter's top-1 / -1 no seed
+    score_kind: str = "transition"  # scores: DCOCO's S_p(a, b) ("transition") or a pair-scoring family's rows ("pair")
+    start: list[float] | None = None  # [K] the pair-scoring family's start scores of slot 1's candidates
 
     def seed_summary(self) -> tuple[int, int, int] | None:
         """(seeded slots, kept, changed) of the round; None without seed records."""
@@ -143,7 +147,7 @@ def corrected_paths(row, cand_ids, cand_logits) -> tuple[dict[str, list[int]], n
     scores = None
     ts = as_list(row["transition_scores"]) if "transition_scores" in row.index else None
     if ts is not None and cand_logits is not None:
-        scores = np.asarray([np.asarray([np.asarray(r, dtype=float) for r in p]) for p in ts], dtype=float)
+        scores = nested_array(ts)
         import torch
 
         from draftlab.corrector.paths import RULES, select_path
@@ -163,6 +167,10 @@ def corrected_paths(row, cand_ids, cand_logits) -> tuple[dict[str, list[int]], n
 def build(row) -> RoundGrid:
     """RoundGrid of one parquet row (a pandas Series)."""
     props = [int(t) for t in as_list(row["proposals"])]
+    tree = "tree_rejected" in row.index and not (isinstance(row["tree_rejected"], float) and np.isnan(row["tree_rejected"]))
+    if tree:  # a tree round records its accepted path and then the bonus: show the path, then the node the walk
+        acc0 = int(row["accepted"])  # rejected below it (`tree_rejected`, -1: none), never the bonus as a proposal
+        props = props[:acc0] + [int(row["tree_rejected"])] + [-1] * max(0, len(props) - acc0 - 1)
     cand_ids = as_list(row.get("topk_ids"))
     cand_logits = as_list(row.get("topk_logits"))
     cand_ids = [[int(x) for x in r] for r in cand_ids] if cand_ids else None
@@ -208,19 +216,31 @@ def build(row) -> RoundGrid:
         a = accs.get(name)
         note = ""
         if name.startswith("proposal"):
-            if a is not None and a != acc:
+            if a is not None and a != acc and not tree:
                 note = f"replay gives {a}, the engine recorded {acc}"
             a = acc  # the engine's own verdict
         elif not can_replay:
             note = "T>0: acceptance was random; only the arm's own proposal was judged"
-        paths.append(Path(name, toks, a, statuses(toks, argmax, a), note))
+        marks = statuses(toks, argmax, a)
+        if tree and name.startswith("proposal"):  # past the rejected node: not judged (not cut by a width rule)
+            marks = ["unverified" if m == "cut" else m for m in marks]
+        paths.append(Path(name, toks, a, marks, note))
     if not greedy:
         missing.append("replaying other paths needs T=0 rounds (at T>0 acceptance is random)")
     ranks = {rule: [int(i) for i in idx] for rule, idx in cpaths.items() if f"corrected: {rule}" in raw}
     seeds, kept = (as_list(row.get(c)) for c in ("seed_ids", "seed_kept"))
+    kind, start = "transition", None
+    if scores is None and as_list(row.get("pair_rows")) is not None:  # LiLiCorr: the rows its walk read
+        kind, scores = "pair", nested_array(as_list(row["pair_rows"]))
+        start = [float(x) for x in as_list(row.get("pair_start")) or []] or None
     return RoundGrid(n, K, cand_ids, cand_logits, argmax, paths, target, label, committed, acc, greedy, scores, missing,
                      ranks, None if seeds is None else [int(x) for x in seeds],
-                     None if kept is None else [int(x) for x in kept])
+                     None if kept is None else [int(x) for x in kept], kind, start)
+
+
+def nested_array(v) -> np.ndarray:
+    """A parquet cell of nested lists ([n−1][K][K]) as a float array."""
+    return np.asarray([np.asarray([np.asarray(r, dtype=float) for r in p]) for p in v], dtype=float)
 
 
 def cell_status(g: RoundGrid, j: int, k: int) -> str:
@@ -239,6 +259,10 @@ def transition_table(g: RoundGrid, slot: int, pred_rank: int, tok) -> "object":
     s = g.scores[slot, pred_rank]  # [K]
     ids = g.cand_ids[slot + 1]
     logits = g.cand_logits[slot + 1]
+    if g.score_kind == "pair":  # a pair score is the corrector's alone (the drafter's logit is not in it)
+        df = pd.DataFrame({"rank": range(1, g.K + 1), "token": [tok(i) for i in ids], "draft logit": logits,
+                           "pair_s(a, b)": s})
+        return df.sort_values("pair_s(a, b)", ascending=False)
     df = pd.DataFrame({"rank": range(1, g.K + 1), "token": [tok(i) for i in ids], "draft logit": logits,
                        "S_p(a, b)": s, "Δθ": np.asarray(s) - np.asarray(logits)})
     return df.sort_values("S_p(a, b)", ascending=False)

@@ -119,14 +119,40 @@ def read_csv(root: Path, rel: str, stage: str) -> pd.DataFrame | Missing:
     return df
 
 
+def profile_of(root: Path) -> str | None:
+    """The profile a run folder's params.yaml names (`profile.name`), None when it cannot be read."""
+    import yaml
+
+    try:
+        return str(((yaml.safe_load((Path(root) / "params.yaml").read_text()) or {}).get("profile") or {})["name"])
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        return None
+
+
+def run_name(root: Path) -> str:
+    """How a hint names the run being explored: its world's folder, else its profile."""
+    profile = profile_of(root)
+    world = Path(root).resolve().parent.name == "worlds"
+    if world:
+        return f"`{Path(root).name}` world's run" + (f", profile `{profile}`" if profile else "")
+    return f"run of profile `{profile}`" if profile else "run in this folder"
+
+
+def smoke_of(root: Path) -> str:
+    """The smoke's copy of the explored run: `.smoke/worlds/<name>` for a world's folder, else `.smoke`."""
+    root = Path(root).resolve()
+    return f".smoke/worlds/{root.name}" if root.parent.name == "worlds" else ".smoke"
+
+
 def rounds_absent(root: Path) -> Missing:
     """Why the recorded rounds are not there and which command writes them. git does not keep them (a DVC output
     under the ignored `data/`), so a fresh clone has the committed run's figures but not its rounds."""
     root = Path(root)
-    fill = ("`dvc repro -s benchmark` runs the benchmark stage alone and writes them (`benchmark.record_rounds: "
-            "true`, the default); it needs the stages' models under `models/`, which only a full `dvc repro` builds "
-            "(about 2 h on the `cpu` profile, the benchmark ~40 min of it). Quicker: `make smoke`, then "
-            "`make explore ROOT=.smoke` (the whole pipeline on tiny models in minutes, rounds included).")
+    fill = (f"In `{root}` (the {run_name(root)}), `dvc repro -s benchmark` runs the benchmark stage alone and writes "
+            f"them (`benchmark.record_rounds: true`, the default); it needs the stages' models under `models/`, which "
+            f"only a full `dvc repro` there builds (`draftlab plan` in that folder says how long each stage takes on "
+            f"this machine). Quicker: `make smoke` at the repository's root, then `make explore ROOT={smoke_of(root)}` "
+            f"(the same pipeline on tiny models in minutes, rounds included).")
     if (root / BENCH_JSON).exists() or (root / LEGACY_BENCH_JSON).exists():
         return Missing(f"No `{ROUNDS}` under {root}. This page replays the benchmark's recorded rounds (each slot's "
                        f"top-K candidates, the proposals, the verifier's tokens). git does not keep that file (a DVC "
