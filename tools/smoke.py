@@ -279,6 +279,25 @@ def toy_world(env: dict, name: str) -> int:
         return 1
     print(f"{name} world smoke ok: {len(bench['summary'])} arms on {len(bench['suites'])} suites "
           f"({', '.join(sorted(bench['suites']))})")
+    return recipe_check(world, env) if name == "toy" else 0
+
+
+def recipe_check(world: Path, env: dict) -> int:
+    """docs/toy-world.md's recipe for a new corrector, run as written in the scratch copy (draftlab.pipeline.doc_recipe)
+    on the smoke's toy world: its base frozen first, the reading from the base's drafter (no replicate here)."""
+    from draftlab.pipeline.doc_recipe import run_recipe
+
+    subprocess.run([sys.executable, str(SCRATCH / "tools" / "toy_world.py"), "replicate", "--freeze-base"], cwd=world,
+                   env=env, check=True, capture_output=True)
+    for old in (world / paths.REPLICATES).glob("*/reading-lastrank-seed-0"):
+        shutil.rmtree(old)  # the previous smoke's reading (written once: this run reads again)
+    r = run_recipe(SCRATCH / "docs" / "toy-world.md", "a new corrector's first reading", SCRATCH, env,
+                   {"--seed 1": "--seed 0"})
+    if r.returncode:
+        print((r.stdout + r.stderr)[-3000:], file=sys.stderr)
+        print(f"docs/toy-world.md's recipe for a new corrector failed (exit {r.returncode}) in {world}", file=sys.stderr)
+        return r.returncode
+    print(f"toy world recipe ok: {r.stdout.strip().splitlines()[-1][:200]}")
     return 0
 
 

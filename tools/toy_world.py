@@ -6,7 +6,7 @@
     python ../../tools/toy_world.py report                            # after the benchmark: results/toy_report.json
     python ../../tools/toy_world.py replicate --freeze-base           # the prepared target + references, kept in git
     python ../../tools/toy_world.py replicate --seed 1 [--seed 2 ...] [--resume]   # replicates/<tid>/seed-N/
-    python ../../tools/toy_world.py reading --arm ARM [--seed N] [--variants V,...]  # a new corrector's first reading
+    python ../../tools/toy_world.py reading --arm ARM [--seed N] [--variants V,...] [--family MODULE]  # a first reading
     python ../../tools/toy_world.py addition --name NAME --seed N [--seed M ...]  # untrained arms on the replicates
 
 `prompts` writes the training pool and one suite per family from the generator (`toy.world` of the target preset
@@ -76,6 +76,8 @@ def main(argv: list[str]) -> int:
     rd.add_argument("--seed", type=int, default=1, help="the finished replicate whose plain drafter it starts from (0: the world's own, kept in its base)")
     rd.add_argument("--variants", default="", help="comma-separated corrector variants (default: the arm's)")
     rd.add_argument("--resume", action="store_true", help="continue an unfinished reading")
+    rd.add_argument("--family", action="append", default=[], help="a corrector family module to add (its package on "
+                                                                  "PYTHONPATH; its preset beside it), e.g. lastrank.lastrank")
     ad = sub.add_parser("addition", help="arms that train nothing new, benchmarked on each finished replicate's models "
                                           "under the addition's own plan (draftlab.pipeline.addition)")
     ad.add_argument("--name", required=True, help="the addition: additions/NAME/ holds its analysis_plan.yaml")
@@ -114,8 +116,9 @@ def main(argv: list[str]) -> int:
         if a.cmd == "reading":
             from draftlab.pipeline.reading import first_reading
 
-            rec = first_reading(".", a.arm, a.seed, [v for v in a.variants.split(",") if v], resume=a.resume)
-            print(json.dumps({k: rec.get(k) for k in ("arm", "variants", "seed", "status", "total")}))
+            rec = first_reading(".", a.arm, a.seed, [v for v in a.variants.split(",") if v], resume=a.resume,
+                                families=a.family)
+            print(json.dumps({k: rec.get(k) for k in ("arm", "variants", "seed", "status", "planned_s", "total")}))
             return 0
         if a.cmd in ("prompts", "ideal"):
             world = preset_world(a.preset or f"../../conf/target/{Path.cwd().name}.yaml")

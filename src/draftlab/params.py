@@ -8,7 +8,9 @@ names (`arms=draftlab.arms.grammar.arm_names()`: the benchmark layer sits above 
 method sections' names against the methods' tables when it passes them (`names=draftlab.pipeline.names
 .method_names()`: the configuration imports no method).
 `compose_params()` composes the presets in conf/ with Hydra (one group per concern: target/, profile/,
-recipe/, method/, trainer/, benchmark/arms|ablations|size/), `compose_text()` renders it as params.yaml. `draftlab compose
+recipe/, method/, trainer/, benchmark/arms|ablations|size/) and fills in the presets of the corrector family modules it
+names (`with_family_presets`: `<module>.yaml` beside an outside family's module), `compose_text()` renders it as
+params.yaml. `draftlab compose
 target=X profile=Y` prints that text (`make params`); the console script (`draftlab check`,
 `draftlab compose`, ...) lives in `draftlab.cli`, which adds the arm names.
 """
@@ -286,8 +288,61 @@ def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "c
             continue
         dotlist.append(f"{key}={value}")
     raw = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(dotlist)) if dotlist else base)
+    raw = with_family_presets(raw)  # type: ignore[arg-type]
     build_params(raw, arms=arms, names=names)  # validate
     return raw  # type: ignore[return-value]
+
+
+def preset_file(module: str) -> Path | None:
+    """The preset a corrector family module brings: `<module>.yaml` beside its file (None when it has none). One line
+    when the module cannot be found (its package is not on PYTHONPATH)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as e:
+        spec, why = None, str(e)
+    else:
+        why = "no such module"
+    if spec is None or not spec.origin:
+        raise ConfigError(f"corrector.family_modules names {module!r}, which cannot be found ({why}): put its package "
+                          f"on PYTHONPATH (e.g. PYTHONPATH=path/to/packages draftlab compose ...) or drop it")
+    f = Path(spec.origin).with_suffix(".yaml")
+    return f if f.is_file() else None
+
+
+def with_family_presets(raw: dict) -> dict:
+    """`raw` with the presets of the family modules it names (`corrector.family_modules`) filled in: each preset's keys
+    that neither conf/ nor an override set (a family's own settings, `corrector.families.<name>`, and its variants' step
+    budgets, `corrector.variant_steps.<variant>`, for the variants `corrector.variants` trains); a value already there
+    wins. A preset is a params.yaml fragment."""
+    import yaml
+
+    def fill(into: dict, preset: dict, where: str) -> None:
+        for key, value in preset.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                fill(into[key], value, f"{where}.{key}")
+            elif key not in into or into[key] is None:
+                into[key] = value
+
+    for module in ((raw.get("corrector") or {}).get("family_modules") or []):
+        f = preset_file(module)
+        if f is None:
+            continue
+        try:
+            preset = yaml.safe_load(f.read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"{f}: the preset of family module {module!r} is not valid YAML "
+                              f"({str(e).splitlines()[0]}); fix it") from None
+        if not isinstance(preset, dict):
+            raise ConfigError(f"{f}: the preset of family module {module!r} must be a mapping of params sections")
+        c = preset.get("corrector")
+        if isinstance(c, dict) and isinstance(c.get("variant_steps"), dict):  # a budget for when the variant trains:
+            trained = set((raw.get("corrector") or {}).get("variants") or [])  # only for the variants these params train
+            c = {**c, "variant_steps": {v: n for v, n in c["variant_steps"].items() if v in trained}}
+            preset = {**preset, "corrector": c}
+        fill(raw, preset, "")
+    return raw
 
 
 def compose_text(overrides: list[str] | None = None, conf_dir: str | Path = "conf",

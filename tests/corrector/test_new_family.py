@@ -1,7 +1,8 @@
 """Adding a corrector family is three files: its module (the corrector and, at its end, its record), its package and
-its config preset (docs/architecture.md "Adding a corrector family"). This test writes a throw-away family — a fixed
-rule: the drafter's top-1 at every slot but the last, where it takes the candidate of rank `last_rank` — into a
-temporary package on PYTHONPATH, names it in the params (`corrector.family_modules`) and runs `draftlab check`,
+its config preset (docs/architecture.md "Adding a corrector family"). This test takes the example family of
+examples/families/lastrank — a fixed rule: the drafter's top-1 at every slot but the last, where it takes the candidate
+of rank `last_rank` — on PYTHONPATH, names it when composing the params (`corrector.family_modules`: compose fills in
+its preset) and runs `draftlab check`,
 `draftlab plan`, the corrector stage (its co-training recipe) and the benchmark's arm (`draftlab decode`) on the
 tiny-random target, each in its own process (the family's modules are loaded there, where a real run loads them), with
 nothing of draftlab patched; the composition of conf/ and the random target, which know no family, are made here."""
@@ -11,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -19,81 +21,7 @@ import yaml
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-MODULE = '''"""A throw-away corrector family: a fixed rule (the drafter's top-1, the last slot's candidate of rank last_rank)."""
-from __future__ import annotations
-
-from dataclasses import dataclass
-
-import torch
-from torch import nn
-
-from draftlab.corrector.base import Correction, CorrectionLoss, Corrector
-from draftlab.corrector.dcoco import ArchDict
-from draftlab.corrector.family import ArmEntry, Cost, Family
-from draftlab.corrector.variants import Variant
-from draftlab.errors import ConfigError
-
-FORMAT = "throwaway-lastrank-v1"
-
-
-@dataclass
-class LastRankArch(ArchDict):  # config.json of a checkpoint
-    last_rank: int = 2
-    variant: str = "lastrank"
-    format: str = FORMAT
-
-
-@dataclass
-class LastRankConfig:  # corrector.families.lastrank
-    last_rank: int = 2
-
-    def check(self, p: str) -> None:
-        if self.last_rank < 1:
-            raise ConfigError(f"{p}.last_rank={self.last_rank} must be >= 1")
-
-
-class LastRank(Corrector):
-    FORMAT = FORMAT
-
-    def __init__(self, arch: LastRankArch):
-        super().__init__()
-        self.arch = arch
-        self.unused = nn.Parameter(torch.zeros(1))  # a rule learns nothing; the optimiser and the checkpoint want one
-
-    def parameter_breakdown(self) -> dict[str, int]:
-        return {"unused": 1, "total": 1}
-
-    def propose(self, block, rule="greedy", lam=0.75, backend=None) -> Correction:
-        ids, _ = block.candidates(self.arch.last_rank)  # [*, n, K] target ids, best first
-        tokens = ids[..., 0].clone()
-        tokens[..., -1] = ids[..., -1, self.arch.last_rank - 1]
-        return Correction(tokens)
-
-    def loss(self, block, labels, valid, draft_index, rho, cumulative_mask=False, kind="joint") -> CorrectionLoss:
-        den = valid.sum().float()
-        return CorrectionLoss((self.unused ** 2).sum() * den, den, valid, valid)
-
-
-FAMILY = Family(
-    name="lastrank", module=__name__, arch=LastRankArch, format=FORMAT, config=LastRankConfig, budget="main",
-    build=lambda cfg, drafter, v, k: LastRank(LastRankArch(cfg.last_rank, v.name)),
-    load=lambda arch, drafter: LastRank(arch),
-    cost=lambda cfg, shape: Cost(1, 1),
-    variants=(Variant("lastrank", "lastrank"),),
-    arms={"lastrank": {"": ArmEntry("lastrank", colour="#000000")}},
-)
-'''
-
-PRESET = """\
-# the throw-away family's preset: its module, its variant, its settings and its arm
-corrector:
-  family_modules: [throwaway.lastrank]
-  variants: [lastrank]
-  families:
-    lastrank: {last_rank: 2}
-benchmark:
-  arms: [ar, dflash, lastrank]
-"""
+PACKAGES = Path(__file__).resolve().parents[2] / "examples" / "families"  # lastrank/: __init__.py, lastrank.py, .yaml
 
 
 def run(args: list[str], cwd, env) -> subprocess.CompletedProcess:
@@ -102,30 +30,28 @@ def run(args: list[str], cwd, env) -> subprocess.CompletedProcess:
     return r
 
 
-def test_a_family_from_another_package_runs_through_the_pipeline(root, tmp_path):
+def test_a_family_from_another_package_runs_through_the_pipeline(root, tmp_path, monkeypatch):
     from draftlab.decoding import generate_ar
     from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target, save_drafter
     from draftlab.params import compose_text, load_params
     from draftlab.verifier.load import load_target, save_random
 
-    pkg = tmp_path / "pkg" / "throwaway"  # the three files
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "lastrank.py").write_text(MODULE)
-    (pkg / "lastrank.yaml").write_text(PRESET)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkg"), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PACKAGES), os.environ.get("PYTHONPATH", "")])}
+    monkeypatch.syspath_prepend(str(PACKAGES))  # compose (in this process) finds the module's preset beside it
 
-    # the params: a small composition of conf/ (tiny-random, smoke sizes, the plain drafter) with the preset on top
+    # the params: a small composition of conf/ (tiny-random, smoke sizes, the plain drafter) naming the family's module;
+    # compose fills in its preset (no hand merge): its settings and its variant's step budget
     wd = tmp_path / "run"
     wd.mkdir()
     composed = compose_text(["target=tiny-random", "profile=smoke", "method=plain", "benchmark/arms=two",
                              "drafter.draft_vocab_size=0", "tracking.enabled=false", "corrector.max_steps=2",
                              "corrector.max_minutes=0", "corrector.batch_size=2", "corrector.anchors_per_seq=4",
-                             "corrector.kernels=torch", "corrector.control=false"], root / "conf")  # conf/ alone
+                             "corrector.kernels=torch", "corrector.control=false",
+                             "corrector.family_modules=[lastrank.lastrank]", "corrector.variants=[lastrank]",
+                             "corrector.variant_steps.lastrank=2", "benchmark.arms=[ar,dflash,lastrank]"], root / "conf")
     params = yaml.safe_load(composed)
-    for section, values in yaml.safe_load(PRESET).items():
-        params[section].update(values)
-    (wd / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert params["corrector"]["families"]["lastrank"] == {"last_rank": 2}  # from lastrank.yaml
+    (wd / "params.yaml").write_text(composed)
 
     # draftlab check and draftlab plan read the family from the params
     run(["-m", "draftlab.cli", "check", "--params", str(wd / "params.yaml")], root, env)
@@ -155,7 +81,7 @@ def test_a_family_from_another_package_runs_through_the_pipeline(root, tmp_path)
     report = json.loads((wd / "results" / "corrector.json").read_text())["variants"]["lastrank"]
     assert report["steps"] == 2 and report["budget"]["role"] == "main" and report["params_corrector"] == 1
     saved = json.loads((wd / "models" / "corrector" / "lastrank" / "corrector" / "config.json").read_text())
-    assert saved["format"] == "throwaway-lastrank-v1" and saved["last_rank"] == 2
+    assert saved["format"] == "example-lastrank-v1" and saved["last_rank"] == 2
 
     # the benchmark's arm: the grammar resolves it from the record, the registry loads its checkpoint (its format), the
     # speculative engine decodes with it

@@ -9,7 +9,9 @@ and every budget the world froze; seed 0: the world's own params.yaml and the ba
 arm decodes, the dflash-long control on (the plain drafter alone, as many updates: every corrector's first comparison),
 and the benchmark cut to `dflash`, `dflash-long` and the arm at T=0 with their pairs; links to the base, the world's
 prompts and the replicate's plain drafter; then `check_params`, `corrector` and `benchmark` as their own processes,
-timed into reading.json (`replicate.run_stages`). The reading is one run: its pairs are the benchmark's (per prompt,
+timed into reading.json (`replicate.run_stages`) beside what `draftlab plan` predicted for them (`planned_s`). An
+outside family (`families`: its module, e.g. examples/families' `lastrank.lastrank` on PYTHONPATH) joins the reading's
+params with its preset filled in (`with_families`). The reading is one run: its pairs are the benchmark's (per prompt,
 descriptive beside the world's replicated verdicts); a verdict is the replicates with the arm added to the plan.
 """
 from __future__ import annotations
@@ -39,8 +41,11 @@ def reading_params(replicate_params: dict, arm: str, variants: list[str]) -> dic
     the plain drafter, the control and the arm at T=0."""
     import copy
 
+    from draftlab.params import with_family_presets
+
     p = copy.deepcopy(replicate_params)
     p["corrector"]["variants"] = list(variants)
+    p = with_family_presets(p)  # an added family's settings and its variants' step budgets (its preset)
     p["corrector"]["control"] = True  # trained as many updates as the first variant (the recipe's main one)
     steps = p["corrector"].get("variant_steps") or {}
     p["corrector"]["variant_steps"] = {v: n for v, n in steps.items() if v in variants}
@@ -62,9 +67,37 @@ def arm_variants(arm: str) -> list[str]:
     return [v for v in getattr(factory, "variants", ()) if v != CONTROL]
 
 
+def with_families(params: dict, modules: list[str]) -> dict:
+    """The params with the family modules added to `corrector.family_modules`, those families made this process's (the
+    arm grammar then knows their arms: `draftlab.corrector.families.use`); their presets are filled in once the
+    reading's variants are set (`reading_params`)."""
+    from draftlab.corrector.families import use
+
+    c = params.setdefault("corrector", {})
+    c["family_modules"] = list(dict.fromkeys([*(c.get("family_modules") or []), *modules]))
+    use(tuple(c["family_modules"]))
+    return params
+
+
+def planned_seconds(params: dict, stages: tuple[str, ...], target: Path) -> dict[str, float]:
+    """What `draftlab plan` predicts for the reading's stages on this machine's CPU, seconds per stage it plans
+    (check_params is not planned); target: the prepared target's folder (its shape)."""
+    from draftlab.params import build_params
+    from draftlab.pipeline.names import method_names
+    from draftlab.plan.arch import target_shape
+    from draftlab.plan.stages import Device, plan
+
+    p = build_params(params, names=method_names())
+    return {s.name: round(s.hours * 3600, 1) for s in plan(p, target_shape(p.target, target), Device.of("cpu"))
+            if s.name in stages}
+
+
 def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str] | None = None,
-                  resume: bool = False, log=print, stages: tuple[str, ...] = STAGES, **run) -> dict:
-    """Run (or, with `resume`, continue) the first reading of `arm` on replicate `seed`'s plain drafter -> its record."""
+                  resume: bool = False, log=print, stages: tuple[str, ...] = STAGES, families: list[str] = (),
+                  **run) -> dict:
+    """Run (or, with `resume`, continue) the first reading of `arm` on replicate `seed`'s plain drafter -> its record.
+    families: corrector family modules to add (an outside family's, e.g. `lastrank.lastrank` from examples/families on
+    PYTHONPATH): their presets fill the reading's params and the grammar learns their arms."""
     import yaml
 
     from draftlab.checks.common import git_sha
@@ -87,6 +120,8 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
         drafter, source_params = source / paths.PLAIN_DRAFTER, source / paths.PARAMS
     if arm in (PLAIN_ARM, CONTROL_ARM):
         raise DraftlabError(f"reading: {arm} is what every reading compares with; name a corrector's arm")
+    source_raw = yaml.safe_load(source_params.read_text())
+    source_raw = with_families(source_raw, list(families)) if families else source_raw
     variants = list(variants) if variants else arm_variants(arm)
     if not variants:
         raise DraftlabError(f"reading: arm {arm} decodes no trained corrector variant; a reading trains one (give "
@@ -103,8 +138,14 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
         raise DraftlabError(f"{out} exists without {READING}: not a reading this command wrote; move it away first")
     else:
         rec = None
-    params = reading_params(yaml.safe_load(source_params.read_text()), arm, variants)
+    params = reading_params(source_raw, arm, variants)
     params.setdefault("tracking", {})["enabled"] = False
+    try:  # beside the times the stages then take; a plan that cannot be made is said, not fatal
+        planned = planned_seconds(params, tuple(stages), base / "target")
+        log(f"reading {arm} seed {seed}: planned " + ", ".join(f"{k} ~{v:.0f} s" for k, v in planned.items()))
+    except DraftlabError as e:
+        planned = {"error": str(e)}
+        log(f"reading {arm} seed {seed}: no plan ({e})")
     out.mkdir(parents=True, exist_ok=True)
     if rec is None:
         write_params(out, params, f"the first reading of {arm} on {'the base' if seed == 0 else f'replicate seed {seed}'} "
@@ -113,7 +154,8 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
                "target_md5": brec["target_md5"], "arm": arm, "variants": variants, "seed": seed,
                "plain_drafter": str(Path(paths.PLAIN_DRAFTER)), "stages": list(stages), "done": [], "times": {},
                "status": "running", "git_sha": git_sha(ROOT),
-               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model()}
+               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model(),
+               "planned_s": planned}
     link_base(out, base, world)
     link(out / paths.PLAIN_DRAFTER, drafter)
     write_json(out / READING, rec)

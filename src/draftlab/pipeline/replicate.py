@@ -201,6 +201,8 @@ def run_stages(out: Path, rec: dict, stages: tuple[str, ...], what: str, python:
     line naming its log (the record says where it stopped; --resume continues)."""
     rec_path = out / record
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
+    if env.get("PYTHONPATH"):  # the stages run in the run's folder: a relative entry (a family's package) made absolute
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(e).resolve()) if e else e for e in env["PYTHONPATH"].split(os.pathsep))
     for stage in stages:
         if stage in rec["done"]:
             continue

@@ -1,0 +1,1 @@
+"""The example corrector family `lastrank` (lastrank.py), a package outside draftlab."""
