@@ -293,9 +293,9 @@ def compose_params(overrides: list[str] | None = None, conf_dir: str | Path = "c
     return raw  # type: ignore[return-value]
 
 
-def preset_file(module: str) -> Path | None:
-    """The preset a corrector family module brings: `<module>.yaml` beside its file (None when it has none). One line
-    when the module cannot be found (its package is not on PYTHONPATH)."""
+def preset_file(module: str) -> Path:
+    """The preset a corrector family module brings: `<module>.yaml` beside its file. One line when the module cannot
+    be found (its package is not on PYTHONPATH) or has no preset."""
     import importlib.util
 
     try:
@@ -308,7 +308,10 @@ def preset_file(module: str) -> Path | None:
         raise ConfigError(f"corrector.family_modules names {module!r}, which cannot be found ({why}): put its package "
                           f"on PYTHONPATH (e.g. PYTHONPATH=path/to/packages draftlab compose ...) or drop it")
     f = Path(spec.origin).with_suffix(".yaml")
-    return f if f.is_file() else None
+    if not f.is_file():
+        raise ConfigError(f"corrector family module {module!r} has no preset beside it ({f}): write its settings "
+                          f"there (as examples/families/lastrank/lastrank.yaml does)")
+    return f
 
 
 def with_family_presets(raw: dict) -> dict:
@@ -327,8 +330,6 @@ def with_family_presets(raw: dict) -> dict:
 
     for module in ((raw.get("corrector") or {}).get("family_modules") or []):
         f = preset_file(module)
-        if f is None:
-            continue
         try:
             preset = yaml.safe_load(f.read_text()) or {}
         except (OSError, yaml.YAMLError) as e:

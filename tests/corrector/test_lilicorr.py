@@ -167,7 +167,7 @@ def test_the_engines_anchor_is_the_targets_row_before_each_block():
     seen = []
 
     def step(draft, sp, g):
-        seen.append(draft.anchor_taps.clone())
+        seen.append(draft.anchor.clone())
         return prop(draft, sp, g)
 
     prompts = [[5, 9, 17, 3], [44, 2, 8, 61, 7, 30], [12, 90, 4]]

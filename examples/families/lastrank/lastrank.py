@@ -12,8 +12,7 @@ import torch
 from torch import nn
 
 from draftlab.corrector.base import Correction, CorrectionLoss, Corrector
-from draftlab.corrector.dcoco import ArchDict
-from draftlab.corrector.family import ArmEntry, Cost, Family
+from draftlab.corrector.family import ArchDict, ArmEntry, Cost, Family
 from draftlab.corrector.variants import Variant
 from draftlab.errors import ConfigError
 
@@ -37,7 +36,7 @@ class LastRankConfig:  # corrector.families.lastrank
 
 
 class LastRank(Corrector):
-    FORMAT = FORMAT
+    FORMAT = FORMAT  # its contract is the default one: it reads the block's hidden states and logits, offers nothing
 
     def __init__(self, arch: LastRankArch):
         super().__init__()
@@ -60,6 +59,7 @@ class LastRank(Corrector):
 
 FAMILY = Family(
     name="lastrank", module=__name__, arch=LastRankArch, format=FORMAT, config=LastRankConfig, budget="main",
+    corrector=LastRank,
     build=lambda cfg, drafter, v, k: LastRank(LastRankArch(cfg.last_rank, v.name)),
     load=lambda arch, drafter: LastRank(arch),
     cost=lambda cfg, shape: Cost(1, 1),

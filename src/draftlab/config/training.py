@@ -315,6 +315,12 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
                 except DraftlabError as e:
                     raise ConfigError(str(e)) from None
 
+    @property
+    def main_variant(self) -> str:
+        """The stage's main variant: the first of `variants` (the control trains as many updates as it does; the plan
+        sizes the co-training step at its corrector). Every profile lists DCOCO's first."""
+        return self.variants[0]
+
     def check(self, p: str) -> None:
         _positive(f"{p}.k", self.k)
         if self.k < 2:

@@ -40,6 +40,32 @@ from draftlab.drafter.state import seed_column_ids
 from draftlab.io import save_weights_folder
 
 
+# A family's contract: what its proposal and its training read beyond the block's candidates, and what it offers the
+# engine. Co-training, evaluation, the proposal step and the tree ranking read `Corrector.contract`, never an
+# attribute they probe for; `draftlab.corrector.family.Family.check` holds a record's declaration to its class.
+HIDDEN, LOGITS, ANCHOR, TEACHER = "hidden", "logits", "anchor", "teacher"  # the slots of a block it may read
+READS = (HIDDEN, LOGITS, ANCHOR, TEACHER)  # ANCHOR: `DraftBlock.anchor`; TEACHER: `DraftBlock.teacher` (training)
+PAIR_ROWS, SAMPLED_WALK = "pair_rows", "sampled_walk"  # `transition_rows` (pair-ranked trees); `sample` (T > 0)
+OFFERS = {PAIR_ROWS: "transition_rows", SAMPLED_WALK: "sample"}  # what it offers -> the method that does it
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What a family's correctors read (`reads`, of `READS`) and offer (`offers`, of `OFFERS`)."""
+
+    reads: frozenset = frozenset({HIDDEN, LOGITS})
+    offers: frozenset = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.reads) - set(READS)) + sorted(set(self.offers) - set(OFFERS))
+        if unknown:
+            raise ValueError(f"a contract names {unknown}, which draftlab does not know (reads: {', '.join(READS)}; "
+                             f"offers: {', '.join(OFFERS)})")
+
+    def without(self, *reads: str) -> "Contract":
+        return Contract(self.reads - set(reads), self.offers)
+
+
 @dataclass
 class DraftBlock:
     hidden: Tensor  # [*, n, H] the proposed slots' hidden states (slot 0 excluded)
@@ -51,7 +77,7 @@ class DraftBlock:
     # a seeded drafter whose head reads its seeds (seed bias / seed column; see `drafter_block`):
     seeds: Tensor | None = None  # [*, n] the proposed slots' seeds (target ids, MASK where none): `head` reads them
     extra: Tensor | None = None  # [*, n] the seed column's target id per slot (-1: none); logits then have Vd+1 columns
-    # what some families read beyond the drafter's block (LiLiCorr):
+    # the slots a family's contract may name beyond the drafter's block (`ANCHOR`, `TEACHER`):
     anchor: Tensor | None = None  # [*, H] the drafter's projected context row just before the block (None: unknown)
     teacher: Tensor | None = None  # [*, n, K] training only: relu(z(label) - z(candidate)), z the target's logits
 
@@ -195,7 +221,14 @@ class Corrector(nn.Module):
     """Base class of every corrector family; `arch` is its architecture dataclass (saved as config.json)."""
 
     FORMAT = ""  # config.json `format` of this family's checkpoints
+    CONTRACT = Contract()  # what the family's correctors may read and what they offer (its record's declaration)
     arch: object
+
+    @property
+    def contract(self) -> Contract:
+        """What this corrector reads and offers: its class's `CONTRACT` (a family may read less per instance, e.g.
+        the target's logits only when its loss weighs them)."""
+        return self.CONTRACT
 
     @property
     def dtype(self) -> torch.dtype:

@@ -37,14 +37,15 @@ Its settings (`DCOCOConfig`, `corrector.families.dcoco`), its variants and its a
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock, draft_candidates
-from draftlab.corrector.family import ArmEntry, Cost, Family, Shape
+from draftlab.corrector.base import (PAIR_ROWS, SAMPLED_WALK, Contract, Correction, CorrectionLoss, Corrector,
+                                     DraftBlock, draft_candidates)
+from draftlab.corrector.family import ArchDict, ArmEntry, Cost, Family, Shape
 from draftlab.decoding.tree import OPTIONS as TREES
 from draftlab.corrector.loss import corrector_loss
 from draftlab.corrector.paths import path_tokens, select_path
@@ -54,18 +55,6 @@ from draftlab.errors import ConfigError, DraftlabError
 from draftlab.kernels.dispatch import transition_scores
 
 FORMAT = "draftlab-dcoco-v1"
-
-
-class ArchDict:
-    """config.json <-> a checkpoint's architecture dataclass (unknown keys, e.g. `info`, are ignored)."""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict):
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass
@@ -104,6 +93,7 @@ def _ln(x: Tensor, eps: float) -> Tensor:
 
 class DCOCOCorrector(Corrector):
     FORMAT = FORMAT
+    CONTRACT = Contract(offers=frozenset({PAIR_ROWS, SAMPLED_WALK}))  # its K×K rows rank trees; it walks at T > 0
 
     def __init__(self, arch: DCOCOArch, embed_tokens: nn.Embedding):
         super().__init__()
@@ -330,7 +320,7 @@ def _cost(cfg: DCOCOConfig, s: Shape) -> Cost:
 
 FAMILY = Family(
     name="dcoco", module=__name__, arch=DCOCOArch, format=FORMAT, config=DCOCOConfig, build=_build, load=_load,
-    cost=_cost, budget="ablation", losses=LOSSES,
+    cost=_cost, budget="ablation", losses=LOSSES, corrector=DCOCOCorrector,
     rules=lambda cfg: (cfg.path_rule, *[r for r in RULES if r != cfg.path_rule]), lam=lambda cfg: cfg.lam,
     variants=(
         # the paper's method, its ablations and the composed product (docs/algorithms.md "DCOCO", "Baselines and

@@ -1,8 +1,8 @@
 """The registry of corrector families, and their checkpoints: build a fresh corrector for a trained variant, or read
 any saved one back (the family comes from config.json's `format`), both around a drafter.
 
-Each family is a record (`draftlab.corrector.family.Family`) at the end of its module; `MODULES` lists the built-in
-family modules, and `corrector.family_modules` in params.yaml names extra ones (importable modules, e.g. a package of
+Each family is a record (`draftlab.corrector.family.Family`) at the end of its module; `BUILT_IN` imports the built-in
+family modules statically (`MODULES`: their names), and `corrector.family_modules` in params.yaml names extra ones (importable modules, e.g. a package of
 your own on PYTHONPATH: `corrector.family_modules: [my_pkg.fixed_rule]`). The configuration's check of a loaded
 params file calls `use(those modules)` (through `draftlab.pipeline.names.method_names`), so in that process every
 reader — the variant table, the co-training recipe, the plan, the arm grammar, the benchmark's checkpoint loading —
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from draftlab.corrector import dcoco, lilicorr, selector, sequential
 from draftlab.corrector.base import Corrector
 from draftlab.corrector.family import Family
 from draftlab.corrector.variants import Variant
@@ -27,8 +28,8 @@ from draftlab.errors import DraftlabError
 from draftlab.io import load_strict, read_folder_config, read_folder_tensors
 
 HINT = "run the corrector stage with that variant in corrector.variants"
-MODULES = ("draftlab.corrector.dcoco", "draftlab.corrector.sequential", "draftlab.corrector.selector",
-           "draftlab.corrector.lilicorr")
+BUILT_IN = (dcoco, sequential, selector, lilicorr)  # the built-in family modules, imported statically (one list)
+MODULES = tuple(m.__name__ for m in BUILT_IN)
 _extra: tuple[str, ...] = ()  # the extra family modules of the params this process loaded (`use`)
 
 
@@ -53,6 +54,10 @@ def _read(modules: tuple[str, ...]) -> dict[str, Family]:
                 raise DraftlabError(f"corrector family module {name!r}: {e}") from None
             if f.name in out:
                 raise DraftlabError(f"corrector family {f.name!r} is defined twice ({out[f.name].module}, {name})")
+            preset = Path(getattr(mod, "__file__", "") or name).with_suffix(".yaml")
+            if name not in MODULES and not preset.is_file():  # an outside family is its module + its preset
+                raise DraftlabError(f"corrector family module {name!r} has no preset beside it ({preset}): write its "
+                                    f"settings there (as examples/families/lastrank/lastrank.yaml does)")
             for v in f.variants:
                 if v.name in variants:
                     raise DraftlabError(f"corrector variant {v.name!r} is defined by families {variants[v.name]} and "

@@ -25,10 +25,24 @@ What a record holds:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
+from draftlab.corrector.base import OFFERS, PAIR_ROWS, SAMPLED_WALK, Contract, Corrector
 from draftlab.corrector.variants import Variant
+
+
+class ArchDict:
+    """config.json <-> a checkpoint's architecture dataclass (unknown keys, e.g. `info`, are ignored): every family's
+    `arch` derives from it."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,12 @@ class Family:
     # a rule on corrector.k the family needs (LiLiCorr: a power of two <= 16), checked with the params when one of
     # its variants is listed: (k, key) -> None, or a DraftlabError in one line
     k_rule: Callable[[int, str], None] | None = None
+    corrector: type | None = None  # its Corrector class: its `CONTRACT` is the family's contract (None: the default)
+
+    @property
+    def contract(self) -> Contract:
+        """What the family's correctors read and offer (`draftlab.corrector.base.Contract`)."""
+        return self.corrector.CONTRACT if self.corrector is not None else Contract()
 
     def section(self, ccfg: Any) -> Any:
         """This family's settings from a corrector section: its `families.<name>` entry as the family's dataclass
@@ -103,6 +123,20 @@ class Family:
         return s if isinstance(s, self.config) else self.config(**dict(s or {}))
 
     def check(self) -> None:
+        c = self.contract
+        for offer, method in OFFERS.items():  # a capability declared is one its class implements
+            if offer in c.offers and self.corrector is not None and \
+                    getattr(self.corrector, method, None) in (None, getattr(Corrector, method, None)):
+                raise ValueError(f"family {self.name}: its contract offers {offer}, but {self.corrector.__name__} "
+                                 f"does not define {method}(); define it or drop {offer} from its CONTRACT")
+        for method, options in self.arms.items():
+            for option, e in options.items():
+                if e.walk == "sampled" and SAMPLED_WALK not in c.offers:
+                    raise ValueError(f"family {self.name}: arm {method}-{option or 'sampled'} walks sampled, but its "
+                                     f"contract does not offer {SAMPLED_WALK}")
+                if e.rule.startswith("tree") and PAIR_ROWS not in c.offers:
+                    raise ValueError(f"family {self.name}: arm {method}-{option} ranks a tree by pair rows, but its "
+                                     f"contract does not offer {PAIR_ROWS}")
         if self.budget not in ("main", "ablation"):
             raise ValueError(f"family {self.name}: budget {self.budget!r} must be main or ablation")
         for v in self.variants:

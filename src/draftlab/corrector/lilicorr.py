@@ -45,9 +45,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock
-from draftlab.corrector.dcoco import ArchDict
-from draftlab.corrector.family import ArmEntry, Cost, Family, Shape
+from draftlab.corrector.base import (ANCHOR, HIDDEN, LOGITS, PAIR_ROWS, SAMPLED_WALK, TEACHER, Contract, Correction,
+                                     CorrectionLoss, Corrector, DraftBlock)
+from draftlab.corrector.family import ArchDict, ArmEntry, Cost, Family, Shape
 from draftlab.corrector.paths import path_tokens
 from draftlab.corrector.variants import Variant
 from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, pair_walk, reshaped
@@ -113,8 +113,9 @@ class Layer(nn.Module):
 
 class LiLiCorrCorrector(Corrector):
     FORMAT = FORMAT
-
-    reads_anchor = True  # the engine hands it the taps before each block (`CorrectorProposal`)
+    # it reads the context row before each block (the anchor) and, for its penalty, the target's logits; its start
+    # and pair scores rank trees; it walks at T > 0
+    CONTRACT = Contract(reads=frozenset({HIDDEN, LOGITS, ANCHOR, TEACHER}), offers=frozenset({PAIR_ROWS, SAMPLED_WALK}))
 
     def __init__(self, arch: LiLiCorrArch, embed_tokens: nn.Embedding, context=None):
         super().__init__()
@@ -244,9 +245,9 @@ class LiLiCorrCorrector(Corrector):
         return start, pair
 
     @property
-    def needs_teacher(self) -> bool:
-        """Whether training needs the target's logits (the penalty's weight is > 0)."""
-        return self.arch.w_pen > 0
+    def contract(self) -> Contract:
+        """Its class's contract; the target's logits only when the penalty weighs them (`w_pen` > 0)."""
+        return self.CONTRACT if self.arch.w_pen > 0 else self.CONTRACT.without(TEACHER)
 
     def teacher_weights(self, block: DraftBlock, target_logits: Tensor, anchors: Tensor, labels: Tensor) -> Tensor:
         """The penalty's weights of a training block (`distractor_weights` at its candidates)."""
@@ -409,7 +410,7 @@ def _cost(cfg: LiLiCorrConfig, s: Shape) -> Cost:
 
 FAMILY = Family(
     name="lilicorr", module=__name__, arch=LiLiCorrArch, format=FORMAT, config=LiLiCorrConfig, build=_build,
-    load=_load, cost=_cost, budget="main", k_rule=check_k,
+    load=_load, cost=_cost, budget="main", k_rule=check_k, corrector=LiLiCorrCorrector,
     variants=(Variant("lilicorr", "lilicorr"),
               Variant("lilicorr-nopair", "lilicorr", "nopair"),  # without pair factors
               Variant("lilicorr-frozen", "lilicorr", frozen=True)),  # the drafter held fixed

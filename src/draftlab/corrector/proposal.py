@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from draftlab.compiling import compiled_steps
-from draftlab.corrector.base import Corrector, DraftBlock
+from draftlab.corrector.base import ANCHOR, Corrector, DraftBlock
 from draftlab.corrector.variants import RULES
 from draftlab.corrector.walks import SUFFIX as SAMPLED
 from draftlab.decoding.api import DraftOutput, Proposal
@@ -74,8 +74,8 @@ class CorrectorProposal:
             raise DraftlabError(f"a {type(self.corrector).__name__} reads the drafter's hidden states and logits; this "
                                 f"arm's drafter gives none (put the corrector on a DFlash drafter)")
         extra = getattr(draft, "extra_ids", None)  # [B, S] a seeded drafter's seed column (logits [B, S, Vd+1])
-        # [B, n_taps*H] the target's taps before each block, for a family that reads them (LiLiCorr's anchor)
-        anchor = getattr(draft, "anchor_taps", None) if getattr(self.corrector, "reads_anchor", False) else None
+        # [B, n_taps*H] the target's taps before each block, for a family whose contract reads the anchor
+        anchor = getattr(draft, "anchor", None) if ANCHOR in self.corrector.contract.reads else None
         backend = "torch" if self.compiled != "off" else self.backend
         hidden = draft.hidden[:, 1:]
         sampled = self.walk == SAMPLED and sp is not None and not sp.greedy

@@ -120,6 +120,7 @@ class DFlash2Config:
 
 FAMILY = Family(
     name="dflash2", module=__name__, arch=SequentialArch, format=FORMAT, config=DFlash2Config, budget="main",
+    corrector=CandidateSelector,
     build=lambda cfg, drafter, v, k: CandidateSelector(sequential_arch("dflash2", drafter, cfg.rank, top_k=k)),
     load=lambda arch, drafter: checked_load(arch, drafter, lambda a, d: CandidateSelector(a)),
     cost=lambda cfg, s: walk_cost("dflash2", cfg.rank, True, s),

@@ -38,9 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from draftlab.corrector.base import Correction, CorrectionLoss, Corrector, DraftBlock, target_ids
-from draftlab.corrector.dcoco import ArchDict
-from draftlab.corrector.family import ArmEntry, Cost, Family, Shape
+from draftlab.corrector.base import SAMPLED_WALK, Contract, Correction, CorrectionLoss, Corrector, DraftBlock, target_ids
+from draftlab.corrector.family import ArchDict, ArmEntry, Cost, Family, Shape
 from draftlab.corrector.loss import transition_weights
 from draftlab.corrector.variants import Variant
 from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, draw, reshaped
@@ -91,6 +90,7 @@ def teacher_tokens(slot0: Tensor, tokens: Tensor) -> Tensor:
 
 class SequentialCorrector(Corrector):
     FORMAT = FORMAT
+    CONTRACT = Contract(offers=frozenset({SAMPLED_WALK}))  # its walk draws at T > 0
     arch: SequentialArch
 
     def parameter_breakdown(self) -> dict[str, int]:
@@ -317,12 +317,14 @@ def walk_cost(kind: str, rank: int, gate: bool, s: Shape) -> Cost:
 # the baselines the paper compares with train on the main arms' budget (docs/algorithms.md "DCOCO")
 DSPARK = Family(
     name="dspark", module=__name__, arch=SequentialArch, format=FORMAT, config=DSparkConfig, budget="main",
+    corrector=DSparkCorrector,
     build=lambda cfg, drafter, v, k: build_sequential(sequential_arch("dspark", drafter, cfg.rank, cfg.gate), drafter),
     load=lambda arch, drafter: checked_load(arch, drafter, build_sequential),
     cost=lambda cfg, s: walk_cost("dspark", cfg.rank, cfg.gate, s),
     variants=(Variant("dspark", "dspark"),), arms={"dspark": {"": ArmEntry("dspark", colour="#bcbd22"), SAMPLED: ArmEntry("dspark", walk=SAMPLED)}})
 DOMINO = Family(
     name="domino", module=__name__, arch=SequentialArch, format=FORMAT, config=DominoConfig, budget="main",
+    corrector=DominoCorrector,
     build=lambda cfg, drafter, v, k: build_sequential(sequential_arch("domino", drafter, cfg.rank), drafter),
     load=lambda arch, drafter: checked_load(arch, drafter, build_sequential),
     cost=lambda cfg, s: walk_cost("domino", cfg.rank, True, s),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from draftlab.corrector.base import DraftBlock
+from draftlab.corrector.base import ANCHOR, PAIR_ROWS, DraftBlock
 from draftlab.decoding.tree import Lattice, TreeProposal, sort_rows
 from draftlab.errors import DraftlabError
 
@@ -22,7 +22,7 @@ def pair_lattice(corrector, draft) -> Lattice:
     """The pair-ranked lattice of a drafted block: the corrector's K x K transition scores (`transition_rows`), one
     row per parent."""
     extra = getattr(draft, "extra_ids", None)
-    anchor = getattr(draft, "anchor_taps", None) if getattr(corrector, "reads_anchor", False) else None
+    anchor = getattr(draft, "anchor", None) if ANCHOR in corrector.contract.reads else None
     block = DraftBlock(hidden=draft.hidden[:, 1:], slot0=draft.block_ids[:, 0], vocab=draft.vocab,
                        logits=draft.logits[:, 1:], extra=None if extra is None else extra[:, 1:], anchor=anchor)
     ids, vals = block.candidates(corrector.arch.k)  # [b, n, K] target ids and draft logits, best first
@@ -44,7 +44,7 @@ class PairTreeProposal(TreeProposal):
     ranking = "pair"
 
     def __init__(self, corrector, nodes: int, where: str = "the arm"):
-        if not hasattr(corrector, "transition_rows") or getattr(getattr(corrector, "arch", None), "k", None) is None:
+        if PAIR_ROWS not in corrector.contract.offers:
             raise DraftlabError(f"{where}: a pair-ranked tree needs a DCOCO or LiLiCorr corrector (K x K transition "
                                 f"scores); {type(corrector).__name__} has none — rank this tree by the block's "
                                 f"marginals (dflash-tree{nodes}) instead")

@@ -37,7 +37,8 @@ class DraftOutput(Protocol):
     hidden: Tensor | None  # [B, S, H] final hidden states (a corrector's input); None when not produced
     vocab: Tensor | None  # [Vd] long: draft index -> target id; None = the full target vocabulary
     # optional `extra_ids` [B, S] + `target_vocab_size`: a seed column (logits [B, S, Vd+1], the last column's
-    # target id per slot, -1 = none); `DrafterProposal` then writes q over the target vocabulary
+    # target id per slot, -1 = none); `DrafterProposal` then writes q over the target vocabulary; optional `anchor`
+    # [B, n_taps*H]: the target's taps just before each block (for a corrector whose contract reads ANCHOR)
     block_ids: Tensor  # [B, S] the block's input ids: slot 0 = last committed token, then MASK (a seeded
     # drafter: its seeds, then MASK)
 

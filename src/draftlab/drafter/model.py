@@ -378,9 +378,9 @@ class DFlashDrafter(nn.Module):
         hidden, logits, extra = step(self, state.kv, state.lengths, block_ids.contiguous(),
                                      block_positions.to(self.device).contiguous())
         if extra is None:
-            return DraftOutput(logits, hidden, self.draft_vocab, block_ids, anchor_taps=state.anchor)
+            return DraftOutput(logits, hidden, self.draft_vocab, block_ids, anchor=state.anchor)
         return DraftOutput(logits, hidden, self.draft_vocab, block_ids, extra, self.arch.target_vocab_size,
-                           anchor_taps=state.anchor)
+                           anchor=state.anchor)
 
     def block_ids(self, last_tokens: Tensor) -> Tensor:
         """[B] last committed tokens -> [B, S] block input ids [token, MASK, ..., MASK]."""

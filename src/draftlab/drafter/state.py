@@ -77,7 +77,8 @@ class DraftOutput:
     extra_ids: Tensor | None = None  # [B, S] long: the seed column's target id per slot, -1 where it has none
     target_vocab_size: int = 0  # V: the width of a proposal's q over the target vocabulary (seed column only)
     seed_spans: list[int] | None = None  # host: each block's seeded span (set by the round for a seeded drafter)
-    anchor_taps: Tensor | None = None  # [B, n_taps*H] the target's taps just before each block (LiLiCorr's anchor)
+    # [B, n_taps*H] the target's taps just before each block: the `anchor` slot a corrector family's contract may read
+    anchor: Tensor | None = None
 
     def to_target_ids(self, idx: Tensor) -> Tensor:
         """Draft indices idx [B, S] or [B, S, K] -> target ids (index Vd = the slot's seed column)."""

@@ -24,11 +24,9 @@ VALIDATION = ("pipeline.names",)
 # training stage; threads and seed are declared by the stages whose numbers depend on them)
 UNTRACKED = ("tracking", "profile.name", "target.name")
 # modules a draftlab module loads by name (importlib), which no import statement reaches: a stage that reaches the
-# loader reaches them (tests/pipeline/test_dvc_yaml.py holds each list equal to the loader's own). The corrector
-# registry imports its built-in family modules by name; `corrector.family_modules` (a user's own, outside draftlab)
-# is not a draftlab module and not tracked here.
-LOADED_BY_NAME = {"corrector.families": ("corrector.dcoco", "corrector.sequential", "corrector.selector",
-                                         "corrector.lilicorr")}
+# loader reaches them. The corrector registry imports its built-in family modules statically (the import graph
+# reaches them); `corrector.family_modules` (a user's own, outside draftlab) is not a draftlab module, not tracked.
+LOADED_BY_NAME: dict[str, tuple[str, ...]] = {}  # none today: the corrector registry imports its families statically
 
 
 @dataclass(frozen=True)

@@ -383,7 +383,7 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
     # a co-training step's ops: counted as a pretraining step's (the corrector's few ops not counted)
     step_s = dev.flop_s(step, dev.gpus) + dev.dispatch_s(D.ops("pretrain_step", t.num_layers, d.num_layers))
     runs = list(c.variants) + (["dflash-long"] if c.control else [])
-    main = "dcoco" if "dcoco" in c.variants else c.variants[0]
+    main = c.main_variant
     family = corrector_families(c)
     # the step's memory and the checkpoints are counted at the main variant's corrector
     cost = corrector_cost(t, d, c, main)

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from draftlab.config import CorrectorConfig, PretrainConfig
-from draftlab.corrector.base import Corrector, anchor_taps, drafter_block, scale_grad
+from draftlab.corrector.base import ANCHOR, TEACHER, Corrector, anchor_taps, drafter_block, scale_grad
 from draftlab.corrector.variants import Variant
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
@@ -68,8 +68,8 @@ class CoTrainModule(DrafterModule):
         self.backend = None if ccfg.kernels == "auto" else ccfg.kernels
         if frozen:
             drafter.requires_grad_(False)
-        self.reads_anchor = getattr(corrector, "reads_anchor", False)  # LiLiCorr: the taps before each block
-        self.keep_target_logits = getattr(corrector, "needs_teacher", False)  # LiLiCorr's penalty
+        self.reads_anchor = ANCHOR in corrector.contract.reads  # the taps before each block (its contract says)
+        self.keep_target_logits = TEACHER in corrector.contract.reads  # the target's logits (e.g. LiLiCorr's penalty)
         self.transitions_supervised = 0.0  # Σ supervised transitions (DCOCO) / slots (sequential)
         self.transitions_total = 0
 
@@ -116,7 +116,7 @@ class CoTrainModule(DrafterModule):
         # a seeded drafter's logits already read the blocks' seeds (seed bias / seed column); the block maps them
         anchor = anchor_taps(d["feats"], batch["anchors"], batch["ctx_valid"]) if self.reads_anchor else None
         block = drafter_block(self.drafter, hidden, slot0, self._seeds(batch), logits, anchor=anchor)
-        if getattr(self.corrector, "needs_teacher", False):  # LiLiCorr's penalty: the target's logits (online only)
+        if self.keep_target_logits:  # the target's logits (online only): a contract that reads the teacher
             z, self.target_logits = self.target_logits, None
             if z is None:
                 raise DraftlabError(NO_TEACHER)
@@ -195,7 +195,7 @@ def train_corrector(drafter: DFlashDrafter, corrector: Corrector, seqs: Sequence
     greedy) and `lam`: the path rule validations report first and the geometric rule's λ (the family's settings)."""
     if store is None and target is None:
         raise DraftlabError("train_corrector needs a FeatureStore or the target (features on the fly)")
-    if store is not None and getattr(corrector, "needs_teacher", False):
+    if store is not None and TEACHER in corrector.contract.reads:
         raise DraftlabError(NO_TEACHER)
     L.seed_everything(cfg.seed, workers=False, verbose=False)
     dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample, arch=drafter.arch)

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from draftlab.config import PretrainConfig
-from draftlab.corrector.base import Corrector, DraftBlock, anchor_taps, draft_candidates, drafter_block, slot_logits
+from draftlab.corrector.base import ANCHOR, Corrector, DraftBlock, anchor_taps, draft_candidates, drafter_block, slot_logits
 from draftlab.corrector.paths import oracle_path
 from draftlab.corrector.variants import RULES
 from draftlab.drafter.model import DFlashDrafter
@@ -145,8 +145,8 @@ def eval_batch(drafter: DFlashDrafter, corrector: Corrector, batch: dict, featur
     feats, greedy = features
     seeds = batch_seeds(drafter, batch)  # [B, A, n] | None
     hidden = drafter.forward_train(feats, batch["ctx_valid"], batch["ids"], batch["anchors"], seeds)  # [B, A, S, H]
-    anchor = anchor_taps(feats, batch["anchors"], batch["ctx_valid"]) if getattr(corrector, "reads_anchor", False) \
-        else None  # [B, A, n_taps*H] LiLiCorr's anchors
+    anchor = anchor_taps(feats, batch["anchors"], batch["ctx_valid"]) if ANCHOR in corrector.contract.reads \
+        else None  # [B, A, n_taps*H] the anchors a contract may read
     block = eval_block(drafter, batch, hidden, seeds, k, anchor)  # [B*A, n, ...]
     tgt, valid = block_targets(batch, greedy, drafter.block_size)  # [B, A, n]
     n = hidden.shape[2] - 1

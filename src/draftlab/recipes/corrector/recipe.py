@@ -98,7 +98,7 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     ckeys = {k: v for k, v in asdict(ccfg).items() if k not in ("variants", "control", "kernels", "base_drafter",
                                                                 "specopd_drafter", "variant_budget_fraction",
                                                                 "families", "family_modules", "variant_steps")}
-    main = "dcoco" if "dcoco" in ccfg.variants else ccfg.variants[0]
+    main = ccfg.main_variant
     backend = None if ccfg.kernels == "auto" else ccfg.kernels
     before: dict[str, dict] = {}  # base -> the base drafter's own held-out τ before co-training
     shares: dict[str, dict] = {}  # corrector architecture -> the engine share measurement (weights do not change it)
