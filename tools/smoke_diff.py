@@ -6,7 +6,7 @@ result ("A refactor proves on the smoke pipeline that no result changed").
 Reads every JSON and CSV under each folder's results/, metrics/ and plots/ and prints each difference as one line
 (`file.key[i].key: base != new`), or `equal in every non-timing field`; exits 1 when anything differs (2 on a bad
 folder). Skipped as timings: a key naming a clock, a speed, a rate, a memory peak or the machine's load at the start
-(TIMING), and what is chosen by a measured speed (a pair's `best` arm, `without_speed_choices`, the linear layers'
+(TIMING; the setup's warning about it, `omp.warning`), and what is chosen by a measured speed (a pair's `best` arm, `without_speed_choices`, the linear layers'
 measured plan `setup.linear`), which differs between two runs of the same code. Floats must
 agree to 1e-9 relative: the runs are the same arithmetic on the same machine.
 
@@ -49,7 +49,7 @@ def without_speed_choices(doc):
 def diff(a, b, where: str, out: list[str]) -> None:
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b), key=str):
-            if TIMING.search(str(k)):
+            if TIMING.search(str(k)) or f"{where}.{k}".endswith(".omp.warning"):  # the load at the start, in words
                 continue
             if k not in a or k not in b:
                 out.append(f"{where}.{k}: only in {'new' if k in b else 'base'}")
