@@ -59,7 +59,7 @@ class CoTrainModule(DrafterModule):
         super().__init__(drafter, cfg, total_steps, val_names, target, "greedy")
         self.corrector, self.ccfg, self.frozen, self.rule, self.lam = corrector, ccfg, frozen, rule, lam
         self.val_rules = tuple(val_rules or (rule,))
-        v = (variant or Variant("", "dcoco")).resolve(ccfg.grad_hidden, ccfg.grad_logits, ccfg.frozen_warmup)
+        v = (variant or Variant("", "")).resolve(ccfg.grad_hidden, ccfg.grad_logits, ccfg.frozen_warmup)
         self.grad_hidden, self.grad_logits, self.loss_kind = v.grad_hidden, v.grad_logits, v.loss
         self.frozen_warmup = 0.0 if frozen else v.frozen_warmup
         self.k = min(ccfg.k, drafter.arch.draft_vocab_size or drafter.arch.target_vocab_size)
