@@ -107,10 +107,12 @@ def stage_run(stage: str, params: dict[str, Any], cfg: TrackingConfig, tags: dic
         yield StageRun(mlflow, run.info.run_id, cfg.uri)
 
 
-def lightning_logger(run: StageRun, experiment: str):
-    """An MLFlowLogger that writes into the stage's already-open run (or None when disabled)."""
+def lightning_logger(run: StageRun, experiment: str, prefix: str = ""):
+    """An MLFlowLogger that writes into the stage's already-open run (or None when disabled); `prefix` namespaces its
+    metrics (one MLflow run, one namespace per model the stage trains: the corrector stage's variants)."""
     if run.run_id is None:
         return None
     from lightning.pytorch.loggers import MLFlowLogger
 
-    return MLFlowLogger(experiment_name=experiment, tracking_uri=run.uri, run_id=run.run_id, log_model=False)
+    return MLFlowLogger(experiment_name=experiment, tracking_uri=run.uri, run_id=run.run_id, log_model=False,
+                        prefix=prefix)

@@ -53,11 +53,8 @@ def run(params) -> None:
     target, df = load_inputs(params)
     _log(f"training on the {base.kind} drafter {base.folder}")
     with training_run("corrector", params, ("target", "profile", "corrector", "pretrain", "seeded")) as mlrun:
-        def logger_for(name: str):
-            lg = lightning_logger(mlrun, params.tracking.experiment)
-            if lg is not None and hasattr(lg, "_prefix"):
-                lg._prefix = name  # one MLflow run, one metric namespace per trained variant
-            return lg
+        def logger_for(name: str):  # one MLflow run, one metric namespace per trained variant
+            return lightning_logger(mlrun, params.tracking.experiment, prefix=name)
 
         # "pretrained" is the variants' name for the stage's own base (corrector.variants.BASES): the method base here
         where = CotrainPaths({"pretrained": base.folder, **specopd}, WORK, (PRETRAIN_FEATURES,))
