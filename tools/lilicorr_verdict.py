@@ -61,61 +61,6 @@ def trees_of(budgets: list[int]) -> list[int]:
     return [n for n in budgets if n]
 
 
-def stage_steps(variant: str = "dcoco") -> int:
-    """The updates the corrector stage's `variant` made (its report)."""
-    from draftlab.errors import DraftlabError
-    from draftlab.io import read_json
-
-    report = paths.results("corrector")
-    if not Path(report).exists():
-        raise DraftlabError(f"{report} not found: run the corrector stage first (dvc repro corrector)")
-    steps = read_json(report).get("variants", {}).get(variant, {}).get("steps")
-    if not steps:
-        raise DraftlabError(f"{report} has no `{variant}` run to take the number of updates from; add {variant} to "
-                            "corrector.variants and re-run the corrector stage")
-    return int(steps)
-
-
-def stage_report(variants: list[str]) -> dict:
-    """What the corrector stage's report says of each decoded variant (updates, minutes, held-out simulated τ, the
-    drafter before / after co-training, the head's share of a round): the budgets the verdict compares."""
-    from draftlab.io import read_json
-
-    report = paths.results("corrector")
-    rows = read_json(report).get("variants", {}) if Path(report).exists() else {}
-    return {v: {k: rows[v][k] for k in KEEP if k in rows[v]} for v in variants if v in rows}
-
-
-def train(params, log=print) -> dict:
-    """Co-train `lilicorr` beside the stage's variants (the module docstring); -> its training report."""
-    from dataclasses import replace
-
-    from draftlab.pipeline.layout import method_base
-    from draftlab.pipeline.stage import load_inputs
-    from draftlab.pipeline.steps.corrector import save_variants
-    from draftlab.recipes.corrector.recipe import CotrainPaths, cotrain_from_references
-
-    steps = stage_steps()
-    c = replace(params.corrector, variants=["lilicorr"], control=False, max_steps=steps, max_minutes=0.0)
-    base = method_base(params.seeded.methods, c.base_drafter)
-    base.check()
-    target, df = load_inputs(params)
-    log(f"lilicorr: {steps} updates (the stage's dcoco's) from the {base.kind} drafter {base.folder}")
-    out = cotrain_from_references(target, df, c, params.pretrain, CotrainPaths(
-        {"pretrained": base.folder}, WORK / "work", (Path(paths.PRETRAIN_FEATURES),)), log=log)
-    root = WORK / "correctors"
-    root.mkdir(parents=True, exist_ok=True)
-    info = {"stage": "corrector", "profile": params.profile.name, "target": params.target.name, **base.record(),
-            "trained_by": "tools/lilicorr_verdict.py --train"}
-    save_variants(out.variants, root, info, c.kernels)
-    for v in sorted(Path(paths.CORRECTORS).iterdir()):
-        link = root / v.name
-        if v.is_dir() and v.name != "lilicorr" and not link.exists():
-            link.symlink_to(v.resolve(), target_is_directory=True)
-    rep = out.report["variants"]["lilicorr"]
-    return {k: rep[k] for k in KEEP if k in rep}
-
-
 def main(argv: list[str]) -> int:
     from draftlab.errors import DraftlabError
     from draftlab.io import write_json
@@ -136,7 +81,8 @@ def main(argv: list[str]) -> int:
         suffix = "-seeded" if params.seeded.enabled and params.seeded.methods else ""
         trained = None
         if do_train:
-            trained = train(params)
+            trained = verdict.cotrain_beside(params, "lilicorr", "dcoco", WORK, KEEP,
+                                             "tools/lilicorr_verdict.py --train")
         folder = WORK / "correctors" if do_train else Path(paths.CORRECTORS)
         missing = [v for v in ("lilicorr", *OTHERS) if not (folder / v / "corrector" / "config.json").exists()]
         if missing:
@@ -151,9 +97,10 @@ def main(argv: list[str]) -> int:
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    out = {**verdict.record(" ".join(__doc__.split("\n\n")[0].split()), note, arms, detail, params), "trees": trees_of(trees),
-           "correctors": str(folder), "trained": trained,
-           "stage": stage_report([*OTHERS, *([] if do_train else ["lilicorr"]), *ablations])}
+    about = " ".join(__doc__.split("\n\n")[0].split())
+    out = {**verdict.record(about, note, arms, detail, params), "trees": trees_of(trees), "correctors": str(folder),
+           "trained": trained,
+           "stage": verdict.stage_report([*OTHERS, *([] if do_train else ["lilicorr"]), *ablations], KEEP)}
     write_json(out_path, out)
     print(verdict.pairs_table(out["pairs"]))
     print(f"wrote {out_path}")

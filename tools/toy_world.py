@@ -29,22 +29,6 @@ from pathlib import Path
 from draftlab import paths
 
 
-def preset_world(preset: str):
-    """The WorldConfig of a target preset's `toy.world` (one line when the file cannot be read)."""
-    import yaml
-
-    from draftlab.config.sections import ToyTargetConfig
-    from draftlab.errors import DraftlabError
-    from draftlab.toy.world import world_config
-
-    try:
-        doc = yaml.safe_load(Path(preset).read_text())
-    except OSError as e:
-        raise DraftlabError(f"--preset {preset}: cannot read it ({e.strerror}); run from the world's folder "
-                            f"(worlds/<name>) or pass --preset PATH") from None
-    return world_config(ToyTargetConfig(world=((doc or {}).get("toy") or {}).get("world") or {}))
-
-
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="toy_world.py", description="the toy world's prompt files and properties")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -85,8 +69,6 @@ def main(argv: list[str]) -> int:
     ad.add_argument("--resume", action="store_true", help="continue an unfinished run of the addition")
     a = ap.parse_args(argv)
     from draftlab.errors import DraftlabError
-    from draftlab.params import load_params
-    from draftlab.pipeline.names import arm_names, method_names
 
     try:
         if a.cmd == "replicate":
@@ -120,59 +102,17 @@ def main(argv: list[str]) -> int:
                                 families=a.family)
             print(json.dumps({k: rec.get(k) for k in ("arm", "variants", "seed", "status", "planned_s", "total")}))
             return 0
-        if a.cmd in ("prompts", "ideal"):
-            world = preset_world(a.preset or f"../../conf/target/{Path.cwd().name}.yaml")
-            if a.cmd == "prompts":
-                from draftlab.toy.world import write_prompts
+        from draftlab.pipeline.toy import commands as C
 
-                print(json.dumps(write_prompts(world, a.out, a.train, a.eval), indent=1))
-                return 0
-            from draftlab.pipeline.toy.properties import write
-            from draftlab.toy.ideal import ideal_properties
-
-            if min(a.examples, a.block - 1, a.k) < 1:
-                raise DraftlabError(f"ideal: --examples {a.examples}, --block {a.block} and --k {a.k} must be >= 1, 2 "
-                                    f"and 1")
-            ideal = ideal_properties(world, a.examples, a.block, a.k)
-            write(a.out, ideal)
-            print(json.dumps({f: {k: round(v, 3) for k, v in d.items() if k.startswith("tau")}
-                              for f, d in ideal["families"].items()} | {"high_entropy_share": ideal["high_entropy_share"]},
-                             indent=1))
-            return 0
-        params = load_params(paths.PARAMS, [], arms=arm_names(), names=method_names())
-        if params.target.source != "toy":
-            raise DraftlabError(f"target.source={params.target.source!r}: these commands are for a toy world's folder "
-                                f"(target.source=toy; cd worlds/toy)")
-        read = lambda s: json.loads(Path(paths.results(s)).read_text())  # noqa: E731
-        if a.cmd == "report":
-            from draftlab.pipeline.toy.properties import write
-            from draftlab.pipeline.toy.report import report
-
-            missing = [s for s in ("benchmark", "pretrain_drafter") if not Path(paths.results(s)).exists()]
-            if missing:
-                raise DraftlabError(f"no {', '.join(paths.results(s) for s in missing)} yet: run the world's pipeline "
-                                    f"first (dvc repro dvc.yaml)")
-            opt = lambda s: read(s) if Path(paths.results(s)).exists() else None  # noqa: E731
-            import pandas as pd
-
-            from draftlab.pipeline.toy.report import prompt_taus
-
-            taus = prompt_taus(pd.read_parquet(paths.BENCH_ROUNDS), params.benchmark.batch_size)
-            rep = report(read("benchmark"), read("pretrain_drafter"), opt("corrector"), opt("specopd"),
-                         params.drafter.block_size, taus)
-            write(a.out, rep)
-            print(json.dumps({"overall_pairs": rep["overall_pairs"], "ceilings": rep["ceilings"],
-                              "consistency": {k: v for k, v in rep["consistency"].items() if k != "per_slot"}}, indent=1))
-            return 0
-        from draftlab.pipeline.layout import checkpoints
-        from draftlab.pipeline.toy.properties import measure, write
-        from draftlab.verifier.load import load_target
-
-        target = load_target(paths.TARGET, device="cpu", dtype="float32")
-        props = measure(params, target, paths.TARGET, read("prepare_target"), paths.REFERENCES, read("pretrain_drafter"),
-                        checkpoints(params.benchmark.drafter), a.prompts)
-        write(a.out, props)
-        print(json.dumps({"verdicts": props["verdicts"], "holds": props["holds"]}, indent=1))
+        if a.cmd == "prompts":
+            out = C.prompts(a.preset, a.out, a.train, a.eval)
+        elif a.cmd == "ideal":
+            out = C.ideal(a.preset, a.out, a.examples, a.block, a.k)
+        elif a.cmd == "report":
+            out = C.report(a.out)
+        else:
+            out = C.properties(a.out, a.prompts)
+        print(json.dumps(out, indent=1))
         return 0
     except DraftlabError as e:
         print(f"error: {e}", file=sys.stderr)

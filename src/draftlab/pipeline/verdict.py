@@ -8,6 +8,7 @@ verdict rule, and every prompt's record (`bench.report.prompt_frame`), so the fi
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from pathlib import Path
 
 from draftlab import paths
 
@@ -133,3 +134,59 @@ def pairs_table(pairs: list[dict], extra: dict[str, float] | None = None, extra_
             row.append(format(extra[key], ".3f") if key in extra else "")
         rows.append(row)
     return "\n".join(markdown_table(head, rows))
+
+
+def stage_steps(variant: str) -> int:
+    """The updates the corrector stage's `variant` made (its report)."""
+    from draftlab.errors import DraftlabError
+    from draftlab.io import read_json
+
+    report = paths.results("corrector")
+    if not Path(report).exists():
+        raise DraftlabError(f"{report} not found: run the corrector stage first (dvc repro corrector)")
+    steps = read_json(report).get("variants", {}).get(variant, {}).get("steps")
+    if not steps:
+        raise DraftlabError(f"{report} has no `{variant}` run to take the number of updates from; add {variant} to "
+                            "corrector.variants and re-run the corrector stage")
+    return int(steps)
+
+
+def stage_report(variants: list[str], keep: tuple[str, ...]) -> dict:
+    """What the corrector stage's report says of each variant (the `keep` keys: updates, minutes, held-out simulated τ,
+    ...): the budgets a verdict compares."""
+    from draftlab.io import read_json
+
+    report = paths.results("corrector")
+    rows = read_json(report).get("variants", {}) if Path(report).exists() else {}
+    return {v: {k: rows[v][k] for k in keep if k in rows[v]} for v in variants if v in rows}
+
+
+def cotrain_beside(params, variant: str, like: str, work: Path, keep: tuple[str, ...], by: str, log=print) -> dict:
+    """Co-train `variant` for a run whose corrector stage did not: from the stage's base drafter, through the stage's
+    own recipe and settings, for as many updates as the stage's `like` made (equal updates: minutes on a shared
+    machine are no equal budget), into work/correctors/<variant>/ beside links to the stage's variants (the stage's
+    folder and dvc.lock are left as they are) -> its training report's `keep` keys."""
+    from draftlab.pipeline.layout import method_base
+    from draftlab.pipeline.stage import load_inputs
+    from draftlab.pipeline.steps.corrector import save_variants
+    from draftlab.recipes.corrector.recipe import CotrainPaths, cotrain_from_references
+
+    steps = stage_steps(like)
+    c = replace(params.corrector, variants=[variant], control=False, max_steps=steps, max_minutes=0.0)
+    base = method_base(params.seeded.methods, c.base_drafter)
+    base.check()
+    target, df = load_inputs(params)
+    log(f"{variant}: {steps} updates (the stage's {like}'s) from the {base.kind} drafter {base.folder}")
+    out = cotrain_from_references(target, df, c, params.pretrain, CotrainPaths(
+        {"pretrained": base.folder}, work / "work", (Path(paths.PRETRAIN_FEATURES),)), log=log)
+    root = work / "correctors"
+    root.mkdir(parents=True, exist_ok=True)
+    info = {"stage": "corrector", "profile": params.profile.name, "target": params.target.name, **base.record(),
+            "trained_by": by}
+    save_variants(out.variants, root, info, c.kernels)
+    for v in sorted(Path(paths.CORRECTORS).iterdir()):
+        link = root / v.name
+        if v.is_dir() and v.name != variant and not link.exists():
+            link.symlink_to(v.resolve(), target_is_directory=True)
+    rep = out.report["variants"][variant]
+    return {k: rep[k] for k in keep if k in rep}
