@@ -19,6 +19,7 @@ from draftlab import paths
 from draftlab.explore import formats as F
 import grid_page
 from draftlab.explore import loaders as L
+import dvc_plots as DP
 import plots as P
 import runs_data as M
 import verdict_pages
@@ -101,7 +102,7 @@ def curve_chart(h: pd.DataFrame, key: str) -> alt.Chart:
 
 # ---------------------------------------------------------------- Pipeline plots (DVC)
 def pipeline_plots(root: Path) -> None:
-    defs = P.dvc_plot_defs(root / "dvc.yaml")
+    defs = DP.dvc_plot_defs(root / "dvc.yaml")
     C.header(root, "Pipeline plots (DVC, offline)", sorted({d["path"] for d in defs}))
     if not defs:
         st.info(f"No plots declared in `{root / 'dvc.yaml'}`.")
@@ -112,7 +113,7 @@ def pipeline_plots(root: Path) -> None:
     st.caption("Every chart shows one temperature and one panel per suite (never a sum over them); colour = arm "
                "(the same colour on every page).")
     for d in defs:
-        ch = P.chart_for_def(root, d, temp, pick)
+        ch = DP.chart_for_def(root, d, temp, pick)
         if isinstance(ch, L.Missing):
             if ch.kind == "corrupt":
                 missing(ch)
@@ -128,7 +129,7 @@ def pipeline_plots(root: Path) -> None:
             st.info(f"`{p}` does not exist: run `dvc plots show --json > {path}` in {root}.")
         else:
             try:
-                specs = P.specs_from_dvc_json(p)
+                specs = DP.specs_from_dvc_json(p)
             except ValueError as e:
                 specs = {}
                 st.info(f"`{p}` is not `dvc plots show --json` output ({e}).")
@@ -152,7 +153,7 @@ def plot_dimensions(root: Path, defs: list[dict]) -> tuple[list, list]:
         temps |= set(cols["temperature"].dropna()) if "temperature" in cols else set()
         suites |= set(cols["suite"].dropna()) if "suite" in cols else set()
         if d["path"] in paths.CURVES.values():  # a training curve names its suites in its columns
-            suites |= set(P.curve_suites(pd.read_csv(f, nrows=0), d.get("x") or "train_minutes"))
+            suites |= set(DP.curve_suites(pd.read_csv(f, nrows=0), d.get("x") or "train_minutes"))
     return sorted(temps, key=str), sorted(s for s in suites if s != "mixed")
 
 

@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from draftlab import paths  # noqa: E402
 from draftlab.explore import grid as G  # noqa: E402
 from draftlab.explore import loaders as L  # noqa: E402
+import dvc_plots as DP  # noqa: E402
 import plots as P  # noqa: E402
 from draftlab.explore import provenance as V  # noqa: E402
 from draftlab.explore import tokens as T  # noqa: E402
@@ -383,19 +384,19 @@ def test_plots_from_dvc_json_and_csv(fixture_root, tmp_path):
             "mark": "line", "encoding": {"x": {"field": "x", "type": "quantitative"},
                                          "y": {"field": "y", "type": "quantitative"}}}
     js = {"data": {"plots/a.csv": [{"type": "vega", "revisions": ["workspace"], "content": spec}]}}
-    specs = P.specs_from_dvc_json(json.dumps(js))
+    specs = DP.specs_from_dvc_json(json.dumps(js))
     assert list(specs) == ["plots/a.csv"] and "$schema" not in specs["plots/a.csv"][0]
     (tmp_path / "show.json").write_text(json.dumps(js))
-    out = P.write_specs(tmp_path / "show.json", tmp_path / "vl")
+    out = DP.write_specs(tmp_path / "show.json", tmp_path / "vl")
     assert out and json.loads(out[0].read_text())["mark"] == "line"
-    assert P.altair_from_spec(specs["plots/a.csv"][0]) is not None
-    defs = P.dvc_plot_defs(fixture_root / "dvc.yaml")
+    assert DP.altair_from_spec(specs["plots/a.csv"][0]) is not None
+    defs = DP.dvc_plot_defs(fixture_root / "dvc.yaml")
     assert {d["path"] for d in defs} >= {"plots/pretrain_budget.csv", "plots/benchmark_tau_per_slot.csv"}
     claim = next(d for d in defs if d["stage"] == "concurrency_claim")  # a top-level plot: one file, two columns
     assert claim["path"] == "plots/benchmark_concurrency.csv" and claim["y"] == ["tau_ratio", "tokens_per_s_ratio"]
-    assert "strokeDash" in json.dumps(P.chart_for_def(fixture_root, claim).to_dict())  # the Fig. 3 chart
+    assert "strokeDash" in json.dumps(DP.chart_for_def(fixture_root, claim).to_dict())  # the Fig. 3 chart
     for d in defs:
-        assert P.chart_for_def(fixture_root, d).to_dict()
+        assert DP.chart_for_def(fixture_root, d).to_dict()
     at = app(fixture_root, "Pipeline plots")
     n = len(at.get("vega_lite_chart"))
     assert n == len(defs)
@@ -637,17 +638,17 @@ def _data(spec: dict) -> list[dict]:
 
 
 def test_pipeline_plots_filter_never_sum(fixture_root):
-    defs = {d["path"]: d for d in P.dvc_plot_defs(fixture_root / "dvc.yaml")}
-    sp = P.chart_for_def(fixture_root, defs["plots/benchmark_speedup.csv"], "t1").to_dict()
+    defs = {d["path"]: d for d in DP.dvc_plot_defs(fixture_root / "dvc.yaml")}
+    sp = DP.chart_for_def(fixture_root, defs["plots/benchmark_speedup.csv"], "t1").to_dict()
     rows = _data(sp)
     assert {r["temperature"] for r in rows} == {"t1"} and len(rows) == 2 * 3  # one bar per suite and arm
     assert {(r["arm"], r["speedup"]) for r in rows if r["suite"] == "mt-bench"} == {("ar", 1.0), ("dflash", 1.2),
                                                                                     ("dcoco", 1.35)}
-    curve = P.chart_for_def(fixture_root, defs["plots/benchmark_tau_per_slot.csv"], "t0", ["mt-bench"]).to_dict()
+    curve = DP.chart_for_def(fixture_root, defs["plots/benchmark_tau_per_slot.csv"], "t0", ["mt-bench"]).to_dict()
     assert {(r["temperature"], r["suite"]) for r in _data(curve)} == {("t0", "mt-bench")}  # one line per arm
-    both = P.chart_for_def(fixture_root, defs["plots/benchmark_tau_per_slot.csv"], "t0").to_dict()
+    both = DP.chart_for_def(fixture_root, defs["plots/benchmark_tau_per_slot.csv"], "t0").to_dict()
     assert both["facet"]["field"] == "suite" and both["columns"] == 2  # wrapped small multiples
-    claim = P.chart_for_def(fixture_root, next(d for d in defs.values() if d["stage"] == "concurrency_claim"), "t1")
+    claim = DP.chart_for_def(fixture_root, next(d for d in defs.values() if d["stage"] == "concurrency_claim"), "t1")
     rows = _data(claim.to_dict())
     assert {r["streams"] for r in rows if "streams" in r} == {1, 2, 4}
     assert {r["temperature"] for r in rows if "temperature" in r} == {"T=1"}  # read as the user reads it

@@ -138,12 +138,12 @@ def test_rounds_hint_names_the_run_explored(tmp_path):
 
 
 def test_pipeline_plots_say_what_they_plot_and_filter_suites(root):
-    import plots as P
+    import dvc_plots as DP
 
     d = {"path": paths.CURVES["pretrain_drafter"], "x": "train_minutes", "y": "heldout"}
-    spec = P.chart_for_def(root, d, None, ["humaneval"]).to_dict()
+    spec = DP.chart_for_def(root, d, None, ["humaneval"]).to_dict()
     assert spec["encoding"]["y"]["title"] == "simulated τ (acceptance length)"
     series = {r["series"] for r in spec["datasets"][next(iter(spec["datasets"]))]}
     assert series == {"heldout"}  # mt-bench's column left out with the suite
-    spec = P.chart_for_def(root, d, None, ["mt-bench"]).to_dict()
+    spec = DP.chart_for_def(root, d, None, ["mt-bench"]).to_dict()
     assert {r["series"] for r in spec["datasets"][next(iter(spec["datasets"]))]} == {"heldout", "mt-bench"}
