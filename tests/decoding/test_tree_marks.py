@@ -31,18 +31,22 @@ def decode(target, proposal, temperature: float, trees: list | None = None):
     return prompts, res
 
 
+def spy_walk(monkeypatch) -> list:
+    """(the tree, the walk) of every tree round the engine verifies, appended as the rounds run."""
+    seen, walk = [], round_mod.walk
+
+    def spy(logits, tree, *a, **k):
+        w = walk(logits, tree, *a, **k)
+        seen.append((tree, w))
+        return w
+    monkeypatch.setattr(round_mod, "walk", spy)
+    return seen
+
+
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("nodes", [0, 16])  # 0: the chain
 def test_marks_say_what_the_round_did(target, temperature, nodes, monkeypatch):
-    seen = []  # (the tree, the walk's path) of every tree round, from the round itself
-    if nodes:
-        walk = round_mod.walk
-
-        def spy(logits, tree, *a, **k):
-            w = walk(logits, tree, *a, **k)
-            seen.append((tree, w))
-            return w
-        monkeypatch.setattr(round_mod, "walk", spy)
+    seen = spy_walk(monkeypatch) if nodes else []  # (the tree, the walk) of every tree round, from the round itself
     prompts, res = decode(target, TreeProposal(nodes, k=4) if nodes else None, temperature)
     if temperature == 0:
         assert res.tokens == [generate_ar(target, [p], 16, eos_ids=[]).tokens[0] for p in prompts]
@@ -132,14 +136,7 @@ def test_show_tree_marks_every_node_the_walk_rejected(target, temperature, monke
     """`draftlab decode --show-tree`: before each written token, the other nodes the walk rejected there — each a child
     of a node on the accepted path (the verified tree's own parent array), none the token written in its place, and
     together with the accepted and best-rejected nodes exactly the children of the path's nodes."""
-    seen = []
-    walk = round_mod.walk
-
-    def spy(logits, tree, *a, **k):
-        w = walk(logits, tree, *a, **k)
-        seen.append((tree, w))
-        return w
-    monkeypatch.setattr(round_mod, "walk", spy)
+    seen = spy_walk(monkeypatch)
     prompts, res = decode(target, TreeProposal(16, k=4), temperature)
     shown = 0
     for stream in range(len(prompts)):

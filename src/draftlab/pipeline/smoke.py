@@ -43,6 +43,17 @@ TOY_TINY = ["target.toy.train.layers=2", "target.toy.train.hidden=32", "target.t
             "benchmark.concurrency_max_new_tokens=8", "benchmark.warmup=false"]
 
 
+def compose_into(folder: Path, args: list[str], cwd: Path) -> str | None:
+    """params.yaml in `folder`, composed with `draftlab compose ARGS` run in `cwd` -> its text; None after printing the
+    composition's one-line error."""
+    r = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", *args], cwd=cwd, capture_output=True, text=True)
+    if r.returncode:
+        print(r.stderr.strip(), file=sys.stderr)
+        return None
+    (folder / "params.yaml").write_text(r.stdout)
+    return r.stdout
+
+
 def git(*args: str) -> str:
     r = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
     return r.stdout.strip() if r.returncode == 0 else ""
@@ -109,13 +120,8 @@ def main(argv: list[str]) -> int:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.exists() or dst.read_bytes() != src.read_bytes():
             shutil.copy2(src, dst)
-    py = sys.executable
-    params = subprocess.run([py, "-m", "draftlab.cli", "compose", "profile=smoke", *LOCAL_SUITE, *SHORT_RUNS, *argv], cwd=ROOT,
-                            capture_output=True, text=True)
-    if params.returncode:
-        print(params.stderr.strip(), file=sys.stderr)
+    if compose_into(SCRATCH, ["profile=smoke", *LOCAL_SUITE, *SHORT_RUNS, *argv], ROOT) is None:
         return 2
-    (SCRATCH / "params.yaml").write_text(params.stdout)
     if not (SCRATCH / ".git").exists():
         subprocess.run(["git", "init", "-q"], cwd=SCRATCH, check=True)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", DVC_NO_ANALYTICS="1",
@@ -221,13 +227,10 @@ def toy_world(env: dict, name: str) -> int:
     """One toy world at tiny size (module doc): compose its params, freeze it at its own hash, run its dvc.yaml."""
     world = SCRATCH / "worlds" / name
     frozen = json.loads((world / "prompts" / "world.json").read_text())["world_hash"]
-    params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "--conf", "../../conf", f"profile={name}",
-                             *TOY_TINY, *tiny_variant_steps(name), f"target.toy.frozen_hash={frozen}"], cwd=world,
-                            capture_output=True, text=True)
-    if params.returncode:
-        print(params.stderr.strip(), file=sys.stderr)
+    composed = compose_into(world, ["--conf", "../../conf", f"profile={name}", *TOY_TINY, *tiny_variant_steps(name),
+                                    f"target.toy.frozen_hash={frozen}"], world)
+    if composed is None:
         return 2
-    (world / "params.yaml").write_text(params.stdout)
     if not (world / ".dvc").exists():
         subprocess.run(["dvc", "init", "--subdir", "-q"], cwd=world, env=env, check=True)
     started = time.time()
@@ -247,7 +250,7 @@ def toy_world(env: dict, name: str) -> int:
     import yaml
 
     bench = json.loads((world / paths.BENCH_DETAIL).read_text())
-    want = yaml.safe_load(params.stdout)["benchmark"]
+    want = yaml.safe_load(composed)["benchmark"]
     missing = sorted(set(want["arms"]) - set(bench.get("summary", {})))
     suites = sorted(set(want["suites"]) - set(bench.get("suites", {})))
     toy = json.loads((world / paths.results("prepare_target")).read_text()).get("toy")
