@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -223,6 +224,27 @@ def start_worlds(env: dict):
     return wait
 
 
+INIT_LOCK = threading.Lock()  # the worlds' `dvc init` runs one at a time: each git-adds into the scratch copy's index
+
+
+def dvc_init(world: Path, env: dict, tries: int = 3) -> bool:
+    """`dvc init --subdir` in a world's scratch folder, one world at a time (two at once raced for git's index lock:
+    one of them failed with exit 255), again after a pause when git was busy anyway (the main pipeline's dvc runs
+    beside it); a folder a failed try left half-made is made again (-f). -> whether it worked (else one line said)."""
+    r = None
+    for i in range(tries):
+        with INIT_LOCK:
+            r = subprocess.run(["dvc", "init", "--subdir", *(["-f"] if (world / ".dvc").exists() else [])],
+                               cwd=world, env=env, capture_output=True, text=True)
+        if r.returncode == 0:
+            return True
+        time.sleep(2.0 * (i + 1))
+    last = (r.stderr or r.stdout).strip().splitlines()[-1:] if r is not None else []
+    print(f"{world.name} world smoke: `dvc init --subdir` failed {tries} times (exit {r.returncode}): "
+          f"{last[0] if last else 'no message'}", file=sys.stderr)
+    return False
+
+
 def toy_world(env: dict, name: str) -> int:
     """One toy world at tiny size (module doc): compose its params, freeze it at its own hash, run its dvc.yaml."""
     world = SCRATCH / "worlds" / name
@@ -231,8 +253,8 @@ def toy_world(env: dict, name: str) -> int:
                                     f"target.toy.frozen_hash={frozen}"], world)
     if composed is None:
         return 2
-    if not (world / ".dvc").exists():
-        subprocess.run(["dvc", "init", "--subdir", "-q"], cwd=world, env=env, check=True)
+    if not (world / ".dvc").exists() and not dvc_init(world, env):
+        return 2
     started = time.time()
     log = world / "smoke.log"
     with open(log, "w") as f:
