@@ -9,7 +9,7 @@ import streamlit as st
 
 from draftlab.explore import tree_view as TV
 
-STATUS_COLOURS = {"root": "#495057", "accepted": "#2b8a3e", "rejected": "#e03131", "not reached": "#adb5bd"}
+STATUS_COLOURS = dict(zip(TV.STATUS_ORDER, ("#495057", "#2b8a3e", "#e03131", "#adb5bd")))  # grey, green, red, light
 
 
 def tree_chart(frame: pd.DataFrame, bonus: str | None, accepted: int) -> alt.LayerChart:

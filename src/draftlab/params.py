@@ -307,10 +307,9 @@ def preset_file(module: str) -> Path:
     if spec is None or not spec.origin:
         raise ConfigError(f"corrector.family_modules names {module!r}, which cannot be found ({why}): put its package "
                           f"on PYTHONPATH (e.g. PYTHONPATH=path/to/packages draftlab compose ...) or drop it")
-    f = Path(spec.origin).with_suffix(".yaml")
-    if not f.is_file():
-        raise ConfigError(f"corrector family module {module!r} has no preset beside it ({f}): write its settings "
-                          f"there (as examples/families/lastrank/lastrank.yaml does)")
+    f, missing = paths.family_preset(module, spec.origin)
+    if missing:
+        raise ConfigError(missing)
     return f
 
 
@@ -321,10 +320,10 @@ def with_family_presets(raw: dict) -> dict:
     wins. A preset is a params.yaml fragment."""
     import yaml
 
-    def fill(into: dict, preset: dict, where: str) -> None:
+    def fill(into: dict, preset: dict) -> None:
         for key, value in preset.items():
             if isinstance(value, dict) and isinstance(into.get(key), dict):
-                fill(into[key], value, f"{where}.{key}")
+                fill(into[key], value)
             elif key not in into or into[key] is None:
                 into[key] = value
 
@@ -342,7 +341,7 @@ def with_family_presets(raw: dict) -> dict:
             trained = set((raw.get("corrector") or {}).get("variants") or [])  # only for the variants these params train
             c = {**c, "variant_steps": {v: n for v, n in c["variant_steps"].items() if v in trained}}
             preset = {**preset, "corrector": c}
-        fill(raw, preset, "")
+        fill(raw, preset)
     return raw
 
 

@@ -7,6 +7,7 @@ writes a file."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import dataclass
 
 DVC_YAML = "dvc.yaml"
@@ -129,6 +130,14 @@ WORLD_IDEAL = f"{RESULTS}/ideal.json"  # a world's properties from its generator
 TREES = f"{RESULTS}/trees.json"
 LILICORR = f"{RESULTS}/lilicorr.json"
 LILICORR_WORK = f"{WORK}/lilicorr_verdict"
+def family_preset(module: str, module_file: str) -> tuple[Path, str]:
+    """Where corrector family module `module` (at `module_file`) keeps its preset — `<module>.yaml` beside it — and
+    the one line its absence is ("" when it is there): read by compose (draftlab.params) and the registry's check."""
+    f = Path(module_file).with_suffix(".yaml")
+    return f, "" if f.is_file() else (f"corrector family module {module!r} has no preset beside it ({f}): write its "
+                                      f"settings there (as examples/families/lastrank/lastrank.yaml does)")
+
+
 REPLICATES = "replicates"  # in a world's folder: <target md5[:12]>/base/ and seed-N/ (draftlab.pipeline.replicate)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from draftlab import paths
 from draftlab.corrector import dcoco, lilicorr, selector, sequential
 from draftlab.corrector.base import Corrector
 from draftlab.corrector.family import Family
@@ -54,10 +55,10 @@ def _read(modules: tuple[str, ...]) -> dict[str, Family]:
                 raise DraftlabError(f"corrector family module {name!r}: {e}") from None
             if f.name in out:
                 raise DraftlabError(f"corrector family {f.name!r} is defined twice ({out[f.name].module}, {name})")
-            preset = Path(getattr(mod, "__file__", "") or name).with_suffix(".yaml")
-            if name not in MODULES and not preset.is_file():  # an outside family is its module + its preset
-                raise DraftlabError(f"corrector family module {name!r} has no preset beside it ({preset}): write its "
-                                    f"settings there (as examples/families/lastrank/lastrank.yaml does)")
+            if name not in MODULES:  # an outside family is its module + its preset
+                missing = paths.family_preset(name, getattr(mod, "__file__", "") or name)[1]
+                if missing:
+                    raise DraftlabError(missing)
             for v in f.variants:
                 if v.name in variants:
                     raise DraftlabError(f"corrector variant {v.name!r} is defined by families {variants[v.name]} and "

@@ -57,4 +57,3 @@ class Variant:
                 raise ValueError(f"variant {self.name}: {k}={x} must lie in [0, 1]")
         if self.frozen_warmup is not None and not 0.0 <= self.frozen_warmup < 1.0:
             raise ValueError(f"variant {self.name}: frozen_warmup={self.frozen_warmup} must lie in [0, 1)")
-

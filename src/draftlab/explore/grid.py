@@ -167,7 +167,7 @@ def corrected_paths(row, cand_ids, cand_logits) -> tuple[dict[str, list[int]], n
 def build(row) -> RoundGrid:
     """RoundGrid of one parquet row (a pandas Series)."""
     props = [int(t) for t in as_list(row["proposals"])]
-    tree = "tree_rejected" in row.index and not (isinstance(row["tree_rejected"], float) and np.isnan(row["tree_rejected"]))
+    tree = tree_round(row)
     if tree:  # a tree round records its accepted path and then the bonus: show the path, then the node the walk
         acc0 = int(row["accepted"])  # rejected below it (`tree_rejected`, -1: none), never the bonus as a proposal
         props = props[:acc0] + [int(row["tree_rejected"])] + [-1] * max(0, len(props) - acc0 - 1)
@@ -236,6 +236,12 @@ def build(row) -> RoundGrid:
     return RoundGrid(n, K, cand_ids, cand_logits, argmax, paths, target, label, committed, acc, greedy, scores, missing,
                      ranks, None if seeds is None else [int(x) for x in seeds],
                      None if kept is None else [int(x) for x in kept], kind, start)
+
+
+def tree_round(row) -> bool:
+    """Whether a rounds row is a tree arm's round (its `tree_rejected` record is there)."""
+    v = row.get("tree_rejected")
+    return v is not None and not (isinstance(v, float) and np.isnan(v))
 
 
 def nested_array(v) -> np.ndarray:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from draftlab.explore.grid import as_list
+from draftlab.explore.grid import as_list, tree_round
 
 COLUMNS = ("tree_tokens", "tree_parent", "tree_path")
-STATUS_ORDER = ("root", "accepted", "rejected", "not reached")
+STATUS_ORDER = ("root", "accepted", "rejected", "not reached")  # a node's status after the walk (`build`)
 
 
 @dataclass
@@ -37,7 +37,7 @@ class TreeRound:
 
 def is_tree(row) -> bool:
     """Whether a rounds row is a tree round (recorded by a tree arm, with or without its tree)."""
-    return ("tree_rejected" in row.index and pd.notna(row["tree_rejected"])) or has_tree(row)
+    return tree_round(row) or has_tree(row)
 
 
 def has_tree(row) -> bool:
