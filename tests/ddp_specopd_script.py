@@ -15,7 +15,8 @@ from torch.utils.data import DataLoader  # noqa: E402
 from conftest import tiny_target  # noqa: E402
 from draftlab.config import PretrainConfig  # noqa: E402
 from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target  # noqa: E402
-from draftlab.recipes.specopd.module import SpecOPDModule  # noqa: E402
+from draftlab.recipes.specopd.module import SpecOPDObjective  # noqa: E402
+from draftlab.training.module import TrainModule  # noqa: E402
 
 S, W = 5, 4
 
@@ -65,14 +66,15 @@ def main(world: int, out: Path) -> None:
     rows = [(0, torch.randint(3, 97, (20,), generator=g).tolist(), [5, 9, 13, 18]),
             (1, torch.randint(3, 97, (14,), generator=g).tolist(), [4, 10])]
     cfg = PretrainConfig(max_steps=1, max_minutes=0, lr=1e-3, warmup=0.0, grad_clip=0.0, val_every=0, checkpoint_every=0)
-    module = SpecOPDModule(drafter, cfg, 1, [], target, "specopd", W, kernels="torch")
+    objective = SpecOPDObjective(drafter, cfg, target, "specopd", W, kernels="torch")
+    module = TrainModule(objective, 1, [])
     cb = Grads()
     trainer = L.Trainer(accelerator="cpu", devices=world, strategy="ddp" if world > 1 else "auto", max_steps=1,
                         logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                         use_distributed_sampler=False, num_sanity_val_steps=0, limit_val_batches=0, callbacks=[cb])
     trainer.fit(module, datamodule=Data(rows, world))
     out.mkdir(parents=True, exist_ok=True)
-    torch.save({"loss": module.last_terms["loss"], "counts": [module.last_terms["branches"]], "grads": cb.grads},
+    torch.save({"loss": objective.last_terms["loss"], "counts": [objective.last_terms["branches"]], "grads": cb.grads},
                out / f"rank{trainer.global_rank}.pt")
 
 

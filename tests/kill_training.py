@@ -2,7 +2,7 @@
 (tests/training/test_resume_training.py).
 
 `python tests/kill_training.py stages/<stage>.py ARGS...` runs the stage as its own `__main__` after wrapping:
-- `DrafterModule.training_step`: every optimiser step appends one JSON line to DRAFTLAB_TEST_BATCH_LOG — the
+- `TrainModule.training_step`: every optimiser step appends one JSON line to DRAFTLAB_TEST_BATCH_LOG — the
   step it trains (global step + 1), the batch's sequence ids and anchors (the data order, as the module saw it);
 - DRAFTLAB_TEST_KILL=`step:N`: the process sends itself SIGKILL at the end of step N (after the step's callbacks,
   so after a checkpoint that step writes at its batch end, before that step's validation);
@@ -22,7 +22,7 @@ import sys
 
 def install(log_path: str, kill: str) -> None:
     from draftlab.training import fit
-    from draftlab.training.module import DrafterModule
+    from draftlab.training.module import TrainModule
 
     kind, _, at = kill.partition(":")
     at = int(at) if at else -1
@@ -32,7 +32,7 @@ def install(log_path: str, kill: str) -> None:
     def die() -> None:
         os.kill(os.getpid(), {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM}.get(kind, signal.SIGKILL))
 
-    step = DrafterModule.training_step
+    step = TrainModule.training_step
 
     def logged(self, batch, batch_idx):
         if log_path:
@@ -42,16 +42,16 @@ def install(log_path: str, kill: str) -> None:
                 f.write(json.dumps(row) + "\n")
         return step(self, batch, batch_idx)
 
-    DrafterModule.training_step = logged
+    TrainModule.training_step = logged
 
-    end = DrafterModule.on_train_batch_end
+    end = TrainModule.on_train_batch_end
 
     def end_then_kill(self, outputs, batch, batch_idx):
         end(self, outputs, batch, batch_idx)
         if kind in ("step", "sigint", "sigterm") and int(self.global_step) == at:
             die()
 
-    DrafterModule.on_train_batch_end = end_then_kill
+    TrainModule.on_train_batch_end = end_then_kill
 
     save = fit.LastCheckpoint._save
 

@@ -157,16 +157,15 @@ def data(llama_target, tmp_path_factory):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_family_trains_on_the_seeded_drafter(llama_target, data, variant):
-    from draftlab.recipes.corrector.cotrain import CoTrainModule
-    from draftlab.training.module import block_targets
+    from draftlab.recipes.corrector.cotrain import CoTrain
+    from draftlab.training.ce import block_targets
 
     t, (_, _, batch, _) = llama_target, data
     assert "seeds" in batch
     c, row = ccfg(), variant_table()[variant]
     d = seeded(t).train()
     corr = perturbed(build_corrector(c, d, variant), std=0.5).train()
-    m = CoTrainModule(d, corr, c.run_settings(pcfg(), 0.0), c, frozen=row.frozen, val_names=["heldout"], target=t,
-                      variant=row)
+    m = CoTrain(d, corr, c.run_settings(pcfg(), 0.0), c, frozen=row.frozen, target=t, variant=row)
     out = m.compute_losses(batch)
     assert out["den_corr"] > 0 and torch.isfinite(out["corrector"]) and torch.isfinite(out["loss"])
     out["loss"].backward()
@@ -174,7 +173,7 @@ def test_every_family_trains_on_the_seeded_drafter(llama_target, data, variant):
     if not row.frozen:
         assert d.fc.weight.grad is not None and torch.isfinite(d.fc.weight.grad).all()
     # labels only the seed column expresses (outside the draft vocabulary, equal to the slot's seed) are supervised
-    labels, valid = block_targets(batch, m.drafter_step(batch, greedy=True)["greedy"], S)  # [B, A, n]
+    labels, valid = block_targets(batch, m.ce.loss_parts(batch, greedy=True)["greedy"], S)  # [B, A, n]
     col_only = valid & ~torch.isin(labels, d.draft_vocab) & (labels == batch["seeds"])  # [B, A, n]
     mask = out["mask"]
     if mask.shape[-1] == S - 2:  # DCOCO: transitions p, p+1
@@ -186,26 +185,26 @@ def test_every_family_trains_on_the_seeded_drafter(llama_target, data, variant):
 def test_stage_tau_equals_the_drafters_validation_and_fits(llama_target, data, tmp_path, variant):
     """At init (zero output layer) the stage's corrected and uncorrected τ and top-K coverage equal the seeded
     drafter's own validation on the same batch; a short co-training run (fit driver, validation) completes."""
-    from draftlab.recipes.corrector.cotrain import train_corrector
+    from draftlab.recipes.corrector.cotrain import CoTrainRun, train_corrector
+    from draftlab.training.ce import DrafterCE
     from draftlab.training.metrics import BlockStats
-    from draftlab.training.module import DrafterModule
 
     t, (seqs, store, _, vbatch) = llama_target, data
     c = ccfg()
     d = seeded(t).eval()
     corr = build_corrector(c, d, variant).eval()
-    mod = DrafterModule(d, pcfg(), target=t)
+    mod = DrafterCE(d, pcfg(), t)
     own = BlockStats(S - 1, K)
     st = SetStats(S - 1, K, ("greedy",))
     with torch.no_grad():
         mod.validate_batch(vbatch, own)
-        eval_batch(d, corr, vbatch, mod._features(vbatch, greedy=True), st, K, ("greedy",), 0.75)
+        eval_batch(d, corr, vbatch, mod.features(vbatch, greedy=True), st, K, ("greedy",), 0.75)
     o, s = own.summary(), st.summary("greedy")
     assert o["sim_tau"] > 1.0  # the seeded drafter copies some right seeds
     assert s["sim_tau_uncorrected"] == o["sim_tau"] == s["sim_tau"]
     assert s[f"top{K}_cov"] == o[f"top{K}_cov"]
-    r = train_corrector(seeded(t).train(), build_corrector(c, d, variant).train(), seqs, c.run_settings(pcfg(), 0.0),
-                        c, tmp_path / variant, store, log=lambda m: None)
+    r = train_corrector(seeded(t).train(), build_corrector(c, d, variant).train(), seqs,
+                        CoTrainRun(c.run_settings(pcfg(), 0.0), c, tmp_path / variant), store, log=lambda m: None)
     assert r.best_metrics["heldout"]["sim_tau"] >= 1.0
 
 

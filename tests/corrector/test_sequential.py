@@ -184,11 +184,9 @@ def refs(target, tmp_path_factory):
 
 
 def seq_loss(target, drafter, corrector, c, batch, frozen=False):
-    from draftlab.recipes.corrector.cotrain import CoTrainModule
+    from draftlab.recipes.corrector.cotrain import CoTrain
 
-    m = CoTrainModule(drafter, corrector, c.run_settings(pcfg(), 0.0), c, frozen=frozen, val_names=["heldout"],
-                      target=target)
-    return m.compute_losses(batch)
+    return CoTrain(drafter, corrector, c.run_settings(pcfg(), 0.0), c, frozen=frozen, target=target).compute_losses(batch)
 
 
 def one_batch(df, c):
@@ -257,14 +255,15 @@ def test_trained_corrector_beats_the_drafter_argmax(target, refs, kind, tmp_path
     simulated τ on the training sample exceeds the uncorrected one."""
     from draftlab.drafter import load_drafter
     from draftlab.corrector.families import build_corrector
-    from draftlab.recipes.corrector.cotrain import train_corrector
+    from draftlab.recipes.corrector.cotrain import CoTrainRun, train_corrector
     from draftlab.training.features import SequenceSet
 
     df, tmp = refs
     c = ccfg(max_steps=80, lr=1e-2)
     d = load_drafter(tmp / "pretrained", target).train()
-    r = train_corrector(d, build_corrector(c, d, kind), SequenceSet.from_dataframe(df), c.run_settings(pcfg(), 0.0), c,
-                        tmp_path / "run", target=target, frozen=True, rule="greedy", log=lambda m: None)
+    r = train_corrector(d, build_corrector(c, d, kind), SequenceSet.from_dataframe(df),
+                        CoTrainRun(c.run_settings(pcfg(), 0.0), c, tmp_path / "run", frozen=True, rule="greedy"),
+                        target=target, log=lambda m: None)
     m = r.best_metrics["train_sample"]
     assert m["blocks"] > 0 and m["sim_tau"] > m["sim_tau_uncorrected"], m
 

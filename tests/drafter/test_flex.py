@@ -168,12 +168,12 @@ def test_choice_and_capability_check(target):
     assert CorrectorConfig().run_settings(PretrainConfig(train_attention="flex"), 1.0).train_attention == "flex"
 
 
-def test_training_module_sets_the_drafter_attention(target):
+def test_training_objective_sets_the_drafter_attention(target):
     pytest.importorskip("lightning")
-    from draftlab.training.module import DrafterModule
+    from draftlab.training.ce import DrafterCE
 
     d = make_drafter(target)
-    DrafterModule(d, PretrainConfig(train_attention="dense"))
+    DrafterCE(d, PretrainConfig(train_attention="dense"))
     assert d.train_attention == "dense"
 
 

@@ -16,7 +16,7 @@ from conftest import assert_reordered_close
 from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.drafter import DFlashDrafter, save_drafter, DrafterDesign, arch_from_target
 from draftlab.corrector.families import build_corrector
-from draftlab.recipes.corrector.cotrain import CoTrainModule, train_corrector
+from draftlab.recipes.corrector.cotrain import CoTrain, CoTrainRun, train_corrector
 from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.pretrain import train_drafter
@@ -87,7 +87,7 @@ def test_gradient_routing_through_the_module(target, data, frozen):
     d = base_drafter(target, state)
     corr = build_corrector(c, d, "frozen" if frozen else "dcoco")
     torch.nn.init.normal_(corr.mlp_out.weight, std=0.5)  # past init: Δθ depends on h as well
-    m = CoTrainModule(d, corr, c.run_settings(pcfg(), 0.0), c, frozen=frozen, val_names=["heldout"], target=target)
+    m = CoTrain(d, corr, c.run_settings(pcfg(), 0.0), c, frozen=frozen, target=target)
     out = m.compute_losses(one_batch(seqs, store, c))
     assert out["den_corr"] > 0 and torch.isfinite(out["corrector"]) and out["corrector"] > 0
     out["corrector"].backward(retain_graph=not frozen)
@@ -118,7 +118,7 @@ def test_hidden_path_stop_gradient_leaves_the_drafter_to_the_logit_path(target, 
     joint gradient; λ = 0 leaves every drafter parameter untouched by the corrector loss."""
     from draftlab.corrector.base import DraftBlock
     from draftlab.corrector.families import variant_table
-    from draftlab.training.module import block_targets
+    from draftlab.training.ce import block_targets
 
     seqs, store, state = data
     c = ccfg()
@@ -127,16 +127,16 @@ def test_hidden_path_stop_gradient_leaves_the_drafter_to_the_logit_path(target, 
     corr = build_corrector(c, d, "dcoco")
     torch.nn.init.normal_(corr.mlp_out.weight, std=0.5)  # past init (w_out = 0 would hide the hidden path)
     params = list(d.parameters())
-    module = lambda v: CoTrainModule(d, corr, c.run_settings(pcfg(), 0.0), c, val_names=["heldout"],  # noqa: E731
-                                     target=target, variant=variant_table()[v])
+    module = lambda v: CoTrain(d, corr, c.run_settings(pcfg(), 0.0), c, target=target,  # noqa: E731
+                               variant=variant_table()[v])
     grads = {v: _grads(module(v).compute_losses(batch)["corrector"], params)
              for v in ("dcoco", "dcoco-sg", "dcoco-lam0.3", "dcoco-lam0")}
     m = module("dcoco")
-    out = m.drafter_step(batch, greedy=True)
+    out = m.ce.loss_parts(batch, greedy=True)
     leaf = out["logits"].detach().requires_grad_()  # [B, A, n, Vd]
     labels, valid = block_targets(batch, out["greedy"], S)
     slot0 = batch["ids"].gather(1, batch["anchors"])
-    cl = corr.loss(DraftBlock(out["hidden"][:, :, 1:].detach(), slot0, d.draft_vocab, leaf), labels, valid, m.t2d, c.rho)
+    cl = corr.loss(DraftBlock(out["hidden"][:, :, 1:].detach(), slot0, d.draft_vocab, leaf), labels, valid, m.ce.t2d, c.rho)
     (g_logits,) = torch.autograd.grad(cl.num / cl.den, leaf)
     logit_path = _grads(out["logits"], params, g_logits)
     assert sum(float(g.abs().sum()) for g in logit_path) > 0  # the logit path is kept
@@ -152,6 +152,8 @@ def test_hidden_path_stop_gradient_leaves_the_drafter_to_the_logit_path(target, 
 
 def test_frozen_warmup_trains_the_corrector_alone_first(target, data):
     from draftlab.corrector.families import variant_table
+    from draftlab.training.module import TrainModule
+    from draftlab.training.objective import Counts, StepContext
 
     seqs, store, state = data
     c = ccfg(max_steps=0, max_minutes=1.0)
@@ -159,20 +161,21 @@ def test_frozen_warmup_trains_the_corrector_alone_first(target, data):
     d = base_drafter(target, state)
     corr = build_corrector(c, d, "dcoco")
     torch.nn.init.normal_(corr.mlp_out.weight, std=0.5)
-    m = CoTrainModule(d, corr, c.run_settings(pcfg(), 1.0), c, val_names=["heldout"], target=target,
-                      variant=variant_table()["dcoco-warm"])
+    m = CoTrain(d, corr, c.run_settings(pcfg(), 1.0), c, target=target, variant=variant_table()["dcoco-warm"])
     w = variant_table()["dcoco-warm"].frozen_warmup
     params = list(d.parameters())
-    out = m.compute_losses(batch)  # progress 0: the drafter is frozen
+    at = lambda progress: StepContext(0, progress, 0.0, 0.0, Counts(), lambda x: x, 1)  # noqa: E731
+    out = m.compute_losses(batch, at(0.0))  # progress 0: the drafter is frozen
     torch.testing.assert_close(out["loss"], c.lambda_corr * out["corrector"])
     assert all(float(g.abs().sum()) == 0.0 for g in _grads(out["loss"], params))
     assert float(_grads(out["loss"], [corr.mlp_out.weight])[0].abs().sum()) > 0
-    m.train_seconds = 60.0 * (w + 0.01)  # past the warm-up: joint training
-    out = m.compute_losses(batch)
+    out = m.compute_losses(batch, at(w + 0.01))  # past the warm-up: joint training
     torch.testing.assert_close(out["loss"], out["drafter"] + c.lambda_corr * out["corrector"])
     assert sum(float(g.abs().sum()) for g in _grads(out["loss"], params)) > 0
     # the drafter's learning rate restarts its warm-up when it joins; the corrector's schedule runs on
-    sched = m.configure_optimizers()["lr_scheduler"]["scheduler"]
+    tm = TrainModule(m)
+    tm.train_seconds = 60.0 * (w + 0.01)  # the module's clock: past the warm-up
+    sched = tm.configure_optimizers()["lr_scheduler"]["scheduler"]
     lr = {g["drafter"]: f(0) for g, f in zip(sched.optimizer.param_groups, sched.lr_lambdas)}  # factors now
     assert lr[True] < lr[False]
 
@@ -183,8 +186,8 @@ def test_fit_updates_the_drafter_only_when_co_training(target, data, tmp_path, f
     c = ccfg(max_steps=3)
     d = base_drafter(target, state)
     corr = build_corrector(c, d, "dcoco")
-    r = train_corrector(d, corr, seqs, c.run_settings(pcfg(), 0.0), c, tmp_path / "run", store=store, frozen=frozen,
-                        log=lambda m: None)
+    r = train_corrector(d, corr, seqs, CoTrainRun(c.run_settings(pcfg(), 0.0), c, tmp_path / "run", frozen=frozen),
+                        store=store, log=lambda m: None)
     assert r.steps == 3 and r.extras["frozen"] == frozen
     changed = any(not torch.equal(v, state[k]) for k, v in d.state_dict().items())
     assert changed != frozen
@@ -192,7 +195,7 @@ def test_fit_updates_the_drafter_only_when_co_training(target, data, tmp_path, f
 
 
 def _corr_loss(target, d, corr, c, batch) -> float:
-    m = CoTrainModule(d, corr, c.run_settings(pcfg(), 0.0), c, frozen=False, val_names=["heldout"], target=target)
+    m = CoTrain(d, corr, c.run_settings(pcfg(), 0.0), c, frozen=False, target=target)
     with torch.no_grad():
         return float(m.compute_losses(batch)["corrector"])
 
@@ -204,7 +207,7 @@ def test_short_cotraining_lowers_corrector_loss(target, data, tmp_path):
     corr = build_corrector(c, d, "dcoco")
     batch = one_batch(seqs, store, c)
     before = _corr_loss(target, d, corr, c, batch)
-    r = train_corrector(d, corr, seqs, c.run_settings(pcfg(), 0.0), c, tmp_path / "run", store=store,
+    r = train_corrector(d, corr, seqs, CoTrainRun(c.run_settings(pcfg(), 0.0), c, tmp_path / "run"), store=store,
                         log=lambda m: None)
     after = _corr_loss(target, d, corr, c, batch)
     assert after < 0.8 * before, (before, after)
@@ -226,8 +229,8 @@ def test_trained_corrector_beats_the_drafter_argmax(target, data, tmp_path):
     c = ccfg(max_steps=150, lr=1e-2)
     d = base_drafter(target, state)
     corr = build_corrector(c, d, "dcoco")
-    r = train_corrector(d, corr, seqs, c.run_settings(pcfg(), 0.0), c, tmp_path / "run", store=store, frozen=True,
-                        log=lambda m: None)
+    r = train_corrector(d, corr, seqs, CoTrainRun(c.run_settings(pcfg(), 0.0), c, tmp_path / "run", frozen=True),
+                        store=store, log=lambda m: None)
     m = r.best_metrics["train_sample"]
     assert m["sim_tau_uncorrected"] < m["sim_tau"] <= m["sim_tau_oracle"], m
     # the share closed: reported where the headroom stands above noise (NOISE_SE standard errors), None where not
@@ -251,12 +254,12 @@ def test_resume_after_interruption(target, data, tmp_path):
     c = ccfg(max_steps=5)
     view = c.run_settings(pcfg(checkpoint_every=2), 0.0)
     d = base_drafter(target, state)
-    r1 = train_corrector(d, build_corrector(c, d, "dcoco"), seqs, view, c, tmp_path / "run", store=store,
-                         callbacks=[StopAt()], log=lambda m: None)
+    run = CoTrainRun(view, c, tmp_path / "run")
+    r1 = train_corrector(d, build_corrector(c, d, "dcoco"), seqs, run, store=store, callbacks=[StopAt()],
+                         log=lambda m: None)
     assert r1.steps == 3
     d2 = base_drafter(target, state)
-    r2 = train_corrector(d2, build_corrector(c, d2, "dcoco", seed=9), seqs, view, c, tmp_path / "run", store=store,
-                         log=lambda m: None)
+    r2 = train_corrector(d2, build_corrector(c, d2, "dcoco", seed=9), seqs, run, store=store, log=lambda m: None)
     assert r2.resumed_from_step == 3 and r2.steps == 5 and r2.slot_predictions > r1.slot_predictions
 
 
@@ -502,8 +505,7 @@ def test_corrector_labels_greedy_or_the_references_own(target, data, monkeypatch
         c = ccfg()
         c.labels = labels
         d = base_drafter(target, state)
-        m = CoTrainModule(d, build_corrector(c, d, "dcoco"), c.run_settings(pcfg(), 0.0), c, val_names=["heldout"],
-                          target=target)
+        m = CoTrain(d, build_corrector(c, d, "dcoco"), c.run_settings(pcfg(), 0.0), c, target=target)
         out = m.compute_losses(one_batch(seqs, store, c))
         assert seen[-1] is greedy and out["den_corr"] > 0
     c = ccfg()

@@ -183,22 +183,22 @@ def _measured(step, target, drafter, opt) -> int:
 def _pretrain(V, B, L, A, S, chunk):
     from draftlab.config import PretrainConfig
     from draftlab.drafter import DFlashDrafter, DrafterDesign, arch_from_target
-    from draftlab.training.module import DrafterModule
+    from draftlab.training.ce import DrafterCE
+    from draftlab.training.module import TrainModule
 
     target = tiny_target("llama", vocab=V)
     torch.manual_seed(0)
     d = DFlashDrafter.from_target(arch_from_target(target, DrafterDesign(S, 2, [], 1, 0)), target)
-    m = DrafterModule(d, PretrainConfig(chunk_rows=chunk, batch_size=B, anchors_per_seq=A, cache_features=False), 10,
-                      target=target)
-    opt = m.configure_optimizers()["optimizer"]
+    ce = DrafterCE(d, PretrainConfig(chunk_rows=chunk, batch_size=B, anchors_per_seq=A, cache_features=False), target)
+    opt = TrainModule(ce, 10).configure_optimizers()["optimizer"]
     g = torch.Generator().manual_seed(0)
     anc = torch.stack([torch.randperm(L - S - 4, generator=g)[:A].sort().values + 2 for _ in range(B)])
     batch = {"ids": torch.randint(3, V, (B, L), generator=g), "ctx_valid": torch.ones(B, L, dtype=torch.bool),
              "anchors": anc, "anchor_valid": torch.ones(B, A, dtype=torch.bool), "seq_len": torch.full((B,), L)}
 
-    def step():  # the stage's training step (DrafterModule.training_step's drafter_step) + backward + AdamW
+    def step():  # the stage's training step (DrafterCE.step's loss) + backward + AdamW
         opt.zero_grad(set_to_none=True)
-        m.drafter_step(batch, dense=False)["loss"].backward()
+        ce.loss_parts(batch, dense=False)["loss"].backward()
         opt.step()
     t, ds = shapes_of(target, d)
     return _measured(step, target, d, opt), M.total(M.pretrain_step(t, ds, B, L, A, chunk, 4, 4, fused=False))

@@ -61,14 +61,14 @@ def test_online_features_give_the_cached_loss_and_validation(target, tmp_path):
     fp32 cache both give the same loss and the same validation counts."""
     from draftlab.config import SpecOPDConfig
     from draftlab.training.features import FeatureStore
-    from draftlab.recipes.specopd.module import BranchDataModule, SpecOPDModule
+    from draftlab.recipes.specopd.module import BranchDataModule, SpecOPDObjective
 
     seqs = _refs()
     view = SpecOPDConfig(anchors_per_seq=5, batch_size=3, cache_features=False).run_settings(1, 0.0)
     assert view.cache_features is False  # no longer forced to True
     store, _ = FeatureStore.open_or_build(tmp_path, target, seqs, TAPS, dtype="float32", log=lambda m: None)
     d = make_drafter(target, torch.arange(3, 60))
-    m = SpecOPDModule(d, view, 1, ["heldout"], target, objective="offpolicy_ce")
+    m = SpecOPDObjective(d, view, target, objective="offpolicy_ce")
     g = torch.Generator().manual_seed(1)
     items = [(i, sample_branch_anchors(int(seqs.lengths[i]), int(seqs.prompt_len[i]), 5, g)) for i in range(3)]
     out = {}
@@ -76,7 +76,7 @@ def test_online_features_give_the_cached_loss_and_validation(target, tmp_path):
         dm = BranchDataModule(seqs, view, S, st, train_feats=True)
         batch = dm.train_collate(items)
         assert ("feats" in batch) == (st is not None)
-        loss = m.drafter_step(batch)["loss"]
+        loss = m.ce.loss_parts(batch)["loss"]
         stats = m.new_val_stats()
         m.validate_batch(dm.collate(items), stats)
         out[name] = (float(loss), stats.summary())
@@ -231,7 +231,7 @@ def test_chunked_pretraining_ce_and_distillation_equal_unchunked(target, kd):
     from draftlab.config import PretrainConfig
     from draftlab.training.data import Collate
     from draftlab.training.distill import make_teacher
-    from draftlab.training.module import DrafterModule
+    from draftlab.training.ce import DrafterCE
 
     seqs = _refs(resp=18)
     d = make_drafter(target)
@@ -239,10 +239,10 @@ def test_chunked_pretraining_ce_and_distillation_equal_unchunked(target, kd):
     batch = Collate(seqs, None, extra=S - 1)(items)
     out = {}
     for chunk in (0, 4, 9):
-        m = DrafterModule(d, PretrainConfig(kd_weight=kd, chunk_rows=chunk), 1, ["heldout"], target,
-                          teacher=make_teacher(target, TAPS) if kd else None)
+        m = DrafterCE(d, PretrainConfig(kd_weight=kd, chunk_rows=chunk), target,
+                      teacher=make_teacher(target, TAPS) if kd else None)
         d.zero_grad()
-        loss = m.drafter_step(batch, dense=False)["loss"]
+        loss = m.loss_parts(batch, dense=False)["loss"]
         loss.backward()
         out[chunk] = (float(loss), {n: p.grad.clone() for n, p in d.named_parameters() if p.grad is not None})
     for chunk in (4, 9):

@@ -2,8 +2,8 @@
 the gradients, the learning rates and the logged figures that the method's own LightningModule gave before the training
 path became one module driven by an objective object.
 
-The reference is `golden/one_step.safetensors` (+ `.json`), written by the modules as they were (DrafterModule,
-SpecOPDModule and CoTrainModule extending it; commit "Golden one-step figures ...") with
+The reference is `golden/one_step-<case>.safetensors` (+ `.json`), written by the modules as they were (DrafterModule,
+SpecOPDModule and CoTrainModule extending it; commit 972993a, "Golden one-step figures ...") with
 `DRAFTLAB_WRITE_GOLDEN=1 python -m pytest tests/training/test_one_path.py` (the test then writes and skips). Each case
 trains two optimiser steps (the second step's loss and gradients read the first's update: the optimiser's parameter
 groups, the schedule and a co-training warm-up's freeze all enter) from the same seed, data and tiny random models, and
@@ -105,7 +105,7 @@ def specopd(objective):
 def cotrain(variant, families, corrected_tau=True, **variant_kw):
     def run(target, seqs, tmp, cap):
         from draftlab.corrector.families import build_corrector, variant_table
-        from draftlab.recipes.corrector.cotrain import train_corrector
+        from draftlab.recipes.corrector.cotrain import CoTrainRun, train_corrector
 
         d = drafter(target, seqs)
         c = CorrectorConfig(k=8, families=families, max_steps=STEPS, max_minutes=0, lr=5e-3, drafter_lr=1e-3,
@@ -113,8 +113,8 @@ def cotrain(variant, families, corrected_tau=True, **variant_kw):
         torch.manual_seed(1)
         corr = build_corrector(c, d, variant).train()
         row = replace(variant_table()[variant], **variant_kw)
-        r = train_corrector(d, corr, seqs, c.run_settings(pcfg(), 0.0), c, tmp, target=target, callbacks=[cap],
-                            log=lambda m: None, variant=row, frozen=row.frozen)
+        r = train_corrector(d, corr, seqs, CoTrainRun(c.run_settings(pcfg(), 0.0), c, tmp, row, row.frozen),
+                            target=target, callbacks=[cap], log=lambda m: None)
         out = {"extras": r.extras, "best_uncorrected": r.best_metrics["heldout"]["sim_tau_uncorrected"]}
         return {**out, "best_sim_tau": r.best_sim_tau} if corrected_tau else out
     return run

@@ -15,7 +15,7 @@ from draftlab.drafter import DFlashDrafter, load_drafter, save_drafter, DrafterD
 from draftlab.training.features import FeatureStore, SequenceSet, target_features
 from draftlab.training.metrics import BlockStats
 from draftlab.recipes.pretrain.recipe import pretrain_from_references
-from draftlab.training.module import lr_factor
+from draftlab.training.objective import lr_factor
 from draftlab.training.pretrain import train_drafter
 
 S = 4

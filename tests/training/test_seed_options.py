@@ -16,7 +16,7 @@ from draftlab.ngram import sequence_seeds
 from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import SequenceSet
 from draftlab.training.metrics import BlockStats
-from draftlab.training.module import DrafterModule
+from draftlab.training.ce import DrafterCE
 from test_seeded import TAPS, motif_text
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -93,11 +93,11 @@ def test_seed_bias_is_learned_saved_and_absent_when_off(target, tmp_path):
     assert d.seed_bias.shape == (S - 1,) and torch.equal(d.seed_bias.detach(), torch.full((S - 1,), 3.0))
     assert "seed_bias" not in dict(drafter(target).named_parameters())  # seed_bias=0: no parameter, as before
     dm = DrafterDataModule(ss, c, S, None, train_sample=0, arch=d.arch)
-    module = DrafterModule(d, c, 1, [], target, "reference")
+    module = DrafterCE(d, c, target, "reference")
     batch = next(iter(dm.train_dataloader()))
     for dense in (True, False):
         d.zero_grad()
-        module.drafter_step(batch, dense=dense)["loss"].backward()
+        module.loss_parts(batch, dense=dense)["loss"].backward()
         g = d.seed_bias.grad
         assert g is not None and (g != 0).all(), g
     opt = torch.optim.AdamW(d.parameters(), lr=1e-2)
@@ -106,13 +106,13 @@ def test_seed_bias_is_learned_saved_and_absent_when_off(target, tmp_path):
     # pretrain.seed_bias_lr: the bias in its own AdamW group at that lr (one step moves it by about the lr)
     assert sum(len(g["params"]) for g in module.param_groups()) == len(list(d.parameters()))
     assert len(module.param_groups()) == 2  # seed_bias_lr=0: the bias sits with the other vectors, at pretrain.lr
-    fast = DrafterModule(d, PretrainConfig(lr=1e-3, seed_bias_lr=0.5), 1, [], target, "reference")
+    fast = DrafterCE(d, PretrainConfig(lr=1e-3, seed_bias_lr=0.5), target, "reference")
     groups = fast.param_groups()
     assert len(groups) == 3 and groups[2]["params"] == [d.seed_bias] and groups[2]["lr"] == 0.5
     assert sum(len(g["params"]) for g in groups) == len(list(d.parameters()))
     before = d.seed_bias.detach().clone()
     d.zero_grad()
-    fast.drafter_step(batch)["loss"].backward()
+    fast.loss_parts(batch)["loss"].backward()
     torch.optim.AdamW(groups, lr=1e-3).step()
     assert ((d.seed_bias.detach() - before).abs() > 0.4).all()
     loaded = load_drafter(save_drafter(d, tmp_path / "d"), target)
@@ -184,14 +184,14 @@ def test_seeded_slot_weight_scales_only_the_seeded_slots(target):
     assert (batch["seeds"] != MASK).any() and (batch["seeds"] == MASK).any()
     out = {}
     for w in (1.0, 0.5, 0.0):
-        m = DrafterModule(d, PretrainConfig(**c, seeded_slot_weight=w), 1, ["heldout"], target).train()
+        m = DrafterCE(d.train(), PretrainConfig(**c, seeded_slot_weight=w), target)
         d.zero_grad()
-        r = m.drafter_step(batch)
+        r = m.loss_parts(batch)
         r["loss"].backward()
         out[w] = (float(r["num"].detach()), float(r["den"]), d.seed_bias.grad.clone())
-        m.eval()
+        d.eval()
         with torch.no_grad():
-            out[w] += (float(m.drafter_step(batch)["loss"]),)
+            out[w] += (float(m.loss_parts(batch)["loss"]),)
     (n1, d1, g1, v1), (nh, dh, _, vh), (n0, d0, g0, v0) = out[1.0], out[0.5], out[0.0]
     assert d0 > 0 and d1 - d0 > 0  # both kinds of slot are supervised
     assert nh == pytest.approx(n0 + 0.5 * (n1 - n0), rel=1e-5) and dh == pytest.approx(d0 + 0.5 * (d1 - d0), rel=1e-6)
@@ -324,7 +324,7 @@ def test_pretrain_probe_passes_the_options_through(root, tmp_path, capsys):
 
 
 def test_validation_and_training_heads_add_each_slots_own_bias(target):
-    """validate_batch's flattened rows and drafter_step's dense logits apply slot k's bias to slot k (unequal
+    """validate_batch's flattened rows and loss_parts' dense logits apply slot k's bias to slot k (unequal
     biases, so a slot mix-up would change the validation's top-1 or the training logits)."""
     seqs = texts(4, 36)
     ss = SequenceSet.from_lists([x[:6] for x in seqs], [x[6:] for x in seqs], ["train"] * 2 + ["heldout"] * 2)
@@ -332,7 +332,7 @@ def test_validation_and_training_heads_add_each_slots_own_bias(target):
     d = drafter(target, 1.0)
     with torch.no_grad():
         d.seed_bias.copy_(torch.tensor([0.0, 0.8, -0.8]))
-    module = DrafterModule(d, c, 1, ["heldout"], target, "reference")
+    module = DrafterCE(d, c, target, "reference")
     batch = next(iter(DrafterDataModule(ss, c, S, None, train_sample=0, arch=d.arch).val_dataloader()[0]))
 
     class Capture:
@@ -342,7 +342,7 @@ def test_validation_and_training_heads_add_each_slots_own_bias(target):
     cap = Capture()
     with torch.no_grad():
         module.validate_batch(batch, cap)
-        hidden = d.forward_train(module._features(batch, False)[0], batch["ctx_valid"], batch["ids"],
+        hidden = d.forward_train(module.features(batch, False)[0], batch["ctx_valid"], batch["ids"],
                                  batch["anchors"], batch["seeds"])
         per_slot = torch.stack([d.logits(hidden[:, :, k], batch["seeds"][:, :, k - 1],
                                          torch.tensor(k)).argmax(-1) for k in range(1, S)], -1)  # [B, A, n]

@@ -119,7 +119,8 @@ def _training(Lt: int, Ld: int, chunks: int) -> dict[str, float]:
 
     from draftlab.config import PretrainConfig
     from draftlab.specopd.terms import specopd_terms
-    from draftlab.training.module import DrafterModule
+    from draftlab.training.ce import DrafterCE
+    from draftlab.training.module import TrainModule
 
     Count = _counter()
     tgt = _target(Lt, torch.bfloat16)
@@ -127,8 +128,9 @@ def _training(Lt: int, Ld: int, chunks: int) -> dict[str, float]:
     B, L, A, S = 4, 64, 8, 16
     rows = B * A * (S - 1)
     chunk = -(-rows // chunks) if chunks > 1 else 0
-    m = DrafterModule(d, PretrainConfig(chunk_rows=chunk, batch_size=B, anchors_per_seq=A, cache_features=False,
-                                        topk=16), 10, target=tgt)
+    ce = DrafterCE(d, PretrainConfig(chunk_rows=chunk, batch_size=B, anchors_per_seq=A, cache_features=False, topk=16),
+                   tgt)
+    m = TrainModule(ce, 10)
     opt = m.configure_optimizers()["optimizer"]
     batch = _batch(tgt.vocab_size, B, L, A, S)
     out = {}
@@ -137,7 +139,7 @@ def _training(Lt: int, Ld: int, chunks: int) -> dict[str, float]:
     def pretrain():
         opt.zero_grad(set_to_none=True)
         with amp:
-            loss = m.drafter_step(batch, dense=False)["loss"]
+            loss = ce.loss_parts(batch, dense=False)["loss"]
         loss.backward()
         opt.step()
 
@@ -150,7 +152,7 @@ def _training(Lt: int, Ld: int, chunks: int) -> dict[str, float]:
 
     def validate():
         with torch.no_grad(), amp:
-            m.validate_batch(batch, m.new_val_stats())
+            ce.validate_batch(batch, ce.new_val_stats())
 
     for name, fn in (("pretrain_step", pretrain), ("specopd_step", specopd), ("val_batch", validate)):
         fn()  # the first call creates the AdamW moments: count a steady-state one

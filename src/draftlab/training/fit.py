@@ -40,7 +40,7 @@ from draftlab.config import PretrainConfig, TrainerConfig
 from draftlab.errors import DraftlabError
 from draftlab.training import dist
 from draftlab.training.data import DrafterDataModule
-from draftlab.training.module import DrafterModule
+from draftlab.training.module import TrainModule
 
 
 def quiet_lightning() -> None:
@@ -145,7 +145,7 @@ class TrainResult:
     # False under a minute budget (the schedule and the last step follow the clock); None: not resumed
     resume_exact: bool | None = None
     before: dict | None = None  # per validation set before training (when validated first)
-    extras: dict = field(default_factory=dict)  # the module's own figures (`DrafterModule.result_extras`)
+    extras: dict = field(default_factory=dict)  # the objective's own figures (`Objective.extras`)
 
 
 def accelerator(device: torch.device) -> tuple[str, list[int] | int]:
@@ -200,7 +200,7 @@ class Fitted:
     before: dict | None  # validation summaries before training (validate_first on a fresh run)
 
 
-def fit(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, workdir: Path, logger=None,
+def fit(module: TrainModule, dm: DrafterDataModule, cfg: PretrainConfig, workdir: Path, logger=None,
         callbacks: list | None = None, log: Callable[[str], None] = print, what: str = "pretrain",
         validate_first: bool = False, log_every_n_steps: int | None = None) -> Fitted:
     """Fit `module` with resume from workdir/last.ckpt, then a final validation when the last step was
@@ -238,7 +238,7 @@ def fit(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, workd
     return Fitted(steps, resumed, before)
 
 
-def train(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, workdir: str | Path, logger=None,
+def train(module: TrainModule, dm: DrafterDataModule, cfg: PretrainConfig, workdir: str | Path, logger=None,
           callbacks: list | None = None, log: Callable[[str], None] = print, what: str = "pretrain",
           validate_first: bool = False, log_every_n_steps: int | None = None,
           before_restore: Callable[[], None] | None = None) -> TrainResult:
@@ -253,11 +253,11 @@ def train(module: DrafterModule, dm: DrafterDataModule, cfg: PretrainConfig, wor
     module.restore_best()
     return TrainResult(
         steps=f.steps, train_seconds=module.train_seconds, wall_s=time.time() - t0,
-        slot_predictions=module.slot_predictions,
-        slot_predictions_per_s=module.slot_predictions / max(module.train_seconds, 1e-9),
-        uncovered_label_frac=module.uncovered / max(module.labels_seen, 1),
+        slot_predictions=module.counts.slot_predictions,
+        slot_predictions_per_s=module.counts.slot_predictions / max(module.train_seconds, 1e-9),
+        uncovered_label_frac=module.counts.uncovered / max(module.counts.labels_seen, 1),
         best_step=module.best["step"], best_sim_tau=module.best["sim_tau"],
         best_train_minutes=module.best["train_minutes"], best_metrics=module.best["metrics"],
         last_metrics=module.last_val, history=list(module.history), resumed_from_step=f.resumed_from_step,
         resume_exact=None if f.resumed_from_step is None else not cfg.max_minutes,
-        before=f.before, extras=module.result_extras())
+        before=f.before, extras=module.objective.extras())

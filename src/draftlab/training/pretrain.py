@@ -1,7 +1,7 @@
 """Off-policy DFlash pretraining on the target's reference responses (docs/algorithms.md "Pretraining").
 
-`train_drafter(...)` trains a drafter with the drafter module base as it is (its step is the
-decay-weighted CE, `DrafterModule.drafter_step`) through the shared fit driver: resumable from
+`train_drafter(...)` trains a drafter through the one training module with pretraining's objective (the
+decay-weighted CE, `draftlab.training.ce.DrafterCE`) through the shared fit driver: resumable from
 `workdir/last.ckpt`, a final validation, the best state loaded into the drafter, a `TrainResult`.
 The stage recipe (references -> features -> a trained drafter + report) is
 `draftlab.recipes.pretrain.recipe`.
@@ -19,7 +19,8 @@ from draftlab.errors import DraftlabError
 from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.fit import TrainResult, budget_steps, train
-from draftlab.training.module import DrafterModule
+from draftlab.training.ce import DrafterCE
+from draftlab.training.module import TrainModule
 
 
 def train_drafter(drafter: DFlashDrafter, seqs: SequenceSet, cfg: PretrainConfig, workdir: str | Path,
@@ -34,5 +35,5 @@ def train_drafter(drafter: DFlashDrafter, seqs: SequenceSet, cfg: PretrainConfig
         raise DraftlabError("train_drafter needs a FeatureStore or the target (features on the fly)")
     L.seed_everything(cfg.seed, workers=False, verbose=False)
     dm = DrafterDataModule(seqs, cfg, drafter.block_size, store, train_sample=train_sample, arch=drafter.arch)
-    module = DrafterModule(drafter, cfg, budget_steps(cfg, dm), dm.val_names, target, val_labels, teacher)
+    module = TrainModule(DrafterCE(drafter, cfg, target, val_labels, teacher), budget_steps(cfg, dm), dm.val_names)
     return train(module, dm, cfg, workdir, logger, callbacks, log, "pretrain")

@@ -25,7 +25,7 @@ from draftlab.training.data import DrafterDataModule
 from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.metrics import BlockStats
 from draftlab.stats import mean_and_se, share_closed
-from draftlab.training.module import DrafterModule, block_targets
+from draftlab.training.ce import DrafterCE, block_targets
 
 ROW_CHUNK = 4096  # drafter rows per top-K call in validation
 BLOCK_CHUNK = 256  # blocks per corrector call in validation (the torch scorer forms [N, n−1, K, K, m])
@@ -163,13 +163,13 @@ def evaluate_rules(drafter: DFlashDrafter, corrector: Corrector, seqs: SequenceS
     if split not in dm.val_sets:
         return {}
     loader = dm.val_dataloader()[dm.val_names.index(split)]
-    probe = DrafterModule(drafter, cfg, target=target)  # for its feature path (cache or target)
+    probe = DrafterCE(drafter, cfg, target)  # for its feature path (cache or target)
     st = SetStats(drafter.block_size - 1, k, rules)
     was = drafter.training, corrector.training
     drafter.eval(), corrector.eval()
     dev = drafter.device
     for batch in loader:
         batch = {key: v.to(dev) for key, v in batch.items()}
-        eval_batch(drafter, corrector, batch, probe._features(batch, greedy=True), st, k, rules, lam, backend)
+        eval_batch(drafter, corrector, batch, probe.features(batch, greedy=True), st, k, rules, lam, backend)
     drafter.train(was[0]), corrector.train(was[1])
     return st.summary(rules[0]) if st.blocks else {}

@@ -33,7 +33,7 @@ from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
 from draftlab.recipes.common import file_digest, history_at, open_features, run_key
 from draftlab.recipes.corrector.evaluate import evaluate_rules
-from draftlab.recipes.corrector.cotrain import train_corrector
+from draftlab.recipes.corrector.cotrain import CoTrainRun, train_corrector
 from draftlab.training.features import SequenceSet
 from draftlab.training.fit import TrainResult
 from draftlab.training.pretrain import train_drafter
@@ -132,8 +132,8 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         log(f"corrector: {v} ({mode_text(row, frozen)}; {role} budget {minutes:g} min / {view.max_steps or '-'} "
             f"steps / {view.epochs:g} epochs, K={k}, "
             f"corrector {corrector.num_parameters():,} parameters)")
-        res = train_corrector(drafter, corrector, seqs, view, ccfg, work_root / "runs" / key, store, on_fly, frozen,
-                              rule, logger_for(v) if logger_for else None, log=log, val_rules=rules, variant=row, lam=lam)
+        run = CoTrainRun(view, ccfg, work_root / "runs" / key, row, frozen, rule, tuple(rules), lam)
+        res = train_corrector(drafter, corrector, seqs, run, store, on_fly, logger_for(v) if logger_for else None, log=log)
         drafter.eval(), corrector.eval()
         arch = json.dumps({kk: vv for kk, vv in corrector.arch.to_dict().items() if kk != "variant"}, sort_keys=True)
         if arch not in shares and share_set:

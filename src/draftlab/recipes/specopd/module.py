@@ -1,9 +1,10 @@
-"""SpecOPD training (docs/algorithms.md "SpecOPD") and the objectives it is compared with, on top of the drafter
-module base.
+"""SpecOPD training (docs/algorithms.md "SpecOPD") and the objectives it is compared with, each an objective of the one
+training module (`SpecOPDObjective`).
 
 Reused (not copied): the data module (`draftlab.training.data.BranchDataModule`: pretraining's
-batches with branch anchors), the drafter module base (budget clock, optimiser, schedule,
-simulated-τ validation against the target's greedy tokens, best-state keeping, resumable counters),
+batches with branch anchors), the one training module (budget clock, optimiser, schedule, best-state keeping,
+resumable counters), pretraining's objective (its optimiser groups, simulated-τ validation against the target's
+greedy tokens, and the off-policy CE arm's step),
 the fit driver (`draftlab.training.fit.train`) and the tap-feature cache (`FeatureStore`, used for
 validation and the CE arm when `specopd.cache_features`; otherwise those compute the taps in the step,
 and training always takes its context taps from the trunk pass).
@@ -38,8 +39,10 @@ from draftlab.specopd.terms import Terms, draft_opd_terms, offpolicy_tv_terms, s
 from draftlab.specopd.tree import sample_branch_anchors
 from draftlab.training.data import Collate, DrafterDataModule, TrainBlocks
 from draftlab.training.features import FeatureStore, SequenceSet
+from draftlab.training.ce import DrafterCE
 from draftlab.training.fit import train
-from draftlab.training.module import DrafterModule
+from draftlab.training.module import TrainModule
+from draftlab.training.objective import StepContext, StepOut
 
 
 # ---- data: pretraining's, with branch anchors ------------------------------------------------------------
@@ -68,27 +71,32 @@ class BranchDataModule(DrafterDataModule):
         self.train_collate = Collate(seqs, store if train_feats else None)
 
 
-# ---- the module -----------------------------------------------------------------------------------------------
+# ---- the objective --------------------------------------------------------------------------------------------
 
 
-def distributed_loss(module: L.LightningModule, numerator: Tensor, count: Tensor) -> tuple[Tensor, Tensor]:
+def distributed_loss(ctx: StepContext, numerator: Tensor, count: Tensor) -> tuple[Tensor, Tensor]:
     """(loss to backpropagate, its global value). Counts are summed over ranks before dividing; DDP's
     gradient averaging over R ranks then gives ∇ Σ_r num_r / Σ_r cnt_r exactly."""
-    strategy, world = module.trainer.strategy, module.trainer.world_size
-    total = strategy.reduce(count.detach().float(), reduce_op="sum").clamp(min=1)
+    total = ctx.reduce(count.detach().float()).clamp(min=1)
     # a copy: the all-reduce works in place, and detach().float() of an fp32 tensor is the numerator's own storage
-    value = strategy.reduce(numerator.detach().float().clone(), reduce_op="sum") / total
-    return numerator * world / total, value
+    value = ctx.reduce(numerator.detach().float().clone()) / total
+    return numerator * ctx.world / total, value
 
 
-class SpecOPDModule(DrafterModule):
-    def __init__(self, drafter: DFlashDrafter, cfg: PretrainConfig, total_steps: int, val_names: list[str], target,
-                 objective: str = "specopd", branch_width: int = 0, temperature: float = 1.0, rounds: int = 8,
-                 eos_ids: list[int] = (), kernels: str = "auto", sample_seed: int = 0,
-                 tv_eval: Callable[[], dict] | None = None, chunk_rows: int = 0, vocab_chunk: int = 0):
-        super().__init__(drafter, cfg, total_steps, val_names, target, val_labels="greedy")
+class SpecOPDObjective:
+    """One of SpecOPD's objectives (`OBJECTIVES`) as the training module drives it: the drafter's optimiser groups,
+    schedule and simulated-τ validation are pretraining's (`DrafterCE`, which is also the `offpolicy_ce` arm's step);
+    the step is the objective's terms. `tv_eval`: () -> the held-out T=1 evaluation of the current drafter, run at every
+    validation with the best state by it kept (None: not selected on)."""
+
+    def __init__(self, drafter: DFlashDrafter, cfg: PretrainConfig, target, objective: str = "specopd",
+                 branch_width: int = 0, temperature: float = 1.0, rounds: int = 8, eos_ids: list[int] = (),
+                 kernels: str = "auto", sample_seed: int = 0, tv_eval: Callable[[], dict] | None = None,
+                 chunk_rows: int = 0, vocab_chunk: int = 0):
         if objective not in OBJECTIVES:
             raise DraftlabError(f"unknown SpecOPD objective {objective!r}; choose one of: {', '.join(OBJECTIVES)}")
+        self.ce = DrafterCE(drafter, cfg, target, val_labels="greedy")
+        self.drafter, self.cfg, self.target = drafter, cfg, target
         self.objective, self.temperature, self.rounds, self.eos_ids = objective, temperature, rounds, list(eos_ids)
         self.W = branch_width or drafter.block_size - 1
         self.backend = None if kernels == "auto" else kernels
@@ -96,39 +104,43 @@ class SpecOPDModule(DrafterModule):
         self.chunk_rows, self.vocab_chunk = chunk_rows, vocab_chunk  # memory at scale (specopd.chunk_rows, vocab_chunk)
         self.last_terms: dict = {}
         self.branches_seen = 0  # branches (or rounds) supervised: positions per branch = slot_predictions / this
-        self.tv_eval = tv_eval  # () -> the held-out T=1 evaluation of the current drafter (None: not selected on)
+        self.tv_eval = tv_eval
         self.best_t1: dict | None = None  # the best state by the T=1 surrogate: step, figures, state
         self.tv_history: list[dict] = []  # (step, the T=1 evaluation) at every validation
 
-    # ---- selection by the T=1 surrogate, beside the base class's selection by greedy simulated τ -----------------
-    def on_validation_epoch_end(self) -> None:
-        super().on_validation_epoch_end()
-        if self.tv_eval is None or self.trainer.sanity_checking or not self.last_val:
-            return
-        step = int(self.global_step)
-        if self.tv_history and self.tv_history[-1]["step"] == step:
-            return
-        tv = self.tv_eval()
-        self.tv_history.append({"step": step, **tv})
-        tau = tv.get("tau_t1_surrogate")
-        if tau is not None and (self.best_t1 is None or tau > self.best_t1["tau_t1_surrogate"]):
-            self.best_t1 = {"step": step, "tau_t1_surrogate": tau, "tv": tv,
-                            "sim_tau": self.last_val.get(self.primary, {}).get("sim_tau"), "state": self.snapshot()}
+    # ---- pretraining's: the drafter, its optimiser groups and schedule, its validation -------------------------
+    def modules(self) -> dict:
+        return self.ce.modules()
 
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        super().on_save_checkpoint(checkpoint)
-        checkpoint["draftlab"].update(best_t1=self.best_t1, tv_history=self.tv_history, branches_seen=self.branches_seen)
+    def param_groups(self) -> list[dict]:
+        return self.ce.param_groups()
 
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        super().on_load_checkpoint(checkpoint)
-        st = checkpoint.get("draftlab", {})
-        self.best_t1, self.tv_history = st.get("best_t1"), list(st.get("tv_history", []))
-        self.branches_seen = int(st.get("branches_seen", 0))
+    def lr_factor(self, group: dict, progress: float) -> float:
+        return self.ce.lr_factor(group, progress)
 
-    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+    def new_val_stats(self):
+        return self.ce.new_val_stats()
+
+    def validate_batch(self, batch: dict, stats) -> None:
+        self.ce.validate_batch(batch, stats)
+
+    def val_summary(self, stats) -> dict:
+        return self.ce.val_summary(stats)
+
+    def snapshot(self) -> dict:
+        return self.ce.snapshot()
+
+    def restore(self, state: dict) -> None:
+        self.ce.restore(state)
+
+    def extras(self) -> dict:
+        return {}
+
+    # ---- the step ------------------------------------------------------------------------------------------------
+    def step(self, batch: dict, ctx: StepContext) -> StepOut:
         if self.objective == "offpolicy_ce":
-            return super().training_step(batch, batch_idx)  # continued pretraining
-        target, d, step = self._target, self.drafter, int(self.global_step)
+            return self.ce.step(batch, ctx)  # continued pretraining
+        target, d, step = self.target, self.drafter, ctx.step
         if self.objective in ("specopd", "first_rejection"):
             t: Terms = specopd_terms(target, d, batch, self.W, self.temperature, self.sample_seed, step,
                                      first_rejection=self.objective == "first_rejection", backend=self.backend,
@@ -138,18 +150,33 @@ class SpecOPDModule(DrafterModule):
         else:
             t = draft_opd_terms(target, d, batch, self.W, self.rounds, self.temperature, self.sample_seed, step,
                                  self.eos_ids, self.backend, self.chunk_rows, self.vocab_chunk)
-        loss, value = distributed_loss(self, t.numerator, t.count)
-        self.slot_predictions += t.positions  # supervised draft positions
+        loss, value = distributed_loss(ctx, t.numerator, t.count)
+        ctx.counts.slot_predictions += t.positions  # supervised draft positions
         self.branches_seen += int(t.count)
         self.last_terms = {"loss": float(value), "mean_alpha": t.mean_alpha, "accept_prefix": t.accept_prefix,
                            "branches": int(t.count)}
-        bs = batch["ids"].shape[0]
-        self.log("train/loss", value, batch_size=bs, prog_bar=True)
-        self.log("train/mean_alpha", t.mean_alpha, batch_size=bs)
-        self.log("train/branch_accept_prefix", t.accept_prefix, batch_size=bs)
-        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=bs)
-        self.log("train/supervised_per_s", self.slot_predictions / max(self.train_seconds, 1e-9), batch_size=bs)
-        return loss
+        logs = {"train/loss": value, "train/mean_alpha": t.mean_alpha, "train/branch_accept_prefix": t.accept_prefix,
+                "train/lr": ctx.lr,
+                "train/supervised_per_s": ctx.counts.slot_predictions / max(ctx.train_seconds, 1e-9)}
+        return StepOut(loss, logs)
+
+    # ---- selection by the T=1 surrogate, beside the module's selection by greedy simulated τ -----------------------
+    def after_validation(self, step: int, results: dict, row: dict | None, primary: str) -> None:
+        if self.tv_eval is None or (self.tv_history and self.tv_history[-1]["step"] == step):
+            return
+        tv = self.tv_eval()
+        self.tv_history.append({"step": step, **tv})
+        tau = tv.get("tau_t1_surrogate")
+        if tau is not None and (self.best_t1 is None or tau > self.best_t1["tau_t1_surrogate"]):
+            self.best_t1 = {"step": step, "tau_t1_surrogate": tau, "tv": tv,
+                            "sim_tau": results.get(primary, {}).get("sim_tau"), "state": self.snapshot()}
+
+    def state(self) -> dict:
+        return {"best_t1": self.best_t1, "tv_history": self.tv_history, "branches_seen": self.branches_seen}
+
+    def load_state(self, st: dict) -> None:
+        self.best_t1, self.tv_history = st.get("best_t1"), list(st.get("tv_history", []))
+        self.branches_seen = int(st.get("branches_seen", 0))
 
 
 @dataclass
@@ -218,17 +245,17 @@ def train_objective(drafter: DFlashDrafter, seqs: SequenceSet, scfg, objective: 
     dm = BranchDataModule(seqs, view, drafter.block_size, store, scfg.val_sets, train_feats=objective == "offpolicy_ce")
     W = scfg.branch_width or drafter.block_size - 1
     tv_eval = (lambda: heldout_tv(drafter, target, seqs, scfg, W)) if select_t1 else None
-    module = SpecOPDModule(drafter, view, steps, dm.val_names, target, objective, scfg.branch_width, scfg.temperature,
-                           scfg.seq_rounds, target.eos_token_ids, scfg.kernels, scfg.seed, tv_eval, scfg.chunk_rows,
-                           scfg.vocab_chunk)
+    obj = SpecOPDObjective(drafter, view, target, objective, scfg.branch_width, scfg.temperature, scfg.seq_rounds,
+                           target.eos_token_ids, scfg.kernels, scfg.seed, tv_eval, scfg.chunk_rows, scfg.vocab_chunk)
+    module = TrainModule(obj, steps, dm.val_names)
     tv_final: dict = {}
 
     def final_tv() -> None:  # the final state's T=1 acceptance, before the best state replaces it
-        last = module.tv_history[-1] if module.tv_history else None
+        last = obj.tv_history[-1] if obj.tv_history else None
         if last is not None and last["step"] == module.global_step:
             tv_final.update({k: v for k, v in last.items() if k != "step"})
         else:
-            tv_final.update(heldout_tv(drafter, target, seqs, scfg, module.W))
+            tv_final.update(heldout_tv(drafter, target, seqs, scfg, obj.W))
 
     t0 = time.time()
     res = train(module, dm, view, workdir, logger, callbacks, log, f"specopd[{objective}]", validate_first,
@@ -238,15 +265,14 @@ def train_objective(drafter: DFlashDrafter, seqs: SequenceSet, scfg, objective: 
         before = {k: {"sim_tau": v} for k, v in module.history[0].items() if k not in ("step", "train_minutes")}
     log(f"specopd[{objective}]: {res.steps} steps in {time.time() - t0:.0f}s, held-out sim τ "
         f"{module.last_val.get(module.primary, {}).get('sim_tau', float('nan')):.3f} (best {res.best_sim_tau:.3f} "
-        f"at step {res.best_step}), {module.slot_predictions / max(module.train_seconds, 1e-9):.0f} supervised/s")
-    t1 = module.best_t1
+        f"at step {res.best_step}), {res.slot_predictions_per_s:.0f} supervised/s")
+    t1 = obj.best_t1
     return ObjectiveResult(objective=objective, steps=res.steps, train_seconds=module.train_seconds,
-                           supervised_positions=module.slot_predictions,
-                           supervised_per_s=module.slot_predictions / max(module.train_seconds, 1e-9),
+                           supervised_positions=res.slot_predictions, supervised_per_s=res.slot_predictions_per_s,
                            final=module.last_val, best=res.best_metrics, best_step=res.best_step,
                            best_sim_tau=res.best_sim_tau, history=res.history, before=before,
-                           last_terms=module.last_terms, tv_final=tv_final, resumed_from_step=res.resumed_from_step,
-                           supervised_per_branch=(module.slot_predictions / module.branches_seen
-                                                  if module.branches_seen else None),
+                           last_terms=obj.last_terms, tv_final=tv_final, resumed_from_step=res.resumed_from_step,
+                           supervised_per_branch=(res.slot_predictions / obj.branches_seen
+                                                  if obj.branches_seen else None),
                            best_t1=None if t1 is None else {k: v for k, v in t1.items() if k != "state"},
-                           t1_state=None if t1 is None else t1["state"], tv_history=list(module.tv_history))
+                           t1_state=None if t1 is None else t1["state"], tv_history=list(obj.tv_history))
