@@ -95,11 +95,10 @@ def test_a_strict_family_through_cotraining_with_its_teacher_and_evaluation(targ
     df, tmp = refs
     c = ccfg(variants=["lilicorr"], k=4, max_steps=4, families={"lilicorr": {**SMALL, "preset": "margin"}})
     out = cotrain_from_references(target, df, c, pcfg(), CotrainPaths({"pretrained": tmp / "pretrained"},
-                                                                      tmp / "strict", share_max_new_tokens=6),
-                                  log=lambda m: None)
+                                                                      tmp / "strict"), log=lambda m: None)
     o = out.variants["lilicorr"]
     assert TEACHER in o.corrector.contract.reads  # the margin preset weighs the penalty: the teacher was read
-    assert o.report["steps"] == 4 and o.report["engine"]["lossless"] and "sim_tau" in o.report
+    assert o.report["steps"] == 4 and "sim_tau" in o.report
 
 
 def test_bad_records_are_one_line(tmp_path, monkeypatch):

@@ -229,8 +229,8 @@ def test_cotrain_from_references(target, refs):
 
     df, tmp = refs
     c = ccfg(variants=["dspark", "domino"])
-    out = cotrain_from_references(target, df, c, pcfg(), CotrainPaths({"pretrained": tmp / "pretrained"}, tmp / "work",
-                                                                      share_max_new_tokens=8), log=lambda m: None)
+    out = cotrain_from_references(target, df, c, pcfg(), CotrainPaths({"pretrained": tmp / "pretrained"}, tmp / "work"),
+                                  log=lambda m: None)
     assert set(out.variants) == {"dspark", "domino"} and out.report["summary"]["main"] == "dspark"
     batch = one_batch(df, c)
     for v, o in out.variants.items():
@@ -240,7 +240,7 @@ def test_cotrain_from_references(target, refs):
             assert k in rep, (v, k)
         assert rep["steps"] == 12 and rep["path_rule"] == "greedy" and set(rep["rules"]) == {"greedy"}
         assert rep["params_corrector"] == rep["params_corrector_breakdown"]["total"] == o.corrector.num_parameters()
-        assert 0 < rep["proposal_share_of_round"] < 1 and rep["engine"]["lossless"]
+        assert "proposal_share_of_round" not in rep  # the benchmark's to measure, not training's
         assert rep["sim_tau_uncorrected"] <= rep["sim_tau_oracle"] + 1e-9  # (not sim_tau: δ may lift any token)
         d0 = load_drafter(tmp / "pretrained", target).train()
         with torch.no_grad():

@@ -403,10 +403,10 @@ def test_stage_end_to_end(root, workdir):
     assert rows["dflash-long"] == {"sim_tau": m["dflash-long"]["sim_tau"]}
     for v, rep in m["variants"].items():
         for k in ("sim_tau", "sim_tau_uncorrected", "sim_tau_oracle", "sim_tau_oracle_reachable", "sim_tau_per_slot",
-                  "sim_tau_per_slot_uncorrected", "params_corrector", "train_minutes", "proposal_share_of_round",
+                  "sim_tau_per_slot_uncorrected", "params_corrector", "train_minutes",
                   "rules", "steps", "drafter_tau_before", "drafter_tau_after", "headroom_closed_reachable"):
             assert k in rep, (v, k)
-        assert rep["steps"] == 3 and len(rep["sim_tau_per_slot"]) == 3 and rep["engine"]["lossless"]
+        assert rep["steps"] == 3 and len(rep["sim_tau_per_slot"]) == 3
         assert rep["sim_tau_uncorrected"] <= rep["sim_tau_oracle_reachable"] <= rep["sim_tau_oracle"]
         assert rep["drafter_tau_before"] == m["base_drafters"]["pretrained"]["sim_tau"]
         assert rep["drafter_tau_after"] == rep["sim_tau_uncorrected"]
@@ -420,8 +420,8 @@ def test_stage_end_to_end(root, workdir):
     assert all(m["variants"][v]["drafter_tau_change"] == 0.0 for v in frozen_drafters)  # an untouched drafter
     assert (m["variants"]["dcoco-sg"]["grad_hidden"], m["variants"]["dcoco-sg"]["grad_logits"]) == (0.0, 1.0)
     assert m["variants"]["frozen-reach"]["loss"] == "reach" and m["variants"]["dcoco"]["loss"] == "joint"
-    # the engine share is measured once per corrector architecture (the weights do not change its cost)
-    assert m["variants"]["dcoco-sg"]["engine"]["measured_with"] == "dcoco"
+    # a corrector's share of a round is the benchmark's to measure (per arm, results/benchmark.json), not training's
+    assert not any("engine" in r or "proposal_share_of_round" in r for r in m["variants"].values())
     for v in m["variants"]:
         for sub in ("drafter", "corrector"):
             cfg = json.loads((workdir / "models" / "corrector" / v / sub / "config.json").read_text())

@@ -13,7 +13,7 @@ models/corrector/<variant>/drafter/ and models/corrector/<variant>/corrector/ (e
 model.safetensors, self-describing), the control models/drafter/long/ (when `corrector.control`),
 results/corrector.json (per variant: the drafter's own held-out τ before / after, the corrected τ, the
 top-K and the reachable oracle and the headroom closed against each, per slot, per path rule, parameter
-counts, training time, the corrector's share of a real round), the headline metrics/corrector/<variant>.json
+counts, training time; a corrector's share of a real round is the benchmark's), the headline metrics/corrector/<variant>.json
 (simulated τ corrected / uncorrected / top-K oracle) and one MLflow run. The feature cache is
 shared with pretrain_drafter when it matches; resumable runs live under checkpoints/corrector/.
 The recipe is draftlab.recipes.corrector; this module only loads, wires and writes.
@@ -80,12 +80,10 @@ def run(params) -> None:
         for p in paths:
             mlrun.log_artifact(p)
         for v, r in out.report["variants"].items():
-            share = r.get("proposal_share_of_round")
             before = r["drafter_tau_before"]
             _log(f"{v}: sim tau {r['sim_tau']:.3f} (drafter {'-' if before is None else f'{before:.3f}'} -> "
                  f"{r['sim_tau_uncorrected']:.3f}, "
-                 f"oracles {r['sim_tau_oracle']:.3f} / reachable {r['sim_tau_oracle_reachable']:.3f}), "
-                 f"proposal share {'-' if share is None else f'{share:.1%}'}")
+                 f"oracles {r['sim_tau_oracle']:.3f} / reachable {r['sim_tau_oracle_reachable']:.3f})")
 
 
 def save_variants(variants: dict, root: Path, info: dict, kernels: str) -> None:

@@ -3,10 +3,9 @@ then the `dflash-long` control (the base drafter alone, as many steps as the mai
 
 Per variant (`draftlab.corrector.variants`: family, ablation, base drafter, frozen or not, how the
 corrector loss reaches the drafter, loss kind): measure the base drafter's own held-out τ (once per
-base), build the corrector, co-train it with the drafter (`draftlab.recipes.corrector.cotrain.train_corrector`,
-resumable under `runs/<key>`; every validation scores every path rule), and measure the corrector's
-share of a real speculative round (`draftlab.recipes.corrector.share`, once per corrector architecture: the weights
-do not change its cost). The report holds, per variant: the drafter's own τ before / after, the
+base), build the corrector and co-train it with the drafter (`draftlab.recipes.corrector.cotrain.train_corrector`,
+resumable under `runs/<key>`; every validation scores every path rule). What a corrector costs in a real round is the
+benchmark's to measure (`proposal_share_of_round` per arm in results/benchmark.json), not training's. The report holds, per variant: the drafter's own τ before / after, the
 corrected τ, the top-K and the reachable oracle with the headroom closed against each, per slot, per
 rule; variants on a shorter budget also get dcoco's corrected and drafter τ at the same minutes.
 Budgets (`variant_view`): the main variant and the families whose record says `budget="main"` (the sequential
@@ -17,16 +16,13 @@ alone. Nothing here names a family: each variant's family record
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from draftlab.recipes.corrector.share import proposal_share
 from draftlab.config import CorrectorConfig, PretrainConfig
 from draftlab.corrector.base import Corrector
 from draftlab.corrector.families import build_corrector, family_of, variant_table
-from draftlab.corrector.proposal import CorrectorProposal
 from draftlab.corrector.variants import Variant
 from draftlab.drafter.checkpoint import load_drafter, read_arch
 from draftlab.drafter.model import DFlashDrafter
@@ -64,14 +60,11 @@ class CoTrainOutcome:
 class CotrainPaths:
     """The folders co-training reads and writes: each base drafter ('pretrained', 'specopd' (SpecOPD's best greedy
     state), 'specopd-t1' (its best T=1 state) -> checkpoint folder), the root of its resumable runs, and the
-    tap-feature caches it reuses before its own; `share_prompts` / `share_max_new_tokens` size the measurement of
-    the corrector's share of a round."""
+    tap-feature caches it reuses before its own."""
 
     bases: dict[str, str | Path]
     work: Path
     features: tuple[Path, ...] = ()
-    share_prompts: int = 2
-    share_max_new_tokens: int = 32
 
 
 def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainConfig, where: CotrainPaths,
@@ -91,8 +84,6 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         store, fstats = open_features(list(where.features) + [work_root / "features"], target, seqs, taps,
                                       pcfg.feature_batch_tokens, log)
     on_fly = None if store is not None else target
-    held = seqs.indices("heldout") or seqs.indices("train")
-    share_set = [seqs.seq(i)[: int(seqs.prompt_len[i])].tolist() for i in held[:where.share_prompts]]
     out = CoTrainOutcome()
     # the budget settings enter each key as the variant's resolved budget (minutes, the view's steps and epochs)
     ckeys = {k: v for k, v in asdict(ccfg).items() if k not in ("variants", "control", "kernels", "base_drafter",
@@ -101,7 +92,6 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     main = ccfg.main_variant
     backend = None if ccfg.kernels == "auto" else ccfg.kernels
     before: dict[str, dict] = {}  # base -> the base drafter's own held-out τ before co-training
-    shares: dict[str, dict] = {}  # corrector architecture -> the engine share measurement (weights do not change it)
     for v in ccfg.variants:
         row = table[v].resolve(ccfg.grad_hidden, ccfg.grad_logits, ccfg.frozen_warmup)
         fam = family_of(v)
@@ -135,13 +125,9 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
         run = CoTrainRun(view, ccfg, work_root / "runs" / key, row, frozen, rule, tuple(rules), lam)
         res = train_corrector(drafter, corrector, seqs, run, store, on_fly, logger_for(v) if logger_for else None, log=log)
         drafter.eval(), corrector.eval()
-        arch = json.dumps({kk: vv for kk, vv in corrector.arch.to_dict().items() if kk != "variant"}, sort_keys=True)
-        if arch not in shares and share_set:
-            shares[arch] = {**proposal_share(target, drafter, CorrectorProposal(corrector, rule, lam, backend),
-                                             share_set, where.share_max_new_tokens), "measured_with": v}
         rep = variant_report(row, str(base_of(v)), before[row.base], drafter, corrector, res,
                              {"frozen_backbone": frozen, "path_rule": rule, "k": k, "rules": rules, "role": role,
-                              "minutes": minutes, "view": view}, shares.get(arch, {}))
+                              "minutes": minutes, "view": view})
         out.variants[v] = VariantOutcome(v, drafter, corrector, res, rep, lam)
         b0 = before[row.base]
         log(f"corrector: {v} held-out sim τ {rep['sim_tau']:.3f} corrected; drafter {b0['sim_tau'] or float('nan'):.3f} -> "
@@ -175,10 +161,10 @@ def _checked_references(df, ccfg: CorrectorConfig, bases: dict[str, str | Path])
     return seqs
 
 
-def variant_report(row: Variant, base_folder: str, b0: dict, drafter, corrector, res, run: dict, share: dict) -> dict:
+def variant_report(row: Variant, base_folder: str, b0: dict, drafter, corrector, res, run: dict) -> dict:
     """One variant's report: its settings (`run`: frozen_backbone, path_rule, k, rules, role, minutes, view), the
     drafter's own held-out τ before (`b0`) and after co-training beside the corrected τ and both oracles (at the
-    best state), the per-slot and per-set figures, sizes, the budget and the engine share measurement."""
+    best state), the per-slot and per-set figures, sizes and the budget."""
     best = res.best_metrics
     primary = "heldout" if "heldout" in best else next(iter(best))
     p = best[primary]
@@ -215,7 +201,6 @@ def variant_report(row: Variant, base_folder: str, b0: dict, drafter, corrector,
         "budget": {"role": run["role"], "max_minutes": minutes, "max_steps": view.max_steps, "epochs": view.epochs},
         "resumed_from_step": res.resumed_from_step,
         "supervised_transition_frac": res.extras["supervised_transition_frac"],
-        "proposal_share_of_round": share.get("proposal_share_of_round"), "engine": share,
         "history": res.history,
     }
 
