@@ -134,8 +134,9 @@ def body(cdp) -> str:
 def open_view(served, **params) -> None:
     cdp = served["cdp"]
     cdp.goto(served["url"] + "?" + urllib.parse.urlencode(params))
-    time.sleep(0.5)
-    assert cdp.settle(timeout=90), f"the page {params} never settled"
+    time.sleep(0.5)  # the navigation starts: the old page is not taken for the new one
+    # drawn and unchanged for 1 s (the charts' count is read every 0.2 s; each assertion after it waits for its own)
+    assert cdp.settle(timeout=90, quiet=1.0), f"the page {params} never settled"
 
 
 def test_explorer_in_chromium(served):

@@ -124,7 +124,7 @@ def test_a_training_stage_cut_by_the_deadline_keeps_its_checkpoint_and_resumes(d
     shutil.copytree(dry.work, work, ignore=shutil.ignore_patterns("pack", "site"))
     cmd = [sys.executable, str(SCRIPT), "--dry", "--work", str(work), "--pack", str(dry.work / "pack"), "--stages",
            "pretrain_drafter", "-S", "pretrain.max_steps=100000", "-S", "pretrain.max_minutes=5", "-S",
-           "profile.threads=1", "--deadline", "22", "--reserve", "2"]
+           "profile.threads=1", "--deadline", "18", "--reserve", "2"]
     steps = []
     for call in (1, 2):
         out = tmp_path / f"out{call}"
