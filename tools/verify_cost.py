@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from draftlab import paths
-from draftlab.measure.verify_cost import FULL, QUICK, run, table
+from draftlab.measure.verify_cost import FULL, QUICK, run
+from draftlab.measure.verify_cost_tables import table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.show:
         import json
 
-        from draftlab.measure.verify_cost import width_table
+        from draftlab.measure.verify_cost_tables import width_table
 
         try:
             print(width_table(json.loads(Path(a.show).read_text())))
