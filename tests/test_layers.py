@@ -140,7 +140,8 @@ ROOMS = {"corrector": ("corrector", "recipes.corrector", "pipeline.steps.correct
 SHARED = ("errors", "interrupts", "io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp", "verifier",
           "drafter", "decoding", "config", "params", "plan", "training", "tracking",
           "pipeline.stage", "pipeline.trace", "pipeline.layout", "recipes.common", "pipeline.names",
-          "toy.freeze", "toy.tasks")  # the toy world's freeze: a gate every stage passes (draftlab.toy.freeze)
+          "toy.freeze", "toy.tasks", "toy.task_families", "toy.mark_families")  # the toy world's freeze: a gate every
+# stage passes (draftlab.toy.freeze), and the world's generator it reads (toy.tasks and its families)
 # where a stage validates params.yaml: every name table meets the configuration there (pipeline.names gathers
 # the arm table's and the methods' names), so the walk reads that module but does not follow its imports
 MEETING = VALIDATION  # the generated dvc.yaml's walk (draftlab.pipeline.dvcgen) stops there too
