@@ -17,161 +17,28 @@ times `prompt_fill` (default: `fill`; 1 = the upper bound). Not counted: loading
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
 
 from draftlab.config import Params
-from draftlab.errors import ConfigError, DraftlabError
+from draftlab.errors import ConfigError
 from draftlab.plan import dispatch as D
 from draftlab.plan import memory as M
-from draftlab.plan.arch import DrafterShape, TargetShape, drafter_shape
+from draftlab.plan.arch import TargetShape, drafter_shape
+from draftlab.plan.bench_time import benchmark, benchmark_runs, round_seconds  # noqa: F401 (re-exported)
+# the time model's vocabulary, re-exported: this module is the plan's face
+from draftlab.plan.model import (  # noqa: F401
+    BUDGET_TERM, GiB, PRESETS, Device, Stage, drafter_flops, dtype_bytes, hours, target_flops, val_batch_s)
 from draftlab.plan.suites import suite_size
 
-GiB = 2 ** 30
-BUDGET_TERM = "training budget"  # the part of a stage's time that is its minute budgets (the runner scales it)
 # the GGUF loader de-quantises every tensor on the CPU: 16-21 s for SmolLM2-135M's 134.5M parameters on the
 # project's machines (ENVIRONMENT.md): the prepare_target stage of a packaged GGUF target
 TOY_STEP_S = 0.32  # the toy target's seconds per training step: the frozen world's 1,140 s / 3,569 steps (2 cores)
 DEQUANT_S_PER_PARAM = 18.5 / 134.5e6
 
 
-@dataclass(frozen=True)
-class Device:
-    """What the time and memory model assumes of the machine; `Device.of(kind, ...)` starts from the kind's preset
-    (`PRESETS`: an H100 for cuda, the project's 2-core CPU for cpu) and replaces the values given."""
-    kind: str = "cuda"  # cuda | cpu: bf16 weights and fused attention on cuda, fp32 and split attention on cpu
-    gpus: int = 1
-    tflops: float = 989.0  # dense bf16 TFLOP/s per device (H100 SXM); on cpu the effective fp32 rate (efficiency 1)
-    efficiency: float = 0.4  # achieved / peak FLOP/s
-    bandwidth: float = 3350.0  # GB/s of device memory (decode phases)
-    memory_gib: float = 80.0
-    fill: float = 1.0  # mean response length / its max_new_tokens (1 = the upper bound)
-    tau: float = 3.0  # committed tokens per round in the benchmark's speculative arms
-    per_op_us: float | None = None  # host µs per dispatched aten op of an eager step; None = dispatch.PER_OP_US[kind]
-    prompt_fill: float | None = None  # mean prompt length / data.max_prompt_tokens; None = fill
 
-    @property
-    def pfill(self) -> float:
-        return self.fill if self.prompt_fill is None else self.prompt_fill
-
-    @classmethod
-    def of(cls, kind: str = "cuda", **given) -> "Device":
-        """The preset of `kind` with the values in `given` that are not None (the `draftlab plan` flags)."""
-        if kind not in PRESETS:
-            raise DraftlabError(f"--device {kind} is not known: choose one of {', '.join(PRESETS)}")
-        return replace(PRESETS[kind], **{k: v for k, v in given.items() if v is not None})
-
-    @property
-    def op_us(self) -> float | None:
-        return self.per_op_us if self.per_op_us is not None else D.per_op_us(self.kind)
-
-    def dispatch_s(self, ops: float) -> float:
-        """Host seconds of `ops` dispatched aten ops (0 where the device has no per-op cost yet)."""
-        return ops * (self.op_us or 0.0) * 1e-6
-
-    def flop_s(self, flops: float, gpus: int = 1) -> float:
-        return flops / (gpus * self.tflops * 1e12 * self.efficiency)
-
-    def check(self) -> None:
-        """One line naming the `draftlab plan` flag of an impossible value (a zero or negative count, rate or size)."""
-        rules = (("--gpus", self.gpus, self.gpus >= 1, "a whole number of devices >= 1"),
-                 ("--tflops", self.tflops, self.tflops > 0, "the device's peak TFLOP/s, > 0 (e.g. 989 for an H100)"),
-                 ("--efficiency", self.efficiency, 0 < self.efficiency <= 1, "achieved / peak FLOP/s, in (0, 1]"),
-                 ("--bandwidth", self.bandwidth, self.bandwidth > 0, "the device's memory bandwidth in GB/s, > 0"),
-                 ("--gpu-mem", self.memory_gib, self.memory_gib > 0, "GiB of memory per device, > 0 (e.g. 80)"),
-                 ("--fill", self.fill, 0 < self.fill <= 1, "mean length / configured maximum, in (0, 1]"),
-                 ("--prompt-fill", self.pfill, 0 < self.pfill <= 1, "mean prompt length / data.max_prompt_tokens, "
-                                                                     "in (0, 1]"),
-                 ("--tau", self.tau, self.tau >= 1, "tokens committed per round, >= 1"),
-                 ("--per-op-us", self.op_us or 0.0, (self.op_us or 0.0) >= 0, "host µs per dispatched op, >= 0"))
-        for flag, value, ok, what in rules:
-            if not ok or (isinstance(value, float) and not math.isfinite(value)):
-                raise DraftlabError(f"{flag} {value:g} is not possible: give {what}")
-
-    def assumptions(self) -> str:
-        op = (f"{self.op_us:g} us per dispatched aten op of an eager step (ops counted at "
-              f"{_counted_at()})" if self.op_us else f"host dispatch NOT counted (no per-op cost for {self.kind} yet)")
-        rate = (f"FLOPs / ({self.gpus} GPU x {self.tflops:g} TFLOP/s x {self.efficiency:g} efficiency) for the "
-                f"training stages (data-parallel, perfect scaling); reference and benchmark on 1 GPU"
-                if self.kind == "cuda" else
-                f"FLOPs / ({self.tflops * self.efficiency * 1e3:g} GFLOP/s of the CPU, fp32; constants fitted on the "
-                f"cpu profile's run, docs/plan.md)")
-        return (f"time = {rate}; + bytes: decode "
-                f"reads weights and KV at {self.bandwidth:g} GB/s (benchmark: tau={self.tau:g} tokens per round); + "
-                f"{op}; terms added (no host/device overlap: an upper bound); start-up, loading and compiling not "
-                f"counted; lengths = "
-                f"the configured maxima x fill {self.fill:g}"
-                f"{f' (prompts x {self.pfill:g})' if self.pfill != self.fill else ''}; memory = the largest step on one "
-                f"device, a training step at its batch split over the {self.gpus} GPUs' ranks"
-                f"{' with DDP gradient buckets' if self.gpus > 1 else ''}, the T=1 evaluation at the "
-                f"whole batch ({'bf16 weights, fused attention' if self.kind == 'cuda' else 'fp32, split attention'})")
-
-
-# The device presets `draftlab plan --device` starts from. cuda: an H100 SXM (peak bf16, 40% of it achieved, HBM3;
-# the per-op cost is dispatch.PER_OP_US's, from the 2026-12-04 H200 run). cpu: the project's 2-core x86 machine, fp32,
-# eager PyTorch on 2 threads; its three constants are effective rates, FITTED on the committed cpu-profile run of
-# 2026-12-04 (results/ at the repository root): a least-squares in log space of predicted / measured over its stage
-# wall times (reference, pretrain_drafter, pretrain_seeded, specopd's training, corrector, benchmark) and its
-# benchmark's per-round wall times (AR step, lookup round, drafter round), the run's mean lengths and tau given
-# (`draftlab.plan.calibrate`). Result: 144.7 GFLOP/s, 11.1 GB/s, 12.4 us per op; then checked, unfitted, on the
-# toy world's run of 2026-12-05 (worlds/toy/results): every stage within x1.5 (docs/plan.md has both tables;
-# `python tools/calibrate_plan.py` prints them, `--fit` re-runs the fit; tests/plan/test_calibrate.py holds them).
-PRESETS: dict[str, Device] = {
-    "cuda": Device(),
-    "cpu": Device(kind="cpu", tflops=0.145, efficiency=1.0, bandwidth=11.1, per_op_us=12.4),
-}
-
-
-@dataclass
-class Stage:
-    name: str
-    tokens: float  # tokens through the target (reference: generated + prompt; training: target + block rows)
-    flops: float
-    hours: float
-    step: str  # which step is the largest
-    memory: dict[str, float]  # its terms (bytes)
-    disk: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    key: str = ""  # the key that sizes the largest step (named when it does not fit)
-    times: dict[str, float] = field(default_factory=dict)  # seconds per term of the time model (they add to hours)
-
-    @property
-    def peak(self) -> int:
-        return M.total(self.memory)
-
-    def to_dict(self) -> dict:
-        return {"stage": self.name, "tokens": self.tokens, "flops": self.flops, "hours": self.hours,
-                "seconds": self.hours * 3600, "times_s": dict(self.times), "step": self.step,
-                "peak_gib": self.peak / GiB, "memory_gib": {k: v / GiB for k, v in self.memory.items()},
-                "disk_gib": {k: v / GiB for k, v in self.disk.items()}, "notes": self.notes, "key": self.key}
-
-
-# ---- FLOPs ------------------------------------------------------------------------------------------------
-
-
-def target_flops(t: TargetShape, tokens: float, ctx: float, layers: int | None = None, head: bool = True) -> float:
-    """Forward FLOPs of `tokens` target tokens attending `ctx` keys on average."""
-    layers = t.num_layers if layers is None else layers
-    per = layers * (2 * t.layer_params() + 4 * t.heads * t.head_dim * ctx) + (2 * t.hidden * t.vocab if head else 0)
-    return tokens * per
-
-
-def drafter_flops(d: DrafterShape, B: int, L: int, A: int, head_rows: float, chunked: bool) -> float:
-    """Forward + backward of the drafter: block rows through its layers (attention over L context + S),
-    the context projection of B·L tokens, and the frozen head (forward + input gradient; + recompute)."""
-    R = B * A * d.block_size
-    H, kd = d.hidden, d.kv_heads * d.head_dim
-    layer = (d.params() - d.n_taps * H * H) / max(d.num_layers, 1)
-    blocks = 6 * R * d.num_layers * (layer + 2 * d.heads * d.head_dim * (L + d.block_size))
-    ctx = 6 * B * L * (d.n_taps * H * H + d.num_layers * 2 * H * kd)
-    return blocks + ctx + head_rows * 2 * H * d.draft_vocab * (3 if chunked else 2)
 
 
 # ---- the stages -------------------------------------------------------------------------------------------
-
-
-def _bytes(dev: Device) -> tuple[int, int, bool]:
-    """(target weight bytes, activation bytes, fused attention) on the device."""
-    return (2, 2, True) if dev.kind == "cuda" else (4, 4, False)
 
 
 def _local(batch: int, dev: Device) -> int:
@@ -191,18 +58,6 @@ def _steps(epochs: float, max_steps: int, n_seq: int, batch: int) -> int:
 def _L(p: Params, dev: Device) -> int:
     """A reference sequence's length: its prompt and its response at their fills of the configured maxima."""
     return int(p.data.max_prompt_tokens * dev.pfill + p.reference.max_new_tokens * dev.fill)
-
-
-def _counted_at() -> str:
-    try:
-        c = D.load()
-        return f"commit {str(c['commit'])[:7]}, torch {c['versions']['torch']}"
-    except (OSError, ValueError, KeyError):
-        return "? (dispatch_counts.json unreadable)"
-
-
-def _h(times: dict[str, float]) -> float:
-    return sum(times.values()) / 3600
 
 
 def _train_time(step_s: float, steps: int, minutes: float) -> tuple[float, bool, list[str]]:
@@ -226,19 +81,9 @@ def _val_batches(p: Params, batch: int) -> int:
     return sum(math.ceil(n / batch) for n in sets if n)
 
 
-def _val_batch_s(p: Params, t: TargetShape, d: DrafterShape, dev: Device, batch: int, L: int, stride: int,
-                 cached: bool = False) -> float:
-    """One validation batch: the target's pass with its head (greedy labels; none when the stage reads the feature
-    cache, which holds the taps and the greedy tokens), the drafter's blocks at every `stride`-th response position
-    (forward only: a third of drafter_flops), top-K; + its dispatched ops."""
-    A = max(1, math.ceil(p.reference.max_new_tokens * dev.fill / stride))
-    flops = (0.0 if cached else target_flops(t, batch * L, L / 2)) + drafter_flops(
-        d, batch, L, A, batch * A * (d.block_size - 1), False) / 3
-    return dev.flop_s(flops) + dev.dispatch_s(D.ops("val_batch", 0 if cached else t.num_layers, d.num_layers))
-
 
 def reference(p: Params, t: TargetShape, dev: Device) -> Stage:
-    r, tb = p.reference, _bytes(dev)[0]
+    r, tb = p.reference, dtype_bytes(dev)[0]
     evals = [min(r.num_eval_per_suite, suite_size(s, p.data, r)[0] or r.num_eval_per_suite) for s in p.data.eval_suites]
     prompts = r.num_train_prompts + r.num_heldout_prompts + sum(evals)
     P, N = p.data.max_prompt_tokens * dev.pfill, r.max_new_tokens * dev.fill
@@ -250,18 +95,18 @@ def reference(p: Params, t: TargetShape, dev: Device) -> Stage:
     steps = batches * N  # decode steps, each reading the weights and the KV cache
     # ... at the K/V heads' width on cuda (fused attention reads them as they are); with the split attention of the
     # CPU, grouped K/V heads are read at every query head's width (heads / kv_heads times the buffer)
-    kv = r.batch_size * cap * t.num_layers * 2 * (t.kv_heads if _bytes(dev)[2] else t.heads) * t.head_dim * tb
+    kv = r.batch_size * cap * t.num_layers * 2 * (t.kv_heads if dtype_bytes(dev)[2] else t.heads) * t.head_dim * tb
     times = {"FLOPs": dev.flop_s(flops), "bytes": steps * (M.target_weights(t, tb) + kv) / (dev.bandwidth * 1e9),
              "dispatch": dev.dispatch_s(batches * (D.ops("prefill", t.num_layers) + N * D.ops("ar_step", t.num_layers)))}
-    mem = M.reference_step(t, r.batch_size, p.data.max_prompt_tokens, r.max_new_tokens, tb, _bytes(dev)[2])
+    mem = M.reference_step(t, r.batch_size, p.data.max_prompt_tokens, r.max_new_tokens, tb, dtype_bytes(dev)[2])
     disk = {"references (token ids, int32)": prompts * (P + N) * 4}
-    return Stage("reference", prompts * (P + N), flops, _h(times), f"batch {r.batch_size} at full length", mem, disk,
+    return Stage("reference", prompts * (P + N), flops, hours(times), f"batch {r.batch_size} at full length", mem, disk,
                  [f"{batches} batches x {N:g} decode steps"], key="reference.batch_size", times=times)
 
 
 def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, prefix: str = "pretrain",
                     cache_reused: bool = False) -> Stage:
-    tb, ab, fused = _bytes(dev)
+    tb, ab, fused = dtype_bytes(dev)
     d = drafter_shape(t, dc)
     n_seq = p.reference.num_train_prompts
     L = _L(p, dev)
@@ -289,20 +134,20 @@ def _pretrain_stage(name: str, p: Params, pc, dc, t: TargetShape, dev: Device, p
     vals = (done // pc.val_every if pc.val_every else 0) + 1
     times = {"feature cache": dev.flop_s(cache) + dev.dispatch_s(cache_ops)} if cache else {}
     times[BUDGET_TERM if capped else "steps"] = train_s
-    times["validation"] = vals * _val_batches(p, pc.batch_size) * _val_batch_s(p, t, d, dev, pc.batch_size, L,
+    times["validation"] = vals * _val_batches(p, pc.batch_size) * val_batch_s(p, t, d, dev, pc.batch_size, L,
                                                                                 pc.val_anchor_stride, pc.cache_features)
     flops = cache + done * flops_step
     disk["checkpoints (weights + resumable state)"] = d.params() * (4 + 12)
     mem = {**M.pretrain_step(t, d, _local(pc.batch_size, dev), L, pc.anchors_per_seq, pc.chunk_rows, tb, ab, fused,
                              greedy, pc.kd_weight > 0), **M.ddp_buckets(d.params(), dev.gpus)}
     notes.append(f"~{done} steps of {step_s * 1e3:.0f} ms, {vals} validations")
-    return Stage(name, done * pc.batch_size * (L + pc.anchors_per_seq * d.block_size), flops, _h(times),
+    return Stage(name, done * pc.batch_size * (L + pc.anchors_per_seq * d.block_size), flops, hours(times),
                  f"{steps or done} steps; step B={_local(pc.batch_size, dev)}{_of(pc.batch_size, dev)}, A={pc.anchors_per_seq}, S={d.block_size}, L={L}", mem, disk,
                  notes + cap, key=f"{prefix}.chunk_rows" if not pc.chunk_rows else f"{prefix}.batch_size", times=times)
 
 
 def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
-    s, tb, (_, ab, fused) = p.specopd, _bytes(dev)[0], _bytes(dev)
+    s, tb, (_, ab, fused) = p.specopd, dtype_bytes(dev)[0], dtype_bytes(dev)
     dc = p.seeded.resolve(p.drafter, p.pretrain)[0] if p.seeded.enabled and p.seeded.methods else p.drafter
     d = drafter_shape(t, dc)
     W = s.branch_width or d.block_size - 1
@@ -315,7 +160,7 @@ def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
     ops_step = D.ops("specopd_step", t.num_layers, d.num_layers, chunks)
     objectives = {"specopd": s.max_steps, **{b: s.baseline_max_steps or s.max_steps for b in s.baselines}}
     flops, times, notes = 0.0, {}, []
-    val_one = _val_batches(p, B) * _val_batch_s(p, t, d, dev, B, L, s.val_anchor_stride, s.cache_features)
+    val_one = _val_batches(p, B) * val_batch_s(p, t, d, dev, B, L, s.val_anchor_stride, s.cache_features)
     for name, n in objectives.items():  # the sequential loop: seq_rounds dependent rounds of the same rows
         f = s.seq_rounds * W / max(A, 1) if name == "sequential" else 1
         step_s = dev.flop_s(step * f, dev.gpus) + dev.dispatch_s(ops_step * f)
@@ -342,7 +187,7 @@ def specopd(p: Params, t: TargetShape, dev: Device) -> Stage:
         disk["feature cache (fp16)"] = p.reference.num_train_prompts * L * d.n_taps * t.hidden * 2
     key = "specopd.chunk_rows" if not s.chunk_rows else ("specopd.vocab_chunk" if not s.vocab_chunk
                                                           else "specopd.batch_size")
-    return Stage("specopd", sum(objectives.values()) * B * (L + A * (d.block_size + W - 1)), flops, _h(times),
+    return Stage("specopd", sum(objectives.values()) * B * (L + A * (d.block_size + W - 1)), flops, hours(times),
                  f"{which}, A={A}, W={W}, L={L}, chunk_rows={s.chunk_rows}, vocab_chunk={s.vocab_chunk}", mem,
                  disk, notes, key=key, times=times)
 
@@ -373,7 +218,7 @@ def corrector_params(t: TargetShape, d, c, variant: str) -> int:
 
 
 def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
-    c, pc, (tb, ab, fused) = p.corrector, p.pretrain, _bytes(dev)
+    c, pc, (tb, ab, fused) = p.corrector, p.pretrain, dtype_bytes(dev)
     d = drafter_shape(t, p.drafter)
     L = _L(p, dev)
     n_seq = p.reference.num_train_prompts
@@ -388,8 +233,8 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
     # the step's memory and the checkpoints are counted at the main variant's corrector
     cost = corrector_cost(t, d, c, main)
     cached = pc.cache_features  # the corrector reads the plain drafter's feature cache
-    val_one = _val_batches(p, c.batch_size) * _val_batch_s(p, t, d, dev, c.batch_size, L, pc.val_anchor_stride, cached)
-    heldout = math.ceil(p.reference.num_heldout_prompts / c.batch_size) * _val_batch_s(
+    val_one = _val_batches(p, c.batch_size) * val_batch_s(p, t, d, dev, c.batch_size, L, pc.val_anchor_stride, cached)
+    heldout = math.ceil(p.reference.num_heldout_prompts / c.batch_size) * val_batch_s(
         p, t, d, dev, c.batch_size, L, pc.val_anchor_stride, cached)  # one held-out pass (a path rule's evaluation)
     times, notes, done_all = {}, [], 0
     for v in runs:
@@ -418,107 +263,12 @@ def corrector(p: Params, t: TargetShape, dev: Device) -> Stage:
            **M.ddp_buckets(d.params() + cost.params, dev.gpus)}
     disk = {"checkpoints (drafter + corrector per run)": len(runs) * (d.params() + cost.params) * 16}
     return Stage("corrector", done_all * c.batch_size * (L + c.anchors_per_seq * d.block_size),
-                 done_all * step, _h(times), (f"{len(runs)} runs x {steps} steps" if steps else f"{len(runs)} runs (step budgets)"
+                 done_all * step, hours(times), (f"{len(runs)} runs x {steps} steps" if steps else f"{len(runs)} runs (step budgets)"
                                 if all(c.variant_steps.get(main if v == "dflash-long" else v) for v in runs)
                                 else f"{len(runs)} runs (minute budgets)") + "; co-training step "
                  f"B={_local(c.batch_size, dev)}{_of(c.batch_size, dev)}, A={c.anchors_per_seq}", mem, disk, notes,
                  key="corrector.batch_size", times=times)
 
-
-def _tau(arm: str, dev: Device) -> float:
-    return 1.0 if D.round_step(arm) == "ar_step" else dev.tau
-
-
-def _width(arm: str, d: DrafterShape, p: Params) -> int:
-    """Positions one round of `arm` sends through the target per stream: 1 for AR, the verified block otherwise."""
-    step = D.round_step(arm)
-    return 1 if step == "ar_step" else (p.pld.num_tokens + 1 if step == "pld_round" else d.block_size)
-
-
-def benchmark_runs(p: Params) -> tuple[list[tuple[str, int, int, float]], dict[str, int], list[str]]:
-    """The benchmark's decodes as the runner enumerates them (`draftlab.bench.runner.groups`): (arm, generations,
-    streams each, new tokens each); the prompts per suite it draws from (counted by the loader,
-    `draftlab.plan.suites`), and notes."""
-    b = p.benchmark
-    sizes = {s: suite_size(s, p.data, p.reference) for s in b.suites}
-    avail = {s: n if n is not None else p.reference.num_heldout_prompts for s, (n, _) in sizes.items()}
-    notes = [f"suite {s}: {n if n is not None else avail[s]} prompts ({how}"
-             + (", reference.num_heldout_prompts assumed)" if n is None else ")") for s, (n, how) in sizes.items()
-             if how != "loader" or not b.prompts_per_suite]
-    head = {s: min(b.prompts_per_suite, m) if b.prompts_per_suite else m for s, m in avail.items()}
-    take = lambda k, s: min(k, avail[s]) if k else avail[s]  # noqa: E731
-    N, Nc, B = b.max_new_tokens, b.concurrency_max_new_tokens, b.batch_size
-    runs: list[tuple[str, int, int, float]] = []
-
-    def add(arm: str, n: int, tokens: float = N) -> None:
-        if n:
-            runs.append((arm, math.ceil(n / B), min(n, B), tokens))
-
-    for arm in b.running_arms():  # T=0: the headline sample, a pair's extra prompts, or the ablation sample
-        for s in b.suites:
-            add(arm, take(b.t0_prompts(arm), s))
-    for temp in b.temperatures:
-        if temp > 0:  # the sampled arms on the first sampled_prompts_per_suite of the headline sample
-            for arm in (b.sampled_arms or b.running_arms()):
-                for s in b.suites:
-                    n = min(b.sampled_prompts_per_suite or head[s], head[s])
-                    add(arm, min(n, b.ablation_prompts_per_suite or n) if arm in b.ablation_arms else n)
-    for arm in [a for a in b.running_arms() if not b.concurrency_arms or a in b.concurrency_arms]:
-        for c in b.concurrency:
-            runs.append((arm, math.ceil(max(c, b.concurrency_prompts) / c) * len(b.concurrency_temperatures), c, Nc))
-    if b.warmup:
-        runs += [(arm, 1, 1, 4) for arm in b.running_arms()]
-    return runs, avail, notes
-
-
-def round_terms(p: Params, t: TargetShape, dev: Device, arm: str, streams: int = 1) -> tuple[float, float, float]:
-    """(FLOPs, bytes, dispatched ops) of one decode round of benchmark arm `arm` over `streams` streams: every
-    stream's verified positions through the target (and, for a drafter arm, the block through the drafter and its
-    head), the weights read once, the round's counted ops (`draftlab.plan.dispatch`)."""
-    d, tb = drafter_shape(t, p.drafter), _bytes(dev)[0]
-    drafted = D.round_step(arm) not in ("ar_step", "pld_round")
-    flops = streams * (_width(arm, d, p) * 2 * t.params()
-                       + (d.block_size * 2 * (d.params() + d.hidden * d.draft_vocab) if drafted else 0))
-    nbytes = M.target_weights(t, tb) + (d.params() * tb if drafted else 0)
-    return flops, nbytes, D.ops(D.round_step(arm), t.num_layers, d.num_layers)
-
-
-def round_seconds(p: Params, t: TargetShape, dev: Device, arm: str, streams: int = 1) -> float:
-    """The time model's seconds for one round of `arm` (`round_terms`)."""
-    f, b, o = round_terms(p, t, dev, arm, streams)
-    return dev.flop_s(f) + b / (dev.bandwidth * 1e9) + dev.dispatch_s(o)
-
-
-def benchmark(p: Params, t: TargetShape, dev: Device) -> Stage:
-    b, tb = p.benchmark, _bytes(dev)[0]
-    d = drafter_shape(t, p.drafter)
-    runs, avail, notes = benchmark_runs(p)
-    fill = dev.fill
-    P = p.data.max_prompt_tokens * dev.pfill
-    tokens = sum(g * s * n * fill for _, g, s, n in runs)
-    rounds = flops = nbytes = ops = 0.0
-    for a, g, s, n in runs:  # each generation: its prompts' prefill, then n x fill / tau rounds of its streams
-        r = g * n * fill / _tau(a, dev)
-        rf, rb, ro = round_terms(p, t, dev, a, s)
-        rounds += r
-        flops += g * s * P * 2 * t.params() + r * rf
-        nbytes += r * rb
-        ops += g * D.ops("prefill", t.num_layers) + r * ro
-    times = {"FLOPs": dev.flop_s(flops), "bytes": nbytes / (dev.bandwidth * 1e9), "dispatch": dev.dispatch_s(ops)}
-    spec = [a for a in b.running_arms() if D.round_step(a) not in ("ar_step", "pld_round")]
-    if b.simulated:  # each drafter arm's teacher-forced τ over its T=0 outputs: about one validation batch a suite
-        times["simulated tau"] = len(spec) * len(b.suites) * _val_batch_s(
-            p, t, d, dev, b.batch_size, int(P + b.max_new_tokens * fill),
-            b.simulated_anchor_stride)
-    kd = t.kv_heads * t.head_dim
-    top = max(b.concurrency or [1])
-    mem = {"target weights": M.target_weights(t, tb), "drafter weights": d.params() * tb,
-           f"KV cache at {top} streams": top * (p.data.max_prompt_tokens + b.max_new_tokens) * t.num_layers * 2 * kd * tb,
-           f"verify logits [{top}, S, V]": top * d.block_size * t.vocab * 4}
-    notes.append(f"{sum(g for _, g, _, _ in runs)} generations, ~{rounds:.0f} rounds (tau {dev.tau:g} for the "
-                 f"speculative arms)")
-    return Stage("benchmark", tokens, flops, _h(times), f"{top} streams", mem, {}, notes,
-                 key="benchmark.concurrency", times=times)
 
 
 def prepare_target(p: Params, t: TargetShape, dev: Device) -> Stage | None:
@@ -538,12 +288,12 @@ def prepare_target(p: Params, t: TargetShape, dev: Device) -> Stage | None:
             times, note = {BUDGET_TERM: by_steps}, (f"the toy target trains for its step budget, target.toy.train."
                                                     f"max_steps={steps} x {TOY_STEP_S} s per step (the frozen world's "
                                                     f"12 x 96 target, batch 32, 2 cores)")
-        return Stage("prepare_target", 0.0, 0.0, _h(times), "-", {}, {"target weights (fp32)": t.params() * 4},
+        return Stage("prepare_target", 0.0, 0.0, hours(times), "-", {}, {"target weights (fp32)": t.params() * 4},
                      [note], times=times)
     if p.target.source != "packaged-gguf":
         return None
     times = {"GGUF de-quantisation (CPU)": t.params() * DEQUANT_S_PER_PARAM}
-    return Stage("prepare_target", 0.0, 0.0, _h(times), "-", {}, {"target weights (fp32)": t.params() * 4},
+    return Stage("prepare_target", 0.0, 0.0, hours(times), "-", {}, {"target weights (fp32)": t.params() * 4},
                  ["~18.5 s per 134.5M parameters, measured on the project's CPUs"], times=times)
 
 
