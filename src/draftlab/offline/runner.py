@@ -28,15 +28,12 @@ CPU rehearsal.
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib.util
 import json
 import math
 import os
 import shutil
-import signal
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -46,6 +43,8 @@ from draftlab.errors import DraftlabError
 from draftlab.checks.common import environment, git_sha
 from draftlab.io import atomic_write, json_digest
 from draftlab.offline import bundle, pack
+from draftlab.offline.budgets import BUDGET_FLOOR, BUDGETS, fit_budgets, minutes_of, predictions, with_minutes  # noqa: F401
+from draftlab.offline.watch import Console, StageCut, Watchdog, peak_read, peak_reset
 from draftlab.pipeline import table
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,10 +52,6 @@ STAGES = tuple(s.name for s in table.STAGES)  # in run order, from the stage tab
 MODULES = ("omegaconf", "hydra", "antlr4", "gguf", "accelerate")  # unpacked from the pack's wheels where missing
 RESERVE_S = 20.0  # kept after a cut (--reserve): the stage's checkpoint on the way out, the salvage, the bundle, the
 # exit; a stage starts only with at least as much again left
-BUDGET_FLOOR = 0.25  # a training stage's minutes are never scaled below this share of the configured ones
-# the minute budgets of the training stages, scaled together to fit a deadline (dotted keys of the params)
-BUDGETS = {"pretrain_drafter": ("pretrain.max_minutes",), "pretrain_seeded": ("seeded.pretrain.max_minutes",),
-           "specopd": ("specopd.max_minutes",), "corrector": ("corrector.max_minutes", "corrector.variant_max_minutes")}
 CUT = 3  # the exit code of a run the deadline cut: run the same command again to continue
 # no progress bars in what comes back (tqdm >= 4.66 and the Hugging Face libraries read these)
 QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
@@ -81,180 +76,12 @@ def compose(profile: str, dry: bool, overrides: list[str]):
     raw = compose_params(ovs, ROOT / "conf", arms=arms, names=names)
     return build_params(raw, arms=arms, names=names), raw
 
-
-class StageCut(BaseException):
-    """Raised inside a running stage by the deadline's watchdog. A BaseException, so that the stages' `except
-    Exception` handlers let it through; Lightning calls its callbacks' on_exception (the checkpoint) and re-raises."""
-
-
-class Console:
-    """The run's console as a file: fds 1 and 2 and sys.stdout / sys.stderr go to `path` (what C extensions print
-    included); `say` writes a short line to the real console (and to the file). `close` restores all."""
-
-    def __init__(self, path: Path):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self.path = path
-        self.file = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
-        self.saved = (os.dup(1), os.dup(2))
-        self.real = os.fdopen(os.dup(self.saved[1]), "w", buffering=1, encoding="utf-8", errors="replace")
-        os.dup2(self.file.fileno(), 1)
-        os.dup2(self.file.fileno(), 2)
-        self.streams = (sys.stdout, sys.stderr)
-        sys.stdout = sys.stderr = self.file
-
-    def say(self, line: str) -> None:
-        self.file.write(line + "\n")
-        self.file.flush()
-        try:
-            self.real.write(line + "\n")
-            self.real.flush()
-        except OSError:
-            pass
-
-    def offset(self) -> int:
-        self.file.flush()
-        return self.path.stat().st_size
-
-    def since(self, offset: int, limit: int = 4000) -> str:
-        """The console's text from byte `offset` on (its last `limit` characters)."""
-        self.file.flush()
-        with open(self.path, "rb") as f:
-            f.seek(offset)
-            return f.read().decode("utf-8", "replace")[-limit:]
-
-    def close(self) -> None:
-        self.file.flush()
-        sys.stdout, sys.stderr = self.streams
-        os.dup2(self.saved[0], 1)
-        os.dup2(self.saved[1], 2)
-        for fd in self.saved:
-            os.close(fd)
-        self.file.close()
-        self.real.close()
-
-
-class Watchdog:
-    """Cuts the running stage (raises StageCut in the main thread) when `at` (time.time()) is reached: SIGALRM;
-    nothing where no alarm can be set (not the main thread, or no deadline)."""
-
-    def __init__(self, at: float | None):
-        self.at, self.armed = at, False
-        self.usable = at is not None and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-
-    def _fire(self, signum, frame):
-        if self.armed:
-            self.armed = False
-            raise StageCut()
-
-    def __enter__(self):
-        if self.usable:
-            self.old = signal.signal(signal.SIGALRM, self._fire)
-            self.armed = True
-            signal.setitimer(signal.ITIMER_REAL, max(self.at - time.time(), 0.01))
-        return self
-
-    def __exit__(self, *exc):
-        if self.usable:
-            self.armed = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self.old)
-        return False
-
-
-def peak_reset() -> None:
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
-        return
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident set
-    except OSError:
-        pass
-
-
-def peak_read() -> dict:
-    import torch
-
-    if torch.cuda.is_available():
-        return {"peak_gib": torch.cuda.max_memory_allocated() / 2**30, "peak_kind": "cuda max_memory_allocated"}
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return {"peak_gib": int(line.split()[1]) / 2**20, "peak_kind": "process peak RSS (VmHWM)"}
-    except OSError:
-        pass
-    import resource
-
-    return {"peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "peak_kind": "process max RSS"}
-
-
 def load_stage(name: str):
     """The stage's entry module (the stage table's `entry`: draftlab.pipeline.steps.<stage>), whose `run(params)` the
     stage script hands to stage_main."""
     import importlib
 
     return importlib.import_module(table.BY_NAME[name].entry)
-
-
-def _get(params, key: str):
-    obj = params
-    for part in key.split("."):
-        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
-    return obj
-
-
-def minutes_of(params, stage: str) -> dict[str, float]:
-    """{dotted key: minutes} of a training stage's budgets (the seeded drafter's: pretraining's unless overridden)."""
-    out = {}
-    for key in BUDGETS.get(stage, ()):
-        v = _get(params, key)
-        if v is None and key == "seeded.pretrain.max_minutes":
-            v = params.pretrain.max_minutes
-        out[key] = float(v or 0.0)
-    return out
-
-
-def with_minutes(params, minutes: dict[str, float]):
-    """A copy of `params` with the given budgets (dotted keys)."""
-    p = copy.deepcopy(params)
-    for key, v in minutes.items():
-        *head, last = key.split(".")
-        obj = _get(p, ".".join(head))
-        if isinstance(obj, dict):
-            obj[last] = v
-        else:
-            setattr(obj, last, v)
-    return p
-
-
-def predictions(params, kind: str) -> dict[str, dict]:
-    """{stage: {"s": predicted seconds, "budget_s": the part that is minute budgets}}: the plan's eager time model
-    on a device of `kind` (draftlab.plan; its assumptions in docs/gpu.md "The cost plan"); {} when it cannot tell."""
-    try:
-        from draftlab.plan.arch import target_shape
-        from draftlab.plan.stages import BUDGET_TERM, Device, plan
-
-        stages = plan(params, target_shape(params.target, paths.TARGET), Device.of(kind))
-    except Exception as e:  # noqa: BLE001 (the plan is advice here: the run goes on without it)
-        print(f"[gpu-run] no plan for the deadline ({type(e).__name__}: {e})", file=sys.stderr)
-        return {}
-    return {s.name: {"s": s.hours * 3600, "budget_s": s.times.get(BUDGET_TERM, 0.0)} for s in stages}
-
-
-def fit_budgets(name: str, params, pred: dict, rest: list[str], left: float) -> tuple[dict[str, float], float]:
-    """The minutes of training stage `name` that let it and the stages `rest` after it fit in `left` seconds by the
-    plan: every training stage's budget scaled by one factor (≤ 1, ≥ BUDGET_FLOOR). Returns (minutes, factor)."""
-    minutes = minutes_of(params, name)
-    known = [pred[n] for n in [name, *rest] if n in pred]
-    flex = sum(x["budget_s"] for x in known)
-    fixed = sum(x["s"] - x["budget_s"] for x in known)
-    if not flex or fixed + flex <= left:
-        return minutes, 1.0
-    f = min(1.0, max(BUDGET_FLOOR, (left - fixed) / flex))
-    return {k: round(v * f, 3) for k, v in minutes.items()}, f
-
 
 def salvage(name: str, since: float) -> dict:
     """The figures so far of a stage cut short, from what it wrote as it went: the reference's finished shards, a
