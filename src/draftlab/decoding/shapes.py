@@ -19,8 +19,9 @@ torch turns the graph after its recompile limit into a hard failure (`fullgraph=
 
 `plan_graphs` enumerates, for the requests of a run (arm, batch, temperature), every (step, key) a compiled engine
 can meet: the count per step is the formula the run records and refuses past `engine.max_graphs` in one line
-(`admit`), and the graphs the process has planned set torch's recompile limit (`compiling.plan_limit`); `warm`
-compiles each of them on scratch buffers before any timed generation and reports the seconds per step. Whatever path
+(`admit`), and the graphs the process has planned set torch's recompile limit (`compiling.plan_limit`);
+`draftlab.decoding.warm` compiles each of them on scratch buffers before any timed generation and reports the seconds
+per step. Whatever path
 compiles — a declared run (`prepare_run`), or the library's own surface (`compile_steps("on")`, then the engine's
 `generate`) —, every decode plans its request's graphs before its first compiled call (`run_shapes`). The keys say
 what a graph depends on: the target pass on (batch, width, taps); a drafter pass on the drafter's structure (two
@@ -29,7 +30,6 @@ module's structure, its constants and the batch; the process's count adds the ru
 """
 from __future__ import annotations
 
-import time
 from dataclasses import MISSING, dataclass, field
 
 import torch
@@ -37,6 +37,7 @@ import torch
 from draftlab.compiling import MAX_GRAPHS
 from draftlab.decoding.tree import tree_nodes
 from draftlab.decoding.verify import SamplingParams
+from draftlab.decoding.warm import warm
 from draftlab.errors import DraftlabError
 from draftlab.verifier.slots import capacity_for
 
@@ -252,63 +253,6 @@ def _plan_part(plan: GraphPlan, shapes: Shapes, target, part: Part, b: int,
                  ("propose", d, b, step, sp if walks else None))
     if hasattr(prop, "_cut") and getattr(prop, "compiled", "off") != "off":
         plan.add("span_cut", (prop.mask_token_id, prop.rule, prop.extra, prop.min_prob, S - 1, b), ("cut", d, b, prop))
-
-
-# ---- compiling every declared graph before any timed generation ----------------------------------------------
-
-
-def warm(plan: GraphPlan, shapes: Shapes, target) -> dict[str, float]:
-    """Call every planned step once on scratch buffers of its declared shape (each call compiles its graph); ->
-    seconds per step. The scratch inputs have the run's shapes, dtypes and (contiguous) strides — a graph is guarded
-    on all three —, so no timed generation compiles anything."""
-    from draftlab.verifier.streams import StreamCache
-
-    seconds: dict[str, float] = {}
-    dev = target.device
-    with torch.no_grad():
-        for step, _key, job in plan.jobs:
-            t0 = time.perf_counter()
-            kind = job[0]
-            if kind == "target":
-                _, b, w, taps = job
-                sc = StreamCache(target, b, shapes.capacity)
-                ids = torch.zeros(b, w, dtype=torch.long, device=dev)
-                target.step(target.model, sc.kv, sc.lengths, ids, torch.ones(b, w, dtype=torch.bool, device=dev),
-                            sc.capacity, taps, 0)
-            elif kind == "tree":
-                _, b, N, taps = job
-                sc = StreamCache(target, b, shapes.capacity)
-                depth = torch.arange(N, device=dev).repeat(b, 1)  # contiguous, as a round's
-                anc = torch.ones(N, N, dtype=torch.bool, device=dev).tril().repeat(b, 1, 1)
-                target.tree(target.model, sc.kv, sc.lengths, torch.zeros(b, N, dtype=torch.long, device=dev), anc,
-                            depth, sc.capacity, taps)
-            else:
-                d, b = job[1], job[2]
-                state = d.new_state(b, shapes.capacity)
-                if kind == "context":
-                    w = job[3]
-                    F = len(d.target_layer_ids) * target.hidden_size
-                    d._steps[0](d, state.kv, state.lengths, torch.zeros(b, w, F, dtype=d.dtype, device=d.device),
-                                torch.zeros(b, w, dtype=torch.bool, device=d.device),
-                                torch.zeros(b, w, dtype=torch.long, device=d.device))
-                else:
-                    last = torch.zeros(b, dtype=torch.long, device=d.device)
-                    block = d.block_ids(last)
-                    pos = torch.arange(d.block_size, device=d.device).repeat(b, 1)  # contiguous, as a round's
-                    if kind == "block":
-                        d._steps[1](d, state.kv, state.lengths, block, pos)
-                    else:
-                        draft = d.draft(state, block, pos)
-                        if kind == "propose":
-                            job[3](draft, job[4])
-                        else:  # the verify-width cut
-                            prop = job[3]
-                            prop._cut(draft.block_ids, draft.logits, prop.mask_token_id, prop.rule, prop.extra,
-                                      prop.min_prob, d.block_size - 1)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - t0
-    return {k: round(v, 3) for k, v in seconds.items()}
 
 
 def pad_batch(prompts: list[list[int]], b: int) -> tuple[list[list[int]], list[int]]:
