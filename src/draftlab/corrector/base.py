@@ -230,6 +230,19 @@ class Corrector(nn.Module):
         the target's logits only when its loss weighs them)."""
         return self.CONTRACT
 
+    def share_embedding(self, embed_tokens: nn.Embedding, vocab_size: int, embed_dim: int) -> None:
+        """Hold the target's frozen token embedding (shared with the drafter: not registered, so neither trained,
+        saved nor moved), after checking its shape against the corrector's architecture."""
+        if tuple(embed_tokens.weight.shape) != (vocab_size, embed_dim):
+            raise ValueError(f"embedding is {tuple(embed_tokens.weight.shape)}, the corrector expects "
+                             f"({vocab_size}, {embed_dim})")
+        self.__dict__["_embed"] = embed_tokens
+
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        """The target's frozen token embedding (`share_embedding`)."""
+        return self._embed
+
     @property
     def dtype(self) -> torch.dtype:
         return next(self.parameters()).dtype

@@ -97,11 +97,8 @@ class DCOCOCorrector(Corrector):
 
     def __init__(self, arch: DCOCOArch, embed_tokens: nn.Embedding):
         super().__init__()
-        if tuple(embed_tokens.weight.shape) != (arch.vocab_size, arch.embed_dim):
-            raise ValueError(f"embedding is {tuple(embed_tokens.weight.shape)}, the corrector expects "
-                             f"({arch.vocab_size}, {arch.embed_dim})")
+        self.share_embedding(embed_tokens, arch.vocab_size, arch.embed_dim)
         self.arch = arch
-        self.__dict__["_embed"] = embed_tokens  # shared, frozen, not registered (not trained/saved/moved)
         r, m, d = arch.dim, arch.mlp_hidden, arch.hidden_size
         self.cand_proj = nn.Linear(arch.embed_dim, r, bias=False)  # W_c: E[c] -> b
         self.slot_proj = nn.Linear(d, r, bias=False) if arch.use_candidate_state else None  # W_h: h -> g
@@ -119,18 +116,6 @@ class DCOCOCorrector(Corrector):
         nn.init.zeros_(self.mlp_out.bias)
 
     # ---- facts -------------------------------------------------------------------------------------
-    @property
-    def embed_tokens(self) -> nn.Embedding:
-        return self._embed
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.cand_proj.weight.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.cand_proj.weight.device
-
     def parameter_breakdown(self) -> dict[str, int]:
         return count_parameters(self.arch)
 

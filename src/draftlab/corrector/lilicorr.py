@@ -119,14 +119,11 @@ class LiLiCorrCorrector(Corrector):
 
     def __init__(self, arch: LiLiCorrArch, embed_tokens: nn.Embedding, context=None):
         super().__init__()
-        if tuple(embed_tokens.weight.shape) != (arch.vocab_size, arch.embed_dim):
-            raise ValueError(f"embedding is {tuple(embed_tokens.weight.shape)}, the corrector expects "
-                             f"({arch.vocab_size}, {arch.embed_dim})")
+        self.share_embedding(embed_tokens, arch.vocab_size, arch.embed_dim)
         check_k(arch.k)
         if arch.width % arch.heads:
             raise ValueError(f"LiLiCorr width {arch.width} is not a multiple of its {arch.heads} heads")
         self.arch = arch
-        self.__dict__["_embed"] = embed_tokens  # shared, frozen, not registered (not trained / saved / moved)
         self.__dict__["_context"] = context  # the drafter's context fusion, taps -> ctx (`DFlashDrafter.context_rows`)
         h, f, n, K = arch.width, arch.factor_dim, arch.slots, arch.k
         self.feature_norm = nn.LayerNorm(N_FEATURES)
@@ -160,18 +157,6 @@ class LiLiCorrCorrector(Corrector):
             self.in_head.bias.copy_(torch.randn(self.arch.factor_dim) / self.arch.factor_dim ** 0.5)
 
     # ---- facts --------------------------------------------------------------------------------------------
-    @property
-    def embed_tokens(self) -> nn.Embedding:
-        return self._embed
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.token_proj.weight.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.token_proj.weight.device
-
     def parameter_breakdown(self) -> dict[str, int]:
         return count_parameters(self.arch)
 
