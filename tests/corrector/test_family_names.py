@@ -10,12 +10,11 @@ from pathlib import Path
 from draftlab.corrector.families import MODULES, records
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "draftlab"
-# file -> why it still names a family (each a later change: the records could say it)
+# file -> why it still names a family: each is an instrument that measures named families at fixed sizes (the
+# accelerator check's arms and models, the dispatch count of DCOCO's round), not a choice the records could make
 STILL = {
-    "config/training.py": "the corrector section's default variants, ['dcoco'] (conf/ sets them for every profile)",
     "checks/concurrency.py": "the accelerator check's fixed arms (dflash, dcoco, dspark, domino) at fixed sizes",
     "checks/models.py": "the accelerator check builds those families' correctors at fixed sizes",
-    "plan/dispatch.py": "the dispatch-count table's round kinds by arm name (measured per kind, docs/plan.md)",
     "measure/dispatch_count.py": "the instrument that counts DCOCO's round dispatches (the plan's dcoco_round)",
 }
 

@@ -101,3 +101,21 @@ def test_the_counts_are_those_of_the_code():
         for where, n in s["counted"].items():
             lt, ld, ch = map(int, where.split(","))
             assert D.ops(k, lt, ld, ch, counts=doc) == pytest.approx(n, abs=1.0), (k, where)
+
+
+def test_every_corrector_family_arm_counts_a_corrector_round():
+    """The round an arm costs is read from the corrector families' records (`corrector_arms`), not from their names
+    written here: every family's arms (its options, its trees, its sampled walk, `-t1`) count the corrector round;
+    the peers and the plain drafter keep theirs; params loaded without the records count any drafter arm as DFlash's."""
+    from draftlab.corrector.families import records
+
+    p = _params()
+    fams = D.corrector_arms(p)
+    assert set(fams) == {m for f in records().values() for m in f.arms} and "lilicorr" in fams
+    for arm in ("dcoco", "dcoco-seeded", "specopd-dcoco-t1", "dspark-seeded", "domino", "dflash2",
+                "lilicorr-tree8", "lilicorr-sampled", "lilicorr-nopair"):
+        assert D.round_step(arm, fams) == "dcoco_round", arm
+    for arm, step in (("dflash", "dflash_round"), ("dflash-seeded", "dflash_round"), ("dflash-pld", "hybrid_round"),
+                      ("pld", "pld_round"), ("ar", "ar_step"), ("dflash-specopd-t1", "dflash_round")):
+        assert D.round_step(arm, fams) == step, arm
+    assert D.round_step("lilicorr", ()) == "dflash_round"

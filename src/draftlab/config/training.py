@@ -268,8 +268,9 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
     frozen_warmup: float = 0.0  # fraction of the budget with the drafter frozen first (the corrector warms up)
     # the trained variants (draftlab.corrector.variants): dcoco, nopair, nocand, frozen (from base_drafter);
     # specopd-dcoco / specopd-dcoco-t1 (dcoco from SpecOPD's greedy / T=1 state); dspark, domino (the
-    # sequential baselines, docs/algorithms.md "Baselines and controls"); the co-training options and loss ablations
-    variants: list[str] = field(default_factory=lambda: ["dcoco"])
+    # sequential baselines, docs/algorithms.md "Baselines and controls"); the co-training options and loss ablations.
+    # No default: this layer names no family; the method presets (conf/method/) list them, the main one first
+    variants: list[str] = field(default_factory=list)
     base_drafter: str = paths.PLAIN_DRAFTER  # the drafter co-training starts from
     specopd_drafter: str = paths.SPECOPD_DRAFTER  # the specopd stage's folder: t0/ (greedy) and t1/ (T=1) states
     control: bool = True  # also train the dflash-long control: the drafter alone, as many steps as dcoco
@@ -319,6 +320,9 @@ class CorrectorConfig(EpochBudget, Optim, Batches):
     def main_variant(self) -> str:
         """The stage's main variant: the first of `variants` (the control trains as many updates as it does; the plan
         sizes the co-training step at its corrector). Every profile lists DCOCO's first."""
+        if not self.variants:
+            raise ConfigError("corrector.variants is empty: name the variants to train, the main one first "
+                              "(conf/method/*.yaml lists them per method preset)")
         return self.variants[0]
 
     def check(self, p: str) -> None:

@@ -19,7 +19,7 @@ def _tau(arm: str, dev: Device) -> float:
 
 def _width(arm: str, d: DrafterShape, p: Params) -> int:
     """Positions one round of `arm` sends through the target per stream: 1 for AR, the verified block otherwise."""
-    step = D.round_step(arm)
+    step = D.round_step(arm, D.corrector_arms(p))
     return 1 if step == "ar_step" else (p.pld.num_tokens + 1 if step == "pld_round" else d.block_size)
 
 
@@ -64,11 +64,12 @@ def round_terms(p: Params, t: TargetShape, dev: Device, arm: str, streams: int =
     stream's verified positions through the target (and, for a drafter arm, the block through the drafter and its
     head), the weights read once, the round's counted ops (`draftlab.plan.dispatch`)."""
     d, tb = drafter_shape(t, p.drafter), dtype_bytes(dev)[0]
-    drafted = D.round_step(arm) not in ("ar_step", "pld_round")
+    step = D.round_step(arm, D.corrector_arms(p))
+    drafted = step not in ("ar_step", "pld_round")
     flops = streams * (_width(arm, d, p) * 2 * t.params()
                        + (d.block_size * 2 * (d.params() + d.hidden * d.draft_vocab) if drafted else 0))
     nbytes = M.target_weights(t, tb) + (d.params() * tb if drafted else 0)
-    return flops, nbytes, D.ops(D.round_step(arm), t.num_layers, d.num_layers)
+    return flops, nbytes, D.ops(step, t.num_layers, d.num_layers)
 
 
 def round_seconds(p: Params, t: TargetShape, dev: Device, arm: str, streams: int = 1) -> float:

@@ -41,7 +41,7 @@ STEPS = {
     "specopd_step": "one SpecOPD update (trunk pass, branches, tree scoring, E2E-TV, backward, AdamW)",
 }
 ROUND_STEPS = {"dflash": "dflash_round", "pld": "pld_round", "dflash-pld": "hybrid_round",
-               "dflash-seeded-cut": "seeded_cut_round", "dcoco": "dcoco_round"}
+               "dflash-seeded-cut": "seeded_cut_round"}
 WIDTHS = dict(hidden_size=576, num_heads=9, num_kv_heads=3, intermediate_size=1536)  # SmolLM2-135M's
 LAYERS = ((2, 1), (4, 1), (2, 2))  # (target, drafter) layer counts the fit is made from
 CHUNKS = (1, 3)  # head chunks of the training steps' fit
@@ -63,8 +63,17 @@ def ops(step: str, target_layers: int, drafter_layers: int = 0, chunks: int = 1,
             + c.get("per_chunk", 0.0) * max(chunks - 1, 0))
 
 
-def round_step(arm: str) -> str:
-    """The counted round of a benchmark arm (an unknown speculative arm counts as a DFlash round)."""
+def corrector_arms(params) -> tuple[str, ...]:
+    """The arm methods whose rounds run a corrector's proposal step: the corrector families' (their records' `arms`,
+    handed in with the params' corrector section: this layer imports no method); () when loaded without them."""
+    records = getattr(params.corrector, "records", None) or {}
+    return tuple(m for f in records.values() for m in f.arms)
+
+
+def round_step(arm: str, correctors: tuple[str, ...] = ()) -> str:
+    """The counted round of a benchmark arm: an arm of a corrector family (`correctors`: `corrector_arms(params)`)
+    runs the counted corrector round (`dcoco_round`: drafter + corrector proposal step); an unknown speculative arm
+    counts as a DFlash round."""
     base = arm.removesuffix("-t1")
     if base in ("ar", "hf-generate"):  # Hugging Face's generate: an AR step of the same model
         return "ar_step"
@@ -72,6 +81,6 @@ def round_step(arm: str) -> str:
         return "pld_round"
     if base in ROUND_STEPS:
         return ROUND_STEPS[base]
-    if base.startswith(("dcoco", "specopd-dcoco", "dspark", "domino", "dflash2")):
+    if any(base == m or base.startswith(m + "-") for m in correctors):
         return "dcoco_round"
     return "dflash_round"
