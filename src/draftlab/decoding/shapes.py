@@ -32,8 +32,6 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field
 
-import torch
-
 from draftlab.compiling import MAX_GRAPHS
 from draftlab.decoding.tree import tree_nodes
 from draftlab.decoding.verify import SamplingParams

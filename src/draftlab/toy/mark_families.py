@@ -34,12 +34,10 @@ and for the correctors (`draftlab.toy.task_families`: the base class and the oth
 """
 from __future__ import annotations
 
-import random
 import string
 
 from draftlab.errors import ConfigError
-from draftlab.toy.task_families import ENTRY_END, LIST_SEP, MARK_NATS, MARK_P, MARKS, TASK_SEP, Family, Swap, _ORDER
-
+from draftlab.toy.task_families import ENTRY_END, LIST_SEP, MARK_NATS, MARK_P, MARKS, Family, Swap
 
 
 class Mark(Family):
