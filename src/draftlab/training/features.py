@@ -158,24 +158,28 @@ class FeatureStore:
 
     @classmethod
     def open_or_build(cls, root: str | Path, target, seqs: SequenceSet, taps: list[int], batch_tokens: int = 4096,
-                      dtype: str = "float16", target_key: str | None = None,
-                      log: Callable[[str], None] = print) -> tuple["FeatureStore", dict]:
-        """Reuse root/<key>/ when complete, else compute it (atomically). Returns (store, stats). Several
-        processes (DDP): rank 0 computes it, the others wait and reuse it (`dist.rank_zero_first`)."""
+                      dtype: str = "float16", target_key: str | None = None, log: Callable[[str], None] = print,
+                      reuse: tuple[str | Path, ...] = ()) -> tuple["FeatureStore", dict]:
+        """Reuse <folder>/<key>/ when complete, from any of `reuse` (another stage's caches, e.g. pretraining's) and
+        then `root`, else compute it in root (atomically). Returns (store, stats). Several processes (DDP): rank 0
+        looks and computes first, the others wait and then look (`dist.rank_zero_first`): every rank takes the same
+        branch."""
         from draftlab.training.dist import rank_zero_first
 
         key = cls.key(target_key or target_fingerprint(target), seqs, taps, dtype)
-        return rank_zero_first(lambda: cls._open_or_build(root, key, target, seqs, taps, batch_tokens, dtype, log),
+        return rank_zero_first(lambda: cls._open_or_build(root, key, target, seqs, taps, batch_tokens, dtype, log,
+                                                          tuple(reuse)),
                                torch.device(getattr(target, "device", "cpu")).type)
 
     @classmethod
     def _open_or_build(cls, root: str | Path, key: str, target, seqs: SequenceSet, taps: list[int], batch_tokens: int,
-                       dtype: str, log: Callable[[str], None]) -> tuple["FeatureStore", dict]:
+                       dtype: str, log: Callable[[str], None], reuse: tuple = ()) -> tuple["FeatureStore", dict]:
+        for folder in (*reuse, root):
+            if (Path(folder) / key / "meta.json").exists():
+                store = cls(Path(folder) / key)
+                return store, {"feature_cache": str(store.path), "feature_cache_bytes": store.nbytes,
+                               "feature_cache_reused": True, "feature_compute_s": 0.0}
         path = Path(root) / key
-        if (path / "meta.json").exists():
-            store = cls(path)
-            return store, {"feature_cache": str(path), "feature_cache_bytes": store.nbytes, "feature_cache_reused": True,
-                           "feature_compute_s": 0.0}
         Path(root).mkdir(parents=True, exist_ok=True)
         tmp = temp_dir(Path(root), key)
         t0 = time.time()

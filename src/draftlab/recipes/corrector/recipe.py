@@ -27,10 +27,10 @@ from draftlab.corrector.variants import Variant
 from draftlab.drafter.checkpoint import load_drafter, read_arch
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.errors import DraftlabError
-from draftlab.recipes.common import file_digest, history_at, open_features, run_key
+from draftlab.recipes.common import file_digest, history_at, run_key
 from draftlab.recipes.corrector.evaluate import evaluate_rules
 from draftlab.recipes.corrector.cotrain import CoTrainRun, train_corrector
-from draftlab.training.features import SequenceSet
+from draftlab.training.features import FeatureStore, SequenceSet
 from draftlab.training.fit import TrainResult
 from draftlab.training.pretrain import train_drafter
 
@@ -81,8 +81,8 @@ def cotrain_from_references(target, df, ccfg: CorrectorConfig, pcfg: PretrainCon
     taps = load_drafter(base_of(ccfg.variants[0]), target).target_layer_ids
     store, fstats = None, {}
     if pcfg.cache_features:
-        store, fstats = open_features(list(where.features) + [work_root / "features"], target, seqs, taps,
-                                      pcfg.feature_batch_tokens, log)
+        store, fstats = FeatureStore.open_or_build(work_root / "features", target, seqs, taps,
+                                                   pcfg.feature_batch_tokens, log=log, reuse=where.features)
     on_fly = None if store is not None else target
     out = CoTrainOutcome()
     # the budget settings enter each key as the variant's resolved budget (minutes, the view's steps and epochs)
