@@ -5,7 +5,7 @@
 - `world_size()`, `global_rank()`, `is_rank_zero()`: from the initialised process group, else from the
   launcher's environment (torchrun sets WORLD_SIZE / RANK / LOCAL_RANK before the script starts).
 - `local_device(name)`: target.device for this rank (`cuda` -> `cuda:<local rank>` when several run).
-- `rank_zero_first(fn, device_type)`: rank 0 runs `fn` (e.g. builds the feature cache), all ranks meet
+- `with rank_zero_first(device_type):` rank 0 runs the body (e.g. builds the feature cache), all ranks meet
   at a barrier, then the others run it (and reuse what rank 0 wrote). The process group is created
   from the environment when it does not exist yet (Lightning then reuses it).
 Lightning is not imported here: every stage asks for its rank (tracking, the stage runner), and `import lightning`
@@ -13,14 +13,14 @@ costs seconds a stage that does not train need not pay (the DDP strategy is `tra
 """
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 import torch.distributed as dist
 
 from draftlab.config.trainer import TrainerConfig, launched
 
-T = TypeVar("T")
 _settings = TrainerConfig()
 
 
@@ -71,24 +71,16 @@ def ensure_group(device_type: str) -> bool:
     return True
 
 
-_depth = 0  # rank_zero_first calls in progress (a nested one runs its fn directly: one barrier per outer call)
-
-
-def rank_zero_first(fn: Callable[[], T], device_type: str = "cpu") -> T:
-    """fn() on rank 0, a barrier, then fn() on the other ranks (one process, or inside another
-    rank_zero_first: just fn()). Every rank must call it at the same point (it is a collective)."""
-    global _depth
-    if _depth or not ensure_group(device_type):
-        return fn()
-
-    def call() -> T:
-        global _depth
-        _depth += 1
-        try:
-            return fn()
-        finally:
-            _depth -= 1
-
-    out = call() if dist.get_rank() == 0 else None
-    dist.barrier()
-    return out if dist.get_rank() == 0 else call()
+@contextmanager
+def rank_zero_first(device_type: str = "cpu") -> Iterator[None]:
+    """`with rank_zero_first(kind): body` — rank 0 runs the body, all ranks meet at a barrier, then the others run it
+    (and reuse what rank 0 wrote); one process: the body alone. Every rank must enter it at the same point (it is a
+    collective)."""
+    if not ensure_group(device_type):
+        yield
+        return
+    if dist.get_rank() != 0:
+        dist.barrier()
+    yield
+    if dist.get_rank() == 0:
+        dist.barrier()

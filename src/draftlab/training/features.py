@@ -167,9 +167,8 @@ class FeatureStore:
         from draftlab.training.dist import rank_zero_first
 
         key = cls.key(target_key or target_fingerprint(target), seqs, taps, dtype)
-        return rank_zero_first(lambda: cls._open_or_build(root, key, target, seqs, taps, batch_tokens, dtype, log,
-                                                          tuple(reuse)),
-                               torch.device(getattr(target, "device", "cpu")).type)
+        with rank_zero_first(torch.device(getattr(target, "device", "cpu")).type):
+            return cls._open_or_build(root, key, target, seqs, taps, batch_tokens, dtype, log, tuple(reuse))
 
     @classmethod
     def _open_or_build(cls, root: str | Path, key: str, target, seqs: SequenceSet, taps: list[int], batch_tokens: int,
