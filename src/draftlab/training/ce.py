@@ -20,7 +20,7 @@ from draftlab.drafter.model import DFlashDrafter
 from draftlab.drafter.vocab import target_to_draft
 from draftlab.errors import DraftlabError
 from draftlab.kernels.chunked import map_rows
-from draftlab.training.features import target_pass
+from draftlab.training.features import batch_features
 from draftlab.training.metrics import BlockStats
 from draftlab.training.objective import Counts, StepContext, StepOut, cpu_state, global_ratio, lr_factor
 
@@ -118,16 +118,10 @@ class DrafterCE:
     # ---- the pieces ---------------------------------------------------------------------------------------------
     def features(self, batch: dict, greedy: bool) -> tuple[Tensor, Tensor | None]:
         """The batch's tap features [B, Lc, F] and the target's greedy tokens [B, T] (cached, or a target pass)."""
-        if "feats" in batch:
-            return batch["feats"], batch.get("greedy")
-        if self.target is None:
-            raise DraftlabError("no feature cache and no target to compute features with")
-        Lc = batch["ctx_valid"].shape[1]
-        ids = batch["ids"] if greedy else batch["ids"][:, :Lc]
-        valid = torch.arange(ids.shape[1], device=ids.device)[None, :] < batch["seq_len"][:, None]
-        feats, g, z = target_pass(self.target, ids, valid, self.drafter.arch.target_layer_ids, greedy=greedy)
-        self.target_logits = z if self.keep_target_logits else None
-        return feats[:, :Lc], g
+        feats, g, z = batch_features(batch, self.target, self.drafter.arch.target_layer_ids, greedy)
+        if "feats" not in batch:  # a target pass: its logits kept when asked
+            self.target_logits = z if self.keep_target_logits else None
+        return feats, g
 
     def seeds(self, batch: dict) -> Tensor | None:
         """A seeded drafter's block seeds [B, A, n]: the batch's (training data) or computed from its ids."""

@@ -5,6 +5,8 @@
 - `target_features(target, ids, valid, taps)`: one batched, right-padded, causal target pass ->
   tap features [B, T, n_taps*H] and the target's greedy token for every position
   (`greedy[t]` = argmax of the logits at t-1, i.e. the token greedy decoding puts at t; -1 at t=0).
+- `batch_features(batch, target, taps, greedy)`: a batch's features, greedy tokens (and logits), from the cache
+  the batch carries or a target pass over it.
 - `FeatureStore`: the same for every sequence, stored once as fp16 (`feats.npy`, memory-mapped) and
   int32 (`greedy.npy`) under a folder keyed by the target, the taps and the data, so re-runs reuse it.
   Under DDP rank 0 builds it while the other ranks wait at a barrier, then they open it.
@@ -24,6 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from draftlab.errors import DraftlabError
 from draftlab.io import temp_dir
 from draftlab.verifier.model import causal_mask
 
@@ -101,6 +104,21 @@ def target_pass(target, ids: Tensor, valid: Tensor, taps: list[int],
         g = torch.full((B, T), -1, dtype=torch.long, device=dev)
         g[:, 1:] = out.logits[:, :-1].argmax(-1)
     return out.taps, g, out.logits if greedy else None
+
+
+def batch_features(batch: dict, target, taps: list[int], greedy: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """A training or validation batch's tap features [B, Lc, F], the target's greedy tokens [B, T] and its logits
+    [B, T, V]: from the batch (the cache holds features and greedy tokens, no logits) or from a target pass over its
+    ids (the whole sequences with `greedy`, else only the context positions)."""
+    if "feats" in batch:
+        return batch["feats"], batch.get("greedy"), None
+    if target is None:
+        raise DraftlabError("no feature cache and no target to compute features with")
+    Lc = batch["ctx_valid"].shape[1]
+    ids = batch["ids"] if greedy else batch["ids"][:, :Lc]
+    valid = torch.arange(ids.shape[1], device=ids.device)[None, :] < batch["seq_len"][:, None]
+    feats, g, z = target_pass(target, ids, valid, taps, greedy=greedy)
+    return feats[:, :Lc], g, z
 
 
 def _length_batches(lengths: np.ndarray, order: list[int], batch_tokens: int) -> list[list[int]]:

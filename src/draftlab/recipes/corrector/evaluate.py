@@ -22,10 +22,10 @@ from draftlab.corrector.paths import oracle_path
 from draftlab.corrector.variants import RULES
 from draftlab.drafter.model import DFlashDrafter
 from draftlab.training.data import DrafterDataModule
-from draftlab.training.features import FeatureStore, SequenceSet
+from draftlab.training.features import FeatureStore, SequenceSet, batch_features
 from draftlab.training.metrics import BlockStats
 from draftlab.stats import mean_and_se, share_closed
-from draftlab.training.ce import DrafterCE, block_targets
+from draftlab.training.ce import block_targets
 
 ROW_CHUNK = 4096  # drafter rows per top-K call in validation
 BLOCK_CHUNK = 256  # blocks per corrector call in validation (the torch scorer forms [N, n−1, K, K, m])
@@ -163,13 +163,14 @@ def evaluate_rules(drafter: DFlashDrafter, corrector: Corrector, seqs: SequenceS
     if split not in dm.val_sets:
         return {}
     loader = dm.val_dataloader()[dm.val_names.index(split)]
-    probe = DrafterCE(drafter, cfg, target)  # for its feature path (cache or target)
     st = SetStats(drafter.block_size - 1, k, rules)
+    drafter.train_attention = getattr(cfg, "train_attention", "auto")  # the run's attention, as its training's
     was = drafter.training, corrector.training
     drafter.eval(), corrector.eval()
     dev = drafter.device
     for batch in loader:
         batch = {key: v.to(dev) for key, v in batch.items()}
-        eval_batch(drafter, corrector, batch, probe.features(batch, greedy=True), st, k, rules, lam, backend)
+        feats, greedy, _ = batch_features(batch, target, drafter.target_layer_ids, greedy=True)
+        eval_batch(drafter, corrector, batch, (feats, greedy), st, k, rules, lam, backend)
     drafter.train(was[0]), corrector.train(was[1])
     return st.summary(rules[0]) if st.blocks else {}
