@@ -111,7 +111,8 @@ def pytest_collection_modifyitems(session, config, items):
 def stub_world(tmp_path: Path, params: dict, scripts: dict[str, str], world_hash: str) -> Path:
     """A toy world's folder as a replicate or a reading sees it (tests/pipeline): a prepared target (stub weights and its
     world record), references, one prompt file and params.yaml; and `scripts` (name -> source) as stub stage scripts in
-    tmp_path/scripts."""
+    tmp_path/scripts, beside `stage.py`, which runs the one its first argument names (`stub_launch`: the command a
+    replicate runs a stage with, `[*launch, stage]`, as the real one is `python -m draftlab.pipeline <stage>`)."""
     import json
 
     import yaml
@@ -130,5 +131,15 @@ def stub_world(tmp_path: Path, params: dict, scripts: dict[str, str], world_hash
     (tmp_path / "scripts").mkdir()
     for name, source in scripts.items():
         (tmp_path / "scripts" / f"{name}.py").write_text(source)
+    (tmp_path / "scripts" / "stage.py").write_text(
+        "import pathlib, runpy, sys\n"
+        "runpy.run_path(str(pathlib.Path(__file__).parent / (sys.argv.pop(1) + '.py')), run_name='__main__')\n")
     return w
+
+
+def stub_launch(world: Path) -> tuple[str, ...]:
+    """The command prefix that runs stub_world's stub stages: `[*stub_launch(world), stage]`."""
+    import sys
+
+    return sys.executable, str(world.parent / "scripts" / "stage.py")
 

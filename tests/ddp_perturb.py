@@ -1,6 +1,6 @@
-"""Run a stage script with one rank's gradients perturbed before DDP's all-reduce (tests/training/test_ddp.py).
+"""Run a stage with one rank's gradients perturbed before DDP's all-reduce (tests/training/test_ddp.py).
 
-`python tests/ddp_perturb.py stages/<stage>.py ARGS...` (under torchrun) runs the stage as its own `__main__`
+`python tests/ddp_perturb.py <stage> ARGS...` (under torchrun) runs `python -m draftlab.pipeline <stage> ARGS...`
 after wrapping `DistributedDataParallel.__init__`, so that on the rank named by DRAFTLAB_TEST_PERTURB every
 parameter's local gradient passes through a hook before the reducer sums it:
 - `RANK:noise:EPS`: g * (1 + EPS * N(0, 1)) elementwise (a fixed generator per rank): rounding of relative size
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import runpy
-import sys
 
 
 def install(spec: str) -> None:
@@ -43,9 +42,7 @@ def install(spec: str) -> None:
     DistributedDataParallel.__init__ = wrapped
 
 
-if __name__ == "__main__":
-    script, args = sys.argv[1], sys.argv[2:]
+if __name__ == "__main__":  # the stage's command, python -m draftlab.pipeline <stage> ARGS, in this process
     if os.environ.get("DRAFTLAB_TEST_PERTURB"):
         install(os.environ["DRAFTLAB_TEST_PERTURB"])
-    sys.argv = [script, *args]
-    runpy.run_path(script, run_name="__main__")
+    runpy.run_module("draftlab.pipeline", run_name="__main__", alter_sys=True)  # sys.argv[1:]: <stage> ARGS

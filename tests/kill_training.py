@@ -1,7 +1,7 @@
-"""Run a training stage script with its batches logged and, optionally, a real SIGKILL at a chosen point
+"""Run a training stage with its batches logged and, optionally, a real SIGKILL at a chosen point
 (tests/training/test_resume_training.py).
 
-`python tests/kill_training.py stages/<stage>.py ARGS...` runs the stage as its own `__main__` after wrapping:
+`python tests/kill_training.py <stage> ARGS...` runs `python -m draftlab.pipeline <stage> ARGS...` after wrapping:
 - `TrainModule.training_step`: every optimiser step appends one JSON line to DRAFTLAB_TEST_BATCH_LOG — the
   step it trains (global step + 1), the batch's sequence ids and anchors (the data order, as the module saw it);
 - DRAFTLAB_TEST_KILL=`step:N`: the process sends itself SIGKILL at the end of step N (after the step's callbacks,
@@ -17,7 +17,6 @@ import json
 import os
 import runpy
 import signal
-import sys
 
 
 def install(log_path: str, kill: str) -> None:
@@ -63,8 +62,6 @@ def install(log_path: str, kill: str) -> None:
     fit.LastCheckpoint._save = save_then_kill
 
 
-if __name__ == "__main__":
-    script, args = sys.argv[1], sys.argv[2:]
+if __name__ == "__main__":  # the stage's command, python -m draftlab.pipeline <stage> ARGS, in this process
     install(os.environ.get("DRAFTLAB_TEST_BATCH_LOG", ""), os.environ.get("DRAFTLAB_TEST_KILL", ""))
-    sys.argv = [script, *args]
-    runpy.run_path(script, run_name="__main__")
+    runpy.run_module("draftlab.pipeline", run_name="__main__", alter_sys=True)  # sys.argv[1:]: <stage> ARGS

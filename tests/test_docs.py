@@ -127,7 +127,7 @@ def test_the_patterns_catch_what_they_should():
 # - a repository path must exist, or lie inside an output a stage declares (`draftlab.paths.producer`), or under a
 #   folder a run creates and git ignores (the anchored entries of .gitignore: `.smoke/`, `gpu-pack/`,
 #   `worlds/*/data/`, ...); under worlds/<name>/ the rest of the path is judged the same way (a world is its own
-#   pipeline). Under src/, tools/, stages/, tests/, app/, conf/, docs/, worlds/ and examples/ only existing files
+#   pipeline). Under src/, tools/, tests/, app/, conf/, docs/, worlds/ and examples/ only existing files
 #   count (or a world's outputs);
 # - a placeholder (`<stage>`, `{t0,t1}`, `...`) needs the folder before it to exist; a glob under those strict roots
 #   must match a file;
@@ -135,7 +135,7 @@ def test_the_patterns_catch_what_they_should():
 import fnmatch  # noqa: E402
 import glob  # noqa: E402
 
-STRICT_ROOTS = {"src", "tools", "stages", "tests", "app", "conf", "docs", "worlds", "examples"}
+STRICT_ROOTS = {"src", "tools", "tests", "app", "conf", "docs", "worlds", "examples"}
 FENCE = re.compile(r"^\s*(```|~~~)")
 SPAN = re.compile(r"`([^`\n]+)`")
 PLACEHOLDER = re.compile(r"[<>{}*?\[\]|…]|\.\.\.")
@@ -223,14 +223,14 @@ def test_every_repository_path_the_docs_name_exists(path: Path):
 def test_the_path_check_catches_what_it_should():
     bad = ["`tools/no_such_tool.py`", "`src/draftlab/nowhere.py`", "`docs/missing.md`", "`conf/profile/nope.yaml`",
            "`decoding/no_such_module.py`", "`metrics/no_such_metric.json`", "`python tools/gone.py --dry`",
-           "`stages/*.nothing`", "`examples/<name>/x.jsonl` is `src/nowhere/<x>.py`", "`tools/gone.py` (later)"]
+           "`tests/*.nothing`", "`examples/<name>/x.jsonl` is `src/nowhere/<x>.py`", "`tools/gone.py` (later)"]
     good = ["`tools/gpu_check.py`", "`python3 tools/gpu_check.py --out-dir OUT`", "`decoding/verify.py`",
-            "`stages/<stage>.py`", "`metrics/benchmark/<arm>.json`", "`data/references.parquet`",
+            "`tests/<name>.py`", "`metrics/benchmark/<arm>.json`", "`data/references.parquet`",
             "`models/drafter/pretrained`", "`models/corrector/dcoco/corrector`", "`.smoke/mlruns.db`",
             "`worlds/toy/data/benchmark_rounds.parquet`", "`tools/gone.py` (then)", "`tools/gone.py` (then; now x)",
             "`Qwen/Qwen3-8B`", "`1/14/27/29`", "`http://127.0.0.1:5000/x`", "`vllm-project/speculators`",
             "`benchmark/arms`", "`$OUT/gpu.md`", "`../../tools/toy_world.py`", "`/usr/bin/chromium`",
-            "`error [check_params]: examples/mine.jsonl:7: bad`", "`stages/*.py`", "`docs/gpu.md:12`",
+            "`error [check_params]: examples/mine.jsonl:7: bad`", "`tests/*.py`", "`docs/gpu.md:12`",
             "```\npython tools/not_in_a_span.py\n```"]
     assert all(path_hits("x", t) for t in bad), [t for t in bad if not path_hits("x", t)]
     assert not any(path_hits("x", t) for t in good), [h for t in good for h in path_hits("x", t)]

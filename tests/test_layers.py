@@ -139,7 +139,7 @@ def test_configuration_imports_no_method():
 ROOMS = {"corrector": ("corrector", "recipes.corrector", "pipeline.steps.corrector")}  # + the stage's body
 SHARED = ("errors", "interrupts", "io", "destination", "paths", "stats", "compiling", "kernels", "ngram", "data", "omp", "verifier",
           "drafter", "decoding", "config", "params", "plan", "training", "tracking",
-          "pipeline.stage", "pipeline.trace", "pipeline.layout", "recipes.common", "pipeline.names",
+          "pipeline.__main__", "pipeline.table", "pipeline.stage", "pipeline.trace", "pipeline.layout", "recipes.common", "pipeline.names",
           "toy.freeze", "toy.tasks", "toy.task_families", "toy.mark_families")  # the toy world's freeze: a gate every
 # stage passes (draftlab.toy.freeze), and the world's generator it reads (toy.tasks and its families)
 # where a stage validates params.yaml: every name table meets the configuration there (pipeline.names gathers
@@ -157,9 +157,10 @@ def reached(script: Path, graph: dict[str, set[str]]) -> set[str]:
 
 
 def test_the_corrector_recipe_stays_in_its_rooms():
-    """Followed from its stage script, the corrector's code lies in its two rooms (corrector/,
-    recipes/corrector/) and the shared layers below them: no other method, no benchmark, nothing above."""
-    seen = reached(SRC.parents[1] / "stages" / "corrector.py", modules())
+    """Followed from its stage's command (the runner and its entry), the corrector's code lies in its two rooms
+    (corrector/, recipes/corrector/) and the shared layers below them: no other method, no benchmark, nothing above."""
+    seen = reach(None, modules(), stop=MEETING, with_parents=False,
+                 extra=("pipeline.__main__", "pipeline.steps.corrector"))
     assert any(_within(m, ("recipes.corrector",)) for m in seen) and any(_within(m, ("corrector",)) for m in seen)
     bad = sorted(m for m in seen if not _within(m, ROOMS["corrector"] + SHARED))
     assert not bad, f"the corrector stage reaches {bad}"

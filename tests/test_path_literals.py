@@ -1,7 +1,7 @@
 """Every output path is spelled once, in draftlab.paths (issue 52): no string literal outside src/draftlab/paths.py
 names the pipeline's folders `results`, `metrics`, `plots`, `models` or `checkpoints` — whole (`Path("models")`,
 `ROOT / "metrics"`) or as a leading path part (`"models/target"`, f"results/{name}.json", f"{root}/plots/x") — in
-src/, app/, stages/, tools/ or conf/ (conf/: every loaded YAML value; a preset names a folder as
+src/, app/, tools/ or conf/ (conf/: every loaded YAML value; a preset names a folder as
 `${path:PLAIN_DRAFTER}`, resolved by draftlab.params and hydra_plugins/).
 
 What is not a path (docs/decisions: /tmp/notes/decisions-paths.md):
@@ -27,7 +27,7 @@ from draftlab import paths
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = frozenset({"results", "metrics", "plots", "models", "checkpoints"})
-PY_DIRS = ("src", "app", "stages", "tools")
+PY_DIRS = ("src", "app", "tools")
 YAML_DIRS = ("conf",)
 TABLE = Path("src/draftlab/paths.py")
 KEY_CALLS = frozenset({"get", "pop", "setdefault", "startswith", "endswith"})

@@ -1,5 +1,5 @@
 """The one table of output paths (draftlab.paths): dvc.yaml's outputs are written from it (tests/pipeline/test_dvc_yaml.py
-checks the generated file against it); the stages, the report and the explorer read it (no sys.path edit in stages/)."""
+checks the generated file against it); the stages, the report and the explorer read it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,9 +37,3 @@ def test_readers_take_their_paths_from_the_table():
     assert provenance.producer(ROOT, "plots/specopd_budget.csv") == "specopd"
     assert provenance.producer(ROOT, "elsewhere.csv", "benchmark") == "benchmark"
 
-
-def test_stages_import_their_helpers_from_the_library():
-    for script in sorted((ROOT / "stages").glob("*.py")):
-        text = script.read_text(encoding="utf-8")
-        assert "sys.path" not in text and "from _common" not in text and "from _training" not in text, script.name
-    assert not list((ROOT / "stages").glob("_*.py"))

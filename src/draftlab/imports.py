@@ -83,11 +83,11 @@ def parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(len(parts))]
 
 
-def reach(script: Path, graph: dict[str, set[str]], stop=(), extra=(), with_parents: bool = True) -> set[str]:
-    """The draftlab modules `script` (a file outside the package, e.g. stages/<stage>.py) imports, transitively,
-    plus `extra` (modules loaded by name). A module in `stop` is reached but its imports are not followed.
+def reach(script: Path | None, graph: dict[str, set[str]], stop=(), extra=(), with_parents: bool = True) -> set[str]:
+    """The draftlab modules `script` (a file outside the package, e.g. a tool; None: no file) imports, transitively,
+    plus `extra` (modules given by name, reached with what they import). A module in `stop` is reached but its imports are not followed.
     `with_parents`: the parent packages of every reached module count as reached (and their imports followed)."""
-    todo = [m for i in imports(script, "script.main") if (m := resolve(i, graph)) is not None]
+    todo = [m for i in (imports(script, "script.main") if script else ()) if (m := resolve(i, graph)) is not None]
     todo += list(extra)
     seen: set[str] = set()
     while todo:

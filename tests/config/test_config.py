@@ -69,7 +69,7 @@ def test_unknown_preset_lists_presets(root):
 
 def test_stage_cli_prints_one_line_error(root, tmp_path):
     (tmp_path / "params.yaml").write_text((root / "params.yaml").read_text().replace("batch_size:", "batch_sise:", 1))
-    r = subprocess.run([sys.executable, str(root / "stages" / "reference.py")], cwd=tmp_path, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "reference"], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 2
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
     assert len(lines) == 1 and "unknown key 'reference.batch_sise'" in lines[0], r.stderr

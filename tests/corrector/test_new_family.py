@@ -97,7 +97,7 @@ def test_a_family_from_another_package_runs_through_the_pipeline(root, tmp_path,
     mask = next(i for i in range(2, t.vocab_size) if all(i not in p + r for p, r in zip(prompts, resps)))
     save_drafter(DFlashDrafter.from_target(arch_from_target(t, DrafterDesign(8, 1, [0, 1], mask)), t),
                  wd / "models" / "drafter" / "pretrained")
-    run([str(root / "stages" / "corrector.py")], wd, env)
+    run(["-m", "draftlab.pipeline", "corrector"], wd, env)
     report = json.loads((wd / "results" / "corrector.json").read_text())["variants"]["lili2"]
     assert report["steps"] == 2 and report["budget"]["role"] == "main" and report["params_corrector"] > 1
     saved = json.loads((wd / "models" / "corrector" / "lili2" / "corrector" / "config.json").read_text())

@@ -7,13 +7,12 @@ them, slot acceptance as shares of rounds, runs summed."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import stub_world
+from conftest import stub_launch, stub_world
 from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.pipeline import addition as A
@@ -52,8 +51,8 @@ def run(world: Path, name: str = "t1", seed: int = 1, **kw) -> dict:
     from draftlab.verdicts.plan import PLAN, read_plan
 
     plan = read_plan(A.addition_folder(world, name) / PLAN)  # as tools/toy_world.py reads it, first
-    return A.run_addition(world, name, seed, plan, log=lambda m: None, python=sys.executable,
-                          scripts=world.parent / "scripts", **kw)
+    return A.run_addition(world, name, seed, plan, log=lambda m: None,
+                          launch=stub_launch(world), **kw)
 
 
 def test_an_addition_decodes_the_replicates_models_under_its_own_plan(world: Path):

@@ -366,7 +366,7 @@ def workdir(root, target, tmp_path_factory):
                              "seeded.methods=false", "benchmark/arms=all", "tracking.uri=sqlite:///" + str(wd / "mlruns.db")],
                             cwd=root, capture_output=True, text=True, check=True).stdout
     (wd / "params.yaml").write_text(params)
-    r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "prepare_target"], cwd=wd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     t = load_target(wd / "models" / "target", "cpu", "float32")
     V = t.vocab_size
@@ -390,7 +390,7 @@ STAGE_ARGS = ["corrector.variants=[dcoco,nopair,nocand,frozen,dcoco-sg,frozen-re
 
 
 def test_stage_end_to_end(root, workdir):
-    r = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=workdir,
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "corrector", *STAGE_ARGS], cwd=workdir,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((workdir / "results" / "corrector.json").read_text())
@@ -437,7 +437,7 @@ def test_stage_end_to_end(root, workdir):
     for sub in ("models/corrector/dcoco/drafter", "models/corrector/dcoco/corrector", "models/drafter/long"):
         assert json.loads((workdir / sub / "config.json").read_text())["info"]["base_kind"] == "plain", sub
     # a re-run with the same settings resumes every finished run instead of training again
-    r2 = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=workdir,
+    r2 = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "corrector", *STAGE_ARGS], cwd=workdir,
                         capture_output=True, text=True)
     assert r2.returncode == 0, r2.stderr[-3000:]
     assert r2.stderr.count("resuming from") == 7  # 6 variants + the control
@@ -468,7 +468,7 @@ def test_stage_fails_with_one_line_without_base_drafter(root, workdir, tmp_path)
 
     wd = tmp_path / "w"
     shutil.copytree(workdir, wd, ignore=shutil.ignore_patterns("checkpoints", "drafter"))
-    r = subprocess.run([sys.executable, str(root / "stages" / "corrector.py"), *STAGE_ARGS], cwd=wd,
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "corrector", *STAGE_ARGS], cwd=wd,
                        capture_output=True, text=True)
     assert r.returncode == 2 and "base drafter models/drafter/pretrained of variant dcoco not found" in r.stderr
 

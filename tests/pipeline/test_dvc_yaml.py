@@ -42,22 +42,41 @@ def test_the_outputs_are_the_paths_tables():
     assert len(paths.OUTPUTS) == len({o.path for o in paths.OUTPUTS})  # no path twice
     assert {o.path for o in paths.OUTPUTS if o.kind == "plots"} == set(table.PLOT_AXES)
     assert doc["stages"]["check_params"]["always_changed"] is True
-    assert all(s["cmd"] == f"python stages/{n}.py" for n, s in doc["stages"].items())
+    assert all(s["cmd"] == f"python -m draftlab.pipeline {n}" for n, s in doc["stages"].items())
 
 
-def test_a_stage_reads_only_what_earlier_stages_write():
-    """Each data dep is a declared output of a stage before it (or the check stamp); the script and its entry exist,
-    the script runs its entry through stage_main with the table's distributed flag."""
+def test_a_stage_reads_only_what_earlier_stages_write(monkeypatch):
+    """Each data dep is a declared output of a stage before it (or the check stamp); its entry exists and has a
+    `run`, and the runner hands that `run` to stage_main with the table's distributed flag."""
+    import importlib
+
+    from draftlab.pipeline import __main__ as runner
+    from draftlab.pipeline import stage as stage_module
+
+    policies = []
+    monkeypatch.setattr(runner.omp, "configure", lambda *a, **kw: policies.append(kw["decoding"]))
     order = [s.name for s in table.STAGES]
     for i, s in enumerate(table.STAGES):
         for dep in s.inputs:
             out = next((o for o in paths.OUTPUTS if o.path == dep), None)
             assert out is not None and order.index(out.stage) < i, (s.name, dep)
         assert all(s.reads.values()) and not set(s.reads) & set(s.params), s.name  # a read is a dep or says why not
-        text = (ROOT / s.script).read_text(encoding="utf-8")
-        assert f"from {s.entry} import run" in text, s.script
-        dist = ", distributed=True" if s.distributed else ""
-        assert f'stage_main("{s.name}", run{dist})' in text, s.script
+        seen = []
+        monkeypatch.setattr(stage_module, "stage_main", lambda *a, **kw: seen.append((a, kw)) or 0)
+        assert runner.main([s.name, "a.b=1"]) == 0
+        assert seen == [((s.name, importlib.import_module(s.entry).run, ["a.b=1"]), {"distributed": s.distributed})]
+        assert policies.pop() == s.decoding and s.decoding == (s.name == "benchmark")  # the one decoding stage
+
+
+def test_the_runner_names_a_bad_stage_in_one_line(capsys):
+    from draftlab.pipeline import __main__ as runner
+
+    for argv, code, want in ((["bench"], 2, "error: unknown stage 'bench'; usage: python -m draftlab.pipeline STAGE"),
+                             ([], 2, "error: no stage named; usage:"), (["-h"], 0, "usage: python -m draftlab.pipeline")):
+        assert runner.main(argv) == code
+        out = capsys.readouterr()
+        text = (out.err if code else out.out).strip()
+        assert text.startswith(want) and "\n" not in text and "check_params, prepare_target" in text, text
 
 
 def test_the_code_deps_follow_the_imports():
@@ -72,7 +91,7 @@ def test_the_code_deps_follow_the_imports():
     assert not any(m.startswith(("arms", "recipes.specopd")) for m in reach["corrector"])
     assert "bench.runner" in reach["benchmark"] and "specopd.objectives" not in reach["pretrain_drafter"]
     for name, mods in reach.items():
-        assert f"pipeline.steps.{name}" in mods and "pipeline.stage" in mods and "pipeline.names" in mods
+        assert {f"pipeline.steps.{name}", "pipeline.__main__", "pipeline.stage", "pipeline.names"} <= mods
         assert not any(m.startswith("pipeline.steps.") and m != f"pipeline.steps.{name}" for m in mods), name
     deps = {s.name: dvcgen.deps(s) for s in table.STAGES}
     assert any(d.startswith("src/draftlab/recipes/corrector") for d in deps["corrector"])
@@ -116,7 +135,7 @@ def test_the_world_is_the_root_pipeline_run_from_its_folder():
     root = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
     world = yaml.safe_load((ROOT / "worlds" / "toy" / "dvc.yaml").read_text(encoding="utf-8"))
     for name, st in world["stages"].items():
-        assert st["cmd"] == root["stages"][name]["cmd"].replace("stages/", "../../stages/")
+        assert st["cmd"] == root["stages"][name]["cmd"]  # a module, not a path: the same command
         assert [d.replace("../../", "", 1) for d in st["deps"]] == root["stages"][name]["deps"]
 
 

@@ -5,13 +5,12 @@ pipeline's; `docs/toy-world.md` gives the measured time of a real reading)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import stub_world
+from conftest import stub_launch, stub_world
 from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.pipeline import reading as G
@@ -40,8 +39,7 @@ def world(tmp_path: Path) -> Path:
 
 def replicate(world: Path, seed: int) -> Path:
     """A finished replicate with its plain drafter (stub stages)."""
-    R.run_replicate(world, seed, stages=("b",), python=sys.executable, log=lambda m: None,
-                    scripts=world.parent / "scripts")
+    R.run_replicate(world, seed, stages=("b",), log=lambda m: None, launch=stub_launch(world))
     folder = R.folder_for(world, R.read_base(world)[1]["target_md5"][:12], seed)
     (folder / paths.PLAIN_DRAFTER).mkdir(parents=True)
     (folder / paths.PLAIN_DRAFTER / "model.safetensors").write_bytes(b"drafter")
@@ -50,8 +48,8 @@ def replicate(world: Path, seed: int) -> Path:
 
 def read(world: Path, arm: str, seed: int = 1, **kw) -> dict:
     (world.parent / "scripts" / "c.py").write_text(STUB)
-    return G.first_reading(world, arm, seed, log=lambda m: None, stages=("c",), python=sys.executable,
-                           scripts=world.parent / "scripts", **kw)
+    return G.first_reading(world, arm, seed, log=lambda m: None, stages=("c",),
+                           launch=stub_launch(world), **kw)
 
 
 def test_a_reading_trains_the_arms_variants_and_benchmarks_it_beside_the_control(world: Path):

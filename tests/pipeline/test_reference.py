@@ -23,13 +23,13 @@ def workdir(root, tmp_path_factory):
                              "tracking.uri=sqlite:///" + str(wd / "mlruns.db")],
                             cwd=root, capture_output=True, text=True, check=True).stdout
     (wd / "params.yaml").write_text(params)
-    r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "prepare_target"], cwd=wd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     return wd
 
 
 def test_reference_stage_end_to_end(root, workdir):
-    r = subprocess.run([sys.executable, str(root / "stages" / "reference.py")], cwd=workdir, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "reference"], cwd=workdir, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     df = pd.read_parquet(workdir / "data" / "references.parquet")
     assert len(df) == 6 + 2 + 3
@@ -106,7 +106,7 @@ def test_a_corrupt_references_file_names_the_stage_that_rebuilds_it(root, workdi
     shutil.copy2(root / "dvc.yaml", tmp_path / "dvc.yaml")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "references.parquet").write_bytes(b"PAR1 truncated by a full disk")
-    r = subprocess.run([sys.executable, str(root / "stages" / "pretrain_drafter.py")], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "pretrain_drafter"], cwd=tmp_path,
                        capture_output=True, text=True)
     lines = [line for line in r.stderr.splitlines() if line.startswith("error")]  # (loading bars aside)
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]

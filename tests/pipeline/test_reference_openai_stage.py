@@ -29,7 +29,7 @@ def served(root, tmp_path_factory):
                             cwd=root, capture_output=True, text=True)
     assert params.returncode == 0, params.stderr[-2000:]
     (wd / "params.yaml").write_text(params.stdout)
-    r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "prepare_target"], cwd=wd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     with running(port, "--name", NAME, "--target-dir", str(wd / "models" / "target")) as got:
         assert got == url
@@ -38,7 +38,7 @@ def served(root, tmp_path_factory):
 
 def test_reference_stage_with_the_openai_engine(root, served):
     wd, url = served
-    r = subprocess.run([sys.executable, str(root / "stages" / "reference.py")], cwd=wd, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "reference"], cwd=wd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     df = pd.read_parquet(wd / "data" / "references.parquet")
     assert len(df) == 6 + 2 + 3 and set(df.split) == {"train", "heldout", "eval"}

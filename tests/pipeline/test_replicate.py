@@ -1,16 +1,15 @@
 """Replicates (draftlab.pipeline.replicate): write-once folders with the replicate's seeds, the base shared and
 checked, every stage timed into the record, nothing overwritten, bad input in one line. The stages here are stub
-scripts (the real ones run in the toy world's replicates; their code path is the stage scripts `dvc repro` runs)."""
+scripts (the real ones run in the toy world's replicates; their code path is the command `dvc repro` runs)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import stub_world
+from conftest import stub_launch, stub_world
 from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.pipeline import replicate as R
@@ -32,8 +31,7 @@ def world(tmp_path: Path) -> Path:
 
 
 def run(world: Path, seed: int, **kw) -> dict:
-    return R.run_replicate(world, seed, stages=("a", "b"), python=sys.executable, log=lambda m: None,
-                           scripts=world.parent / "scripts", **kw)
+    return R.run_replicate(world, seed, stages=("a", "b"), log=lambda m: None, launch=stub_launch(world), **kw)
 
 
 def test_a_replicate_runs_its_stages_with_its_seeds_in_a_write_once_folder(world: Path):

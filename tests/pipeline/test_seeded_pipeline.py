@@ -128,7 +128,7 @@ def test_recipe_trains_the_seeded_drafter_and_compares_it_on_the_validation_anch
 
 @pytest.mark.slow  # an end-to-end stage run (~10 s: the tiny-random target's preparation)
 def test_stage_trains_when_enabled_and_leaves_a_marker_when_disabled(root, tmp_path, monkeypatch):
-    """stages/pretrain_seeded.py on the smoke profile (tiny-random target): enabled, a seeded drafter, the report
+    """The pretrain_seeded stage's body on the smoke profile (tiny-random target): enabled, a seeded drafter, the report
     with its comparison and the headline; disabled, a folder with disabled.json only, which the arm refuses."""
     import json
 
@@ -138,10 +138,10 @@ def test_stage_trains_when_enabled_and_leaves_a_marker_when_disabled(root, tmp_p
     from draftlab.params import build_params, compose_params
     from draftlab.verifier.load import load_target
 
-    monkeypatch.syspath_prepend(str(root / "stages"))
+    from draftlab.pipeline.steps import prepare_target
+    from draftlab.pipeline.steps import pretrain_seeded as stage
+
     monkeypatch.chdir(tmp_path)
-    import prepare_target
-    import pretrain_seeded as stage
 
     raw = compose_params(["target=tiny-random", "profile=smoke", "tracking.enabled=false"], root / "conf")
     prepare_target.run(build_params(raw))

@@ -1,5 +1,5 @@
 """Data-parallel training: the real stage scripts launched as a user launches them,
-`torchrun --nproc_per_node 2 stages/<stage>.py trainer.devices=2` (CPU, gloo, one thread per rank), train
+`torchrun --nproc_per_node 2 -m draftlab.pipeline <stage> trainer.devices=2` (CPU, gloo, one thread per rank), train
 the same weights with the same per-step loss as one process on the same global batch (fp32
 tolerance derived from the arithmetic, below), for pretraining (pretrain_drafter), SpecOPD and corrector
 co-training; the tolerances hold when one rank's gradients carry rounding-sized noise and fail on a planted
@@ -53,13 +53,12 @@ def env(root: Path, perturb: str = "") -> dict:
 
 
 def launch(root: Path, wd: Path, stage: str, ranks: int, extra: list[str] = (), perturb: str = "") -> subprocess.CompletedProcess:
-    """Run the stage as 1 process or `ranks` torchrun ranks; `perturb` (2 ranks): tests/ddp_perturb.py's spec."""
-    script = str(root / "stages" / f"{stage}.py")
-    args = [*COMMON, *STAGES[stage], *extra]
-    run = [str(PERTURB), script] if perturb else [script]
-    cmd = ([sys.executable, script, *args] if ranks == 1 else
-           [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", *run,
-            f"trainer.devices={ranks}", *args])
+    """Run the stage as 1 process or `ranks` ranks: started plainly, as dvc repro starts it (with trainer.devices =
+    `ranks` it re-executes itself under torchrun: draftlab.pipeline.stage.relaunch_command); `perturb` (2 ranks):
+    under torchrun through tests/ddp_perturb.py with its spec."""
+    args = [*COMMON, *STAGES[stage], *extra, *([f"trainer.devices={ranks}"] if ranks > 1 else [])]
+    cmd = ([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", str(PERTURB),
+            stage, *args] if perturb else [sys.executable, "-m", "draftlab.pipeline", stage, *args])
     r = subprocess.run(cmd, cwd=wd, env=env(root, perturb), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{stage} x{ranks}: {r.stderr[-4000:]}"
     return r
@@ -85,7 +84,7 @@ def pipeline(root, tmp_path_factory):
                              "seeded.methods=false", "benchmark/arms=all"], cwd=root, env=env(root), capture_output=True, text=True,
                             check=True).stdout
     (wd / "params.yaml").write_text(params)
-    r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, env=env(root),
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "prepare_target"], cwd=wd, env=env(root),
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     t = load_target(wd / "models" / "target", "cpu", "float32")
@@ -277,7 +276,7 @@ def test_trainer_checks_are_one_line(monkeypatch):
 
 
 def test_devices_beyond_the_machine_fail_before_anything_runs(root, tmp_path):
-    r = subprocess.run([sys.executable, str(root / "stages" / "pretrain_drafter.py"), "trainer.devices=4096"],
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "pretrain_drafter", "trainer.devices=4096"],
                        cwd=root, env=env(root), capture_output=True, text=True)
     assert r.returncode == 2 and "trainer.devices=4096 but this machine has" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -44,7 +44,7 @@ def env(root: Path, log: Path, kill: str = "") -> dict:
 
 
 def pretrain(root: Path, wd: Path, log: Path, kill: str = "") -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(KILLER), str(root / "stages" / "pretrain_drafter.py"), *ARGS]
+    cmd = [sys.executable, str(KILLER), "pretrain_drafter", *ARGS]
     return subprocess.run(cmd, cwd=wd, env=env(root, log, kill), capture_output=True, text=True, timeout=600)
 
 
@@ -62,7 +62,7 @@ def pipeline(root, tmp_path_factory):
     params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "target=tiny-random", "profile=smoke"],
                             cwd=root, env=e, capture_output=True, text=True, check=True).stdout
     (wd / "params.yaml").write_text(params)
-    r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, env=e, capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "prepare_target"], cwd=wd, env=e, capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     t = load_target(wd / "models" / "target", "cpu", "float32")

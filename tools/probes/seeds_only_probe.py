@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"schema": "draftlab-seeds-only-v1", "setup": {"prompts_per_suite": a.prompts, "new_tokens": a.new,
            "suites": list(suites), "temperature": 0.0, "interleave": "rounds", "order": "rotated per prompt",
            "context": a.context, "fillers": fillers,
-           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),  # the stages set PASSIVE (stages/_common.py)
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),  # the stages set it (draftlab.omp)
            "verify": dataclasses.asdict(v),
            "threads": torch.get_num_threads()}, "summary": summary, "pairs": pairs, "prompts": rows}
     write_json(a.out, out)

@@ -1,11 +1,11 @@
 """The `trainer` section: how many processes / devices every training stage runs on (Lightning DDP),
 and the launch facts the check reads from the environment (`torchrun` sets WORLD_SIZE, RANK,
-LOCAL_RANK, LOCAL_WORLD_SIZE before the script starts).
+LOCAL_RANK, LOCAL_WORLD_SIZE before the stage starts).
 
 One process (devices=1, num_nodes=1, the default) is today's single-device run. More processes are
-launched by `torchrun --nproc_per_node <devices> [--nnodes <num_nodes> ...] stages/<stage>.py
-trainer.devices=<devices> ...`: every rank runs the stage script; Lightning does not re-launch it. On
-one node a training stage started plainly (`python stages/<stage>.py`, `dvc repro`) re-executes itself
+launched by `torchrun --nproc_per_node <devices> [--nnodes <num_nodes> ...] -m draftlab.pipeline <stage>
+trainer.devices=<devices> ...`: every rank runs the stage; Lightning does not re-launch it. On one
+node a training stage started plainly (`python -m draftlab.pipeline <stage>`, `dvc repro`) re-executes itself
 under torchrun (draftlab.pipeline.stage); several nodes need the user's launcher on each.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ STRATEGIES = ("auto", "ddp")  # auto = one device for one process, DDP for more
 
 def launched() -> tuple[int, int, int, int]:
     """(world size, global rank, local rank, local world size) of this process as its launcher set them
-    (torchrun / a cluster launcher); (1, 0, 0, 1) for a plain `python stages/<stage>.py`."""
+    (torchrun / a cluster launcher); (1, 0, 0, 1) for a plain `python -m draftlab.pipeline <stage>`."""
     env = os.environ
     world = int(env.get("WORLD_SIZE", "1") or 1)
     return (world, int(env.get("RANK", "0") or 0), int(env.get("LOCAL_RANK", "0") or 0),
@@ -68,7 +68,7 @@ class TrainerConfig:
         world, _, _, local = launched()
         if world == 1 and self.num_nodes > 1:
             raise ConfigError(f"{p}.num_nodes={self.num_nodes}: launch each node's processes with torchrun --nnodes "
-                              f"{self.num_nodes} --nproc_per_node {self.devices} ... stages/<stage>.py (or set "
+                              f"{self.num_nodes} --nproc_per_node {self.devices} ... -m draftlab.pipeline <stage> (or set "
                               f"{p}.num_nodes=1)")
         if world > 1 and (world != self.world or local != self.devices):
             raise ConfigError(f"the launcher started {world} processes ({local} per node) but {p}.devices="

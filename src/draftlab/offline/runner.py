@@ -78,7 +78,7 @@ def compose(profile: str, dry: bool, overrides: list[str]):
 
 def load_stage(name: str):
     """The stage's entry module (the stage table's `entry`: draftlab.pipeline.steps.<stage>), whose `run(params)` the
-    stage script hands to stage_main."""
+    stage's command (python -m draftlab.pipeline <stage>) hands to stage_main."""
     import importlib
 
     return importlib.import_module(table.BY_NAME[name].entry)

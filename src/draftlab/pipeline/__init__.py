@@ -1,5 +1,5 @@
-"""The pipeline layer: each DVC stage's body (`steps.<stage>.run`, called by the thin scripts in stages/ through
-`stage.stage_main`), the stage table that writes dvc.yaml (`table`, `dvcgen`), and what every stage shares. The
+"""The pipeline layer: each DVC stage's body (`steps.<stage>.run`, which `python -m draftlab.pipeline <stage>`
+— `__main__` — hands to `stage.stage_main`), the stage table that writes dvc.yaml (`table`, `dvcgen`), and what every stage shares. The
 methods' recipes live one floor below, in draftlab.recipes (reference, pretrain, specopd, corrector).
 
 - `steps/`: one module per stage, its `run(params)`: read the sections, load the inputs, call a recipe, write the

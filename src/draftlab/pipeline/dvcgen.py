@@ -2,7 +2,8 @@
 `python -m draftlab.pipeline.dvcgen [--check]`, writes the root dvc.yaml and every world's (worlds/<name>/dvc.yaml,
 draftlab.pipeline.worlds); `--check` writes nothing and exits 1 when a committed file differs.
 
-A stage's deps: its data deps, its script, then its code: the files of the draftlab modules its script reaches
+A stage's deps: its data deps, then its code: the files of the draftlab modules its command reaches — the runner
+(draftlab.pipeline.__main__) and the stage's entry (draftlab.pipeline.steps.<stage>), followed by their imports
 (`code_modules`; a by-name loader reaches what it loads: table.LOADED_BY_NAME), a package written as its folder
 when every module of it is reached, and, beside a reached module
 of a folder written file by file, that folder's data files (e.g. plan/dispatch_counts.json)."""
@@ -19,8 +20,9 @@ ROOT = imports.SRC.parents[1]  # the repository (src/draftlab -> .)
 HEADER = """\
 # GENERATED from the stage table (src/draftlab/pipeline/table.py) by draftlab.pipeline.dvcgen: do not edit; change
 # the table and regenerate with `make dvc-yaml` (tests/pipeline/test_dvc_yaml.py holds this file equal to it).
-# Each stage is a thin script in stages/ over its entry in draftlab.pipeline.steps; its code deps are computed: the
-# draftlab modules the script reaches by static imports (a package as its folder when all of it is reached), so
+# Each stage runs `python -m draftlab.pipeline <stage>`: its entry in draftlab.pipeline.steps under stage_main; its
+# code deps are computed: the draftlab modules the runner and the entry reach by static imports (a package as its
+# folder when all of it is reached), so
 # editing the library re-runs exactly what it affects.
 # check_params runs first and every stage depends on its stamp, so a bad key, an unknown arm or a bad
 # prompt file fails there, before DVC removes any output. The cache: false metrics and plots are
@@ -39,10 +41,12 @@ def graph() -> dict[str, set[str]]:
 
 
 def code_modules(stage: table.Stage, follow_validation: bool = False) -> set[str]:
-    """The draftlab modules stage `stage`'s script reaches (with their parent packages and `stage.code`); the walk
-    reads table.VALIDATION's modules without following their imports unless `follow_validation`."""
+    """The draftlab modules stage `stage`'s command reaches: the runner, the stage's entry, what they import (with
+    their parent packages) and `stage.code`; the walk reads table.VALIDATION's modules without following their
+    imports unless `follow_validation`."""
     stop = () if follow_validation else table.VALIDATION
-    return imports.reach(ROOT / stage.script, graph(), stop=stop, extra=stage.code)
+    runner, entry = (imports.resolve(m, graph()) for m in (f"{table.RUNNER}.__main__", stage.entry))
+    return imports.reach(None, graph(), stop=stop, extra=(runner, entry, *stage.code))
 
 
 def _rel(p: Path) -> str:
@@ -78,7 +82,7 @@ def code_files(mods: set[str]) -> list[str]:
 
 
 def deps(stage: table.Stage) -> list[str]:
-    return [*stage.inputs, stage.script, *code_files(code_modules(stage))]
+    return [*stage.inputs, *code_files(code_modules(stage))]
 
 
 def _comment(text: str, indent: str) -> list[str]:

@@ -159,5 +159,5 @@ def first_reading(world: str | Path, arm: str, seed: int = 1, variants: list[str
     link_base(out, base, world)
     link(out / paths.PLAIN_DRAFTER, drafter)
     write_json(out / READING, rec)
-    run_stages(out, rec, stages, f"reading {arm} seed {seed}", log=log, record=READING, **run)  # run: python, scripts
+    run_stages(out, rec, stages, f"reading {arm} seed {seed}", log=log, record=READING, **run)  # run: launch
     return rec

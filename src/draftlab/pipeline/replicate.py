@@ -9,8 +9,8 @@ hash and the md5s; the base is small
 (the toy target is 7 MB) and lives in git, so nobody has to retrain it. `run_replicate(world, seed)` then makes
 `replicates/<tid>/seed-<seed>/`: the world's params.yaml with the replicate's seeds (`SEED_KEYS`: initialisation and
 data order of every training stage) and tracking off, links to the base and the world's prompt files, and runs
-`STAGES` one after the other as their own processes (the stage scripts `dvc repro` runs, so a replicate is the
-pipeline's code path), timing each (wall and CPU seconds of the stage's process, the load average around it) into
+`STAGES` one after the other as their own processes (the command `dvc repro` runs, `python -m draftlab.pipeline <stage>`, so a replicate
+is the pipeline's code path), timing each (wall and CPU seconds of the stage's process, the load average around it) into
 `replicate.json` after every stage. The training stages run on the params' step budgets, so a loaded machine changes
 a replicate's time, never its models.
 
@@ -34,6 +34,7 @@ from pathlib import Path
 from draftlab import paths
 from draftlab.errors import DraftlabError
 from draftlab.io import atomic_write, file_hash, write_json
+from draftlab.pipeline.table import RUNNER
 
 REPLICATES = paths.REPLICATES  # inside a world's folder
 BASE = "base"
@@ -43,6 +44,7 @@ STAGES = ("check_params", "pretrain_drafter", "pretrain_seeded", "specopd", "cor
 # the seeds a replicate sets: torch's global seed (stage_main) and each training section's initialisation and data order
 SEED_KEYS = ("profile.seed", "pretrain.seed", "specopd.seed", "corrector.seed")
 ROOT = Path(__file__).resolve().parents[3]
+LAUNCH = (sys.executable, "-m", RUNNER)  # + the stage's name: the command dvc.yaml runs (draftlab.pipeline.table)
 WEIGHTS = "model.safetensors"
 
 
@@ -148,7 +150,7 @@ def _cpu_children() -> float:
 
 
 def run_replicate(world: str | Path, seed: int, resume: bool = False, stages: tuple[str, ...] = STAGES,
-                  python: str = sys.executable, log=print, scripts: str | Path = ROOT / "stages") -> dict:
+                  log=print, launch: tuple[str, ...] = LAUNCH) -> dict:
     """Run (or, with `resume`, continue) the replicate `seed` of the world's base in its own folder -> its record."""
     import yaml
 
@@ -190,13 +192,14 @@ def run_replicate(world: str | Path, seed: int, resume: bool = False, stages: tu
                             f"another seed")
     link_base(out, base, world)
     write_json(rec_path, rec)
-    run_stages(out, rec, stages, f"replicate seed {seed}", python, log, scripts)
+    run_stages(out, rec, stages, f"replicate seed {seed}", log, launch)
     return rec
 
 
-def run_stages(out: Path, rec: dict, stages: tuple[str, ...], what: str, python: str = sys.executable, log=print,
-               scripts: str | Path = ROOT / "stages", record: str = RECORD) -> None:
-    """Run each stage not yet in rec["done"] as its own process in `out` (the stage scripts `dvc repro` runs), timing
+def run_stages(out: Path, rec: dict, stages: tuple[str, ...], what: str, log=print, launch: tuple[str, ...] = LAUNCH,
+               record: str = RECORD) -> None:
+    """Run each stage not yet in rec["done"] as its own process in `out` (`[*launch, stage]`: the command `dvc repro`
+    runs; a test hands in a stub's), timing
     it (wall and CPU seconds, the load average around it) into out/`record` after every stage; a failed stage is one
     line naming its log (the record says where it stopped; --resume continues)."""
     rec_path = out / record
@@ -209,7 +212,7 @@ def run_stages(out: Path, rec: dict, stages: tuple[str, ...], what: str, python:
         log(f"[{what}] {stage} ...")
         load0, cpu0, t0 = os.getloadavg(), _cpu_children(), time.perf_counter()
         with open(out / f"{stage}.log", "a") as f:
-            code = subprocess.call([python, str(Path(scripts) / f"{stage}.py")], cwd=out, env=env, stdout=f,
+            code = subprocess.call([*launch, stage], cwd=out, env=env, stdout=f,
                                    stderr=subprocess.STDOUT)
         wall, cpu = time.perf_counter() - t0, _cpu_children() - cpu0
         if code != 0:

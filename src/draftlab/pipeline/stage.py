@@ -1,4 +1,4 @@
-"""What every stage script shares (stages/<stage>.py imports it; no `sys.path` edit): `stage_main` parses
+"""What every stage shares (`python -m draftlab.pipeline <stage>` runs it; no `sys.path` edit): `stage_main` parses
 `key=value` overrides, loads and validates params.yaml (check_params alone checks arm names against the arm grammar:
 every other stage depends on its stamp), sets threads and seeds,
 turns a `DraftlabError` into one line on stderr (exit 2; for an unreadable input file that line also names the stage
@@ -66,9 +66,12 @@ def write_report(stage: str, report: dict, rows: dict[str, dict] | None = None) 
     return (detail,)
 
 
-def relaunch_command(devices: int, script: str, argv: list[str]) -> list[str]:
-    """The command that runs this stage as `devices` processes on this node (torchrun, standalone)."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}", script, *argv]
+def relaunch_command(devices: int, stage: str, argv: list[str]) -> list[str]:
+    """The command that runs stage `stage` as `devices` processes on this node (torchrun, standalone)."""
+    from draftlab.pipeline.table import RUNNER
+
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}", "--module",
+            RUNNER, stage, *argv]
 
 
 CHECKS_ARMS = "check_params"  # the one stage that checks the benchmark's arm names
@@ -82,7 +85,7 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
-        print(f"usage: python stages/{name}.py [section.key=value ...]  (reads {paths.PARAMS})")
+        print(f"usage: python -m draftlab.pipeline {name} [section.key=value ...]  (reads {paths.PARAMS})")
         return 0
     from draftlab import interrupts
     from draftlab.pipeline.names import arm_names, method_names
@@ -107,7 +110,7 @@ def stage_main(name: str, run: Callable, argv: list[str] | None = None, distribu
             if params.trainer.world > 1 and launched()[0] == 1:  # num_nodes == 1 here (checked)
                 sys.stdout.flush()
                 sys.stderr.flush()
-                cmd = relaunch_command(params.trainer.devices, sys.argv[0], argv)
+                cmd = relaunch_command(params.trainer.devices, name, argv)
                 os.execv(cmd[0], cmd)
             configure(params.trainer)
         prepare(params)

@@ -6,7 +6,7 @@ A record says what cannot be read off the code: the params keys the stage reads 
 outputs it reads (data deps, beside the check stamp every stage after check_params reads), the modules it loads by
 name (`code`: none today), flags, and comments worth keeping. Its outputs come from the paths table
 (`draftlab.paths.OUTPUTS`; a plot's axes from PLOT_AXES here) and its code dependencies are computed: the
-draftlab modules its script reaches by static imports (draftlab.imports), the walk stopping at VALIDATION."""
+draftlab modules its command reaches by static imports (draftlab.imports), the walk stopping at VALIDATION."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from draftlab import paths
 
 ENTRIES = "draftlab.pipeline.steps"  # <ENTRIES>.<stage>: the module whose `run(params)` is the stage's body
+RUNNER = "draftlab.pipeline"  # every stage's command: `python -m draftlab.pipeline <stage>` (pipeline/__main__.py)
 STAMP = f"{paths.CHECKS}/params.ok"  # check_params' stamp: every later stage reads it, so it runs first
 # where a stage validates params.yaml: the name tables (the arm grammar, the methods' variants) meet the
 # configuration there. A stage reads the module but does not depend on what it gathers: a name table decides whether
@@ -41,17 +42,14 @@ class Stage:
     reads: dict[str, str] = field(default_factory=dict)
     always_changed: bool = False
     distributed: bool = False  # a training stage: re-executed under torchrun when params.trainer asks for devices
+    decoding: bool = False  # a decoding stage: its OpenMP wait policy is the engine's (draftlab.omp), set by the runner
     about: str = ""  # comment lines above the stage in dvc.yaml
     notes: dict[str, str] = field(default_factory=dict)  # inline comments: by dep, params key or output path;
     # "params" (after the `params:` header), "before outs" (a comment line above `outs:`)
 
     @property
-    def script(self) -> str:
-        return f"stages/{self.name}.py"
-
-    @property
     def cmd(self) -> str:
-        return f"python {self.script}"
+        return f"python -m {RUNNER} {self.name}"
 
     @property
     def entry(self) -> str:
@@ -115,7 +113,7 @@ STAGES: tuple[Stage, ...] = (
           notes={paths.PLAIN_DRAFTER: "the base when seeded.methods=false (the dflash-long control continues the same base)",
                  paths.SEEDED_DRAFTER: "the base when seeded.methods=true",
                  paths.results("corrector"): "the full report; metrics/corrector/ holds one headline row per variant"}),
-    Stage("benchmark",
+    Stage("benchmark", decoding=True,
           data=(BENCH_PROMPTS, paths.TARGET, paths.PLAIN_DRAFTER, paths.SEEDED_DRAFTER, paths.SPECOPD_DRAFTER,
                 paths.LONG_DRAFTER, paths.CORRECTORS), reads={
               "data.local_suites": LOCAL_SUITES.format(BENCH_PROMPTS),

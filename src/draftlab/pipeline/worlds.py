@@ -3,10 +3,10 @@ run lives").
 
 `dvc.yaml` at the root describes the pipeline once, with paths relative to the folder a stage runs in. A world (the
 toy world: `worlds/toy/`) is a folder with its own `dvc.yaml`, `params.yaml` and `dvc.lock`: DVC runs a stage in the
-folder of the `dvc.yaml` that declares it, so the same stage scripts write `models/`, `data/`, `results/`,
+folder of the `dvc.yaml` that declares it, so the same stage commands write `models/`, `data/`, `results/`,
 `metrics/`, `plots/` and `mlruns.db` under the world's folder and the root's committed run is never touched. Its
-`dvc.yaml` is written from the root's by `world_dvc` (every command and code dependency — `stages/`, `src/`,
-`conf/` — reached from the folder, every data path left relative), both from the stage table
+`dvc.yaml` is written from the root's by `world_dvc` (the same commands, `python -m draftlab.pipeline <stage>`;
+every code dependency — `src/`, `conf/`, `tools/` — reached from the folder, every data path left relative), both from the stage table
 (draftlab.pipeline.dvcgen, `make dvc-yaml`), so the pipeline is still said once; a test holds the committed files
 equal to what it writes. `dvc repro worlds/toy/dvc.yaml` runs it; `dvc status
 worlds/toy/dvc.yaml` checks it; `draftlab explore --root worlds/toy` shows it.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-CODE = ("stages/", "src/", "conf/", "tools/")  # what a world's stages reach in the repository, not in their folder
+CODE = ("src/", "conf/", "tools/")  # what a world's stages reach in the repository, not in their folder
 WORLDS = "worlds"
 
 
@@ -40,10 +40,7 @@ def world_dvc(root: dict, folder: str) -> dict:
     """The root pipeline (`dvc.yaml` loaded) as the world in `folder` (relative to the repository) runs it."""
     depth = len(Path(folder).parts)
     out = copy.deepcopy(root)
-    for stage in out.get("stages", {}).values():
-        cmd = stage.get("cmd", "")
-        parts = cmd.split(" ")
-        stage["cmd"] = " ".join(_up(p, depth) for p in parts)
+    for stage in out.get("stages", {}).values():  # the command is the root's: it names a module, not a path
         for key in ("deps", "outs", "metrics", "plots"):
             if key in stage:
                 stage[key] = _entries(stage[key], depth)

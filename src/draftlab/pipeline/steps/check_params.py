@@ -16,7 +16,7 @@ It always runs (a few seconds) and writes, atomically and only after the checks 
 from __future__ import annotations
 
 
-OK_TEXT = "params.yaml passed stages/check_params.py\n"
+OK_TEXT = "params.yaml passed the check_params stage\n"
 
 
 def local_files(params) -> dict[str, dict[str, str]]:
