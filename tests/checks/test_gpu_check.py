@@ -24,6 +24,7 @@ import torch
 
 from draftlab.checks import engine, gates, models, report, run
 from draftlab.checks.common import SCHEMA, Budget, Ctx
+from draftlab.corrector.families import records
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "gpu_check.py"
@@ -149,7 +150,7 @@ def test_dry_mode_runs_every_section_and_reports_every_gate(dry_run):
     conc = s["concurrency"]
     assert set(conc["levels"]) == {str(n) for n in run.DRY["streams"]}
     for lvl in conc["levels"].values():
-        assert set(lvl["arms"]) == {"dflash", "dcoco", "dspark", "domino"} and set(lvl["verify_ms"]) == {"1", "8", "16"}
+        assert set(lvl["arms"]) == {"dflash", *records()} and set(lvl["verify_ms"]) == {"1", "8", "16"}
         for a in lvl["arms"].values():
             assert set(a["round_ms"]) == set(a["round_p20_ms"]) == {"draft", "propose", "verify", "commit"}
             assert a["round_total_p20_ms"] <= a["round_total_ms"]  # a quantile below the median of the same rounds

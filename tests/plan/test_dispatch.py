@@ -49,7 +49,7 @@ def test_the_dispatch_term_is_the_counted_ops_times_the_per_op_cost():
 def test_the_dispatch_term_grows_with_the_layers():
     for step in D.STEPS:
         assert D.ops(step, 60, 2) > D.ops(step, 30, 2) > D.ops(step, 2, 2) > 0, step
-    for step in ("dflash_round", "dcoco_round", "pretrain_step", "specopd_step", "val_batch"):
+    for step in ("dflash_round", D.CORRECTOR_ROUND, "pretrain_step", "specopd_step", "val_batch"):
         assert D.ops(step, 30, 4) > D.ops(step, 30, 2), step  # and with the drafter's
     assert D.ops("ar_step", 30, 2) == D.ops("ar_step", 30, 5)  # AR runs no drafter
     p = _params()
@@ -85,13 +85,17 @@ def test_the_counts_are_those_of_the_code():
     engine move a few ops; past that, recount: `python -m draftlab.measure.dispatch_count --write`)."""
     import torch
 
+    from draftlab.corrector.families import records
+
     doc = D.load()
     assert doc["schema"] == "draftlab-dispatch-counts-v1" and set(doc["steps"]) == set(D.STEPS)
+    family = doc["steps"][D.CORRECTOR_ROUND]["family"]  # the family whose round was counted, named beside it
+    assert family in records()
     Lt, Ld = D.LAYERS[0]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        got = {**C._inference(Lt, Ld), **C._training(Lt, Ld, 1)}
+        got = {**C._inference(Lt, Ld, family), **C._training(Lt, Ld, 1)}
     finally:
         torch.set_num_threads(threads)
     off = {k: (v, doc["steps"][k]["counted"][f"{Lt},{Ld},1"]) for k, v in got.items()
@@ -114,7 +118,7 @@ def test_every_corrector_family_arm_counts_a_corrector_round():
     assert set(fams) == {m for f in records().values() for m in f.arms} and "lilicorr" in fams
     for arm in ("dcoco", "dcoco-seeded", "specopd-dcoco-t1", "dspark-seeded", "domino", "dflash2",
                 "lilicorr-tree8", "lilicorr-sampled", "lilicorr-nopair"):
-        assert D.round_step(arm, fams) == "dcoco_round", arm
+        assert D.round_step(arm, fams) == D.CORRECTOR_ROUND, arm
     for arm, step in (("dflash", "dflash_round"), ("dflash-seeded", "dflash_round"), ("dflash-pld", "hybrid_round"),
                       ("pld", "pld_round"), ("ar", "ar_step"), ("dflash-specopd-t1", "dflash_round")):
         assert D.round_step(arm, fams) == step, arm

@@ -1,5 +1,8 @@
-"""Section `concurrency`: round times of dflash, dcoco, dspark and domino beside the AR step and the verify pass, at
-the paper's size (a random target of Qwen3-8B's shape in bf16, the paper's drafter), at each stream count.
+"""Section `concurrency`: round times of dflash (the plain drafter) and of every registered corrector family
+(`draftlab.corrector.families.records()`, each at its record's default settings: `checks.models.build_proposers`)
+beside the AR step and the verify pass, at the paper's size (a random target of Qwen3-8B's shape in bf16, the paper's
+drafter), at each stream count. A family the check cannot run (its record's k rule rejects the size's k) is skipped
+and named in `correctors.skipped` and the notes.
 
 Timed with `checks.timing`: every arm (and every verify width) first decodes the level's prompts untimed, then the
 arms are timed in rotated order, median and p20 over the timed rounds, CUDA-event time per phase and, from one
@@ -17,8 +20,6 @@ from draftlab.checks.common import Ctx, one_line, round_tree, sync
 from draftlab.checks.gates import floor_report, gate_values, kv_bytes, measure_copy_gbps
 from draftlab.checks.models import build_drafter, build_proposers, paper_target, random_prompts
 from draftlab.checks.timing import Rounds, gpu_busy, rounds_of, time_arms
-
-ARMS = ("dflash", "dcoco", "dspark", "domino")
 
 
 def event_rounds(passes, dev) -> Rounds:
@@ -83,7 +84,7 @@ def level_arms(target, drafter, props, prompts, new_tokens: int, verify_T, reps:
 
         return run
 
-    arms = {"ar": ar, **{name: spec(props[name]) for name in ARMS}}
+    arms = {"ar": ar, **{name: spec(step) for name, step in props.items()}}
     for T in verify_T:
         arms[f"verify{T}"] = verify_arm(target, prompts, drafter.target_layer_ids, T, reps)
     return arms
@@ -96,7 +97,7 @@ def section_concurrency(ctx: Ctx) -> dict:
     target = paper_target(ctx)
     t0 = time.perf_counter()
     drafter = build_drafter(target, sz["drafter"]["block_size"], sz["drafter"]["num_layers"], target.dtype)
-    props = build_proposers(target, drafter, rank=sz["seq_rank"], perturb=False, **sz["dcoco"])
+    props, built = build_proposers(target, drafter, sz["corrector_k"], perturb=False)
     mode = "on" if ctx.compiled() else "off"  # eager unless --compile on (the `compiled` section measures it)
     if mode == "on":  # opt-in: every (streams, width) of the sweep is its own graph, undeclared (decoding.shapes)
         from draftlab.compiling import set_recompile_limit
@@ -109,12 +110,13 @@ def section_concurrency(ctx: Ctx) -> dict:
     res = {"target": info,
            "drafter": {**sz["drafter"], "taps": drafter.target_layer_ids,
                        "parameters": drafter.num_trainable_parameters(), "build_s": time.perf_counter() - t0},
-           "correctors": {"dcoco": sz["dcoco"], "seq_rank": sz["seq_rank"]}, "compiled": compiled,
+           "correctors": built, "compiled": compiled,
            "prompt_tokens": f"{sz['prompt_tokens'] * 3 // 4}..{sz['prompt_tokens'] * 5 // 4} (random ids, ragged)",
            "new_tokens": sz["new_tokens"], "temperature": 0.0, "reps": sz["reps"],
            "timing": "each arm warmed on its own prompts first; arms in rotated order; median and p20 of rounds; "
                      "CUDA events per phase; GPU-busy = device time of the kernels each phase launched (profiler)",
-           "levels": {}, "skipped_streams": [], "notes": [], "errors": []}
+           "levels": {}, "skipped_streams": [], "errors": [],
+           "notes": [f"skipped corrector family {k}: {why}" for k, why in built["skipped"].items()]}
     copy_gib = sz["copy_gib"]
     try:
         res["copy_gbps"] = ctx.cache["copy_gbps"] = measure_copy_gbps(dev, int(copy_gib * 2 ** 30))
@@ -151,14 +153,14 @@ def section_concurrency(ctx: Ctx) -> dict:
             v = timing["arms"][f"verify{T}"]
             lvl["verify_ms"][str(T)] = v["round_median_ms"]
             lvl["verify_p20_ms"][str(T)] = v["round_p20_ms"]
-        for name in ARMS:
+        for name in props:
             a = timing["arms"][name]
             lvl["arms"][name] = {"round_ms": a["median_ms"], "round_p20_ms": a["p20_ms"],
                                  "round_total_ms": a["round_median_ms"], "round_total_p20_ms": a["round_p20_ms"],
                                  "rounds": a["rounds"], "tau": getattr(arms[name], "tau", None),
                                  "break_even_tau": a["round_median_ms"] / ar["round_median_ms"]}
         if dev.type == "cuda" and ctx.left() > 0:
-            for name in ("ar", *ARMS):
+            for name in ("ar", *props):
                 try:
                     busy = gpu_busy(arms[name], dev)
                 except Exception as e:  # noqa: BLE001

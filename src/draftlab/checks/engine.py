@@ -1,5 +1,6 @@
 """Section `engine`: the speculative engine on the device. Greedy speculative output equals one-stream-at-a-time
-AR (tiny random Llama and Qwen3 targets, fp32 and bf16, 1 and 4 ragged streams, five proposal steps; a bf16
+AR (tiny random Llama and Qwen3 targets, fp32 and bf16, 1 and 4 ragged streams, the plain drafter, every
+registered corrector family (perturbed: `checks.models.build_proposers`) and a bigram test double; a bf16
 divergence is judged a near-tie when the target's two logits were within its rounding), and the verification
 routine's residual and point-mass sampling rules pass chi-square tests on the device (with power: uncorrected
 proposals fail)."""
@@ -46,7 +47,7 @@ def engine_identity(ctx, arch: str, dtype) -> list[dict]:
     prompts = random_prompts(4, (5, 12, 8, 17), TINY["vocab"], seed=7)  # ragged
     with torch.no_grad():
         ref = [generate_ar(t, [p], max_new, eos_ids=[]).tokens[0] for p in prompts]  # one stream at a time
-        proposers = build_proposers(t, drafter, k=4, dim=16, mlp_hidden=32, rank=8, perturb=True)
+        proposers = build_proposers(t, drafter, k=4, perturb=True)[0]
         rows = []
         ar = generate_ar(t, prompts, max_new, eos_ids=[]).tokens
         rows.append({"arch": arch, "dtype": str(dtype).replace("torch.", ""), "streams": len(prompts),

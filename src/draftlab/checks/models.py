@@ -1,15 +1,18 @@
 """Random models for the accelerator check, built directly on the device (no hub, no files, nothing copied from
 the host): targets of Llama / Qwen3 shapes behind the library's `TargetModel`, DFlash drafters of the target's
-width, the correctors' proposal steps, a bigram proposal (a test double that gets rounds partly accepted), and
+width, every corrector family's proposal step, a bigram proposal (a test double that gets rounds partly accepted), and
 random prompts. The sizes: `PAPER` (Qwen3-8B's shape, the paper's drafter) on the accelerator, `DRY` (the same
 layout, tiny) on CPU."""
 from __future__ import annotations
+
+from dataclasses import asdict
 
 from draftlab.checks.common import Ctx, rnd, sync
 
 # Qwen3-8B's config.json: 36 layers, hidden 4096, 32 query / 8 KV heads of 128, SwiGLU 12288, vocab 151,936,
 # untied embeddings, rope base 1e6. DFlash for an 8B target (docs/algorithms.md "DFlash"; conf/profile/gpu.yaml):
-# 5 layers at the target's width, block 16, full vocabulary. DCOCO K=16, dim 128, MLP 256; DSpark/Domino rank 64.
+# 5 layers at the target's width, block 16, full vocabulary. Every corrector family at its record's default settings
+# (the papers' sizes), K=16.
 PAPER_TARGET = dict(num_layers=36, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=12288, vocab=151936,
                     tie=False, rope_theta=1e6, max_pos=40960)
 DRY_TARGET = dict(num_layers=2, hidden=64, heads=4, kv_heads=1, head_dim=16, intermediate=192, vocab=384,
@@ -75,31 +78,46 @@ def build_drafter(target, block_size: int, num_layers: int, dtype, init_seed: in
     return drafter.to(dtype).eval()
 
 
-def build_proposers(target, drafter, k: int, dim: int, mlp_hidden: int, rank: int, perturb: bool, seed: int = 2):
-    """name -> ProposalStep for dflash (identity), dcoco (greedy path), dspark, domino. With perturb the
-    zero-initialised output layers get random weights, so the correctors really re-select tokens."""
+def build_proposers(target, drafter, k: int, perturb: bool, seed: int = 2) -> tuple[dict, dict]:
+    """(name -> ProposalStep, what was built) for dflash (the plain drafter: identity) and every registered corrector
+    family (`draftlab.corrector.families.records()`): its first variant, built by the registry (`build_corrector`)
+    at the family's default settings with `k` candidates, proposing with the family's default path rule and λ (its
+    record's `rules` / `lam`). A family whose record's k rule rejects `k` is skipped and named with why. With perturb,
+    every parameter of every corrector is redrawn from N(0, 1), so the correctors really re-select tokens: a fresh
+    corrector's zero-initialised output layers make it return the drafter's top-1 path, and redrawing only those leaves
+    a correction made through small-scale weights (a δ through the drafter's head, from a state of the embedding's
+    scale) below the drafter's logit gaps, where at unit scale every built-in family changes a share of the proposals
+    (tiny random targets, fp32 and bf16)."""
     import torch
 
-    from draftlab.corrector.dcoco import DCOCOArch, DCOCOCorrector
+    from types import SimpleNamespace
+
+    from draftlab.corrector.families import build_corrector, records
     from draftlab.corrector.proposal import CorrectorProposal
-    from draftlab.corrector.sequential import DominoCorrector, DSparkCorrector, sequential_arch
     from draftlab.decoding.api import DrafterProposal
+    from draftlab.errors import DraftlabError
 
     dev, dt = drafter.device, drafter.dtype
-    torch.manual_seed(seed)
-    with torch.device(dev):
-        V, De = target.embed_tokens.weight.shape
-        dcoco = DCOCOCorrector(DCOCOArch(hidden_size=drafter.arch.hidden_size, embed_dim=De, vocab_size=V, k=k,
-                                         dim=dim, mlp_hidden=mlp_hidden), target.embed_tokens)
-        dspark = DSparkCorrector(sequential_arch("dspark", drafter, rank))
-        domino = DominoCorrector(sequential_arch("domino", drafter, rank), drafter)
-    if perturb:
-        with torch.no_grad():
-            dcoco.mlp_out.weight.normal_(0.0, 1.0)
-            dspark.out.weight.normal_(0.0, 1.0)
-            domino.up.weight.normal_(0.0, 1.0)
-    return {"dflash": DrafterProposal(), "dcoco": CorrectorProposal(dcoco.to(dev, dt), "greedy"),
-            "dspark": CorrectorProposal(dspark.to(dev, dt)), "domino": CorrectorProposal(domino.to(dev, dt))}
+    ccfg = SimpleNamespace(k=k, seed=seed, families={})  # what the registry reads of a corrector section: no
+    # family settings given, so each family's defaults (a plain-torch room takes no configuration object)
+    props, info = {"dflash": DrafterProposal()}, {"k": k, "families": {}, "skipped": {}}
+    for name, fam in records().items():
+        try:
+            if fam.k_rule is not None:
+                fam.k_rule(k, "k")
+        except DraftlabError as e:  # a K the family cannot build: skipped, named with why
+            info["skipped"][name] = str(e)
+            continue
+        section = fam.section(ccfg)
+        with torch.device(dev):
+            corr = build_corrector(ccfg, drafter, fam.variants[0].name)
+        if perturb:
+            with torch.no_grad():
+                for p in corr.parameters():
+                    p.normal_(0.0, 1.0)
+        props[name] = CorrectorProposal(corr.to(dev, dt), fam.rules(section)[0], fam.lam(section))
+        info["families"][name] = {"variant": fam.variants[0].name, **asdict(section)}
+    return props, info
 
 
 class BigramProposal:

@@ -28,15 +28,15 @@ from draftlab.checks.common import MODULES, ROOT, SCHEMA, SECTIONS, Budget, Ctx,
 from draftlab.checks.models import DRY_TARGET, PAPER_TARGET
 from draftlab.omp import configure
 PAPER = dict(
-    target=PAPER_TARGET, drafter=dict(block_size=16, num_layers=5), dcoco=dict(k=16, dim=128, mlp_hidden=256),
-    seq_rank=64, prompt_tokens=256, new_tokens=24, verify_tokens=(1, 8, 16), verify_reps=6, reps=2,
+    target=PAPER_TARGET, drafter=dict(block_size=16, num_layers=5), corrector_k=16,  # every family at its defaults
+    prompt_tokens=256, new_tokens=24, verify_tokens=(1, 8, 16), verify_reps=6, reps=2,
     streams=(1, 8, 64), copy_gib=1.0, kernel_reps=(5, 30), budget_s=355.0,
     section_s=dict(kernels=20, engine=30, concurrency=100, seeded=30, specopd=40, specopd_scale=30, flex=45,
                    compiled=60),
 )
 DRY = dict(
-    target=DRY_TARGET, drafter=dict(block_size=16, num_layers=1), dcoco=dict(k=4, dim=16, mlp_hidden=32),
-    seq_rank=8, prompt_tokens=24, new_tokens=24, verify_tokens=(1, 8, 16), verify_reps=8, reps=3,
+    target=DRY_TARGET, drafter=dict(block_size=16, num_layers=1), corrector_k=4,
+    prompt_tokens=24, new_tokens=24, verify_tokens=(1, 8, 16), verify_reps=8, reps=3,
     streams=(1, 3), copy_gib=1 / 64, kernel_reps=(1, 2), budget_s=420.0,  # generous: a loaded CI machine still
     section_s=dict(kernels=60, engine=60, concurrency=60, seeded=60, specopd=60, specopd_scale=60, flex=60,  # passes
                    compiled=60),

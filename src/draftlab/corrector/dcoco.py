@@ -50,7 +50,7 @@ from draftlab.decoding.tree import OPTIONS as TREES
 from draftlab.corrector.loss import corrector_loss
 from draftlab.corrector.paths import path_tokens, select_path
 from draftlab.corrector.variants import LOSSES, RULES, Variant
-from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, pair_walk, reshaped
+from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, pair_walk
 from draftlab.errors import ConfigError, DraftlabError
 from draftlab.kernels.dispatch import transition_scores
 
@@ -204,10 +204,7 @@ class DCOCOCorrector(Corrector):
         S_p(y_p, ·) of the sampled y_p; u [*, n]."""
         ids, logits = block.candidates(self.arch.k)  # [*, n, K]
         scores = self(block.hidden, ids, logits)  # [*, n−1, K, K]
-        lead, (n, K) = ids.shape[:-2], ids.shape[-2:]
-        walk = pair_walk(logits.reshape(-1, n, K)[:, 0], scores.reshape(-1, n - 1, K, K), ids.reshape(-1, n, K), sp,
-                         u.reshape(-1, n))
-        return reshaped(walk, lead)
+        return pair_walk(logits[..., 0, :], scores, ids, sp, u)
 
     @torch.no_grad()
     def propose_rules(self, block: DraftBlock, rules: tuple[str, ...], lam: float = 0.75,

@@ -48,12 +48,11 @@ from torch import Tensor, nn
 from draftlab.corrector.base import (ANCHOR, HIDDEN, LOGITS, PAIR_ROWS, SAMPLED_WALK, TEACHER, Contract, Correction,
                                      CorrectionLoss, Corrector, DraftBlock)
 from draftlab.corrector.family import ArchDict, ArmEntry, Cost, Family, Shape
-from draftlab.corrector.paths import path_tokens
+from draftlab.corrector.paths import greedy_path, path_tokens
 from draftlab.corrector.variants import Variant
-from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, pair_walk, reshaped
+from draftlab.corrector.walks import SUFFIX as SAMPLED, SampledWalk, pair_walk
 from draftlab.decoding.tree import OPTIONS as TREES
 from draftlab.errors import ConfigError, DraftlabError
-from draftlab.kernels.dispatch import greedy_walk
 
 FORMAT = "draftlab-lilicorr-v1"
 # (w_ce, w_margin, w_pen): the published two, and `nopen` (margin's without its penalty: the feature cache holds no
@@ -226,8 +225,7 @@ class LiLiCorrCorrector(Corrector):
 
     def transition_rows(self, block: DraftBlock) -> tuple[Tensor, Tensor]:
         """(start [*, K], pair [*, n−1, K, K]): the rows of a tree ranked by LiLiCorr (`draftlab.corrector.tree`)."""
-        _, start, pair = self.scores(block)
-        return start, pair
+        return self.scores(block)[1:]
 
     @property
     def contract(self) -> Contract:
@@ -246,8 +244,7 @@ class LiLiCorrCorrector(Corrector):
         if rule != "greedy":
             raise DraftlabError(f"LiLiCorr walks one rule, greedy; path rule {rule!r} needs the dcoco family")
         ids, start, pair = self.scores(block)
-        lead, (n, K) = ids.shape[:-2], ids.shape[-2:]
-        idx = greedy_walk(pair.reshape(-1, n - 1, K, K), start.reshape(-1, K).argmax(-1), backend).reshape(*lead, n)
+        idx = greedy_path(pair, start, backend)  # [*, n]
         # recorded for the explorer's candidate grid: the chosen path and the rows it walked (`pair_start`,
         # `pair_rows`; not `transition_scores`, which the grid replays with DCOCO's path rules)
         return Correction(path_tokens(idx, ids), {"path_greedy": idx, "pair_start": start, "pair_rows": pair})
@@ -258,11 +255,7 @@ class LiLiCorrCorrector(Corrector):
         ℓ_{s+1} + pair_s(y_s, ·) of the sampled y_s (the drafter's logits supply the marginal: module doc); u [*, n]."""
         ids, start, pair = self.scores(block)
         vals = block.candidates(self.arch.k)[1].float()  # [*, n, K]
-        lead, (n, K) = ids.shape[:-2], ids.shape[-2:]
-        vals = vals.reshape(-1, n, K)
-        walk = pair_walk(vals[:, 0] + start.reshape(-1, K), pair.reshape(-1, n - 1, K, K) + vals[:, 1:, None, :],
-                         ids.reshape(-1, n, K), sp, u.reshape(-1, n))
-        return reshaped(walk, lead)
+        return pair_walk(vals[..., 0, :] + start, pair + vals[..., 1:, None, :], ids, sp, u)
 
     def loss(self, block: DraftBlock, labels: Tensor, valid: Tensor, draft_index: Tensor, rho: float,
              cumulative_mask: bool = False, kind: str = "joint") -> CorrectionLoss:
@@ -360,7 +353,6 @@ class LiLiCorrConfig:
 
 
 def _build(cfg: LiLiCorrConfig, drafter, v: Variant, k: int) -> LiLiCorrCorrector:
-    check_k(k)
     V, De = drafter.embed_tokens.weight.shape
     w_ce, w_margin, w_pen = cfg.loss_weights()
     arch = LiLiCorrArch(hidden_size=drafter.arch.hidden_size, embed_dim=De, vocab_size=V,

@@ -26,8 +26,10 @@ from draftlab.kernels.dispatch import greedy_walk
 
 
 def greedy_path(scores: Tensor, first: Tensor, backend: str | None = None) -> Tensor:
-    """Prefix-first greedy walk -> [N, n]."""
-    return greedy_walk(scores, first.argmax(-1), backend)
+    """Prefix-first greedy walk: scores [*, n−1, K, K], first [*, K] -> [*, n]."""
+    lead, (P, K) = first.shape[:-1], scores.shape[-3:-1]
+    N = lead.numel()
+    return greedy_walk(scores.reshape(N, P, K, K), first.reshape(N, K).argmax(-1), backend).reshape(*lead, P + 1)
 
 
 def viterbi_path(scores: Tensor, first: Tensor | None = None, lam: float = 1.0, include_first: bool = True) -> Tensor:

@@ -58,9 +58,12 @@ def draw(logits: Tensor, sp: SamplingParams, u: Tensor) -> tuple[Tensor, Tensor]
 
 
 def pair_walk(first: Tensor, pair: Tensor, ids: Tensor, sp: SamplingParams, u: Tensor) -> SampledWalk:
-    """The sampled walk over pair rows: first [N, K] slot 1's logits, pair [N, n−1, K, K] (pair[:, p, a] the row of
-    slot p+2 after candidate a of slot p+1), ids [N, n, K] the candidates' target ids, u [N, n] -> the walk."""
-    N, n, K = ids.shape
+    """The sampled walk over pair rows: first [*, K] slot 1's logits, pair [*, n−1, K, K] (pair[..., p, a] the row of
+    slot p+2 after candidate a of slot p+1), ids [*, n, K] the candidates' target ids, u [*, n] -> the walk (leading
+    dims kept)."""
+    lead, (n, K) = ids.shape[:-2], ids.shape[-2:]
+    N = lead.numel()
+    first, pair, ids, u = first.reshape(N, K), pair.reshape(N, n - 1, K, K), ids.reshape(N, n, K), u.reshape(N, n)
     rows = torch.arange(N, device=ids.device)
     j, q = draw(first.float(), sp, u[:, 0])
     idx, qs = [j], [q]
@@ -69,7 +72,7 @@ def pair_walk(first: Tensor, pair: Tensor, ids: Tensor, sp: SamplingParams, u: T
         idx.append(j)
         qs.append(q)
     idx = torch.stack(idx, 1)  # [N, n]
-    return SampledWalk(ids.gather(-1, idx[..., None]).squeeze(-1), torch.stack(qs, 1), ids)
+    return reshaped(SampledWalk(ids.gather(-1, idx[..., None]).squeeze(-1), torch.stack(qs, 1), ids), lead)
 
 
 def reshaped(walk: SampledWalk, lead: tuple) -> SampledWalk:

@@ -3,15 +3,14 @@ the project's own code — the target's prefill and AR step, one speculative rou
 batch and the training steps — run under a `TorchDispatchMode` that counts every op, on random models of the SmolLM2
 widths at three layer counts, and fitted per layer (see `draftlab.plan.dispatch`). It runs the methods' code (the
 engine, the correctors, SpecOPD's terms, the trainer), so it sits in the benchmark's layer; the plan reads only the
-fit it writes. `python -m draftlab.measure.dispatch_count [--write]`."""
+fit it writes. The corrector round is one family's (`--family`, by default the first registered), named beside its
+counts: every family's arms cost it in the plan. `python -m draftlab.measure.dispatch_count [--write] [--family F]`."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from draftlab.plan.dispatch import CHUNKS, COUNTS, LAYERS, STEPS, WIDTHS, ops
-
-
+from draftlab.plan.dispatch import CHUNKS, CORRECTOR_ROUND, COUNTS, LAYERS, STEPS, WIDTHS, ops
 
 
 def _counter():
@@ -73,7 +72,23 @@ def _per_round(run, Count) -> tuple[float, float]:
     return a - ra * step, step
 
 
-def _inference(Lt: int, Ld: int) -> dict[str, float]:
+def corrector_family(name: str | None = None):
+    """The corrector family whose round the instrument counts (`corrector_round`): `name`, or the first registered
+    family (`draftlab.corrector.families.records()`)."""
+    from draftlab.corrector.families import records
+    from draftlab.errors import DraftlabError
+
+    fams = records()
+    if name is None:
+        return next(iter(fams.values()))
+    if name not in fams:
+        raise DraftlabError(f"corrector family {name!r} is not registered; choose one of: {', '.join(fams)}")
+    return fams[name]
+
+
+def _inference(Lt: int, Ld: int, family: str | None = None) -> dict[str, float]:
+    """The inference steps' ops; the corrector round is that of `family`'s first variant at its default settings,
+    K=16, proposing with its default path rule (`corrector_family`)."""
     import torch
 
     from draftlab.config import CorrectorConfig
@@ -90,13 +105,16 @@ def _inference(Lt: int, Ld: int) -> dict[str, float]:
         pre, out["ar_step"] = _per_round(lambda n: len(generate_ar(tgt, prompts, n, eos_ids=[]).round_times), Count)
         out["prefill"] = pre
         plain, seeded = _drafter(tgt, Ld, dtype=dt), _drafter(tgt, Ld, True, dtype=dt)
-        corr = CorrectorProposal(build_corrector(CorrectorConfig(k=16, families={"dcoco": {"dim": 128, "hidden": 256}}), plain, "dcoco").to(dt))
+        fam, ccfg = corrector_family(family), CorrectorConfig(k=16)
+        section = fam.section(ccfg)
+        corr = CorrectorProposal(build_corrector(ccfg, plain, fam.variants[0].name).to(dt), fam.rules(section)[0],
+                                 fam.lam(section))
         engines = {
             "dflash_round": lambda: SpeculativeEngine(tgt, plain),
             "pld_round": lambda: SpeculativeEngine(tgt, None, PromptLookup(16, 3, 7)),
             "hybrid_round": lambda: SpeculativeEngine(tgt, plain, LookupHybrid(PromptLookup(16, 3, 7), tgt.vocab_size)),
             "seeded_cut_round": lambda: SpeculativeEngine(tgt, seeded, SpanProposal(seeded.mask_token_id)),
-            "dcoco_round": lambda: SpeculativeEngine(tgt, plain, corr),
+            CORRECTOR_ROUND: lambda: SpeculativeEngine(tgt, plain, corr),
         }
         for name, make in engines.items():
             out[name] = _per_round(lambda n: len(make().generate(prompts, n, eos_ids=[]).round_times), Count)[1]
@@ -162,8 +180,9 @@ def _training(Lt: int, Ld: int, chunks: int) -> dict[str, float]:
     return out
 
 
-def count() -> dict:
-    """Count every step at LAYERS (and CHUNKS) and fit; the document dispatch_counts.json holds."""
+def count(family: str | None = None) -> dict:
+    """Count every step at LAYERS (and CHUNKS) and fit; the document dispatch_counts.json holds (the corrector round
+    of `family`, by default the first registered one, named beside its counts)."""
     import platform
 
     import torch
@@ -178,7 +197,7 @@ def count() -> dict:
     configure(None, 1)  # tiny ops: one thread is fastest, and the counts do not depend on it
     try:
         for Lt, Ld in LAYERS:
-            for k, v in _inference(Lt, Ld).items():
+            for k, v in _inference(Lt, Ld, family).items():
                 raw.setdefault(k, {})[f"{Lt},{Ld},1"] = v
             for ch in (CHUNKS if (Lt, Ld) == LAYERS[0] else CHUNKS[:1]):
                 for k, v in _training(Lt, Ld, ch).items():
@@ -197,6 +216,7 @@ def count() -> dict:
             fit["per_chunk"] = (r[f"{t0},{d0},{c1}"] - a) / (c1 - c0)
         steps[name] = {"what": STEPS[name], "fit": {k: round(v, 2) for k, v in fit.items()},
                        "counted": {k: round(v, 2) for k, v in r.items()}}
+    steps[CORRECTOR_ROUND]["family"] = corrector_family(family).name
     root = Path(__file__).resolve().parents[3]  # src/draftlab/measure/dispatch_count.py -> the repository
     return {"schema": "draftlab-dispatch-counts-v1", "commit": git_sha(root) or "unknown",
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -211,8 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m draftlab.measure.dispatch_count",
                                  description="count the aten ops of each eager step (the plan's dispatch term)")
     ap.add_argument("--write", action="store_true", help=f"write the counts to {COUNTS.name}")
+    ap.add_argument("--family", default=None, help="the corrector family whose round is counted (default: the first "
+                                                   "registered one)")
     a = ap.parse_args(argv)
-    doc = count()
+    doc = count(a.family)
     for name, s in doc["steps"].items():
         f = s["fit"]
         print(f"{name:<17} {f['base']:>8.0f} + {f['per_target_layer']:>6.1f}/target layer + "

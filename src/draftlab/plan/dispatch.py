@@ -27,6 +27,9 @@ COUNTS = Path(__file__).with_name("dispatch_counts.json")
 # of ~2,400 ops took ~36 ms at any size below the bandwidth floor). CPU: the cpu preset's own fitted value
 # (`draftlab.plan.stages.PRESETS`, docs/plan.md); a bare `Device(kind="cpu")` has none and says so.
 PER_OP_US: dict[str, float] = {"cuda": 15.0}
+# the round of every corrector family's arms: one family's round, counted (`draftlab.measure.dispatch_count --family`;
+# dispatch_counts.json names it beside the counts), stands for all of them
+CORRECTOR_ROUND = "corrector_round"
 # the steps counted, and what one of them is
 STEPS = {
     "prefill": "the target's prefill of a batch of prompts (AR and speculative engines alike)",
@@ -35,7 +38,8 @@ STEPS = {
     "pld_round": "one prompt-lookup round (no drafter; verify at the matched width)",
     "hybrid_round": "one dflash-pld round (drafter + lookup)",
     "seeded_cut_round": "one dflash-seeded-cut round (seeded drafter, span-cut verify)",
-    "dcoco_round": "one DCOCO round (drafter + corrector proposal step)",
+    CORRECTOR_ROUND: "one corrector round (drafter + a corrector family's proposal step; the family counted is named "
+                     "beside it)",
     "val_batch": "one validation batch of the drafter trainer (target taps + greedy, drafter blocks, top-K)",
     "pretrain_step": "one pretraining step (target taps, drafter forward + backward, chunked head + CE, AdamW)",
     "specopd_step": "one SpecOPD update (trunk pass, branches, tree scoring, E2E-TV, backward, AdamW)",
@@ -72,7 +76,7 @@ def corrector_arms(params) -> tuple[str, ...]:
 
 def round_step(arm: str, correctors: tuple[str, ...] = ()) -> str:
     """The counted round of a benchmark arm: an arm of a corrector family (`correctors`: `corrector_arms(params)`)
-    runs the counted corrector round (`dcoco_round`: drafter + corrector proposal step); an unknown speculative arm
+    runs the counted corrector round (`corrector_round`: drafter + corrector proposal step); an unknown speculative arm
     counts as a DFlash round."""
     base = arm.removesuffix("-t1")
     if base in ("ar", "hf-generate"):  # Hugging Face's generate: an AR step of the same model
@@ -82,5 +86,5 @@ def round_step(arm: str, correctors: tuple[str, ...] = ()) -> str:
     if base in ROUND_STEPS:
         return ROUND_STEPS[base]
     if any(base == m or base.startswith(m + "-") for m in correctors):
-        return "dcoco_round"
+        return CORRECTOR_ROUND
     return "dflash_round"
