@@ -151,7 +151,7 @@ def outputs(root, tmp_path_factory) -> Path:
     params = subprocess.run([sys.executable, "-m", "draftlab.cli", "compose", "target=tiny-random", "profile=smoke",
                              "tracking.enabled=false", "drafter.block_size=4", "drafter.draft_vocab_size=0", "pld.num_tokens=3"], cwd=root, capture_output=True, text=True, check=True).stdout
     (wd / "params.yaml").write_text(params)
-    r = subprocess.run([sys.executable, str(root / "stages" / "prepare_target.py")], cwd=wd, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "draftlab.pipeline", "prepare_target"], cwd=wd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     t = load_target(wd / "models" / "target", "cpu", "float32")
     torch.manual_seed(0)

@@ -48,7 +48,7 @@ def _snapshot(wd: Path) -> dict[str, tuple[bytes, int]]:
 @pytest.fixture(scope="module")
 def pipeline(root, tmp_path_factory) -> Path:
     wd = tmp_path_factory.mktemp("guard")
-    for part in ("dvc.yaml", "params.yaml", "stages", "src", "examples"):
+    for part in ("dvc.yaml", "params.yaml", "src", "examples"):
         src = root / part
         (shutil.copytree(src, wd / part, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir()
          else shutil.copy2(src, wd / part))
