@@ -6,6 +6,7 @@ generated dvc.yaml's code deps use too), also those inside functions;
 names the shape it reads with a Protocol, or takes plain values)."""
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from draftlab.imports import SRC, files as imports_files, imports, modules, reach
@@ -201,3 +202,32 @@ def test_the_architecture_page_names_every_package_in_its_layer():
         table.setdefault(int(n), set()).update(re.findall(r"`(\w+)(?:/|\.py)?`", cell))
     want = {i: set(layer) for i, layer in enumerate(LAYERS)}
     assert table == want, f"docs/architecture.md's layer table {table} is not tests/test_layers.py's LAYERS {want}"
+
+
+LIGHTNING_BASES = ("LightningModule", "LightningDataModule", "Callback")
+
+
+def _base_names(node) -> list[str]:
+    return [b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, (ast.Name, ast.Attribute))]
+
+
+def lightning_subclasses(files: dict[str, Path]) -> list[str]:
+    """'module.Class extends module.Base' for every class of ours that extends one of our Lightning classes."""
+    classes = {m: [n for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)]
+               for m, p in files.items()}
+    ours = {n.name: m for m, nodes in classes.items() for n in nodes if set(_base_names(n)) & set(LIGHTNING_BASES)}
+    return [f"{m}.{n.name} extends {ours[b]}.{b}" for m, nodes in classes.items() for n in nodes
+            for b in _base_names(n) if b in ours]
+
+
+def test_no_lightning_class_of_ours_is_extended():
+    """One training path (issue "A method in one place"): a method supplies an objective or hands its pieces to the
+    one module / data module; it does not subclass them and override their hooks from another floor."""
+    found = lightning_subclasses(imports_files())
+    assert not found, f"a Lightning class of ours is extended (hand its pieces in instead): {found}"
+
+
+def test_the_lightning_check_can_fail(tmp_path):
+    (tmp_path / "a.py").write_text("import lightning as L\nclass M(L.LightningDataModule):\n    pass\n")
+    (tmp_path / "b.py").write_text("from a import M\nclass N(M):\n    train_items = None\n")
+    assert lightning_subclasses({"a": tmp_path / "a.py", "b": tmp_path / "b.py"}) == ["b.N extends a.M"]

@@ -61,7 +61,7 @@ def test_online_features_give_the_cached_loss_and_validation(target, tmp_path):
     fp32 cache both give the same loss and the same validation counts."""
     from draftlab.config import SpecOPDConfig
     from draftlab.training.features import FeatureStore
-    from draftlab.recipes.specopd.module import BranchDataModule, SpecOPDObjective
+    from draftlab.recipes.specopd.module import SpecOPDObjective, branch_data
 
     seqs = _refs()
     view = SpecOPDConfig(anchors_per_seq=5, batch_size=3, cache_features=False).run_settings(1, 0.0)
@@ -73,7 +73,7 @@ def test_online_features_give_the_cached_loss_and_validation(target, tmp_path):
     items = [(i, sample_branch_anchors(int(seqs.lengths[i]), int(seqs.prompt_len[i]), 5, g)) for i in range(3)]
     out = {}
     for name, st in (("online", None), ("cached", store)):
-        dm = BranchDataModule(seqs, view, S, st, train_feats=True)
+        dm = branch_data(seqs, view, S, st, train_feats=True)
         batch = dm.train_collate(items)
         assert ("feats" in batch) == (st is not None)
         loss = m.ce.loss_parts(batch)["loss"]

@@ -24,7 +24,8 @@ anchors (validation), length-bucketed to limit padding, with the target's tap fe
   run's), and `Collate` keeps the rank's share, sequences r, r+W, r+2W, ... of each global batch (the
   union over ranks is the one-process batch; the features are read for the share only). A global batch
   with fewer sequences than ranks (the last one of a pass) is skipped by every rank.
-(SpecOPD's variant with branch anchors, `BranchDataModule`, lives in draftlab.recipes.specopd.module.)
+SpecOPD's batches (branch anchors, its validation sets, its training collate) are this data module with SpecOPD's
+items and settings handed in (`draftlab.recipes.specopd.module.branch_data`), not a subclass.
 """
 from __future__ import annotations
 
@@ -264,8 +265,12 @@ class Collate:
 
 class DrafterDataModule(L.LightningDataModule):
     def __init__(self, seqs: SequenceSet, cfg: PretrainConfig, block_size: int, store: FeatureStore | None = None,
-                 train_sample: int = 16, arch=None):
-        """arch: the drafter's `DrafterArch`; a seeded one makes every batch carry its seeds."""
+                 train_sample: int = 16, arch=None, items: type | None = None, val_sets: list[str] | None = None,
+                 train_collate: Collate | None = None):
+        """arch: the drafter's `DrafterArch`; a seeded one makes every batch carry its seeds. A method's own batches:
+        `items`, the Dataset class of training items, built as items(seqs, block_size, anchors_per_seq) (None:
+        pretraining's `TrainBlocks`); `val_sets`, the named validation sets kept (None: all); `train_collate`, the
+        training batches' collate (None: pretraining's)."""
         super().__init__()
         self.seqs, self.cfg, self.S, self.store = seqs, cfg, block_size, store
         self.train_idx = seqs.indices("train")
@@ -279,6 +284,9 @@ class DrafterDataModule(L.LightningDataModule):
         if train_sample:
             step = max(len(self.train_idx) // train_sample, 1)
             self.val_sets["train_sample"] = self.train_idx[::step][:train_sample]
+        if val_sets:
+            self.val_sets = {k: v for k, v in self.val_sets.items() if k in val_sets}
+        self.items = items
         seeds = SeedTable(seqs, arch) if arch is not None and arch.seeded else None
         dropout = getattr(cfg, "seed_dropout", 0.0)
         if dropout and seeds is None:
@@ -287,8 +295,9 @@ class DrafterDataModule(L.LightningDataModule):
         self.collate = Collate(seqs, store, seeds=seeds)
         # distillation (kd_weight > 0) reads the target's last-layer tap at the block's positions a..a+S-2
         extra = block_size - 1 if getattr(cfg, "kd_weight", 0) else 0
-        self.train_collate = (Collate(seqs, store, extra, seeds, dropout, cfg.seed) if extra or dropout
-                              else self.collate)
+        if train_collate is None:
+            train_collate = Collate(seqs, store, extra, seeds, dropout, cfg.seed) if extra or dropout else self.collate
+        self.train_collate = train_collate
 
     @property
     def val_names(self) -> list[str]:
@@ -297,18 +306,16 @@ class DrafterDataModule(L.LightningDataModule):
     def steps_per_epoch(self) -> int:
         return math.ceil(len(self.train_idx) / self.cfg.batch_size)
 
-    train_items = None  # the Dataset class of training items (None: TrainBlocks; SpecOPD: BranchBlocks)
-
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         step = (lambda: int(trainer.global_step)) if trainer is not None else None  # batches consumed so far
         sampler = BucketBatchSampler(self.train_idx, self.seqs.lengths, self.cfg.batch_size, self.cfg.seed, world=world,
                                      start=step)
-        if self.train_items is None:
+        if self.items is None:
             items = TrainBlocks(self.seqs, self.S, self.cfg.anchors_per_seq, self.cfg.anchor_region)
         else:
-            items = self.train_items(self.seqs, self.S, self.cfg.anchors_per_seq)
+            items = self.items(self.seqs, self.S, self.cfg.anchors_per_seq)
         collate = self.train_collate if world == 1 else self.train_collate.share(rank, world)
         return StepLoader(StepItems(items, self.cfg.seed), batch_sampler=sampler,
                           collate_fn=StepCollate(collate, self.cfg.seed), num_workers=0)

@@ -1,9 +1,9 @@
 """SpecOPD training (docs/algorithms.md "SpecOPD") and the objectives it is compared with, each an objective of the one
 training module (`SpecOPDObjective`).
 
-Reused (not copied): the data module (`draftlab.training.data.BranchDataModule`: pretraining's
-batches with branch anchors), the one training module (budget clock, optimiser, schedule, best-state keeping,
-resumable counters), pretraining's objective (its optimiser groups, simulated-τ validation against the target's
+Reused (not copied): the data module (`draftlab.training.data.DrafterDataModule`, handed SpecOPD's
+items with branch anchors: `branch_data`), the one training module (budget clock, optimiser, schedule,
+best-state keeping, resumable counters), pretraining's objective (its optimiser groups, simulated-τ validation against the target's
 greedy tokens, and the off-policy CE arm's step),
 the fit driver (`draftlab.training.fit.train`) and the tap-feature cache (`FeatureStore`, used for
 validation and the CE arm when `specopd.cache_features`; otherwise those compute the taps in the step,
@@ -56,19 +56,13 @@ class BranchBlocks(TrainBlocks):
         return i, sample_branch_anchors(int(self.seqs.lengths[i]), int(self.seqs.prompt_len[i]), self.A)
 
 
-class BranchDataModule(DrafterDataModule):
-    """Pretraining's data module; training items carry branch anchors. `val_sets` limits validation
-    to the named sets (heldout, eval suites; empty = all); `train_feats` gives training batches the
+def branch_data(seqs: SequenceSet, cfg: PretrainConfig, block_size: int, store: FeatureStore | None,
+                val_sets: list[str] | None = None, train_feats: bool = False) -> DrafterDataModule:
+    """Pretraining's data module with SpecOPD's batches: training items carry branch anchors; `val_sets` limits
+    validation to the named sets (heldout, eval suites; empty = all); `train_feats` gives training batches the
     cached tap features (the off-policy CE objective; the others take them from the trunk pass)."""
-
-    train_items = BranchBlocks
-
-    def __init__(self, seqs: SequenceSet, cfg: PretrainConfig, block_size: int, store: FeatureStore | None,
-                 val_sets: list[str] | None = None, train_feats: bool = False):
-        super().__init__(seqs, cfg, block_size, store, train_sample=0)
-        if val_sets:
-            self.val_sets = {k: v for k, v in self.val_sets.items() if k in val_sets}
-        self.train_collate = Collate(seqs, store if train_feats else None)
+    return DrafterDataModule(seqs, cfg, block_size, store, train_sample=0, items=BranchBlocks, val_sets=val_sets,
+                             train_collate=Collate(seqs, store if train_feats else None))
 
 
 # ---- the objective --------------------------------------------------------------------------------------------
@@ -242,7 +236,7 @@ def train_objective(drafter: DFlashDrafter, seqs: SequenceSet, scfg, objective: 
     state by it (`ObjectiveResult.best_t1` / `t1_state`; the final state's evaluation is then the last one)."""
     view = scfg.run_settings(steps, max_minutes)
     L.seed_everything(scfg.seed, workers=False, verbose=False)
-    dm = BranchDataModule(seqs, view, drafter.block_size, store, scfg.val_sets, train_feats=objective == "offpolicy_ce")
+    dm = branch_data(seqs, view, drafter.block_size, store, scfg.val_sets, train_feats=objective == "offpolicy_ce")
     W = scfg.branch_width or drafter.block_size - 1
     tv_eval = (lambda: heldout_tv(drafter, target, seqs, scfg, W)) if select_t1 else None
     obj = SpecOPDObjective(drafter, view, target, objective, scfg.branch_width, scfg.temperature, scfg.seq_rounds,
