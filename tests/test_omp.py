@@ -53,7 +53,7 @@ def test_one_place_sets_threads_and_the_wait_policy(root):
 
 
 def test_a_stage_sets_it_before_torch_loads(tmp_path):
-    """Importing the stage module (as every stage script does first) sets the profile's policy, and torch is not
+    """Importing the stage module (as the runner, python -m draftlab.pipeline, does before torch) sets the profile's policy, and torch is not
     yet loaded then — the OpenMP runtime reads the variable once, at load."""
     (tmp_path / "params.yaml").write_text("profile:\n  omp_wait_policy: active\n")
     code = ("import os, sys; import draftlab.pipeline.stage; "

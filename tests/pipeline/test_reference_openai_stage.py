@@ -1,5 +1,5 @@
 """The reference stage end to end with `reference.engine=openai`: a prepared tiny-random target folder, served
-by the test server (tests/openai_server.py) on 127.0.0.1, and the real stage script against it: the stage reads
+by the test server (tests/openai_server.py) on 127.0.0.1, and the real stage against it: the stage reads
 only the target's tokenizer / config / EOS ids, writes rows with server and model, and reports the agreement."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Data-parallel training: the real stage scripts launched as a user launches them,
-`torchrun --nproc_per_node 2 -m draftlab.pipeline <stage> trainer.devices=2` (CPU, gloo, one thread per rank), train
+"""Data-parallel training: the real stages launched as a user launches them, `python -m draftlab.pipeline <stage>
+trainer.devices=2` (it re-executes itself under torchrun; CPU, gloo, one thread per rank), train
 the same weights with the same per-step loss as one process on the same global batch (fp32
 tolerance derived from the arithmetic, below), for pretraining (pretrain_drafter), SpecOPD and corrector
 co-training; the tolerances hold when one rank's gradients carry rounding-sized noise and fail on a planted

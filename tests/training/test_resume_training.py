@@ -1,4 +1,4 @@
-"""Resume is the same run: the real pretrain_drafter stage script on a tiny pipeline (tiny random target, smoke
+"""Resume is the same run: the real pretrain_drafter stage on a tiny pipeline (tiny random target, smoke
 profile, a step budget) is killed with SIGKILL — once three steps after a checkpoint, once right after the
 checkpoint of a step that validates — and resumed; its data order, validation steps, loss and gradient-norm curves,
 held-out curve, weights, budget-curve CSV rows (the clock's column aside) and report equal an uninterrupted run's.

@@ -142,7 +142,7 @@ def _interrupted(name: str, interrupts, exc: BaseException | None = None) -> int
 
 
 def prepare(params) -> None:
-    """What a stage's process sets before its recipe runs: the profile's thread count and seed (the stage scripts
+    """What a stage's process sets before its recipe runs: the profile's thread count and seed (every stage
     under DVC and the offline runner alike)."""
     import torch
 

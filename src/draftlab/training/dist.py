@@ -1,6 +1,6 @@
 """Data-parallel plumbing of the training stages (Lightning DDP over `trainer.devices` processes per node).
 
-- `configure(cfg)` / `settings()`: the process's `TrainerConfig` (set once by the stage script from
+- `configure(cfg)` / `settings()`: the process's `TrainerConfig` (set once by stage_main from
   params.trainer; the default is one process, today's single-device run). `fit` reads it.
 - `world_size()`, `global_rank()`, `is_rank_zero()`: from the initialised process group, else from the
   launcher's environment (torchrun sets WORLD_SIZE / RANK / LOCAL_RANK before the script starts).
@@ -25,7 +25,7 @@ _settings = TrainerConfig()
 
 
 def configure(cfg: TrainerConfig) -> None:
-    """Set the process's data-parallel settings (the stage script calls it with params.trainer)."""
+    """Set the process's data-parallel settings (stage_main calls it with params.trainer)."""
     global _settings
     _settings = cfg
 
