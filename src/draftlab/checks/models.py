@@ -80,20 +80,19 @@ def build_drafter(target, block_size: int, num_layers: int, dtype, init_seed: in
 
 def build_proposers(target, drafter, k: int, perturb: bool, seed: int = 2) -> tuple[dict, dict]:
     """(name -> ProposalStep, what was built) for dflash (the plain drafter: identity) and every registered corrector
-    family (`draftlab.corrector.families.records()`): its first variant, built by the registry (`build_corrector`)
-    at the family's default settings with `k` candidates, proposing with the family's default path rule and λ (its
-    record's `rules` / `lam`). A family whose record's k rule rejects `k` is skipped and named with why. With perturb,
-    every parameter of every corrector is redrawn from N(0, 1), so the correctors really re-select tokens: a fresh
-    corrector's zero-initialised output layers make it return the drafter's top-1 path, and redrawing only those leaves
-    a correction made through small-scale weights (a δ through the drafter's head, from a state of the embedding's
-    scale) below the drafter's logit gaps, where at unit scale every built-in family changes a share of the proposals
-    (tiny random targets, fp32 and bf16)."""
+    family (`draftlab.corrector.families.records()`): its first variant, built by the registry
+    (`corrector.families.fresh_proposal`) at the family's default settings with `k` candidates, proposing with the
+    family's default path rule and λ (its record's `rules` / `lam`). A family whose record's k rule rejects `k` is
+    skipped and named with why. With perturb, every parameter of every corrector is redrawn from N(0, 1), so the
+    correctors really re-select tokens: a fresh corrector's zero-initialised output layers make it return the
+    drafter's top-1 path, and redrawing only those leaves a correction made through small-scale weights (a δ through
+    the drafter's head, from a state of the embedding's scale) below the drafter's logit gaps, where at unit scale
+    every built-in family changes a share of the proposals (tiny random targets, fp32 and bf16)."""
     import torch
 
     from types import SimpleNamespace
 
-    from draftlab.corrector.families import build_corrector, records
-    from draftlab.corrector.proposal import CorrectorProposal
+    from draftlab.corrector.families import fresh_proposal, records
     from draftlab.decoding.api import DrafterProposal
     from draftlab.errors import DraftlabError
 
@@ -108,14 +107,14 @@ def build_proposers(target, drafter, k: int, perturb: bool, seed: int = 2) -> tu
         except DraftlabError as e:  # a K the family cannot build: skipped, named with why
             info["skipped"][name] = str(e)
             continue
-        section = fam.section(ccfg)
         with torch.device(dev):
-            corr = build_corrector(ccfg, drafter, fam.variants[0].name)
+            prop, section = fresh_proposal(ccfg, drafter, name)
         if perturb:
             with torch.no_grad():
-                for p in corr.parameters():
+                for p in prop.corrector.parameters():
                     p.normal_(0.0, 1.0)
-        props[name] = CorrectorProposal(corr.to(dev, dt), fam.rules(section)[0], fam.lam(section))
+        props[name] = prop
+        prop.corrector.to(dev, dt)
         info["families"][name] = {"variant": fam.variants[0].name, **asdict(section)}
     return props, info
 

@@ -103,6 +103,18 @@ def build_corrector(cfg, drafter, variant: str, seed: int | None = None) -> Corr
     return fam.build(fam.section(cfg), drafter, variant_table()[variant], cfg.k).to(drafter.device)
 
 
+def fresh_proposal(cfg, drafter, family: str):
+    """(proposal step, the family's settings): a freshly initialised corrector of `family`'s first variant
+    (`build_corrector`; cfg: its seed, k and `families`) proposing as the family decodes by default — its record's
+    first path rule and its λ. What an instrument measures a family by (the accelerator check, the dispatch count)."""
+    from draftlab.corrector.proposal import CorrectorProposal
+
+    fam = records()[family]
+    section = fam.section(cfg)
+    corrector = build_corrector(cfg, drafter, fam.variants[0].name)
+    return CorrectorProposal(corrector, fam.rules(section)[0], fam.lam(section)), section
+
+
 def _family_of_folder(raw: dict, folder) -> tuple[Family, object]:
     fams = [f for f in records().values() if f.format == raw["format"]]
     try:

@@ -92,8 +92,7 @@ def _inference(Lt: int, Ld: int, family: str | None = None) -> dict[str, float]:
     import torch
 
     from draftlab.config import CorrectorConfig
-    from draftlab.corrector.families import build_corrector
-    from draftlab.corrector.proposal import CorrectorProposal
+    from draftlab.corrector.families import fresh_proposal
     from draftlab.decoding import SpeculativeEngine, generate_ar
     from draftlab.decoding.lookup import LookupHybrid, PromptLookup
     from draftlab.decoding.width import SpanProposal
@@ -105,10 +104,8 @@ def _inference(Lt: int, Ld: int, family: str | None = None) -> dict[str, float]:
         pre, out["ar_step"] = _per_round(lambda n: len(generate_ar(tgt, prompts, n, eos_ids=[]).round_times), Count)
         out["prefill"] = pre
         plain, seeded = _drafter(tgt, Ld, dtype=dt), _drafter(tgt, Ld, True, dtype=dt)
-        fam, ccfg = corrector_family(family), CorrectorConfig(k=16)
-        section = fam.section(ccfg)
-        corr = CorrectorProposal(build_corrector(ccfg, plain, fam.variants[0].name).to(dt), fam.rules(section)[0],
-                                 fam.lam(section))
+        corr = fresh_proposal(CorrectorConfig(k=16), plain, corrector_family(family).name)[0]
+        corr.corrector.to(dt)
         engines = {
             "dflash_round": lambda: SpeculativeEngine(tgt, plain),
             "pld_round": lambda: SpeculativeEngine(tgt, None, PromptLookup(16, 3, 7)),
